@@ -1,0 +1,138 @@
+/*
+ * loaderd.h: the loaderd client library, the one header a training process
+ * (or the Python package, through ctypes) needs.
+ *
+ * A client connects to the daemon's Unix socket, attaches to a pipeline by
+ * name with its rank and world size, then loops: ldr_next() gives the next
+ * batch as named tensors that point into the daemon's shared memory (mapped
+ * read-only), ldr_release() hands the batch's slot back. Batches arrive
+ * strictly in order; the daemon keeps up to `depth` of them prepared ahead.
+ *
+ *     struct ldr_client *c;
+ *     struct ldr_attach_opts o = { .pipeline = "train" };
+ *     if (ldr_connect(NULL, &c) < 0 || ldr_attach(c, &o) < 0) { ...ldr_error(c)... }
+ *     struct ldr_batch b;
+ *     while (ldr_next(c, &b, -1) == 0) {
+ *             use(b.tensors[0].data, b.rows);
+ *             ldr_release(c, &b);
+ *     }
+ *     ldr_close(c);
+ *
+ * Errors: every call that can fail returns 0 or a negative errno; the text
+ * of the last failure (the daemon's own message when it sent one, which
+ * names the pipeline, file or limit involved) is ldr_error().
+ *
+ * Thread-safety: a client handle is used by one thread at a time (calls on
+ * one handle must be serialised by the caller); distinct handles are
+ * independent. ldr_status() uses no handle and is safe from any thread.
+ *
+ * Lifetime: tensor pointers of a batch are valid until that batch is
+ * released or the client is closed; after that the slot is refilled.
+ */
+#ifndef LOADERD_CLIENT_H
+#define LOADERD_CLIENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LDR_TENSORS_MAX 8
+#define LDR_NDIM_MAX 4
+#define LDR_POSITION_MAX 96 /* bytes a position token needs, with its NUL */
+
+enum ldr_dtype { /* the same values as the wire format's */
+	LDR_UINT8 = 1,
+	LDR_UINT16 = 2,
+	LDR_UINT32 = 3,
+	LDR_INT32 = 4,
+	LDR_INT64 = 5,
+	LDR_FLOAT16 = 6,
+	LDR_FLOAT32 = 7,
+};
+
+struct ldr_client; /* opaque */
+
+struct ldr_attach_opts {
+	const char *pipeline;    /* required: a pipeline defined in the daemon's config */
+	unsigned rank;           /* default 0 */
+	unsigned world;          /* default (0) means 1 */
+	unsigned depth;          /* batches prepared ahead; 0 = the daemon's default */
+	const char *resume;      /* position token from ldr_position(), or NULL */
+	const char *client_name; /* shown by `loaderctl status`, or NULL */
+};
+
+struct ldr_tensor {
+	char name[32];
+	enum ldr_dtype dtype;
+	unsigned ndim;
+	int64_t shape[LDR_NDIM_MAX]; /* shape[0] == the batch's rows */
+	const void *data;            /* read-only; valid until the batch is released */
+	size_t bytes;                /* rows * bytes per row */
+};
+
+struct ldr_batch {
+	uint64_t seq;     /* 0, 1, 2, ... since attach */
+	uint64_t epoch;
+	uint64_t index;   /* batch index within the epoch (since the resume point) */
+	unsigned rows;    /* samples in this batch */
+	int last_in_epoch;
+	unsigned n_tensors;
+	struct ldr_tensor tensors[LDR_TENSORS_MAX];
+	/* private: identify the slot to the daemon */
+	uint64_t priv_first;
+	uint64_t priv_epoch_offset;
+	uint32_t priv_slot;
+	uint32_t priv_generation;
+};
+
+/* Connects to the daemon. socket_path NULL means $LOADERD_SOCKET, else the
+ * daemon's default path. On failure *out is still a handle (for ldr_error)
+ * unless -ENOMEM; close it with ldr_close. */
+int ldr_connect(const char *socket_path, struct ldr_client **out);
+
+/* Attaches to a pipeline (once per handle). -ENOENT unknown pipeline,
+ * -EINVAL bad rank/world/token, -EPROTO protocol trouble; ldr_error() has
+ * the daemon's reason. */
+int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts);
+
+/* Pipeline facts known after attach. */
+uint64_t ldr_dataset_size(const struct ldr_client *c);
+unsigned ldr_batch_size(const struct ldr_client *c);
+/* Batches this rank receives in the epoch the stream is in now (the first
+ * epoch after a mid-epoch resume is shorter). */
+uint64_t ldr_batches_in_epoch(const struct ldr_client *c, uint64_t epoch);
+
+/* Waits up to timeout_ms (-1 forever) for the next batch. 0, -ETIMEDOUT,
+ * -ECONNRESET (daemon gone), or the daemon's error (ldr_error()). The
+ * client may hold at most `depth` unreleased batches; asking for one more
+ * is -EBUSY. */
+int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms);
+
+/* Gives the batch's slot back. Releasing twice is -EINVAL. */
+int ldr_release(struct ldr_client *c, const struct ldr_batch *b);
+
+/* Dataset index of row `row` of batch b. */
+uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b, unsigned row);
+
+/* The position after the last released batch, as a token for
+ * ldr_attach_opts.resume. 0 or -ENOSPC. */
+int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
+
+/* Text of the last failure on this handle ("" if none). */
+const char *ldr_error(const struct ldr_client *c);
+
+/* Sends BYE, unmaps, closes. Accepts NULL. */
+void ldr_close(struct ldr_client *c);
+
+/* Asks the daemon at socket_path (NULL: default) for its status text.
+ * On success *text is malloc'ed and NUL-terminated; the caller frees it.
+ * On failure, err (if not NULL) receives the reason. */
+int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

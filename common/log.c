@@ -1,0 +1,72 @@
+/* log: level-prefixed lines on stderr (see log.h). */
+#include "common/log.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char log_ident[64] = "loaderd";
+static enum log_level log_max = LOG_LEVEL_INFO;
+static int log_journal = -1; /* stderr is journald's stream: use <N> prefixes */
+
+void log_init(const char *ident, enum log_level max_level)
+{
+	snprintf(log_ident, sizeof(log_ident), "%s", ident);
+	log_max = max_level;
+	log_journal = getenv("JOURNAL_STREAM") != NULL;
+}
+
+void log_set_level(enum log_level max_level)
+{
+	log_max = max_level;
+}
+
+int log_level_parse(const char *text, enum log_level *out)
+{
+	static const struct {
+		const char *name;
+		enum log_level level;
+	} names[] = {
+		{"error", LOG_LEVEL_ERROR}, {"warning", LOG_LEVEL_WARNING},
+		{"notice", LOG_LEVEL_NOTICE}, {"info", LOG_LEVEL_INFO},
+		{"debug", LOG_LEVEL_DEBUG},
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(text, names[i].name) == 0) {
+			*out = names[i].level;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+void log_msg(enum log_level level, const char *fmt, ...)
+{
+	static const char *const words[] = {
+		[LOG_LEVEL_ERROR] = "error: ", [LOG_LEVEL_WARNING] = "warning: ",
+		[LOG_LEVEL_NOTICE] = "", [LOG_LEVEL_INFO] = "", [LOG_LEVEL_DEBUG] = "debug: ",
+	};
+	if (level > log_max)
+		return;
+	int saved_errno = errno;
+	char line[2048];
+	int n;
+	if (log_journal > 0)
+		n = snprintf(line, sizeof(line), "<%d>%s: ", (int)level, log_ident);
+	else
+		n = snprintf(line, sizeof(line), "%s: %s", log_ident, words[level]);
+	va_list ap;
+	va_start(ap, fmt);
+	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+	va_end(ap);
+	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
+	if (len > sizeof(line) - 2)
+		len = sizeof(line) - 2;
+	line[len++] = '\n';
+	ssize_t w = write(STDERR_FILENO, line, len);
+	(void)w;
+	errno = saved_errno;
+}

@@ -1,0 +1,22 @@
+/* paths: default socket location (paths.h). */
+#include "common/paths.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int paths_default_socket(char *buf, size_t cap)
+{
+	const char *env = getenv("LOADERD_SOCKET");
+	int n;
+	if (env && *env)
+		n = snprintf(buf, cap, "%s", env);
+	else if (geteuid() == 0)
+		n = snprintf(buf, cap, "/run/loaderd/loaderd.sock");
+	else if ((env = getenv("XDG_RUNTIME_DIR")) && *env)
+		n = snprintf(buf, cap, "%s/loaderd.sock", env);
+	else
+		return -ENOENT;
+	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}

@@ -1,0 +1,41 @@
+/*
+ * position: a client's resumable place in a pipeline's stream, as a short
+ * text token ("ldr1:SEED:N:EPOCH:OFFSET") that a training checkpoint can
+ * store next to the model's state.
+ *
+ * OFFSET counts the samples of EPOCH consumed by all ranks together, so a
+ * token saved by a job of world size W resumes a job of any world size W':
+ * the rest of the epoch is re-sharded over the new ranks (sampler.h,
+ * "segment"). All ranks of a job are assumed to save at the same step, as
+ * they do with synchronous data-parallel training.
+ */
+#ifndef LDR_COMMON_POSITION_H
+#define LDR_COMMON_POSITION_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define POSITION_TEXT_MAX 96 /* longest token, with its NUL */
+
+struct position {
+	uint64_t seed;      /* the pipeline's seed: a token resumes only its own stream */
+	uint64_t n_samples; /* dataset size when saved: a changed dataset is refused */
+	uint64_t epoch;
+	uint64_t offset;    /* global samples of epoch consumed, <= n_samples */
+};
+
+/* Writes the token; 0, or -ENOSPC when cap is too small. */
+int position_format(const struct position *p, char *buf, size_t cap);
+
+/* Parses a token; 0, or -EINVAL for anything that is not exactly a token
+ * (also offset > n_samples). */
+int position_parse(const char *text, struct position *p);
+
+/* The position once a batch of `rows` samples, the first being the rank's
+ * j-th of the segment (epoch, g), has been consumed; `last` says it was the
+ * epoch's last batch. */
+void position_after_batch(uint64_t seed, uint64_t n_samples, uint32_t world,
+			  uint64_t epoch, uint64_t g, uint64_t first_j,
+			  uint32_t rows, int last, struct position *out);
+
+#endif

@@ -1,0 +1,75 @@
+/* sampler: seeded per-epoch permutation, sharding and batching (sampler.h). */
+#include "common/sampler.h"
+
+/* splitmix64's finaliser: a fast, well-mixed 64-bit hash. */
+static uint64_t mix64(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos)
+{
+	if (n <= 1)
+		return pos;
+	unsigned bits = 64 - (unsigned)__builtin_clzll(n - 1); /* 2^bits >= n */
+	if (bits < 2)
+		bits = 2;
+	bits += bits & 1; /* balanced halves */
+	unsigned half = bits / 2;
+	uint64_t mask = (half == 64) ? ~0ull : ((1ull << half) - 1);
+	uint64_t key = mix64(seed ^ mix64(epoch ^ 0x6c6f61646572ull));
+	uint64_t x = pos;
+	/* Cycle walking: the network permutes [0, 2^bits); iterate until the
+	 * value falls back into [0, n). Expected < 4 rounds since 2^bits < 4n. */
+	do {
+		uint64_t left = x >> half, right = x & mask;
+		for (uint64_t round = 0; round < 4; round++) {
+			uint64_t f = mix64(right ^ key ^ (round * 0xd6e8feb86659fd93ull)) & mask;
+			uint64_t next = left ^ f;
+			left = right;
+			right = next;
+		}
+		x = (left << half) | right;
+	} while (x >= n);
+	return x;
+}
+
+uint64_t sampler_rank_samples(const struct sampler *s, uint64_t g)
+{
+	if (g >= s->n_samples)
+		return 0;
+	uint64_t remaining = s->n_samples - g;
+	if (s->drop_last)
+		return remaining / s->world;
+	return (remaining + s->world - 1) / s->world;
+}
+
+uint64_t sampler_batches(const struct sampler *s, uint64_t g)
+{
+	uint64_t k = sampler_rank_samples(s, g);
+	if (s->drop_last)
+		return k / s->batch_size;
+	return (k + s->batch_size - 1) / s->batch_size;
+}
+
+uint32_t sampler_batch_rows(const struct sampler *s, uint64_t g, uint64_t b)
+{
+	uint64_t k = sampler_rank_samples(s, g);
+	uint64_t first = b * s->batch_size;
+	if (first >= k)
+		return 0;
+	uint64_t rows = k - first;
+	return rows < s->batch_size ? (uint32_t)rows : s->batch_size;
+}
+
+uint64_t sampler_sample(const struct sampler *s, uint64_t epoch, uint64_t g, uint64_t j)
+{
+	uint64_t n = s->n_samples;
+	uint64_t p = g + s->rank + j * s->world;
+	if (p >= n) /* padding: wrap to the segment's start */
+		p = g + (p - n) % (n - g);
+	return s->shuffle ? sampler_permute(n, s->seed, epoch, p) : p;
+}

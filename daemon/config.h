@@ -1,0 +1,84 @@
+/*
+ * config: loaderd's INI configuration (inih), with embedded defaults for
+ * every daemon key; pipelines exist only when the file defines them.
+ *
+ *   [daemon]                 daemon keys (all optional)
+ *   [pipeline.NAME]          one pipeline; NAME is [A-Za-z0-9_.-]{1,63}
+ *
+ * The reference for every key, its default and meaning is docs/config.md;
+ * this parser and that page change together.
+ *
+ * config_load checks syntax and values (types, ranges, enums, required
+ * keys, duplicates, unknown sections and keys). It does not open data
+ * files: the daemon's source module checks those at start (and
+ * --check-config runs both).
+ */
+#ifndef LDR_DAEMON_CONFIG_H
+#define LDR_DAEMON_CONFIG_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/log.h"
+#include "proto/proto.h"
+#include "shm/layout.h"
+
+enum source_kind {
+	SOURCE_RAW = 1,    /* source = raw:PATH */
+	SOURCE_TOKENS = 2, /* source = tokens:PATH */
+};
+
+struct pipeline_cfg {
+	char name[PROTO_NAME_MAX];
+	int line;                  /* line of the [pipeline.NAME] header */
+	enum source_kind kind;
+	char path[ARENA_PATH_MAX]; /* the part of `source` after "kind:" */
+	uint32_t batch_size;       /* required, 1..65536 */
+	bool shuffle;              /* default true */
+	uint64_t seed;             /* default 0 */
+	bool drop_last;            /* default false */
+	uint32_t chunk;            /* samples per work item, 0 = auto; <= WORK_CHUNK_MAX */
+	/* raw */
+	uint64_t record_bytes;     /* required for raw, >= 1 */
+	/* tokens */
+	uint32_t token_bytes;      /* token_dtype: uint16 -> 2, uint32 -> 4; required */
+	uint32_t token_out_dtype;  /* token_output: enum proto_dtype; default = stored */
+	uint64_t seq_len;          /* required for tokens, >= 1 */
+};
+
+struct config {
+	char file[PATH_MAX];       /* the file read, "" for defaults only */
+	char socket[PATH_MAX];     /* "" = resolve at start (common/paths.h) */
+	char socket_group[64];     /* group owning the socket, "" = the daemon's */
+	uint32_t socket_mode;      /* default 0660 */
+	uint32_t workers;          /* default: online cores - 1, at least 1; max ARENA_WORKERS_MAX */
+	uint64_t shm_bytes;        /* arena size limit, default 1 GiB */
+	uint32_t staging_slots;    /* default 16 */
+	uint32_t default_depth;    /* prefetch depth for clients asking 0, default 4 */
+	uint32_t max_depth;        /* cap on a client's depth, default 16 */
+	uint32_t max_clients;      /* default 256 */
+	char worker_program[PATH_MAX]; /* "" = loaderd-worker beside loaderd */
+	enum log_level log_level;  /* default info */
+	size_t n_pipelines;
+	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
+};
+
+/* Fills in every default. */
+void config_defaults(struct config *c);
+
+/*
+ * Defaults, then the file at path. Returns 0, or -EINVAL with
+ * "FILE:LINE: message" in err (-ENOENT and friends with "FILE: strerror"
+ * when it cannot be read).
+ */
+int config_load(const char *path, struct config *c, char *err, size_t err_cap);
+
+/* Parses "64", "4K", "16M", "1G", "2T" (also "KiB" etc., powers of 1024).
+ * 0 or -EINVAL / -ERANGE. Exposed for tests and loaderctl. */
+int config_parse_size(const char *text, uint64_t *out);
+
+const struct pipeline_cfg *config_pipeline(const struct config *c, const char *name);
+
+#endif

@@ -1,0 +1,189 @@
+/*
+ * proto: the loaderd wire format (see proto/PROTOCOL.md for the byte-level
+ * description; this header and that document change together).
+ *
+ * Every frame is a fixed 24-byte little-endian header followed by a typed
+ * payload of `length` bytes. Frames travel on a SOCK_SEQPACKET Unix socket,
+ * one frame per packet; an fd may ride along with SCM_RIGHTS (proto/wire.h).
+ *
+ * proto_encode / proto_decode are pure: no I/O, no allocation, no logging.
+ * The decoder is the one place untrusted bytes are checked, and it checks
+ * everything before returning: header magic and version, the length against
+ * PROTO_MAX_PAYLOAD and against the bytes received, every count against its
+ * maximum, every enum against its range, every string for length and for
+ * embedded NULs. Decoded strings are NUL-terminated copies in fixed buffers,
+ * so a decoded message holds no pointer into the frame.
+ *
+ * Thread-safety: all functions are reentrant.
+ */
+#ifndef LDR_PROTO_PROTO_H
+#define LDR_PROTO_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
+#define PROTO_VERSION 1
+#define PROTO_HEADER_BYTES 24
+#define PROTO_MAX_FRAME 65536
+#define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
+
+#define PROTO_NAME_MAX 64        /* pipeline / client name, with NUL */
+#define PROTO_TOKEN_MAX 128      /* resume token, with NUL */
+#define PROTO_TENSOR_NAME_MAX 32 /* tensor name, with NUL */
+#define PROTO_TENSORS_MAX 8      /* tensors per batch */
+#define PROTO_NDIM_MAX 4         /* dims per tensor, the batch dim included */
+#define PROTO_ERROR_TEXT_MAX 1024
+#define PROTO_STATUS_TEXT_MAX (PROTO_MAX_PAYLOAD - 8)
+#define PROTO_UUID_BYTES 16
+
+enum proto_type {
+	PROTO_HELLO = 1,      /* client -> daemon, first frame of a data session */
+	PROTO_WELCOME = 2,    /* daemon -> client, answers HELLO; carries the arena fd */
+	PROTO_READY = 3,      /* daemon -> client, one batch is ready */
+	PROTO_RELEASE = 4,    /* client -> daemon, done with a batch */
+	PROTO_BYE = 5,        /* either way: orderly close */
+	PROTO_ERROR = 6,      /* either way: the sender closes after it */
+	PROTO_STATUS_REQ = 7, /* loaderctl -> daemon, first frame of a control session */
+	PROTO_STATUS = 8,     /* daemon -> loaderctl, human-readable status text */
+	PROTO_TYPE_MAX = PROTO_STATUS,
+};
+
+/* Header flags. */
+#define PROTO_FLAG_FD 0x1u /* an fd rides along with this frame (SCM_RIGHTS) */
+#define PROTO_FLAGS_KNOWN PROTO_FLAG_FD
+
+enum proto_delivery {
+	PROTO_DELIVERY_HOST = 0,   /* batches stay in shared memory (this version) */
+	PROTO_DELIVERY_DEVICE = 1, /* batches on the client's GPU (not yet served) */
+	PROTO_DELIVERY_MAX = PROTO_DELIVERY_DEVICE,
+};
+
+enum proto_dtype {
+	PROTO_DTYPE_UINT8 = 1,
+	PROTO_DTYPE_UINT16 = 2,
+	PROTO_DTYPE_UINT32 = 3,
+	PROTO_DTYPE_INT32 = 4,
+	PROTO_DTYPE_INT64 = 5,
+	PROTO_DTYPE_FLOAT16 = 6,
+	PROTO_DTYPE_FLOAT32 = 7,
+	PROTO_DTYPE_MAX = PROTO_DTYPE_FLOAT32,
+};
+
+/* Bytes per element of a valid dtype; 0 for an invalid one. */
+size_t proto_dtype_bytes(uint32_t dtype);
+/* "uint8", "int64", ...; "invalid" for an invalid one. */
+const char *proto_dtype_name(uint32_t dtype);
+/* "HELLO", ...; "invalid" for an invalid type. */
+const char *proto_type_name(uint32_t type);
+
+struct proto_header {
+	uint32_t magic;      /* PROTO_MAGIC */
+	uint16_t version;    /* PROTO_VERSION */
+	uint16_t type;       /* enum proto_type */
+	uint32_t flags;      /* PROTO_FLAG_* */
+	uint32_t length;     /* payload bytes, <= PROTO_MAX_PAYLOAD */
+	uint64_t request_id; /* echoed in the answer (WELCOME, ERROR, STATUS) */
+};
+
+struct proto_hello {
+	uint32_t delivery; /* enum proto_delivery */
+	uint32_t rank;     /* < world */
+	uint32_t world;    /* >= 1 */
+	uint32_t depth;    /* batches the client wants in flight; 0 = daemon default */
+	uint8_t device_uuid[PROTO_UUID_BYTES]; /* zero for host delivery */
+	char pipeline[PROTO_NAME_MAX];         /* non-empty */
+	char client_name[PROTO_NAME_MAX];      /* free text for status, may be empty */
+	char resume[PROTO_TOKEN_MAX];          /* position token, empty = start of epoch 0 */
+};
+
+struct proto_tensor {
+	char name[PROTO_TENSOR_NAME_MAX]; /* non-empty */
+	uint32_t dtype;                   /* enum proto_dtype */
+	uint32_t ndim;                    /* 1..PROTO_NDIM_MAX; shape[0] is the batch dim */
+	uint64_t shape[PROTO_NDIM_MAX];   /* shape[0] = batch_size; unused dims 0 */
+	uint64_t offset;                  /* byte offset of the tensor in a staging slot */
+};
+
+struct proto_welcome {
+	uint64_t session;     /* daemon-unique id of this attachment */
+	uint64_t arena_bytes; /* size of the shared-memory arena (fd in this frame) */
+	uint64_t slot_bytes;  /* bytes of one staging slot */
+	uint64_t n_samples;   /* dataset size */
+	uint64_t seed;
+	uint64_t epoch;       /* first epoch delivered */
+	uint64_t offset;      /* global start offset within that epoch (sampler.h) */
+	uint32_t batch_size;
+	uint32_t rank;
+	uint32_t world;
+	uint32_t depth;       /* granted prefetch depth */
+	uint32_t shuffle;     /* 0 or 1 */
+	uint32_t drop_last;   /* 0 or 1 */
+	uint32_t n_tensors;   /* 1..PROTO_TENSORS_MAX */
+	struct proto_tensor tensors[PROTO_TENSORS_MAX];
+};
+
+#define PROTO_READY_LAST_IN_EPOCH 0x1u
+
+struct proto_ready {
+	uint64_t seq;        /* 0, 1, 2, ... per session, delivered in order */
+	uint64_t epoch;
+	uint64_t epoch_offset; /* the segment start g of this epoch (sampler.h) */
+	uint64_t batch;      /* batch index within the segment */
+	uint64_t first;      /* rank-local index j of the batch's first sample */
+	uint64_t slot_offset; /* arena byte offset of the staging slot */
+	uint32_t slot;       /* staging slot index */
+	uint32_t generation; /* slot generation, echoed by RELEASE */
+	uint32_t rows;       /* samples in this batch, 1..batch_size */
+	uint32_t flags;      /* PROTO_READY_* */
+};
+
+struct proto_release {
+	uint64_t seq;
+	uint32_t slot;
+	uint32_t generation;
+};
+
+struct proto_error {
+	int32_t code; /* a positive errno value describing the class of failure */
+	char text[PROTO_ERROR_TEXT_MAX]; /* non-empty, names what was wrong */
+};
+
+struct proto_status {
+	uint32_t text_len;
+	char text[PROTO_STATUS_TEXT_MAX + 1]; /* NUL-terminated */
+};
+
+struct proto_msg {
+	struct proto_header hdr; /* type and request_id are used by encode */
+	union {
+		struct proto_hello hello;
+		struct proto_welcome welcome;
+		struct proto_ready ready;
+		struct proto_release release;
+		struct proto_error error;
+		struct proto_status status;
+	} u; /* BYE and STATUS_REQ have no payload */
+};
+
+/*
+ * Encodes msg (msg->hdr.type, .flags and .request_id; magic, version and
+ * length are filled in) into buf. Returns the frame's length in bytes, or
+ * -EINVAL when the message itself is invalid (the same rules the decoder
+ * applies), or -EMSGSIZE when cap is too small.
+ */
+int proto_encode(const struct proto_msg *msg, uint8_t *buf, size_t cap);
+
+/*
+ * Decodes one whole frame of len bytes. Returns 0, or:
+ *   -EBADMSG  header is wrong (magic, length disagreeing with len, unknown flag)
+ *   -EPROTONOSUPPORT  version is not PROTO_VERSION
+ *   -EMSGSIZE length over PROTO_MAX_PAYLOAD
+ *   -EPROTO   unknown type, or a payload that breaks a rule above
+ * On failure *msg is unspecified. `why`, when not NULL, receives a short
+ * description of the first rule broken (for the ERROR frame sent back).
+ */
+int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg,
+		 char *why, size_t why_cap);
+
+#endif

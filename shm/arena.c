@@ -1,0 +1,178 @@
+/* arena: create, attach and navigate the shared-memory arena (arena.h). */
+#include "shm/arena.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static uint64_t align_up(uint64_t v)
+{
+	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+}
+
+static uint64_t ring_pair_bytes(void)
+{
+	return align_up(ring_bytes(sizeof(struct work_cmd))) +
+	       align_up(ring_bytes(sizeof(struct work_done)));
+}
+
+/* Fills in every offset of the header for a plan. */
+static void plan_header(const struct arena_plan *plan, struct arena_header *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->magic = ARENA_MAGIC;
+	h->version = ARENA_VERSION;
+	h->n_pipelines = plan->n_pipelines;
+	h->pipelines_offset = align_up(sizeof(*h));
+	h->rings_offset = align_up(h->pipelines_offset +
+				   (uint64_t)plan->n_pipelines * sizeof(struct arena_pipeline));
+	h->ring_pair_bytes = ring_pair_bytes();
+	h->n_workers_max = plan->n_workers;
+	h->slots_offset = h->rings_offset + (uint64_t)plan->n_workers * h->ring_pair_bytes;
+	h->slot_bytes = plan->slot_bytes;
+	h->n_slots = plan->n_slots;
+	h->total_bytes = h->slots_offset + (uint64_t)plan->n_slots * plan->slot_bytes;
+}
+
+uint64_t arena_plan_bytes(const struct arena_plan *plan)
+{
+	struct arena_header h;
+	plan_header(plan, &h);
+	return h.total_bytes;
+}
+
+static int map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
+{
+	int prot = PROT_READ | (writable ? PROT_WRITE : 0);
+	void *p = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	*out = p;
+	return 0;
+}
+
+int arena_create(const struct arena_plan *plan, struct arena *out)
+{
+	if (plan->n_pipelines > ARENA_PIPELINES_MAX || plan->n_workers > ARENA_WORKERS_MAX ||
+	    plan->slot_bytes % ARENA_ALIGN != 0 || plan->n_slots == 0)
+		return -EINVAL;
+	struct arena_header h;
+	plan_header(plan, &h);
+
+	char name[64];
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	snprintf(name, sizeof(name), "/loaderd-%d-%lx", (int)getpid(), (unsigned long)ts.tv_nsec);
+	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	shm_unlink(name); /* nameless from here on: nothing stale after a crash */
+
+	int err;
+	if (ftruncate(fd, (off_t)h.total_bytes) < 0) {
+		err = -errno;
+		goto close_fd;
+	}
+	/* Reserve every page now: a full /dev/shm fails here, not as a SIGBUS
+	 * in a worker halfway through an epoch. posix_fallocate returns the
+	 * error rather than setting errno. */
+	err = posix_fallocate(fd, 0, (off_t)h.total_bytes);
+	if (err != 0) {
+		err = -err;
+		goto close_fd;
+	}
+	uint8_t *base;
+	err = map_fd(fd, h.total_bytes, true, &base);
+	if (err < 0)
+		goto close_fd;
+	memcpy(base, &h, sizeof(h));
+	out->fd = fd;
+	out->base = base;
+	out->bytes = h.total_bytes;
+	out->hdr = (struct arena_header *)base;
+	return 0;
+close_fd:
+	close(fd);
+	return err;
+}
+
+int arena_attach(int fd, bool writable, struct arena *out)
+{
+	struct stat st;
+	if (fstat(fd, &st) < 0)
+		return -errno;
+	if ((uint64_t)st.st_size < sizeof(struct arena_header))
+		return -EPROTO;
+	uint8_t *base;
+	int err = map_fd(fd, (size_t)st.st_size, writable, &base);
+	if (err < 0)
+		return err;
+	const struct arena_header *h = (const struct arena_header *)base;
+	struct arena_plan plan = {
+		.n_pipelines = h->n_pipelines, .n_workers = h->n_workers_max,
+		.n_slots = h->n_slots, .slot_bytes = h->slot_bytes,
+	};
+	struct arena_header expect;
+	plan_header(&plan, &expect);
+	if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION ||
+	    h->n_pipelines > ARENA_PIPELINES_MAX || h->n_workers_max > ARENA_WORKERS_MAX ||
+	    memcmp(h, &expect, sizeof(expect)) != 0 || h->total_bytes != (uint64_t)st.st_size) {
+		munmap(base, (size_t)st.st_size);
+		return -EPROTO;
+	}
+	out->fd = fd;
+	out->base = base;
+	out->bytes = (size_t)st.st_size;
+	out->hdr = (struct arena_header *)base;
+	return 0;
+}
+
+void arena_close(struct arena *a)
+{
+	if (a->base)
+		munmap(a->base, a->bytes);
+	if (a->fd >= 0)
+		close(a->fd);
+	a->base = NULL;
+	a->hdr = NULL;
+	a->bytes = 0;
+	a->fd = -1;
+}
+
+struct arena_pipeline *arena_pipeline(const struct arena *a, uint32_t index)
+{
+	return (struct arena_pipeline *)(a->base + a->hdr->pipelines_offset) + index;
+}
+
+struct ring arena_cmd_ring(const struct arena *a, uint32_t worker)
+{
+	struct ring r;
+	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
+	ring_view(&r, pair, sizeof(struct work_cmd));
+	return r;
+}
+
+struct ring arena_done_ring(const struct arena *a, uint32_t worker)
+{
+	struct ring r;
+	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
+	ring_view(&r, pair + align_up(ring_bytes(sizeof(struct work_cmd))), sizeof(struct work_done));
+	return r;
+}
+
+uint64_t arena_slot_offset(const struct arena *a, uint32_t slot)
+{
+	return a->hdr->slots_offset + (uint64_t)slot * a->hdr->slot_bytes;
+}
+
+void *arena_range(const struct arena *a, uint64_t offset, uint64_t len)
+{
+	if (offset > a->bytes || len > a->bytes - offset)
+		return NULL;
+	return a->base + offset;
+}

@@ -1,0 +1,118 @@
+/*
+ * layout: every structure that lives in the shared-memory arena and is read
+ * by more than one process (the master and its workers). The master writes
+ * the header and the pipeline table once, before any worker starts; after
+ * that they are read-only. The rings are single-producer single-consumer.
+ *
+ * Arena layout (offsets in the header, each 4096-aligned):
+ *
+ *   [arena_header][arena_pipeline x n_pipelines]
+ *   [worker 0: cmd ring][worker 0: done ring] ... [worker W-1 ...]
+ *   [staging slot 0] ... [staging slot S-1]
+ *
+ * All multi-byte fields are native-endian: the arena never leaves the host.
+ * Field sizes and offsets are pinned with _Static_assert so a layout change
+ * is a deliberate change of ARENA_VERSION.
+ */
+#ifndef LDR_SHM_LAYOUT_H
+#define LDR_SHM_LAYOUT_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
+#define ARENA_VERSION 1
+#define ARENA_ALIGN 4096u
+#define ARENA_PATH_MAX 4096
+#define ARENA_PIPELINES_MAX 64
+#define ARENA_TENSORS_MAX 8
+#define ARENA_WORKERS_MAX 256
+#define WORK_CHUNK_MAX 64 /* samples per work item */
+#define RING_ENTRIES 64   /* per ring; a power of two */
+
+enum arena_source_kind {
+	ARENA_SOURCE_RAW = 1,    /* fixed-size records */
+	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens */
+};
+
+/* What a worker needs to produce sample i of a pipeline. */
+struct arena_pipeline {
+	uint32_t kind;             /* enum arena_source_kind */
+	uint32_t n_tensors;        /* tensors in a batch */
+	uint64_t n_samples;
+	uint64_t file_bytes;       /* size checked at start; a shorter file is an error */
+	uint64_t sample_read_bytes; /* bytes read from the file per sample */
+	uint64_t sample_stride;    /* file offset of sample i = i * sample_stride */
+	uint32_t in_elem_bytes;    /* tokens: stored token size (2|4); raw: 1 */
+	uint32_t out_elem_bytes;   /* tokens: delivered size (2|4|8); raw: 1 */
+	uint64_t tensor_offset[ARENA_TENSORS_MAX]; /* within a staging slot */
+	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
+	char name[64];
+	char path[ARENA_PATH_MAX];
+};
+
+struct arena_header {
+	uint64_t magic;
+	uint32_t version;
+	uint32_t n_pipelines;
+	uint64_t total_bytes;
+	uint64_t pipelines_offset;
+	uint64_t rings_offset;
+	uint64_t ring_pair_bytes; /* one worker's cmd + done ring */
+	uint64_t slots_offset;
+	uint64_t slot_bytes;
+	uint32_t n_slots;
+	uint32_t n_workers_max;
+};
+
+enum work_op {
+	WORK_READ = 1, /* produce `count` samples into a staging slot */
+	WORK_EXIT = 2, /* finish and exit 0 */
+};
+
+/* master -> worker */
+struct work_cmd {
+	uint64_t item_id;     /* opaque to the worker; echoed in work_done */
+	uint32_t op;          /* enum work_op */
+	uint32_t pipeline;    /* index into the pipeline table */
+	uint64_t slot_offset; /* arena offset of the staging slot */
+	uint32_t first_row;   /* batch row of sample_index[0] */
+	uint32_t count;       /* 1..WORK_CHUNK_MAX */
+	uint64_t sample_index[WORK_CHUNK_MAX];
+};
+
+/* Statuses beyond 0 / -errno. */
+#define WORK_STATUS_READY 1 /* first completion of a fresh worker: it is up */
+
+#define WORK_FLAG_NO_URING 0x1u /* (READY) io_uring unavailable, using pread */
+
+/* worker -> master */
+struct work_done {
+	uint64_t item_id;
+	int32_t status;      /* 0, WORK_STATUS_READY, or -errno of the first failure */
+	uint32_t bad_row;    /* on failure: the batch row that failed */
+	uint32_t flags;      /* WORK_FLAG_* */
+	uint32_t reserved;
+	uint64_t detail;     /* on failure: bytes read before a short read, else 0 */
+};
+
+/* A single-producer single-consumer ring header (shm/ring.h). head is
+ * written only by the consumer, tail only by the producer; each sits on its
+ * own cache line. */
+struct ring_header {
+	_Atomic uint32_t tail; /* next entry the producer writes */
+	uint8_t pad0[60];
+	_Atomic uint32_t head; /* next entry the consumer reads */
+	uint8_t pad1[60];
+};
+
+_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 64 + ARENA_PATH_MAX,
+	       "arena_pipeline layout");
+_Static_assert(sizeof(struct arena_header) == 72, "arena_header layout");
+_Static_assert(sizeof(struct work_cmd) == 32 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct work_done) == 32, "work_done layout");
+_Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "rings need lock-free 32-bit atomics across processes");
+
+#endif

@@ -1,0 +1,40 @@
+/*
+ * worker: the contract between the master and a loaderd-worker process.
+ *
+ * The master starts each worker with fork+exec (uv_spawn), never a bare
+ * fork, as:
+ *
+ *   loaderd-worker --index N --parent PID
+ *
+ * with these inherited descriptors (everything else is closed):
+ *   0      /dev/null
+ *   1, 2   the master's stdout and stderr (the journal under systemd)
+ *   3      the arena (shm/arena.h), mapped read-write
+ *   4      eventfd: the master wrote a command into ring "cmd" of worker N
+ *   5      eventfd: the worker wrote a completion into ring "done" of worker N
+ *
+ * A worker is a stateless executor: it pops struct work_cmd from its
+ * command ring, produces the samples into the staging slot the command
+ * names (reads through io_uring, every read of the items in hand in flight
+ * at once; pread when io_uring is unavailable), and pushes one struct
+ * work_done per item. Its first completion is WORK_STATUS_READY. It never
+ * calls CUDA and links no CUDA library. A failure on one sample (read error,
+ * short file) fails that item, never the process.
+ *
+ * Exit codes, which the master's supervision reads:
+ */
+#ifndef LDR_WORKER_WORKER_H
+#define LDR_WORKER_WORKER_H
+
+#define WORKER_FD_ARENA 3
+#define WORKER_FD_CMD 4
+#define WORKER_FD_DONE 5
+
+enum worker_exit {
+	WORKER_EXIT_OK = 0,      /* told to exit (WORK_EXIT), or the master is gone */
+	WORKER_EXIT_USAGE = 64,  /* bad arguments: fatal, never respawned */
+	WORKER_EXIT_ARENA = 65,  /* the arena is not a valid one: fatal, never respawned */
+	WORKER_EXIT_SYSTEM = 71, /* a system call it cannot work without failed: respawned with back-off */
+};
+
+#endif
