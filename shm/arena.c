@@ -86,7 +86,7 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 		err = -err;
 		goto close_fd;
 	}
-	uint8_t *base;
+	uint8_t *base = NULL;
 	err = map_fd(fd, h.total_bytes, true, &base);
 	if (err < 0)
 		goto close_fd;
@@ -108,7 +108,7 @@ int arena_attach(int fd, bool writable, struct arena *out)
 		return -errno;
 	if ((uint64_t)st.st_size < sizeof(struct arena_header))
 		return -EPROTO;
-	uint8_t *base;
+	uint8_t *base = NULL;
 	int err = map_fd(fd, (size_t)st.st_size, writable, &base);
 	if (err < 0)
 		return err;
