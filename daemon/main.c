@@ -1,0 +1,346 @@
+/*
+ * loaderd: the master process. Start-up order and lifetime only; every job
+ * lives in its module:
+ *
+ *   config -> sources (data files checked) -> arena (shared memory) ->
+ *   scheduler -> socket -> worker pool -> READY=1 once every worker is up
+ *
+ * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
+ * remove the socket, exit 0. Exit status 1: the configuration or the
+ * system does not let loaderd start (the message says which).
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/log.h"
+#include "common/paths.h"
+#include "daemon/config.h"
+#include "daemon/notify.h"
+#include "daemon/pool.h"
+#include "daemon/sched.h"
+#include "daemon/server.h"
+#include "daemon/source.h"
+#include "daemon/status.h"
+
+#define STOP_TIMEOUT_MS 5000
+
+struct daemon {
+	uv_loop_t loop;
+	struct config cfg;
+	struct source sources[ARENA_PIPELINES_MAX];
+	struct arena arena;
+	struct sched *sched;
+	struct server *server;
+	struct pool *pool;
+	char socket_path[PATH_MAX];
+	unsigned long long start_ms;
+	bool stopping;
+	int exit_code;
+	uv_signal_t sig_term, sig_int, sig_hup;
+	uv_timer_t watchdog;
+	uint64_t watchdog_usec;
+};
+
+static void usage(FILE *out)
+{
+	fprintf(out,
+		"usage: loaderd [--config FILE] [--check-config] [--version] [--help]\n"
+		"  -c, --config FILE   configuration file (INI); without it, defaults and no pipelines\n"
+		"  -t, --check-config  check the configuration and every pipeline's data, then exit\n"
+		"  -V, --version       print version and build facts\n"
+		"  -h, --help          this text\n");
+}
+
+static void print_version(void)
+{
+	printf("loaderd %s\n", LOADERD_VERSION);
+	if (LOADERD_CUDA_VERSION[0])
+		printf("delivery: host only (CUDA toolkit %s was found at build time; GPU delivery is "
+		       "not part of this version)\n", LOADERD_CUDA_VERSION);
+	else
+		printf("delivery: host only (built without CUDA)\n");
+	printf("libuv %s\n", uv_version_string());
+}
+
+/* loaderd-worker sits beside loaderd in a build tree and in bin-style
+ * installs, else in the libexec directory chosen at build time. */
+static void default_worker_program(char *buf, size_t cap)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		snprintf(buf, cap, "%s/loaderd-worker", dirname(self));
+		if (access(buf, X_OK) == 0)
+			return;
+	}
+	snprintf(buf, cap, "%s/loaderd/loaderd-worker", LOADERD_LIBEXECDIR);
+}
+
+static void render_status(void *ctx, struct status_text *t)
+{
+	struct daemon *d = ctx;
+	unsigned long long up = status_now_ms() - d->start_ms;
+	status_printf(t, "loaderd %s pid %d uptime %llu.%llus\n", LOADERD_VERSION, (int)getpid(),
+		      up / 1000, (up % 1000) / 100);
+	status_printf(t, "delivery: host\n");
+	sched_describe_arena(d->sched, t);
+	pool_describe(d->pool, t);
+	sched_describe(d->sched, t);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	(void)h;
+}
+
+static void on_pool_stopped(void *ctx)
+{
+	struct daemon *d = ctx;
+	uv_close((uv_handle_t *)&d->sig_term, on_handle_closed);
+	uv_close((uv_handle_t *)&d->sig_int, on_handle_closed);
+	uv_close((uv_handle_t *)&d->sig_hup, on_handle_closed);
+	uv_close((uv_handle_t *)&d->watchdog, on_handle_closed);
+	log_info("stopped");
+}
+
+static void daemon_stop(struct daemon *d, const char *why)
+{
+	if (d->stopping)
+		return;
+	d->stopping = true;
+	log_info("%s: stopping", why);
+	notify_send("STOPPING=1");
+	if (d->server)
+		server_shutdown(d->server);
+	pool_stop(d->pool, STOP_TIMEOUT_MS);
+}
+
+static void on_signal(uv_signal_t *h, int signum)
+{
+	struct daemon *d = h->data;
+	if (signum == SIGHUP) {
+		log_notice("SIGHUP: reloading the configuration is not supported by this version; "
+			   "restart loaderd to apply changes");
+		return;
+	}
+	daemon_stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void on_watchdog(uv_timer_t *t)
+{
+	(void)t;
+	notify_send("WATCHDOG=1");
+}
+
+static void on_pool_ready(void *ctx)
+{
+	struct daemon *d = ctx;
+	char state[256];
+	snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %zu pipeline%s with %u workers on %.180s",
+		 d->cfg.n_pipelines, d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->socket_path);
+	log_info("%s", strchr(state, '=') + 10);
+	notify_send(state);
+}
+
+static void on_pool_fatal(void *ctx)
+{
+	struct daemon *d = ctx;
+	log_error("no worker can run (every worker exited with a fatal code); exiting");
+	d->exit_code = 1;
+	daemon_stop(d, "fatal");
+}
+
+static void cb_item_done(void *ctx, const struct work_done *done)
+{
+	sched_item_done(((struct daemon *)ctx)->sched, done);
+}
+
+static void cb_item_lost(void *ctx, uint64_t item_id)
+{
+	sched_item_lost(((struct daemon *)ctx)->sched, item_id);
+}
+
+static void cb_capacity(void *ctx)
+{
+	sched_pump(((struct daemon *)ctx)->sched);
+}
+
+/* Checks every pipeline's data; prints one line per bad pipeline. */
+static int open_sources(struct daemon *d)
+{
+	int rc = 0;
+	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
+		char err[PATH_MAX + 256];
+		if (source_open(&d->cfg.pipelines[i], &d->sources[i], err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}
+
+/* Sizes the arena for the largest batch and fills in the pipeline table. */
+static int create_arena(struct daemon *d)
+{
+	uint64_t slot_bytes = ARENA_ALIGN;
+	for (size_t i = 0; i < d->cfg.n_pipelines; i++)
+		if (d->sources[i].batch_bytes > slot_bytes)
+			slot_bytes = d->sources[i].batch_bytes;
+	slot_bytes = (slot_bytes + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+	struct arena_plan plan = {
+		.n_pipelines = (uint32_t)d->cfg.n_pipelines, .n_workers = d->cfg.workers,
+		.n_slots = d->cfg.staging_slots, .slot_bytes = slot_bytes,
+	};
+	uint64_t need = arena_plan_bytes(&plan);
+	if (need > d->cfg.shm_bytes) {
+		log_error("shared memory: %u staging slots of %" PRIu64 " bytes (the largest batch) need %"
+			  PRIu64 " bytes, over shm_bytes = %" PRIu64 "; raise shm_bytes or lower "
+			  "staging_slots or batch_size", plan.n_slots, slot_bytes, need, d->cfg.shm_bytes);
+		return -ENOSPC;
+	}
+	int rc = arena_create(&plan, &d->arena);
+	if (rc < 0) {
+		log_error("shared memory: cannot reserve %" PRIu64 " bytes: %s%s", need, strerror(-rc),
+			  rc == -ENOSPC ? " (is /dev/shm large enough?)" : "");
+		return rc;
+	}
+	for (size_t i = 0; i < d->cfg.n_pipelines; i++)
+		*arena_pipeline(&d->arena, (uint32_t)i) = d->sources[i].desc;
+	return 0;
+}
+
+static int start(struct daemon *d)
+{
+	char err[PATH_MAX + 256];
+	static const struct sched_ops sched_ops = {
+		.ready = server_send_ready, .fail = server_fail_client,
+	};
+	d->sched = sched_create(&d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &sched_ops);
+	if (!d->sched) {
+		log_error("out of memory");
+		return -ENOMEM;
+	}
+	struct server_ops server_ops = {.ctx = d, .status = render_status};
+	int rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
+			      &d->server, err, sizeof(err));
+	if (rc < 0) {
+		log_error("%s", err);
+		return rc;
+	}
+	char worker_program[PATH_MAX];
+	default_worker_program(worker_program, sizeof(worker_program));
+	struct pool_callbacks pool_cb = {
+		.ctx = d, .item_done = cb_item_done, .item_lost = cb_item_lost,
+		.capacity = cb_capacity, .ready = on_pool_ready, .fatal = on_pool_fatal,
+		.stopped = on_pool_stopped,
+	};
+	rc = pool_start(&d->loop, &d->cfg, &d->arena, worker_program, &pool_cb, &d->pool, err,
+			sizeof(err));
+	if (rc < 0) {
+		log_error("%s", err);
+		server_shutdown(d->server);
+		return rc;
+	}
+	sched_set_pool(d->sched, d->pool);
+	log_info("listening on %s: %zu pipeline%s, %u workers, %u staging slots, %zu bytes of "
+		 "shared memory", d->socket_path, d->cfg.n_pipelines,
+		 d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->cfg.staging_slots,
+		 d->arena.bytes);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option options[] = {
+		{"config", required_argument, NULL, 'c'}, {"check-config", no_argument, NULL, 't'},
+		{"version", no_argument, NULL, 'V'},      {"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0},
+	};
+	const char *config_file = NULL;
+	bool check_only = false;
+	int opt;
+	while ((opt = getopt_long(argc, argv, "c:tVh", options, NULL)) != -1) {
+		switch (opt) {
+		case 'c': config_file = optarg; break;
+		case 't': check_only = true; break;
+		case 'V': print_version(); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "loaderd: unexpected argument \"%s\"\n", argv[optind]);
+		usage(stderr);
+		return 2;
+	}
+	log_init("loaderd", LOG_LEVEL_INFO);
+	signal(SIGPIPE, SIG_IGN);
+
+	static struct daemon d; /* large (pipeline tables); lives for the whole run */
+	d.arena.fd = -1;
+	char err[PATH_MAX + 256];
+	if (config_load(config_file, &d.cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		return 1;
+	}
+	log_set_level(d.cfg.log_level);
+	if (open_sources(&d) < 0)
+		return 1;
+	if (check_only) {
+		printf("loaderd: configuration %s is valid (%zu pipeline%s)\n",
+		       config_file ? config_file : "(defaults)", d.cfg.n_pipelines,
+		       d.cfg.n_pipelines == 1 ? "" : "s");
+		return 0;
+	}
+	if (d.cfg.socket[0])
+		snprintf(d.socket_path, sizeof(d.socket_path), "%s", d.cfg.socket);
+	else if (paths_default_socket(d.socket_path, sizeof(d.socket_path)) < 0) {
+		log_error("no socket path: set `socket` in [daemon], or $LOADERD_SOCKET, or "
+			  "$XDG_RUNTIME_DIR");
+		return 1;
+	}
+	if (d.cfg.n_pipelines == 0)
+		log_warning("no pipelines are configured: clients will have nothing to attach to");
+	if (create_arena(&d) < 0)
+		return 1;
+
+	uv_loop_init(&d.loop);
+	d.start_ms = status_now_ms();
+	uv_signal_init(&d.loop, &d.sig_term);
+	uv_signal_init(&d.loop, &d.sig_int);
+	uv_signal_init(&d.loop, &d.sig_hup);
+	d.sig_term.data = d.sig_int.data = d.sig_hup.data = &d;
+	uv_signal_start(&d.sig_term, on_signal, SIGTERM);
+	uv_signal_start(&d.sig_int, on_signal, SIGINT);
+	uv_signal_start(&d.sig_hup, on_signal, SIGHUP);
+	uv_timer_init(&d.loop, &d.watchdog);
+	d.watchdog_usec = notify_watchdog_usec();
+	if (d.watchdog_usec)
+		uv_timer_start(&d.watchdog, on_watchdog, d.watchdog_usec / 2000, d.watchdog_usec / 2000);
+
+	if (start(&d) < 0) {
+		d.exit_code = 1;
+		uv_close((uv_handle_t *)&d.sig_term, on_handle_closed);
+		uv_close((uv_handle_t *)&d.sig_int, on_handle_closed);
+		uv_close((uv_handle_t *)&d.sig_hup, on_handle_closed);
+		uv_close((uv_handle_t *)&d.watchdog, on_handle_closed);
+	}
+	uv_run(&d.loop, UV_RUN_DEFAULT);
+
+	server_free(d.server);
+	pool_free(d.pool);
+	sched_free(d.sched);
+	arena_close(&d.arena);
+	uv_loop_close(&d.loop);
+	return d.exit_code;
+}

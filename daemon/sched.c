@@ -1,0 +1,560 @@
+/* sched: batches, staging slots, work items and in-order delivery (sched.h). */
+#include "daemon/sched.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/position.h"
+#include "common/sampler.h"
+#include "daemon/pool.h"
+#include "daemon/status.h"
+
+enum slot_state {
+	SLOT_FREE,
+	SLOT_FILLING, /* items outstanding */
+	SLOT_DONE,    /* complete, waiting for earlier batches of its client */
+	SLOT_HELD,    /* READY sent; the client's until RELEASE */
+	SLOT_ORPHAN,  /* its client left while it was filling */
+};
+
+enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
+
+struct item {
+	uint32_t first_row;
+	uint32_t count;
+	enum item_state state;
+};
+
+struct slot {
+	enum slot_state state;
+	uint32_t generation;
+	struct sched_client *client;
+	uint64_t seq, epoch, g, batch, first;
+	uint32_t rows;
+	bool last;
+	uint32_t n_items, items_done;
+	struct item *items;
+	int error;         /* first failure of an item: -errno */
+	uint32_t bad_row;
+	uint64_t error_detail;
+};
+
+struct sched_client {
+	void *conn;
+	uint64_t session;
+	pid_t pid;
+	char name[PROTO_NAME_MAX];
+	uint32_t pipeline;
+	struct sampler sampler;
+	uint32_t depth;
+	uint64_t epoch, g, next_batch, segment_batches;
+	uint64_t next_seq;  /* seq of the next batch to start */
+	uint64_t send_seq;  /* seq of the next batch to deliver */
+	uint64_t released;
+	uint32_t in_flight; /* slots this client has: filling, done or held */
+	bool failed;
+};
+
+/* Pending item references (slot << 16 | item), a ring-buffer deque. */
+struct pending {
+	uint32_t *refs;
+	size_t cap, head, count;
+};
+
+struct sched {
+	const struct config *cfg;
+	struct arena *arena;
+	const struct source *sources;
+	size_t n_sources;
+	struct sched_ops ops;
+	struct pool *pool;
+	uint32_t n_slots, free_slots;
+	struct slot *slots;
+	struct pending pending;
+	struct sched_client **clients;
+	uint32_t n_clients;
+	uint32_t fair_start; /* rotates to break ties between equal clients */
+	uint64_t next_session;
+	uint64_t read_errors;
+};
+
+#define ITEM_REF(slot, item) (((uint32_t)(slot) << 16) | (uint32_t)(item))
+
+static void pending_push(struct pending *q, uint32_t ref, bool front)
+{
+	/* cannot overflow: capacity is every item of every slot */
+	if (front) {
+		q->head = (q->head + q->cap - 1) % q->cap;
+		q->refs[q->head] = ref;
+	} else {
+		q->refs[(q->head + q->count) % q->cap] = ref;
+	}
+	q->count++;
+}
+
+static void pending_pop(struct pending *q)
+{
+	q->head = (q->head + 1) % q->cap;
+	q->count--;
+}
+
+struct sched *sched_create(const struct config *cfg, struct arena *arena,
+			   const struct source *sources, size_t n_sources,
+			   const struct sched_ops *ops)
+{
+	struct sched *s = calloc(1, sizeof(*s));
+	if (!s)
+		return NULL;
+	s->cfg = cfg;
+	s->arena = arena;
+	s->sources = sources;
+	s->n_sources = n_sources;
+	s->ops = *ops;
+	s->n_slots = arena->hdr->n_slots;
+	s->free_slots = s->n_slots;
+	s->next_session = 1;
+	uint32_t max_items = 1;
+	for (size_t i = 0; i < n_sources; i++) {
+		uint32_t b = sources[i].cfg->batch_size, c = sources[i].chunk;
+		uint32_t items = (b + c - 1) / c;
+		if (items > max_items)
+			max_items = items;
+	}
+	s->slots = calloc(s->n_slots, sizeof(*s->slots));
+	s->clients = calloc(cfg->max_clients, sizeof(*s->clients));
+	s->pending.cap = (size_t)s->n_slots * max_items;
+	s->pending.refs = calloc(s->pending.cap, sizeof(uint32_t));
+	if (!s->slots || !s->clients || !s->pending.refs)
+		goto free_sched;
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		s->slots[i].items = calloc(max_items, sizeof(struct item));
+		if (!s->slots[i].items)
+			goto free_sched;
+	}
+	return s;
+free_sched:
+	sched_free(s);
+	return NULL;
+}
+
+void sched_set_pool(struct sched *s, struct pool *pool)
+{
+	s->pool = pool;
+}
+
+void sched_free(struct sched *s)
+{
+	if (!s)
+		return;
+	for (uint32_t i = 0; s->slots && i < s->n_slots; i++)
+		free(s->slots[i].items);
+	for (uint32_t i = 0; i < s->n_clients; i++)
+		free(s->clients[i]);
+	free(s->slots);
+	free(s->clients);
+	free(s->pending.refs);
+	free(s);
+}
+
+static void slot_free(struct sched *s, struct slot *sl)
+{
+	sl->state = SLOT_FREE;
+	sl->client = NULL;
+	s->free_slots++;
+}
+
+/* Starts client c's next batch in slot sl and queues its items. */
+static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	if (c->next_batch >= c->segment_batches) {
+		c->epoch++;
+		c->g = 0;
+		c->next_batch = 0;
+		c->segment_batches = sampler_batches(&c->sampler, 0);
+	}
+	uint32_t slot_index = (uint32_t)(sl - s->slots);
+	sl->state = SLOT_FILLING;
+	sl->generation++;
+	sl->client = c;
+	sl->seq = c->next_seq++;
+	sl->epoch = c->epoch;
+	sl->g = c->g;
+	sl->batch = c->next_batch++;
+	sl->first = sl->batch * c->sampler.batch_size;
+	sl->rows = sampler_batch_rows(&c->sampler, c->g, sl->batch);
+	sl->last = sl->batch + 1 == c->segment_batches;
+	sl->n_items = (sl->rows + src->chunk - 1) / src->chunk;
+	sl->items_done = 0;
+	sl->error = 0;
+	for (uint32_t k = 0; k < sl->n_items; k++) {
+		struct item *it = &sl->items[k];
+		it->first_row = k * src->chunk;
+		it->count = sl->rows - it->first_row < src->chunk ? sl->rows - it->first_row : src->chunk;
+		it->state = ITEM_PENDING;
+		pending_push(&s->pending, ITEM_REF(slot_index, k), false);
+	}
+	s->free_slots--;
+	c->in_flight++;
+}
+
+/* The client that should get the next free slot: the one furthest below
+ * its depth, ties broken in rotation. NULL when every client is full. */
+static struct sched_client *neediest_client(struct sched *s)
+{
+	struct sched_client *best = NULL;
+	for (uint32_t k = 0; k < s->n_clients; k++) {
+		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
+		if (c->failed || c->in_flight >= c->depth)
+			continue;
+		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
+			best = c;
+	}
+	return best;
+}
+
+static void sched_fill(struct sched *s)
+{
+	while (s->free_slots > 0 && s->n_clients > 0) {
+		struct sched_client *c = neediest_client(s);
+		if (!c)
+			break;
+		s->fair_start++;
+		for (uint32_t i = 0; i < s->n_slots; i++) {
+			if (s->slots[i].state == SLOT_FREE) {
+				batch_start(s, &s->slots[i], c);
+				break;
+			}
+		}
+	}
+	sched_pump(s);
+}
+
+static void orphan_item_done(struct sched *s, struct slot *sl)
+{
+	if (++sl->items_done == sl->n_items)
+		slot_free(s, sl);
+}
+
+void sched_pump(struct sched *s)
+{
+	if (!s->pool)
+		return;
+	struct work_cmd cmd;
+	while (s->pending.count > 0) {
+		uint32_t ref = s->pending.refs[s->pending.head];
+		struct slot *sl = &s->slots[ref >> 16];
+		struct item *it = &sl->items[ref & 0xffff];
+		if (sl->state == SLOT_ORPHAN) {
+			pending_pop(&s->pending);
+			it->state = ITEM_DONE;
+			orphan_item_done(s, sl);
+			continue;
+		}
+		const struct sched_client *c = sl->client;
+		cmd.item_id = ((uint64_t)sl->generation << 32) | ref;
+		cmd.op = WORK_READ;
+		cmd.pipeline = c->pipeline;
+		cmd.slot_offset = arena_slot_offset(s->arena, ref >> 16);
+		cmd.first_row = it->first_row;
+		cmd.count = it->count;
+		for (uint32_t i = 0; i < it->count; i++)
+			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->epoch, sl->g,
+							     sl->first + it->first_row + i);
+		if (!pool_submit(s->pool, &cmd))
+			break;
+		pending_pop(&s->pending);
+		it->state = ITEM_DISPATCHED;
+	}
+}
+
+/* The ERROR text for a batch whose item failed: names pipeline, file,
+ * sample and byte range. Logged here, once, where the decision is made. */
+static void fail_batch(struct sched *s, struct slot *sl)
+{
+	struct sched_client *c = sl->client;
+	const struct source *src = &s->sources[c->pipeline];
+	uint64_t index = sampler_sample(&c->sampler, sl->epoch, sl->g, sl->first + sl->bad_row);
+	uint64_t offset = index * src->desc.sample_stride;
+	char why[128], text[PROTO_ERROR_TEXT_MAX];
+	if (sl->error == -ENODATA)
+		snprintf(why, sizeof(why), "file is shorter than at start (read %" PRIu64 " of %" PRIu64 " bytes)",
+			 sl->error_detail, src->desc.sample_read_bytes);
+	else
+		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
+	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 "): %s",
+		 src->cfg->name, src->cfg->path, index, offset, offset + src->desc.sample_read_bytes, why);
+	log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+	s->read_errors++;
+	c->failed = true;
+	s->ops.fail(c->conn, EIO, text);
+}
+
+/* Delivers, in seq order, every finished batch of c that is next in line. */
+static void client_flush(struct sched *s, struct sched_client *c)
+{
+	while (!c->failed) {
+		struct slot *sl = NULL;
+		for (uint32_t i = 0; i < s->n_slots; i++) {
+			struct slot *x = &s->slots[i];
+			if (x->client == c && x->state == SLOT_DONE && x->seq == c->send_seq) {
+				sl = x;
+				break;
+			}
+		}
+		if (!sl)
+			return;
+		if (sl->error) {
+			fail_batch(s, sl);
+			return;
+		}
+		sl->state = SLOT_HELD;
+		struct proto_ready r = {
+			.seq = sl->seq, .epoch = sl->epoch, .epoch_offset = sl->g, .batch = sl->batch,
+			.first = sl->first, .slot_offset = arena_slot_offset(s->arena, (uint32_t)(sl - s->slots)),
+			.slot = (uint32_t)(sl - s->slots), .generation = sl->generation, .rows = sl->rows,
+			.flags = sl->last ? PROTO_READY_LAST_IN_EPOCH : 0,
+		};
+		c->send_seq++;
+		s->ops.ready(c->conn, &r);
+	}
+}
+
+/* Finds the slot and item an item id names, or NULL for a stale id. */
+static struct slot *item_lookup(struct sched *s, uint64_t item_id, struct item **it)
+{
+	uint32_t ref = (uint32_t)item_id;
+	uint32_t slot = ref >> 16, k = ref & 0xffff;
+	if (slot >= s->n_slots)
+		return NULL;
+	struct slot *sl = &s->slots[slot];
+	if (sl->generation != (uint32_t)(item_id >> 32) || k >= sl->n_items ||
+	    sl->items[k].state != ITEM_DISPATCHED ||
+	    (sl->state != SLOT_FILLING && sl->state != SLOT_ORPHAN))
+		return NULL;
+	*it = &sl->items[k];
+	return sl;
+}
+
+void sched_item_done(struct sched *s, const struct work_done *done)
+{
+	struct item *it;
+	struct slot *sl = item_lookup(s, done->item_id, &it);
+	if (!sl) {
+		log_warning("completion for unknown work item %#" PRIx64 "; ignored", done->item_id);
+		return;
+	}
+	it->state = ITEM_DONE;
+	if (sl->state == SLOT_ORPHAN) {
+		orphan_item_done(s, sl);
+		sched_fill(s);
+		return;
+	}
+	if (done->status < 0 && sl->error == 0) {
+		sl->error = done->status;
+		sl->bad_row = done->bad_row < sl->rows ? done->bad_row : it->first_row;
+		sl->error_detail = done->detail;
+	}
+	if (++sl->items_done < sl->n_items)
+		return;
+	sl->state = SLOT_DONE;
+	client_flush(s, sl->client);
+}
+
+void sched_item_lost(struct sched *s, uint64_t item_id)
+{
+	struct item *it;
+	struct slot *sl = item_lookup(s, item_id, &it);
+	if (!sl)
+		return;
+	it->state = ITEM_PENDING;
+	pending_push(&s->pending, (uint32_t)item_id, true);
+}
+
+static int attach_error(char *err, size_t cap, int code, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static int attach_error(char *err, size_t cap, int code, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, cap, fmt, ap);
+	va_end(ap);
+	return code;
+}
+
+/* Applies a resume token to a new client's stream position. */
+static int resume_at(const struct source *src, const char *token, uint64_t *epoch, uint64_t *g,
+		     char *err, size_t cap)
+{
+	struct position p;
+	if (position_parse(token, &p) < 0)
+		return attach_error(err, cap, -EINVAL, "resume token \"%s\" is not a loaderd position "
+				    "token (ldr1:SEED:N:EPOCH:OFFSET)", token);
+	if (p.seed != src->cfg->seed)
+		return attach_error(err, cap, -EINVAL, "resume token \"%s\" is for a stream with seed %"
+				    PRIu64 "; pipeline \"%s\" has seed %" PRIu64, token, p.seed,
+				    src->cfg->name, src->cfg->seed);
+	if (p.n_samples != src->n_samples)
+		return attach_error(err, cap, -EINVAL, "resume token \"%s\" was saved when the dataset had %"
+				    PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now", token,
+				    p.n_samples, src->cfg->name, src->n_samples);
+	*epoch = p.epoch;
+	*g = p.offset;
+	return 0;
+}
+
+int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, void *conn,
+		 struct sched_client **out, struct proto_welcome *w, char *err, size_t cap)
+{
+	if (s->n_clients >= s->cfg->max_clients)
+		return attach_error(err, cap, -EBUSY, "too many clients (max_clients = %u)",
+				    s->cfg->max_clients);
+	const struct source *src = NULL;
+	uint32_t index = 0;
+	for (size_t i = 0; i < s->n_sources; i++) {
+		if (strcmp(s->sources[i].cfg->name, hello->pipeline) == 0) {
+			src = &s->sources[i];
+			index = (uint32_t)i;
+		}
+	}
+	if (!src)
+		return attach_error(err, cap, -ENOENT, "unknown pipeline \"%s\"", hello->pipeline);
+	if (hello->delivery == PROTO_DELIVERY_DEVICE)
+		return attach_error(err, cap, -EOPNOTSUPP, "pipeline \"%s\": GPU delivery is not "
+				    "available: this loaderd serves host delivery only", hello->pipeline);
+	struct sampler smp = {
+		.n_samples = src->n_samples, .seed = src->cfg->seed, .batch_size = src->cfg->batch_size,
+		.rank = hello->rank, .world = hello->world, .shuffle = src->cfg->shuffle,
+		.drop_last = src->cfg->drop_last,
+	};
+	if (sampler_batches(&smp, 0) == 0)
+		return attach_error(err, cap, -EINVAL, "pipeline \"%s\": %" PRIu64 " samples over world "
+				    "size %u with batch_size %u and drop_last leave rank %u no batch",
+				    hello->pipeline, src->n_samples, hello->world, src->cfg->batch_size,
+				    hello->rank);
+	uint64_t epoch = 0, g = 0;
+	if (hello->resume[0]) {
+		int rc = resume_at(src, hello->resume, &epoch, &g, err, cap);
+		if (rc < 0)
+			return rc;
+	}
+	if (sampler_batches(&smp, g) == 0) { /* resumed at (or past) the epoch's end */
+		epoch++;
+		g = 0;
+	}
+	struct sched_client *c = calloc(1, sizeof(*c));
+	if (!c)
+		return attach_error(err, cap, -ENOMEM, "out of memory");
+	c->conn = conn;
+	c->session = s->next_session++;
+	c->pid = pid;
+	snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
+	c->pipeline = index;
+	c->sampler = smp;
+	c->depth = hello->depth ? hello->depth : s->cfg->default_depth;
+	if (c->depth > s->cfg->max_depth)
+		c->depth = s->cfg->max_depth;
+	c->epoch = epoch;
+	c->g = g;
+	c->segment_batches = sampler_batches(&smp, g);
+	s->clients[s->n_clients++] = c;
+
+	memset(w, 0, sizeof(*w));
+	w->session = c->session;
+	w->slot_bytes = s->arena->hdr->slot_bytes;
+	w->arena_bytes = s->arena->bytes;
+	w->n_samples = src->n_samples;
+	w->seed = src->cfg->seed;
+	w->epoch = epoch;
+	w->offset = g;
+	w->batch_size = src->cfg->batch_size;
+	w->rank = hello->rank;
+	w->world = hello->world;
+	w->depth = c->depth;
+	w->shuffle = src->cfg->shuffle;
+	w->drop_last = src->cfg->drop_last;
+	w->n_tensors = src->n_tensors;
+	memcpy(w->tensors, src->tensors, sizeof(w->tensors));
+	*out = c;
+	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\" as rank %u of %u, "
+		 "depth %u, epoch %" PRIu64 " offset %" PRIu64, c->session, (int)pid,
+		 c->name[0] ? ", " : "", c->name, src->cfg->name, hello->rank, hello->world,
+		 c->depth, epoch, g);
+	sched_fill(s);
+	return 0;
+}
+
+void sched_detach(struct sched *s, struct sched_client *c)
+{
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		struct slot *sl = &s->slots[i];
+		if (sl->client != c)
+			continue;
+		if (sl->state == SLOT_FILLING) {
+			sl->state = SLOT_ORPHAN;
+			sl->client = NULL;
+		} else {
+			slot_free(s, sl);
+		}
+	}
+	for (uint32_t i = 0; i < s->n_clients; i++) {
+		if (s->clients[i] == c) {
+			s->clients[i] = s->clients[--s->n_clients];
+			break;
+		}
+	}
+	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches", c->session,
+		 (int)c->pid, c->released);
+	free(c);
+	sched_fill(s);
+}
+
+void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r)
+{
+	struct slot *sl = r->slot < s->n_slots ? &s->slots[r->slot] : NULL;
+	if (!sl || sl->state != SLOT_HELD || sl->client != c || sl->generation != r->generation ||
+	    sl->seq != r->seq) {
+		log_debug("client %" PRIu64 ": stale or duplicate RELEASE of slot %u generation %u "
+			  "seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
+		return;
+	}
+	slot_free(s, sl);
+	c->in_flight--;
+	c->released++;
+	sched_fill(s);
+}
+
+void sched_describe_arena(const struct sched *s, struct status_text *t)
+{
+	status_printf(t, "arena: %zu bytes, %u staging slots of %" PRIu64 " bytes, %u in use\n",
+		      s->arena->bytes, s->n_slots, s->arena->hdr->slot_bytes, s->n_slots - s->free_slots);
+}
+
+void sched_describe(const struct sched *s, struct status_text *t)
+{
+	status_printf(t, "pipelines: %zu\n", s->n_sources);
+	for (size_t i = 0; i < s->n_sources; i++) {
+		const struct source *src = &s->sources[i];
+		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
+			      "drop_last %d\n", src->cfg->name,
+			      src->cfg->kind == SOURCE_RAW ? "raw" : "tokens", src->cfg->path,
+			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
+	}
+	status_printf(t, "clients: %u\n", s->n_clients);
+	for (uint32_t i = 0; i < s->n_clients; i++) {
+		const struct sched_client *c = s->clients[i];
+		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s rank %u world %u "
+			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
+			      " in_flight %u\n", c->session, (int)c->pid, c->name,
+			      s->sources[c->pipeline].cfg->name, c->sampler.rank, c->sampler.world,
+			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight);
+	}
+	status_printf(t, "errors: read %" PRIu64 "\n", s->read_errors);
+}

@@ -1,0 +1,424 @@
+/* server: socket, connections and frames (server.h). */
+#include "daemon/server.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "daemon/sched.h"
+#include "daemon/status.h"
+#include "proto/wire.h"
+
+/* Frames read per wake-up before yielding to other connections. */
+#define SERVER_READ_BUDGET 64
+/* Send buffer per connection: a STATUS frame (64 KiB) always fits. */
+#define SERVER_SNDBUF_BYTES (512 * 1024)
+
+enum conn_state { CONN_NEW, CONN_DATA, CONN_CLOSING };
+
+struct conn {
+	struct server *srv;
+	struct conn *next, *prev;
+	int fd;
+	pid_t pid;
+	uid_t uid;
+	enum conn_state state;
+	uv_poll_t poll;
+	struct sched_client *client;
+};
+
+struct server {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct sched *sched;
+	struct arena *arena;
+	struct server_ops ops;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int listen_fd;
+	bool listening;
+	uv_poll_t listen_poll;
+	struct conn *conns;
+	unsigned n_conns;
+	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
+	struct proto_msg *tx; /* scratch for STATUS replies */
+};
+
+static void on_conn_closed(uv_handle_t *h)
+{
+	struct conn *c = h->data;
+	struct server *srv = c->srv;
+	if (c->client)
+		sched_detach(srv->sched, c->client);
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		srv->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	srv->n_conns--;
+	free(c);
+}
+
+/* Closes a connection. The scheduler lets go of its client in the close
+ * callback, on a later loop turn, so callers inside scheduler callbacks
+ * never see the client freed under them. */
+static void conn_close(struct conn *c)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	c->state = CONN_CLOSING;
+	uv_poll_stop(&c->poll);
+	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+}
+
+/* Sends one frame; a peer that cannot take it (gone, or not reading) is
+ * closed. Frames to a closing connection are dropped. */
+static void conn_send(struct conn *c, struct proto_msg *m, int fd)
+{
+	if (c->state == CONN_CLOSING)
+		return;
+	int rc = wire_send(c->fd, m, fd);
+	if (rc == 0)
+		return;
+	if (rc == -EAGAIN)
+		log_warning("client pid %d is not reading its socket; closing it", (int)c->pid);
+	else if (rc != -EPIPE && rc != -ECONNRESET)
+		log_warning("client pid %d: sending %s: %s; closing it", (int)c->pid,
+			    proto_type_name(m->hdr.type), strerror(-rc));
+	conn_close(c);
+}
+
+static void conn_error(struct conn *c, uint64_t request_id, int code, const char *text)
+{
+	struct proto_msg m; /* not zeroed whole: the union holds a 64 KiB status text */
+	m.hdr = (struct proto_header){.type = PROTO_ERROR, .request_id = request_id};
+	m.u.error.code = code;
+	snprintf(m.u.error.text, sizeof(m.u.error.text), "%s", text[0] ? text : strerror(code));
+	conn_send(c, &m, -1);
+	conn_close(c);
+}
+
+static void protocol_error(struct conn *c, uint64_t request_id, const char *why)
+{
+	log_warning("client pid %d: %s; closing the connection", (int)c->pid, why);
+	conn_error(c, request_id, EPROTO, why);
+}
+
+static void handle_hello(struct conn *c, const struct proto_msg *in)
+{
+	struct server *srv = c->srv;
+	struct proto_msg out;
+	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = in->hdr.request_id};
+	char err[PROTO_ERROR_TEXT_MAX];
+	int rc = sched_attach(srv->sched, &in->u.hello, c->pid, c, &c->client, &out.u.welcome,
+			      err, sizeof(err));
+	if (rc < 0) {
+		log_notice("client pid %d refused: %s", (int)c->pid, err);
+		conn_error(c, in->hdr.request_id, -rc, err);
+		return;
+	}
+	c->state = CONN_DATA;
+	conn_send(c, &out, srv->arena->fd);
+}
+
+static void handle_status(struct conn *c, const struct proto_msg *in)
+{
+	struct server *srv = c->srv;
+	struct status_text *t = malloc(sizeof(*t));
+	if (!t) {
+		conn_error(c, in->hdr.request_id, ENOMEM, "out of memory");
+		return;
+	}
+	status_init(t);
+	srv->ops.status(srv->ops.ctx, t);
+	struct proto_msg *m = srv->tx;
+	memset(&m->hdr, 0, sizeof(m->hdr));
+	m->hdr.type = PROTO_STATUS;
+	m->hdr.request_id = in->hdr.request_id;
+	m->u.status.text_len = (uint32_t)t->len;
+	memcpy(m->u.status.text, t->buf, t->len + 1);
+	free(t);
+	conn_send(c, m, -1);
+	conn_close(c);
+}
+
+static void conn_handle(struct conn *c, const struct proto_msg *m)
+{
+	char why[128];
+	uint16_t type = m->hdr.type;
+	if (c->state == CONN_NEW) {
+		if (type == PROTO_HELLO) {
+			handle_hello(c, m);
+			return;
+		}
+		if (type == PROTO_STATUS_REQ) {
+			handle_status(c, m);
+			return;
+		}
+		snprintf(why, sizeof(why), "first frame must be HELLO or STATUS_REQ, not %s",
+			 proto_type_name(type));
+		protocol_error(c, m->hdr.request_id, why);
+		return;
+	}
+	switch (type) {
+	case PROTO_RELEASE:
+		sched_release(c->srv->sched, c->client, &m->u.release);
+		return;
+	case PROTO_BYE:
+		conn_close(c);
+		return;
+	default:
+		snprintf(why, sizeof(why), "unexpected %s frame in a data session", proto_type_name(type));
+		protocol_error(c, m->hdr.request_id, why);
+	}
+}
+
+static void on_conn_event(uv_poll_t *h, int status, int events)
+{
+	struct conn *c = h->data;
+	if (status < 0) {
+		conn_close(c);
+		return;
+	}
+	for (int i = 0; i < SERVER_READ_BUDGET && c->state != CONN_CLOSING; i++) {
+		char why[160] = "";
+		int fd = -1;
+		int rc = wire_recv(c->fd, c->srv->rx, &fd, why, sizeof(why));
+		if (fd >= 0) {
+			close(fd); /* clients never send descriptors */
+			protocol_error(c, 0, "unexpected file descriptor from client");
+			return;
+		}
+		if (rc == -EAGAIN)
+			return;
+		if (rc == -ECONNRESET) {
+			conn_close(c);
+			return;
+		}
+		if (rc < 0) {
+			char text[200];
+			snprintf(text, sizeof(text), "invalid frame: %s",
+				 why[0] ? why : rc == -EMSGSIZE ? "packet larger than 65536 bytes" : strerror(-rc));
+			protocol_error(c, 0, text);
+			return;
+		}
+		conn_handle(c, c->srv->rx);
+	}
+}
+
+static void on_listen_readable(uv_poll_t *h, int status, int events)
+{
+	struct server *srv = h->data;
+	for (;;) {
+		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+				log_warning("accept on %s: %s", srv->path, strerror(errno));
+			return;
+		}
+		struct conn *c = calloc(1, sizeof(*c));
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		struct ucred cred = {0};
+		socklen_t len = sizeof(cred);
+		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+		int sndbuf = SERVER_SNDBUF_BYTES;
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
+		c->srv = srv;
+		c->fd = fd;
+		c->pid = cred.pid;
+		c->uid = cred.uid;
+		c->state = CONN_NEW;
+		c->next = srv->conns;
+		if (srv->conns)
+			srv->conns->prev = c;
+		srv->conns = c;
+		srv->n_conns++;
+		uv_poll_init(srv->loop, &c->poll, fd);
+		c->poll.data = c;
+		uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_event);
+	}
+}
+
+/* A socket file left by a daemon that died is replaced; one that answers
+ * belongs to a live daemon and is an error. */
+static int bind_socket(int fd, const struct sockaddr_un *addr, char *err, size_t cap)
+{
+	if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) == 0)
+		return 0;
+	if (errno != EADDRINUSE) {
+		int e = errno;
+		snprintf(err, cap, "bind %s: %s", addr->sun_path, strerror(e));
+		return -e;
+	}
+	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (probe >= 0 && connect(probe, (const struct sockaddr *)addr, sizeof(*addr)) == 0) {
+		close(probe);
+		snprintf(err, cap, "%s: another loaderd is serving this socket", addr->sun_path);
+		return -EADDRINUSE;
+	}
+	if (probe >= 0)
+		close(probe);
+	unlink(addr->sun_path);
+	if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
+		int e = errno;
+		snprintf(err, cap, "bind %s: %s", addr->sun_path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+static int socket_permissions(const struct config *cfg, const char *path, char *err, size_t cap)
+{
+	if (cfg->socket_group[0]) {
+		struct group gr, *found = NULL;
+		char buf[4096];
+		if (getgrnam_r(cfg->socket_group, &gr, buf, sizeof(buf), &found) != 0 || !found) {
+			snprintf(err, cap, "socket_group \"%s\": no such group", cfg->socket_group);
+			return -ENOENT;
+		}
+		if (chown(path, (uid_t)-1, found->gr_gid) < 0) {
+			int e = errno;
+			snprintf(err, cap, "chown %s to group %s: %s", path, cfg->socket_group, strerror(e));
+			return -e;
+		}
+	}
+	if (chmod(path, cfg->socket_mode) < 0) {
+		int e = errno;
+		snprintf(err, cap, "chmod %s: %s", path, strerror(e));
+		return -e;
+	}
+	return 0;
+}
+
+int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
+		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
+		 struct server **out, char *err, size_t err_cap)
+{
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	if (strlen(path) >= sizeof(addr.sun_path)) {
+		snprintf(err, err_cap, "socket path %s is longer than %zu bytes", path,
+			 sizeof(addr.sun_path) - 1);
+		return -ENAMETOOLONG;
+	}
+	memcpy(addr.sun_path, path, strlen(path) + 1);
+	struct server *srv = calloc(1, sizeof(*srv));
+	if (!srv)
+		return -ENOMEM;
+	srv->rx = malloc(sizeof(*srv->rx));
+	srv->tx = malloc(sizeof(*srv->tx));
+	int rc = -ENOMEM;
+	if (!srv->rx || !srv->tx)
+		goto free_srv;
+	srv->loop = loop;
+	srv->cfg = cfg;
+	srv->sched = sched;
+	srv->arena = arena;
+	srv->ops = *ops;
+	memcpy(srv->path, addr.sun_path, sizeof(srv->path));
+
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	if (mkdir(dirname(dir), 0755) < 0 && errno != EEXIST) {
+		rc = -errno;
+		snprintf(err, err_cap, "creating the socket's directory for %s: %s", path, strerror(errno));
+		goto free_srv;
+	}
+	srv->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (srv->listen_fd < 0) {
+		rc = -errno;
+		snprintf(err, err_cap, "socket: %s", strerror(errno));
+		goto free_srv;
+	}
+	rc = bind_socket(srv->listen_fd, &addr, err, err_cap);
+	if (rc < 0)
+		goto close_listen;
+	rc = socket_permissions(cfg, path, err, err_cap);
+	if (rc < 0)
+		goto unlink_socket;
+	if (listen(srv->listen_fd, 128) < 0) {
+		rc = -errno;
+		snprintf(err, err_cap, "listen on %s: %s", path, strerror(errno));
+		goto unlink_socket;
+	}
+	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
+	srv->listen_poll.data = srv;
+	uv_poll_start(&srv->listen_poll, UV_READABLE, on_listen_readable);
+	srv->listening = true;
+	*out = srv;
+	return 0;
+unlink_socket:
+	unlink(path);
+close_listen:
+	close(srv->listen_fd);
+free_srv:
+	free(srv->rx);
+	free(srv->tx);
+	free(srv);
+	return rc;
+}
+
+static void on_listen_closed(uv_handle_t *h)
+{
+	struct server *srv = h->data;
+	close(srv->listen_fd);
+	srv->listen_fd = -1;
+}
+
+void server_shutdown(struct server *srv)
+{
+	if (srv->listening) {
+		srv->listening = false;
+		uv_poll_stop(&srv->listen_poll);
+		uv_close((uv_handle_t *)&srv->listen_poll, on_listen_closed);
+		unlink(srv->path);
+	}
+	for (struct conn *c = srv->conns; c; c = c->next) {
+		if (c->state == CONN_DATA)
+			conn_error(c, 0, ESHUTDOWN, "daemon shutting down");
+		else
+			conn_close(c);
+	}
+}
+
+void server_free(struct server *srv)
+{
+	if (!srv)
+		return;
+	free(srv->rx);
+	free(srv->tx);
+	free(srv);
+}
+
+unsigned server_connections(const struct server *srv)
+{
+	return srv->n_conns;
+}
+
+void server_send_ready(void *conn, const struct proto_ready *ready)
+{
+	struct conn *c = conn;
+	struct proto_msg m; /* not zeroed whole: the union holds a 64 KiB status text */
+	m.hdr = (struct proto_header){.type = PROTO_READY};
+	m.u.ready = *ready;
+	conn_send(c, &m, -1);
+}
+
+void server_fail_client(void *conn, int code, const char *text)
+{
+	conn_error(conn, 0, code, text);
+}

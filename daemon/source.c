@@ -1,0 +1,123 @@
+/* source: validate a pipeline's data file and lay out its batches (source.h). */
+#include "daemon/source.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Work items aim at about this many bytes, so that every worker has a share
+ * of the batch a client needs next while each item still amortises its
+ * command and completion. */
+#define SOURCE_ITEM_TARGET_BYTES (256u * 1024u)
+
+static uint64_t align_tensor(uint64_t v)
+{
+	return (v + SOURCE_TENSOR_ALIGN - 1) & ~(uint64_t)(SOURCE_TENSOR_ALIGN - 1);
+}
+
+static int fail(char *err, size_t cap, const struct pipeline_cfg *cfg, int code,
+		const char *reason)
+{
+	snprintf(err, cap, "pipeline \"%s\": %s: %s", cfg->name, cfg->path, reason);
+	return code;
+}
+
+static void add_tensor(struct source *s, const char *name, uint32_t dtype, uint64_t row_elems)
+{
+	struct proto_tensor *t = &s->tensors[s->n_tensors];
+	snprintf(t->name, sizeof(t->name), "%s", name);
+	t->dtype = dtype;
+	t->ndim = 2;
+	t->shape[0] = s->cfg->batch_size;
+	t->shape[1] = row_elems;
+	t->offset = s->batch_bytes;
+	s->row_bytes[s->n_tensors] = row_elems * proto_dtype_bytes(dtype);
+	s->batch_bytes = align_tensor(t->offset + s->row_bytes[s->n_tensors] * s->cfg->batch_size);
+	s->n_tensors++;
+}
+
+int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap)
+{
+	char reason[160];
+	memset(out, 0, sizeof(*out));
+	out->cfg = cfg;
+
+	int fd = open(cfg->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(err, err_cap, cfg, -errno, strerror(errno));
+	struct stat st;
+	int rc = fstat(fd, &st);
+	int saved = errno;
+	close(fd);
+	if (rc < 0)
+		return fail(err, err_cap, cfg, -saved, strerror(saved));
+	if (!S_ISREG(st.st_mode))
+		return fail(err, err_cap, cfg, -EINVAL, "not a regular file");
+	out->file_bytes = (uint64_t)st.st_size;
+
+	struct arena_pipeline *d = &out->desc;
+	if (cfg->kind == SOURCE_RAW) {
+		if (out->file_bytes % cfg->record_bytes != 0) {
+			snprintf(reason, sizeof(reason),
+				 "size %" PRIu64 " is not a multiple of record_bytes %" PRIu64,
+				 out->file_bytes, cfg->record_bytes);
+			return fail(err, err_cap, cfg, -EINVAL, reason);
+		}
+		out->n_samples = out->file_bytes / cfg->record_bytes;
+		add_tensor(out, "data", PROTO_DTYPE_UINT8, cfg->record_bytes);
+		d->kind = ARENA_SOURCE_RAW;
+		d->sample_read_bytes = cfg->record_bytes;
+		d->sample_stride = cfg->record_bytes;
+		d->in_elem_bytes = 1;
+		d->out_elem_bytes = 1;
+	} else {
+		uint64_t tb = cfg->token_bytes;
+		if (out->file_bytes % tb != 0) {
+			snprintf(reason, sizeof(reason), "size %" PRIu64 " is not a multiple of the %" PRIu64
+				 "-byte token size", out->file_bytes, tb);
+			return fail(err, err_cap, cfg, -EINVAL, reason);
+		}
+		uint64_t n_tokens = out->file_bytes / tb;
+		if (n_tokens < cfg->seq_len + 1) {
+			snprintf(reason, sizeof(reason), "%" PRIu64 " tokens, fewer than seq_len + 1 = %" PRIu64,
+				 n_tokens, cfg->seq_len + 1);
+			return fail(err, err_cap, cfg, -EINVAL, reason);
+		}
+		out->n_samples = (n_tokens - 1) / cfg->seq_len;
+		add_tensor(out, "tokens", cfg->token_out_dtype, cfg->seq_len + 1);
+		d->kind = ARENA_SOURCE_TOKENS;
+		d->sample_read_bytes = (cfg->seq_len + 1) * tb;
+		d->sample_stride = cfg->seq_len * tb;
+		d->in_elem_bytes = (uint32_t)tb;
+		d->out_elem_bytes = (uint32_t)proto_dtype_bytes(cfg->token_out_dtype);
+	}
+	if (out->n_samples < cfg->batch_size) {
+		snprintf(reason, sizeof(reason), "dataset has %" PRIu64 " samples, fewer than batch_size %u",
+			 out->n_samples, cfg->batch_size);
+		return fail(err, err_cap, cfg, -EINVAL, reason);
+	}
+
+	uint64_t sample_bytes = 0;
+	for (uint32_t t = 0; t < out->n_tensors; t++)
+		sample_bytes += out->row_bytes[t];
+	out->chunk = cfg->chunk;
+	if (out->chunk == 0) {
+		uint64_t c = SOURCE_ITEM_TARGET_BYTES / (sample_bytes ? sample_bytes : 1);
+		out->chunk = (uint32_t)(c < 1 ? 1 : c > WORK_CHUNK_MAX ? WORK_CHUNK_MAX : c);
+	}
+
+	d->n_tensors = out->n_tensors;
+	d->n_samples = out->n_samples;
+	d->file_bytes = out->file_bytes;
+	for (uint32_t t = 0; t < out->n_tensors; t++) {
+		d->tensor_offset[t] = out->tensors[t].offset;
+		d->tensor_row_bytes[t] = out->row_bytes[t];
+	}
+	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
+	snprintf(d->path, sizeof(d->path), "%s", cfg->path);
+	return 0;
+}

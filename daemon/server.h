@@ -1,0 +1,54 @@
+/*
+ * server: the daemon's Unix socket (SOCK_SEQPACKET): accepting clients,
+ * reading and validating their frames (proto/wire.h), turning HELLO,
+ * RELEASE and BYE into scheduler calls, answering STATUS_REQ, and sending
+ * WELCOME (with the arena fd), READY and ERROR.
+ *
+ * An invalid frame, or a frame out of order, gets an ERROR when the socket
+ * can take one and that connection is closed; no other client notices.
+ * Peers are identified by SO_PEERCRED; logs name the client's pid.
+ *
+ * Runs entirely on the loop thread.
+ */
+#ifndef LDR_DAEMON_SERVER_H
+#define LDR_DAEMON_SERVER_H
+
+#include <stddef.h>
+#include <uv.h>
+
+#include "daemon/config.h"
+#include "proto/proto.h"
+#include "shm/arena.h"
+
+struct sched;
+struct server;
+struct status_text;
+
+struct server_ops {
+	void *ctx;
+	/* Renders the daemon's whole status text. */
+	void (*status)(void *ctx, struct status_text *t);
+};
+
+/* Binds and listens on path (a stale socket file is replaced; a live one
+ * is an error), mode and group from cfg. 0 or -errno with err. */
+int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
+		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
+		 struct server **out, char *err, size_t err_cap);
+
+/* Stops accepting, removes the socket file, sends every client an ERROR
+ * (ESHUTDOWN, "daemon shutting down") and closes every connection. */
+void server_shutdown(struct server *srv);
+
+/* Frees the server once the loop has run the close callbacks. */
+void server_free(struct server *srv);
+
+/* Lines "  client ..." need the pid; the scheduler has it. This reports the
+ * count of open connections of each kind for the status header. */
+unsigned server_connections(const struct server *srv);
+
+/* sched_ops implementation (daemon/sched.h). */
+void server_send_ready(void *conn, const struct proto_ready *ready);
+void server_fail_client(void *conn, int code, const char *text);
+
+#endif

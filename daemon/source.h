@@ -1,0 +1,41 @@
+/*
+ * source: a pipeline's data source as the master sees it: the data file
+ * checked against the declared layout, the number of samples, and the
+ * layout of one batch in a staging slot (named tensors).
+ *
+ * source_open runs at start (and for --check-config); it reads file
+ * metadata only, never file contents. Workers do the reading, using the
+ * struct arena_pipeline this module fills in.
+ */
+#ifndef LDR_DAEMON_SOURCE_H
+#define LDR_DAEMON_SOURCE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "proto/proto.h"
+#include "shm/layout.h"
+
+#define SOURCE_TENSOR_ALIGN 256u /* byte alignment of each tensor in a slot */
+
+struct source {
+	const struct pipeline_cfg *cfg;
+	uint64_t n_samples;
+	uint64_t file_bytes;
+	uint32_t chunk;        /* samples per work item, resolved */
+	uint32_t n_tensors;
+	struct proto_tensor tensors[PROTO_TENSORS_MAX]; /* shape[0] = batch_size */
+	uint64_t row_bytes[PROTO_TENSORS_MAX];          /* bytes per sample per tensor */
+	uint64_t batch_bytes;  /* bytes of a full batch in a slot, tensors aligned */
+	struct arena_pipeline desc; /* what workers need; copied into the arena */
+};
+
+/*
+ * Checks the pipeline's file and computes its layout. Returns 0, or -errno
+ * with err = `pipeline "NAME": PATH: reason` (missing file, not a regular
+ * file, size not fitting the layout, fewer samples than one batch).
+ */
+int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
+
+#endif
