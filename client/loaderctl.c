@@ -1,0 +1,406 @@
+/*
+ * loaderctl: the operator's command-line client of loaderd.
+ *
+ *   loaderctl [--socket PATH] status
+ *   loaderctl [--socket PATH] consume --pipeline NAME [...]
+ *
+ * `consume` attaches exactly like a training process (host delivery), so it
+ * is both a load generator and the reference consumer the integration tests
+ * check delivered bytes with (--dump). Exit codes: 0 success, 1 an error
+ * (message on stderr starting "loaderctl: "), 2 a usage error.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/crc32c.h"
+#include "loaderd.h"
+
+#define EXIT_USAGE 2
+#define DUMP_BUFFER_BYTES (1u << 20)
+#define NEXT_WAIT_MS 1000 /* bounds how long a stop request waits to be seen */
+
+struct consume_opts {
+	const char *socket;
+	const char *pipeline;
+	const char *resume;
+	const char *dump;
+	const char *name;
+	uint64_t rank;
+	uint64_t world;
+	uint64_t depth;
+	uint64_t epochs;  /* 0: not given */
+	uint64_t batches; /* 0: not given */
+	uint64_t step_ms;
+	bool quiet;
+};
+
+struct consume_stats {
+	uint64_t epochs; /* epochs whose last batch was delivered */
+	uint64_t batches;
+	uint64_t samples;
+	uint64_t bytes;
+};
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_stop_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static const char usage_text[] =
+	"Usage: loaderctl [--socket PATH] status\n"
+	"       loaderctl [--socket PATH] consume --pipeline NAME [--rank R] [--world W]\n"
+	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE]\n"
+	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
+	"       loaderctl --help | --version\n"
+	"\n"
+	"  status     print the daemon's status\n"
+	"  consume    attach to a pipeline like a training process and consume batches\n"
+	"             (default: one epoch); prints a summary and the resumable position\n";
+
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("loaderctl: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'loaderctl --help' for more information.\n", stderr);
+	return EXIT_USAGE;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/*
+ * If argv[*i] is option `name` ("--name VALUE" or "--name=VALUE"), stores
+ * its value and advances *i past it: returns 1. Returns 0 when argv[*i] is
+ * another option, -1 (after the usage message) when the value is missing.
+ */
+static int take_value(int argc, char **argv, int *i, const char *name, const char **value)
+{
+	const char *arg = argv[*i];
+	size_t len = strlen(name);
+	if (strncmp(arg, name, len) != 0)
+		return 0;
+	if (arg[len] == '=') {
+		*value = arg + len + 1;
+		return 1;
+	}
+	if (arg[len] != '\0')
+		return 0;
+	if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
+		usage_error("option '%s' needs a value", name);
+		return -1;
+	}
+	*value = argv[++*i];
+	return 1;
+}
+
+/* Decimal digits only, no sign, in [min, max]; else a usage error (-1). */
+static int parse_number(const char *name, const char *text, uint64_t min, uint64_t max,
+			uint64_t *out)
+{
+	uint64_t v = 0;
+	const char *s = text;
+	if (*s == '\0')
+		goto bad;
+	for (; *s; s++) {
+		if (*s < '0' || *s > '9')
+			goto bad;
+		uint64_t d = (uint64_t)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			goto out_of_range;
+		v = v * 10 + d;
+	}
+	if (v < min || v > max)
+		goto out_of_range;
+	*out = v;
+	return 0;
+bad:
+	usage_error("option '%s': '%s' is not a number", name, text);
+	return -1;
+out_of_range:
+	usage_error("option '%s': %s is out of range (%" PRIu64 "..%" PRIu64 ")", name, text, min, max);
+	return -1;
+}
+
+/* Parses consume's options from argv[first..]; 0, or an exit code. */
+static int parse_consume(int argc, char **argv, int first, struct consume_opts *o)
+{
+	const struct {
+		const char *name;
+		uint64_t min, max;
+		uint64_t *dst;
+	} numbers[] = {
+		{ "--rank", 0, UINT32_MAX - 1, &o->rank },
+		{ "--world", 1, UINT32_MAX, &o->world },
+		{ "--depth", 0, UINT32_MAX, &o->depth },
+		{ "--epochs", 1, UINT64_MAX, &o->epochs },
+		{ "--batches", 1, UINT64_MAX, &o->batches },
+		{ "--step-ms", 0, 86400000, &o->step_ms },
+	};
+	const struct {
+		const char *name;
+		const char **dst;
+	} strings[] = {
+		{ "--pipeline", &o->pipeline },
+		{ "--resume", &o->resume },
+		{ "--dump", &o->dump },
+		{ "--name", &o->name },
+	};
+	for (int i = first; i < argc; i++) {
+		const char *value;
+		int r = 0;
+		if (strcmp(argv[i], "--quiet") == 0) {
+			o->quiet = true;
+			continue;
+		}
+		for (size_t k = 0; k < sizeof strings / sizeof strings[0] && r == 0; k++) {
+			r = take_value(argc, argv, &i, strings[k].name, &value);
+			if (r == 1 && value[0] == '\0')
+				return usage_error("option '%s' needs a non-empty value", strings[k].name);
+			if (r == 1)
+				*strings[k].dst = value;
+		}
+		for (size_t k = 0; k < sizeof numbers / sizeof numbers[0] && r == 0; k++) {
+			r = take_value(argc, argv, &i, numbers[k].name, &value);
+			if (r == 1 && parse_number(numbers[k].name, value, numbers[k].min,
+						   numbers[k].max, numbers[k].dst) < 0)
+				return EXIT_USAGE;
+		}
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r == 0)
+			return usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
+					   "unexpected argument '%s'", argv[i]);
+	}
+	if (!o->pipeline)
+		return usage_error("consume needs --pipeline NAME");
+	if (o->epochs && o->batches)
+		return usage_error("options '--epochs' and '--batches' exclude each other");
+	if (!o->epochs && !o->batches)
+		o->epochs = 1;
+	return 0;
+}
+
+/* Sleeps step_ms (a simulated training step), cut short by a stop request. */
+static void step_sleep(uint64_t step_ms)
+{
+	struct timespec ts = { .tv_sec = (time_t)(step_ms / 1000),
+			       .tv_nsec = (long)(step_ms % 1000) * 1000000 };
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !stop_requested)
+		;
+}
+
+/* One dump line per row: the CRC-32C of the row of every tensor, chained. */
+static void dump_batch(FILE *f, const struct ldr_client *c, const struct ldr_batch *b)
+{
+	for (unsigned row = 0; row < b->rows; row++) {
+		uint32_t crc = 0;
+		for (unsigned t = 0; t < b->n_tensors; t++) {
+			size_t row_bytes = b->tensors[t].bytes / b->rows;
+			crc = crc32c(crc, (const uint8_t *)b->tensors[t].data + row * row_bytes, row_bytes);
+		}
+		fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", b->epoch, b->index,
+			ldr_sample_index(c, b, row), crc);
+	}
+}
+
+static int install_stop_handlers(void)
+{
+	struct sigaction sa = { .sa_handler = on_stop_signal };
+	sigemptyset(&sa.sa_mask);
+	/* No SA_RESTART: a blocked wait returns EINTR and the loop sees the flag. */
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
+		fprintf(stderr, "loaderctl: sigaction: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Receives, checks off and releases batches until done or stopped;
+ * 0, or -1 after printing the reason. */
+static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE *dump,
+			struct consume_stats *st)
+{
+	double last_progress = now_s();
+	struct consume_stats at_progress = *st;
+	while (!stop_requested) {
+		struct ldr_batch b;
+		int r = ldr_next(c, &b, NEXT_WAIT_MS);
+		if (r == -ETIMEDOUT || r == -EINTR)
+			continue;
+		if (r < 0) {
+			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			return -1;
+		}
+		if (dump)
+			dump_batch(dump, c, &b);
+		if (o->step_ms)
+			step_sleep(o->step_ms);
+		uint64_t bytes = 0;
+		for (unsigned t = 0; t < b.n_tensors; t++)
+			bytes += b.tensors[t].bytes;
+		r = ldr_release(c, &b);
+		if (r < 0) {
+			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			return -1;
+		}
+		st->batches++;
+		st->samples += b.rows;
+		st->bytes += bytes;
+		st->epochs += b.last_in_epoch ? 1 : 0;
+
+		double now = now_s();
+		if (!o->quiet && now - last_progress >= 1.0) {
+			double dt = now - last_progress;
+			fprintf(stderr, "consume: epoch %" PRIu64 " batch %" PRIu64
+				": %.1f batches/s, %.0f samples/s, %.1f MB/s\n", b.epoch, b.index,
+				(double)(st->batches - at_progress.batches) / dt,
+				(double)(st->samples - at_progress.samples) / dt,
+				(double)(st->bytes - at_progress.bytes) / dt / 1e6);
+			last_progress = now;
+			at_progress = *st;
+		}
+		if ((o->batches && st->batches >= o->batches) || (o->epochs && st->epochs >= o->epochs))
+			break;
+	}
+	return 0;
+}
+
+static int run_consume(const struct consume_opts *o)
+{
+	struct ldr_client *c;
+	struct consume_stats st = { 0 };
+	FILE *dump = NULL;
+	int rc = 1;
+	if (o->dump) { /* before attaching: a bad path should not cost the daemon a client */
+		dump = fopen(o->dump, "we");
+		if (!dump || setvbuf(dump, NULL, _IOFBF, DUMP_BUFFER_BYTES) != 0) {
+			fprintf(stderr, "loaderctl: %s: %s\n", o->dump, strerror(errno));
+			goto close_dump;
+		}
+	}
+	if (ldr_connect(o->socket, &c) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		goto close_client;
+	}
+	struct ldr_attach_opts ao = {
+		.pipeline = o->pipeline, .rank = (unsigned)o->rank, .world = (unsigned)o->world,
+		.depth = (unsigned)o->depth, .resume = o->resume,
+		.client_name = o->name ? o->name : "consume",
+	};
+	if (ldr_attach(c, &ao) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		goto close_client;
+	}
+	if (install_stop_handlers() < 0)
+		goto close_client;
+
+	double start = now_s();
+	if (consume_loop(c, o, dump, &st) < 0)
+		goto close_client;
+	double seconds = now_s() - start;
+
+	if (dump) {
+		int r = fclose(dump);
+		dump = NULL;
+		if (r != 0) {
+			fprintf(stderr, "loaderctl: %s: %s\n", o->dump, strerror(errno));
+			goto close_client;
+		}
+	}
+	char token[LDR_POSITION_MAX];
+	if (ldr_position(c, token, sizeof token) < 0) {
+		fprintf(stderr, "loaderctl: no position to report\n");
+		goto close_client;
+	}
+	double per_s = seconds > 0 ? 1.0 / seconds : 0.0;
+	printf("consume: pipeline=%s rank=%" PRIu64 " world=%" PRIu64 " epochs=%" PRIu64
+	       " batches=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f"
+	       " batches_per_s=%.1f samples_per_s=%.1f MB_per_s=%.1f\n",
+	       o->pipeline, o->rank, o->world, st.epochs, st.batches, st.samples, st.bytes,
+	       seconds, (double)st.batches * per_s, (double)st.samples * per_s,
+	       (double)st.bytes * per_s / 1e6);
+	printf("position: %s\n", token);
+	rc = fflush(stdout) == 0 ? 0 : 1;
+close_client:
+	ldr_close(c);
+close_dump:
+	if (dump)
+		fclose(dump);
+	return rc;
+}
+
+static int run_status(const char *socket)
+{
+	char *text;
+	char err[1280];
+	if (ldr_status(socket, &text, err, sizeof err) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", err);
+		return 1;
+	}
+	size_t len = strlen(text);
+	fputs(text, stdout);
+	if (len == 0 || text[len - 1] != '\n')
+		fputc('\n', stdout);
+	free(text);
+	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
+{
+	const char *socket = NULL;
+	int i = 1;
+	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
+		int r;
+		if (strcmp(argv[i], "--help") == 0) {
+			fputs(usage_text, stdout);
+			return 0;
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("loaderctl %s\n", LOADERD_VERSION);
+			return 0;
+		}
+		r = take_value(argc, argv, &i, "--socket", &socket);
+		if (r < 0)
+			return EXIT_USAGE;
+		if (r == 0)
+			return usage_error("unknown option '%s'", argv[i]);
+		if (socket[0] == '\0')
+			return usage_error("option '--socket' needs a non-empty value");
+	}
+	if (i >= argc)
+		return usage_error("no command given (status or consume)");
+	if (strcmp(argv[i], "status") == 0) {
+		if (i + 1 < argc)
+			return usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
+					   "unexpected argument '%s'", argv[i + 1]);
+		return run_status(socket);
+	}
+	if (strcmp(argv[i], "consume") == 0) {
+		struct consume_opts o = { .socket = socket, .world = 1 };
+		int r = parse_consume(argc, argv, i + 1, &o);
+		if (r != 0)
+			return r;
+		return run_consume(&o);
+	}
+	return usage_error("unknown command '%s' (status or consume)", argv[i]);
+}

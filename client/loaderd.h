@@ -106,6 +106,7 @@ unsigned ldr_batch_size(const struct ldr_client *c);
 uint64_t ldr_batches_in_epoch(const struct ldr_client *c, uint64_t epoch);
 
 /* Waits up to timeout_ms (-1 forever) for the next batch. 0, -ETIMEDOUT,
+ * -EINTR (a signal arrived while waiting; nothing was consumed, call again),
  * -ECONNRESET (daemon gone), or the daemon's error (ldr_error()). The
  * client may hold at most `depth` unreleased batches; asking for one more
  * is -EBUSY. */

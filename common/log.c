@@ -6,17 +6,30 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static char log_ident[64] = "loaderd";
 static enum log_level log_max = LOG_LEVEL_INFO;
 static int log_journal = -1; /* stderr is journald's stream: use <N> prefixes */
 
+/* systemd sets JOURNAL_STREAM=DEV:INO for the stream it connected; stderr
+ * is the journal only when it is still that very stream. */
+static int stderr_is_journal(void)
+{
+	const char *env = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	if (!env || sscanf(env, "%llu:%llu", &dev, &ino) != 2 || fstat(STDERR_FILENO, &st) < 0)
+		return 0;
+	return (unsigned long long)st.st_dev == dev && (unsigned long long)st.st_ino == ino;
+}
+
 void log_init(const char *ident, enum log_level max_level)
 {
 	snprintf(log_ident, sizeof(log_ident), "%s", ident);
 	log_max = max_level;
-	log_journal = getenv("JOURNAL_STREAM") != NULL;
+	log_journal = stderr_is_journal();
 }
 
 void log_set_level(enum log_level max_level)
@@ -49,6 +62,8 @@ void log_msg(enum log_level level, const char *fmt, ...)
 		[LOG_LEVEL_ERROR] = "error: ", [LOG_LEVEL_WARNING] = "warning: ",
 		[LOG_LEVEL_NOTICE] = "", [LOG_LEVEL_INFO] = "", [LOG_LEVEL_DEBUG] = "debug: ",
 	};
+	if (level < LOG_LEVEL_ERROR)
+		level = LOG_LEVEL_ERROR;
 	if (level > log_max)
 		return;
 	int saved_errno = errno;

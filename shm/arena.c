@@ -36,7 +36,13 @@ static void plan_header(const struct arena_plan *plan, struct arena_header *h)
 	h->slots_offset = h->rings_offset + (uint64_t)plan->n_workers * h->ring_pair_bytes;
 	h->slot_bytes = plan->slot_bytes;
 	h->n_slots = plan->n_slots;
-	h->total_bytes = h->slots_offset + (uint64_t)plan->n_slots * plan->slot_bytes;
+	/* Saturates rather than wraps: a plan too large for 64 bits must not
+	 * look small to a caller comparing it with a limit, and a header
+	 * claiming such slots must not match a small file in arena_attach. */
+	uint64_t slots_bytes;
+	if (__builtin_mul_overflow((uint64_t)plan->n_slots, plan->slot_bytes, &slots_bytes) ||
+	    __builtin_add_overflow(h->slots_offset, slots_bytes, &h->total_bytes))
+		h->total_bytes = UINT64_MAX;
 }
 
 uint64_t arena_plan_bytes(const struct arena_plan *plan)
@@ -134,10 +140,13 @@ int arena_attach(int fd, bool writable, struct arena *out)
 
 void arena_close(struct arena *a)
 {
-	if (a->base)
+	/* base is set exactly when the arena owns a mapping and its fd: a
+	 * zeroed arena has fd 0, which is not its to close. */
+	if (a->base) {
 		munmap(a->base, a->bytes);
-	if (a->fd >= 0)
-		close(a->fd);
+		if (a->fd >= 0)
+			close(a->fd);
+	}
 	a->base = NULL;
 	a->hdr = NULL;
 	a->bytes = 0;

@@ -35,7 +35,7 @@ struct arena_plan {
 	uint64_t slot_bytes;  /* a multiple of ARENA_ALIGN */
 };
 
-/* Bytes the arena of a plan occupies. */
+/* Bytes the arena of a plan occupies; UINT64_MAX when that overflows. */
 uint64_t arena_plan_bytes(const struct arena_plan *plan);
 
 /* Creates, sizes (fallocate) and maps a fresh arena and writes its header.

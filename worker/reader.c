@@ -1,0 +1,572 @@
+/*
+ * reader: the worker's event loop (reader.h). Commands are checked and
+ * planned in full before any read starts; reads go through io_uring, or
+ * pread when io_uring cannot be set up, with the same results either way.
+ */
+#include "worker/reader.h"
+
+#include <endian.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define READER_URING_DEPTH 256
+#define READER_ITEMS RING_ENTRIES
+#define READER_READS_MAX (READER_ITEMS * WORK_CHUNK_MAX)
+#define READER_RETRIES_MAX 64      /* -EAGAIN/-EINTR/-ECANCELED in a row on one read */
+#define READER_READ_MAX (1u << 30) /* bytes per read call; a longer sample takes several */
+
+/* user_data of the command eventfd's requests; a sample read carries a
+ * pointer, which is never this small. */
+#define TAG_CMD_READ 1u
+#define TAG_CMD_POLL 2u
+
+/* A pipeline table entry, checked once and copied: the worker acts only on
+ * fields it has validated, and the table is read-only after start. */
+struct reader_pipeline {
+	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
+	int fd;    /* data file, -1 until the pipeline is first used */
+	uint32_t in_elem_bytes;
+	uint32_t out_elem_bytes;
+	uint64_t n_samples;
+	uint64_t file_bytes;
+	uint64_t read_bytes;
+	uint64_t stride;
+	uint64_t tensor_offset;
+	uint64_t row_bytes;
+	uint64_t out_row_bytes; /* bytes a row takes once widened */
+};
+
+struct reader_item;
+
+/* One sample: pipe->read_bytes from the file at offset into dst. */
+struct reader_read {
+	struct reader_item *item;
+	uint8_t *dst;
+	uint64_t offset;
+	uint64_t done_bytes;
+	uint32_t row;
+	uint32_t retries;
+};
+
+struct reader_item {
+	uint64_t item_id;
+	struct reader_pipeline *pipe;
+	uint32_t count;   /* reads planned */
+	uint32_t pending; /* reads queued or in flight (io_uring mode) */
+	int32_t status;   /* 0 or -errno of the lowest failing row */
+	uint32_t bad_row;
+	uint64_t detail;
+	struct reader_read reads[WORK_CHUNK_MAX];
+};
+
+struct reader {
+	struct arena *arena;
+	struct ring cmd;
+	struct ring done;
+	int cmd_fd;
+	int done_fd;
+	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
+	uint32_t n_slots;
+	uint64_t slots_offset;
+	uint64_t slot_bytes;
+	bool use_uring;
+	bool exiting;         /* WORK_EXIT taken: no further command */
+	uint32_t unsignalled; /* completions pushed since the last eventfd write */
+	uint32_t n_free;
+	struct reader_item *free_items[READER_ITEMS];
+	struct reader_item items[READER_ITEMS];
+	struct reader_pipeline pipes[ARENA_PIPELINES_MAX];
+
+	/* io_uring mode */
+	struct io_uring uring;
+	uint32_t inflight;     /* sample reads submitted, not yet completed */
+	uint32_t inflight_max; /* keeps every completion inside the CQ ring */
+	uint32_t cmd_arm;      /* TAG_CMD_* to queue for the command eventfd, or 0 */
+	uint64_t cmd_value;
+	uint32_t queue_head;   /* reads waiting for a submission slot */
+	uint32_t queue_tail;
+	struct reader_read *queue[READER_READS_MAX];
+};
+
+static int reader_fatal(const char *what, int err)
+{
+	log_error("%s: %s", what, strerror(-err));
+	return err;
+}
+
+static int pipeline_check(const struct reader *r, const struct arena_pipeline *p,
+			  struct reader_pipeline *out)
+{
+	uint32_t in = p->in_elem_bytes;
+	uint32_t elem_out = p->out_elem_bytes;
+	if (p->kind == ARENA_SOURCE_RAW) {
+		if (in != 1 || elem_out != 1)
+			return -EINVAL;
+	} else if (p->kind == ARENA_SOURCE_TOKENS) {
+		/* Narrowing would need a range check per token: not a worker job. */
+		if ((in != 2 && in != 4) || (elem_out != 2 && elem_out != 4 && elem_out != 8) ||
+		    elem_out < in)
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
+	if (p->sample_read_bytes == 0 || p->sample_read_bytes % in != 0 ||
+	    p->sample_read_bytes > r->slot_bytes)
+		return -EINVAL;
+	uint64_t out_row_bytes = p->sample_read_bytes / in * elem_out;
+	if (p->tensor_row_bytes[0] < out_row_bytes || p->tensor_row_bytes[0] > r->slot_bytes ||
+	    p->tensor_offset[0] > r->slot_bytes)
+		return -EINVAL;
+	if (p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
+		return -EINVAL;
+	out->in_elem_bytes = in;
+	out->out_elem_bytes = elem_out;
+	out->n_samples = p->n_samples;
+	out->file_bytes = p->file_bytes;
+	out->read_bytes = p->sample_read_bytes;
+	out->stride = p->sample_stride;
+	out->tensor_offset = p->tensor_offset[0];
+	out->row_bytes = p->tensor_row_bytes[0];
+	out->out_row_bytes = out_row_bytes;
+	return 0;
+}
+
+/* The checked pipeline, its data file open. An open failure is not
+ * remembered: the next item tries again. */
+static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out)
+{
+	if (index >= r->n_pipelines)
+		return -EINVAL;
+	struct reader_pipeline *rp = &r->pipes[index];
+	const struct arena_pipeline *p = arena_pipeline(r->arena, index);
+	if (rp->state == 0)
+		rp->state = pipeline_check(r, p, rp) == 0 ? 1 : -EINVAL;
+	if (rp->state < 0)
+		return rp->state;
+	if (rp->fd < 0) {
+		int fd = open(p->path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		rp->fd = fd;
+	}
+	*out = rp;
+	return 0;
+}
+
+/* slot_offset must be the start of one of the arena's staging slots: rows
+ * are then checked against that slot, never against the whole arena, so a
+ * bad command cannot reach the header, the rings or a neighbouring slot. */
+static bool slot_valid(const struct reader *r, uint64_t slot_offset)
+{
+	if (slot_offset < r->slots_offset || r->slot_bytes == 0)
+		return false;
+	uint64_t rel = slot_offset - r->slots_offset;
+	return rel % r->slot_bytes == 0 && rel / r->slot_bytes < r->n_slots;
+}
+
+static int read_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
+		     uint32_t k, struct reader_read *rd)
+{
+	const struct reader_pipeline *p = it->pipe;
+	uint64_t sample = cmd->sample_index[k];
+	uint64_t row = (uint64_t)cmd->first_row + k;
+	uint64_t offset, file_end, row_start, row_end;
+	if (sample >= p->n_samples || __builtin_mul_overflow(sample, p->stride, &offset) ||
+	    __builtin_add_overflow(offset, p->read_bytes, &file_end) || file_end > p->file_bytes ||
+	    file_end > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (__builtin_mul_overflow(row, p->row_bytes, &row_start) ||
+	    __builtin_add_overflow(row_start, p->tensor_offset, &row_start) ||
+	    __builtin_add_overflow(row_start, p->out_row_bytes, &row_end) || row_end > r->slot_bytes)
+		return -EINVAL;
+	uint8_t *dst = arena_range(r->arena, cmd->slot_offset + row_start, p->out_row_bytes);
+	if (dst == NULL)
+		return -EINVAL;
+	*rd = (struct reader_read){.item = it, .dst = dst, .offset = offset, .row = (uint32_t)row};
+	return 0;
+}
+
+/* Keeps the failure of the lowest row. Every read of a failed item still
+ * runs to its end, so which row is named does not depend on the order in
+ * which reads complete, nor on io_uring versus pread. */
+static void item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail)
+{
+	if (it->status != 0 && it->bad_row <= row)
+		return;
+	it->status = status;
+	it->bad_row = row;
+	it->detail = detail;
+}
+
+/* Plans every read of a command before any starts, so a command that is
+ * bad anywhere writes nothing. A failed plan leaves count = pending = 0. */
+static void item_plan(struct reader *r, struct reader_item *it, const struct work_cmd *cmd)
+{
+	*it = (struct reader_item){.item_id = cmd->item_id};
+	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
+	    !slot_valid(r, cmd->slot_offset)) {
+		item_fail(it, cmd->first_row, -EINVAL, 0);
+		return;
+	}
+	int err = pipeline_get(r, cmd->pipeline, &it->pipe);
+	if (err < 0) {
+		item_fail(it, cmd->first_row, err, 0);
+		return;
+	}
+	for (uint32_t k = 0; k < cmd->count; k++) {
+		err = read_plan(r, it, cmd, k, &it->reads[k]);
+		if (err < 0) {
+			item_fail(it, cmd->first_row + k, err, 0);
+			return;
+		}
+	}
+	it->count = cmd->count;
+	it->pending = cmd->count;
+}
+
+/* Zero-extends the n tokens at the start of row in place, last to first:
+ * token i is written at or after where it was read, so it only overwrites
+ * tokens that are already done. File and tensors are little-endian. */
+static void widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
+{
+	for (uint64_t i = n; i-- > 0;) {
+		uint64_t v;
+		if (in == 2) {
+			uint16_t x;
+			memcpy(&x, row + i * 2, sizeof(x));
+			v = le16toh(x);
+		} else {
+			uint32_t x;
+			memcpy(&x, row + i * 4, sizeof(x));
+			v = le32toh(x);
+		}
+		if (out == 4) {
+			uint32_t y = htole32((uint32_t)v);
+			memcpy(row + i * 4, &y, sizeof(y));
+		} else {
+			uint64_t y = htole64(v);
+			memcpy(row + i * 8, &y, sizeof(y));
+		}
+	}
+}
+
+/* Applies the result of one read call (bytes, or -errno) to rd. Returns
+ * true when rd needs another call (short read, transient error). */
+static bool read_progress(struct reader_read *rd, int64_t res)
+{
+	struct reader_item *it = rd->item;
+	const struct reader_pipeline *p = it->pipe;
+	if (res > 0) {
+		rd->done_bytes += (uint64_t)res;
+		rd->retries = 0;
+		if (rd->done_bytes < p->read_bytes)
+			return true;
+		if (p->out_elem_bytes > p->in_elem_bytes)
+			widen_row(rd->dst, p->read_bytes / p->in_elem_bytes, p->in_elem_bytes,
+				  p->out_elem_bytes);
+		return false;
+	}
+	if (res == 0) {
+		/* The file shrank after start. */
+		item_fail(it, rd->row, -ENODATA, rd->done_bytes);
+		return false;
+	}
+	if ((res == -EAGAIN || res == -EINTR || res == -ECANCELED) &&
+	    ++rd->retries < READER_RETRIES_MAX)
+		return true;
+	item_fail(it, rd->row, (int)res, 0);
+	return false;
+}
+
+static size_t read_len(const struct reader_read *rd)
+{
+	uint64_t left = rd->item->pipe->read_bytes - rd->done_bytes;
+	return left > READER_READ_MAX ? READER_READ_MAX : (size_t)left;
+}
+
+static int done_push(struct reader *r, const struct work_done *d)
+{
+	/* The master keeps at most RING_ENTRIES items outstanding per worker,
+	 * so a full completion ring means the two sides disagree. */
+	if (!ring_push(&r->done, d))
+		return reader_fatal("completion ring full", -ENOBUFS);
+	r->unsignalled++;
+	return 0;
+}
+
+/* One eventfd write for every completion pushed since the last one. */
+static int done_signal(struct reader *r)
+{
+	if (r->unsignalled == 0)
+		return 0;
+	uint64_t one = 1;
+	for (;;) {
+		ssize_t n = write(r->done_fd, &one, sizeof(one));
+		/* EAGAIN: the counter is at its maximum; the master wakes anyway. */
+		if (n == (ssize_t)sizeof(one) || (n < 0 && errno == EAGAIN))
+			break;
+		if (n < 0 && errno == EINTR)
+			continue;
+		return reader_fatal("completion eventfd write", n < 0 ? -errno : -EIO);
+	}
+	r->unsignalled = 0;
+	return 0;
+}
+
+static int item_post(struct reader *r, struct reader_item *it)
+{
+	struct work_done d = {
+		.item_id = it->item_id,
+		.status = it->status,
+		.bad_row = it->status != 0 ? it->bad_row : 0,
+		.detail = it->status != 0 ? it->detail : 0,
+	};
+	r->free_items[r->n_free++] = it;
+	return done_push(r, &d);
+}
+
+/* A read that will not be submitted again: the item completes with its
+ * last one. */
+static int read_retire(struct reader *r, struct reader_read *rd)
+{
+	struct reader_item *it = rd->item;
+	if (--it->pending == 0)
+		return item_post(r, it);
+	return 0;
+}
+
+static void queue_push(struct reader *r, struct reader_read *rd)
+{
+	/* Each read is queued or in flight, never both, so the queue (sized
+	 * for every read of every item) cannot overflow. */
+	r->queue[r->queue_tail++ % READER_READS_MAX] = rd;
+}
+
+static int uring_start(struct reader *r, struct reader_item *it)
+{
+	if (it->pending == 0)
+		return item_post(r, it);
+	for (uint32_t k = 0; k < it->count; k++)
+		queue_push(r, &it->reads[k]);
+	return 0;
+}
+
+static int pread_item(struct reader *r, struct reader_item *it)
+{
+	for (uint32_t k = 0; k < it->count; k++) {
+		struct reader_read *rd = &it->reads[k];
+		bool more = true;
+		while (more) {
+			ssize_t n = pread(it->pipe->fd, rd->dst + rd->done_bytes, read_len(rd),
+					  (off_t)(rd->offset + rd->done_bytes));
+			more = read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
+		}
+	}
+	int err = item_post(r, it);
+	if (err == 0)
+		err = done_signal(r);
+	return err;
+}
+
+/* Takes commands while an item is free. In pread mode each item is served
+ * before the next command is taken. */
+static int cmd_take(struct reader *r)
+{
+	struct work_cmd cmd;
+	while (!r->exiting && r->n_free > 0 && ring_pop(&r->cmd, &cmd)) {
+		if (cmd.op == WORK_EXIT) {
+			r->exiting = true;
+			break;
+		}
+		struct reader_item *it = r->free_items[--r->n_free];
+		item_plan(r, it, &cmd);
+		int err = r->use_uring ? uring_start(r, it) : pread_item(r, it);
+		if (err < 0)
+			return err;
+	}
+	return 0;
+}
+
+/* Queues the command eventfd's request and as many queued reads as the
+ * completion ring has room for; submits whenever the SQ fills. */
+static int uring_flush(struct reader *r)
+{
+	for (;;) {
+		bool want_cmd = r->cmd_arm != 0;
+		if (!want_cmd && (r->queue_head == r->queue_tail || r->inflight >= r->inflight_max))
+			return 0;
+		struct io_uring_sqe *sqe = io_uring_get_sqe(&r->uring);
+		if (sqe == NULL) {
+			int ret = io_uring_submit(&r->uring);
+			if (ret > 0)
+				continue;
+			if (ret == 0 || ret == -EAGAIN || ret == -EBUSY || ret == -EINTR)
+				return 0; /* the rest goes after the next completions */
+			return reader_fatal("io_uring_submit", ret);
+		}
+		if (want_cmd) {
+			if (r->cmd_arm == TAG_CMD_POLL)
+				io_uring_prep_poll_add(sqe, r->cmd_fd, POLLIN);
+			else
+				io_uring_prep_read(sqe, r->cmd_fd, &r->cmd_value, sizeof(r->cmd_value), 0);
+			io_uring_sqe_set_data64(sqe, r->cmd_arm);
+			r->cmd_arm = 0;
+			continue;
+		}
+		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
+		io_uring_prep_read(sqe, rd->item->pipe->fd, rd->dst + rd->done_bytes,
+				   (unsigned)read_len(rd), rd->offset + rd->done_bytes);
+		io_uring_sqe_set_data(sqe, rd);
+		r->inflight++;
+	}
+}
+
+static int uring_complete(struct reader *r, uint64_t tag, int res)
+{
+	if (tag == TAG_CMD_READ || tag == TAG_CMD_POLL) {
+		if (res < 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED)
+			return reader_fatal("command eventfd", res);
+		/* A non-blocking eventfd answers -EAGAIN instead of waiting:
+		 * wait for it with a poll, then read it. */
+		r->cmd_arm = tag == TAG_CMD_READ && res == -EAGAIN ? TAG_CMD_POLL : TAG_CMD_READ;
+		return 0;
+	}
+	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
+	r->inflight--;
+	if (read_progress(rd, res)) {
+		queue_push(r, rd);
+		return 0;
+	}
+	return read_retire(r, rd);
+}
+
+static int uring_reap(struct reader *r)
+{
+	struct io_uring_cqe *cqe;
+	unsigned head;
+	unsigned seen = 0;
+	int err = 0;
+	io_uring_for_each_cqe(&r->uring, head, cqe) {
+		seen++;
+		err = uring_complete(r, cqe->user_data, cqe->res);
+		if (err < 0)
+			break;
+	}
+	io_uring_cq_advance(&r->uring, seen);
+	return err;
+}
+
+/* The command eventfd's read is always queued or in flight; whenever it
+ * completes, the ring is drained. Completions that arrive together are
+ * signalled with one eventfd write. */
+static int uring_loop(struct reader *r)
+{
+	r->cmd_arm = TAG_CMD_READ;
+	for (;;) {
+		int err = cmd_take(r);
+		if (err == 0)
+			err = uring_flush(r);
+		if (err == 0)
+			err = done_signal(r);
+		if (err < 0)
+			return err;
+		if (r->exiting && r->n_free == READER_ITEMS)
+			return 0;
+		int ret = io_uring_submit_and_wait(&r->uring, 1);
+		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+			return reader_fatal("io_uring_submit_and_wait", ret);
+		err = uring_reap(r);
+		if (err < 0)
+			return err;
+	}
+}
+
+static int pread_wait(struct reader *r)
+{
+	for (;;) {
+		ssize_t n = read(r->cmd_fd, &r->cmd_value, sizeof(r->cmd_value));
+		if (n == (ssize_t)sizeof(r->cmd_value))
+			return 0;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN) {
+			struct pollfd pfd = {.fd = r->cmd_fd, .events = POLLIN};
+			if (poll(&pfd, 1, -1) < 0 && errno != EINTR)
+				return reader_fatal("command eventfd poll", -errno);
+			continue;
+		}
+		return reader_fatal("command eventfd read", n < 0 ? -errno : -EIO);
+	}
+}
+
+/* Commands queued before the first wake-up are served too: the ring is
+ * drained before each wait. */
+static int pread_loop(struct reader *r)
+{
+	for (;;) {
+		int err = cmd_take(r);
+		if (err < 0)
+			return err;
+		if (r->exiting)
+			return 0;
+		err = pread_wait(r);
+		if (err < 0)
+			return err;
+	}
+}
+
+int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
+{
+	struct reader *r = calloc(1, sizeof(*r));
+	if (r == NULL)
+		return reader_fatal("reader state", -ENOMEM);
+	r->arena = a;
+	r->cmd = arena_cmd_ring(a, index);
+	r->done = arena_done_ring(a, index);
+	r->cmd_fd = cmd_fd;
+	r->done_fd = done_fd;
+	r->n_pipelines = a->hdr->n_pipelines;
+	r->n_slots = a->hdr->n_slots;
+	r->slots_offset = a->hdr->slots_offset;
+	r->slot_bytes = a->hdr->slot_bytes;
+	for (uint32_t i = 0; i < ARENA_PIPELINES_MAX; i++)
+		r->pipes[i].fd = -1;
+	for (uint32_t i = 0; i < READER_ITEMS; i++)
+		r->free_items[i] = &r->items[i];
+	r->n_free = READER_ITEMS;
+
+	struct io_uring_params params = {0};
+	int ret = io_uring_queue_init_params(READER_URING_DEPTH, &r->uring, &params);
+	struct work_done ready = {.item_id = 0, .status = WORK_STATUS_READY};
+	if (ret < 0) {
+		log_warning("io_uring unavailable (%s): reading with pread", strerror(-ret));
+		ready.flags = WORK_FLAG_NO_URING;
+	} else {
+		r->use_uring = true;
+		/* Two CQ entries stay free for the command eventfd's requests. */
+		r->inflight_max = params.cq_entries - 2;
+	}
+
+	int err = done_push(r, &ready);
+	if (err == 0)
+		err = done_signal(r);
+	if (err == 0)
+		err = r->use_uring ? uring_loop(r) : pread_loop(r);
+
+	if (r->use_uring)
+		io_uring_queue_exit(&r->uring);
+	for (uint32_t i = 0; i < ARENA_PIPELINES_MAX; i++) {
+		if (r->pipes[i].fd >= 0)
+			close(r->pipes[i].fd);
+	}
+	free(r);
+	return err;
+}

@@ -1,0 +1,144 @@
+/*
+ * loaderd-worker: the worker process the master spawns (worker/worker.h).
+ * This file is start-up only: arguments, tie to the master's life, attach
+ * the arena, then the event loop (worker/reader.h). Exit codes are the
+ * contract of worker.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "shm/arena.h"
+#include "worker/reader.h"
+#include "worker/worker.h"
+
+struct worker_args {
+	uint32_t index;
+	pid_t parent;
+};
+
+/* A decimal number in [min, max] with nothing around it. */
+static int parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *out)
+{
+	if (text == NULL || text[0] < '0' || text[0] > '9')
+		return -EINVAL;
+	errno = 0;
+	char *end = NULL;
+	unsigned long long v = strtoull(text, &end, 10);
+	if (errno != 0 || *end != '\0' || v < min || v > max)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+static int parse_args(int argc, char **argv, struct worker_args *out)
+{
+	bool have_index = false;
+	bool have_parent = false;
+	for (int i = 1; i < argc; i += 2) {
+		const char *value = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t v;
+		if (strcmp(argv[i], "--index") == 0 && !have_index) {
+			if (parse_number(value, 0, ARENA_WORKERS_MAX - 1, &v) < 0) {
+				log_error("--index: expected a worker index below %d", ARENA_WORKERS_MAX);
+				return -EINVAL;
+			}
+			out->index = (uint32_t)v;
+			have_index = true;
+		} else if (strcmp(argv[i], "--parent") == 0 && !have_parent) {
+			if (parse_number(value, 1, INT32_MAX, &v) < 0) {
+				log_error("--parent: expected a process id");
+				return -EINVAL;
+			}
+			out->parent = (pid_t)v;
+			have_parent = true;
+		} else {
+			log_error("unexpected argument \"%s\"", argv[i]);
+			return -EINVAL;
+		}
+	}
+	if (!have_index || !have_parent) {
+		log_error("usage: loaderd-worker --index N --parent PID (started by loaderd)");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static void on_sigterm(int sig)
+{
+	(void)sig;
+	_exit(WORKER_EXIT_OK);
+}
+
+/* SIGTERM ends the worker at once and cleanly: an item in hand is simply
+ * lost, and the master re-issues whatever a worker did not complete.
+ * SIGINT and SIGHUP reach workers too when the master runs on a terminal
+ * (same process group); the master decides what they mean and tells the
+ * workers through their rings. */
+static int signals_setup(void)
+{
+	struct sigaction sa = {.sa_handler = on_sigterm};
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(SIGTERM, &sa, NULL) < 0)
+		return -errno;
+	sa.sa_handler = SIG_IGN;
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGHUP, &sa, NULL) < 0 ||
+	    sigaction(SIGPIPE, &sa, NULL) < 0)
+		return -errno;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	log_init("loaderd-worker", LOG_LEVEL_INFO);
+	struct worker_args args = {0};
+	if (parse_args(argc, argv, &args) < 0)
+		return WORKER_EXIT_USAGE;
+	char ident[32];
+	snprintf(ident, sizeof(ident), "loaderd-worker[%" PRIu32 "]", args.index);
+	log_init(ident, LOG_LEVEL_INFO);
+
+	int err = signals_setup();
+	if (err < 0) {
+		log_error("sigaction: %s", strerror(-err));
+		return WORKER_EXIT_SYSTEM;
+	}
+	/* Die with the master. Checking the parent afterwards closes the race
+	 * where it died before the request took effect. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
+		log_error("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+		return WORKER_EXIT_SYSTEM;
+	}
+	if (getppid() != args.parent)
+		return WORKER_EXIT_OK;
+
+	if (fcntl(WORKER_FD_CMD, F_GETFD) < 0 || fcntl(WORKER_FD_DONE, F_GETFD) < 0) {
+		log_error("fds %d and %d must be the master's eventfds", WORKER_FD_CMD,
+			  WORKER_FD_DONE);
+		return WORKER_EXIT_USAGE;
+	}
+	struct arena arena = {.fd = -1};
+	err = arena_attach(WORKER_FD_ARENA, true, &arena);
+	if (err < 0) {
+		log_error("fd %d is not a loaderd arena: %s", WORKER_FD_ARENA, strerror(-err));
+		return WORKER_EXIT_ARENA;
+	}
+	if (args.index >= arena.hdr->n_workers_max) {
+		log_error("--index %" PRIu32 ": the arena has rings for %" PRIu32 " workers",
+			  args.index, arena.hdr->n_workers_max);
+		arena_close(&arena);
+		return WORKER_EXIT_USAGE;
+	}
+
+	err = reader_run(&arena, args.index, WORKER_FD_CMD, WORKER_FD_DONE);
+	arena_close(&arena);
+	return err < 0 ? WORKER_EXIT_SYSTEM : WORKER_EXIT_OK;
+}

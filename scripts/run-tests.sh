@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# run-tests: everything CI checks, from a clean clone.
+#   deps      scripts/install-deps.sh
+#   build     -DLOADERD_WERROR=ON in ./build-test
+#   test      the whole ctest suite there (unit and integration)
+#   asan      the same with -DLOADERD_SANITIZE=address,undefined in ./build-asan
+#   fuzz      when fuzz/CMakeLists.txt exists and clang is installed: the
+#             libFuzzer harnesses built with clang in ./build-fuzz, each run
+#             for $LOADERD_FUZZ_SECONDS (default 30) seconds
+# Prints how long each phase took; exits non-zero when any phase fails.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+jobs=$(nproc)
+fuzz_seconds=${LOADERD_FUZZ_SECONDS:-30}
+timings=()
+
+report() {
+	echo "run-tests: phase timings"
+	for t in "${timings[@]}"; do
+		echo "  $t"
+	done
+}
+
+# phase NAME COMMAND...: runs one phase, records its time, stops at a failure.
+phase() {
+	local name=$1 start=$SECONDS rc=0
+	shift
+	echo "run-tests: ---- $name ----"
+	"$@" || rc=$?
+	timings+=("$(printf '%-12s %4d s  %s' "$name" $((SECONDS - start)) "$([ "$rc" -eq 0 ] && echo ok || echo "FAILED ($rc)")")")
+	if [ "$rc" -ne 0 ]; then
+		report
+		echo "run-tests: phase $name failed" >&2
+		exit 1
+	fi
+}
+
+build() { # build DIR CMAKE-ARGS...
+	local dir=$1
+	shift
+	cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs"
+}
+
+run_fuzzers() {
+	local found=0 f corpus
+	mkdir -p build-fuzz/artifacts
+	for f in build-fuzz/bin/fuzz_*; do
+		[ -x "$f" ] || continue
+		found=1
+		corpus=build-fuzz/corpus/$(basename "$f")
+		mkdir -p "$corpus"
+		if [ -d "fuzz/corpus/$(basename "$f")" ]; then
+			cp -r "fuzz/corpus/$(basename "$f")/." "$corpus/"
+		fi
+		echo "run-tests: $f for $fuzz_seconds s"
+		"$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix=build-fuzz/artifacts/ "$corpus" || return 1
+	done
+	if [ "$found" -eq 0 ]; then
+		echo "run-tests: no fuzz_* binary was built" >&2
+		return 1
+	fi
+}
+
+phase deps scripts/install-deps.sh
+phase build build build-test -DLOADERD_WERROR=ON
+phase test ctest --test-dir build-test --output-on-failure -j2
+phase asan-build build build-asan -DLOADERD_SANITIZE=address,undefined -DLOADERD_WERROR=ON
+phase asan-test ctest --test-dir build-asan --output-on-failure -j2
+if [ -f fuzz/CMakeLists.txt ] && command -v clang >/dev/null 2>&1; then
+	phase fuzz-build build build-fuzz -DLOADERD_FUZZ=ON -DCMAKE_C_COMPILER=clang -DBUILD_TESTING=OFF
+	phase fuzz-run run_fuzzers
+else
+	echo "run-tests: fuzz harnesses skipped (no fuzz/CMakeLists.txt or no clang)"
+fi
+report
+echo "run-tests: all phases passed"

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Bad configurations are refused with a message that points at the fault.
+
+`loaderd --check-config --config F` must exit non-zero and print
+`F:LINE: ...` with the right line for each syntax or value error (the bad
+line sits at a different place in each file), and `pipeline "NAME": PATH:
+...` for each data-file error; a valid file passes with exit 0 and says so.
+Starting loaderd for real on a bad file must fail the same way.
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
+BAD = "<<BAD>>"  # marks the line the error must point at
+
+
+def config_cases(sock, data):
+    p = ["[pipeline.p]", "source = raw:" + data, "record_bytes = 64", "batch_size = 8"]
+    return [
+        ("unknown key", ["[daemon]", "socket = " + sock, "workers = 1", BAD + "frobnicate = 3"] + p),
+        ("unknown section", ["[daemon]", "socket = " + sock, ""] + p + ["", BAD + "[nonsense]", "a = 1"]),
+        ("bad integer", ["[daemon]", "socket = " + sock] + p[:3] + [BAD + "batch_size = 12x"]),
+        ("bad daemon integer", ["[daemon]", "socket = " + sock, BAD + "workers = abc"] + p),
+        ("missing batch_size", ["[daemon]", "socket = " + sock] + p + ["", BAD + "[pipeline.q]",
+                                                                       "source = raw:" + data,
+                                                                       "record_bytes = 64"]),
+        ("duplicate pipeline", ["[daemon]", "socket = " + sock] + p + ["", BAD + "[pipeline.p]",
+                                                                       "source = raw:" + data,
+                                                                       "record_bytes = 64",
+                                                                       "batch_size = 8"]),
+        ("bad source kind", ["[daemon]", "socket = " + sock, "", "[pipeline.p]",
+                             BAD + "source = jpeg:" + data, "record_bytes = 64", "batch_size = 8"]),
+        ("bad bool", ["[daemon]", "socket = " + sock] + p + [BAD + "shuffle = maybe"]),
+        ("syntax error", ["[daemon]", "socket = " + sock, "workers = 1", "", BAD + "this line is not ini"] + p),
+    ]
+
+
+def write_lines(path, lines):
+    bad_line = None
+    out = []
+    for n, line in enumerate(lines, 1):
+        if line.startswith(BAD):
+            bad_line = n
+            line = line[len(BAD):]
+        out.append(line)
+    with open(path, "w") as f:
+        f.write("\n".join(out) + "\n")
+    return bad_line
+
+
+def run_loaderd(args, timeout_s=15):
+    env = dict(os.environ)
+    env.pop("NOTIFY_SOCKET", None)
+    try:
+        return subprocess.run([harness.binary("loaderd")] + args, stdin=subprocess.DEVNULL,
+                              capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise harness.TestFailure("loaderd %s was still running after %d s, expected it to refuse "
+                                  "the configuration" % (" ".join(args), timeout_s)) from None
+
+
+def body(env):
+    sock = env.path("cfg.sock")
+    data = env.make_raw("data.bin", 64, 64)
+    started = []  # (what, config, expected text) also checked by a real start
+
+    for what, lines in config_cases(sock, data):
+        path = env.path(what.replace(" ", "_") + ".ini")
+        bad_line = write_lines(path, lines)
+        r = run_loaderd(["--check-config", "--config", path])
+        where = "%s:%d:" % (path, bad_line)
+        check(r.returncode != 0, "%s: --check-config exited 0" % what)
+        check(where in r.stderr, "%s: stderr does not contain %r:\n%s" % (what, where, r.stderr))
+        print("%s: %s" % (what, r.stderr.strip().splitlines()[-1]))
+        if what == "unknown key":
+            started.append((what, path, where))
+
+    def tokens_cfg(name, path, dtype, seq_len):
+        return {name: {"source": "tokens:" + path, "token_dtype": dtype, "seq_len": seq_len,
+                       "batch_size": 1}}
+
+    missing = env.path("no-such-file.bin")
+    odd = env.make_raw("odd.bin", 1000, 1)
+    few = env.make_raw("few.bin", 3, 64)
+    tok_odd = env.make_raw("tok-odd.bin", 1001, 1)
+    tok_short = env.make_tokens("tok-short.bin", 8, "uint16")
+    data_cases = [
+        ("missing", {"miss": {"source": "raw:" + missing, "record_bytes": 64, "batch_size": 8}},
+         missing, "No such file or directory"),
+        ("raw size", {"rawsize": {"source": "raw:" + odd, "record_bytes": 96, "batch_size": 1}},
+         odd, "size 1000 is not a multiple of record_bytes 96"),
+        ("too few samples", {"few": {"source": "raw:" + few, "record_bytes": 64, "batch_size": 64}},
+         few, "dataset has 3 samples, fewer than batch_size 64"),
+        ("odd token file", tokens_cfg("tokodd", tok_odd, "uint16", 4), tok_odd, None),
+        ("short token file", tokens_cfg("tokshort", tok_short, "uint16", 8), tok_short, None),
+    ]
+    for what, pipelines, path, message in data_cases:
+        name = next(iter(pipelines))
+        cfg = harness.write_config(env.path(name + ".ini"), {"socket": sock, "workers": 1}, pipelines)
+        r = run_loaderd(["--check-config", "--config", cfg])
+        check(r.returncode != 0, "%s: --check-config exited 0" % what)
+        expected = 'pipeline "%s": %s: %s' % (name, path, message or "")
+        check(expected in r.stderr, "%s: stderr does not contain %r:\n%s" % (what, expected, r.stderr))
+        print("%s: %s" % (what, r.stderr.strip().splitlines()[-1]))
+        if what == "raw size":
+            started.append((what, cfg, expected))
+
+    good = harness.write_config(env.path("good.ini"), {"socket": sock, "workers": 1}, {
+        "a": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8},
+        "b": {"source": "tokens:" + env.make_tokens("tok.bin", 100, "uint32"), "token_dtype": "uint32",
+              "seq_len": 9, "batch_size": 2, "token_output": "int64"},
+    })
+    r = run_loaderd(["--check-config", "--config", good])
+    check(r.returncode == 0, "a valid config fails --check-config (exit %d): %s" % (r.returncode, r.stderr))
+    expected = "loaderd: configuration %s is valid (2 pipelines)" % good
+    check(expected in r.stdout + r.stderr, "--check-config of a valid file does not print %r:\n%s%s"
+          % (expected, r.stdout, r.stderr))
+    check(not os.path.exists(sock), "--check-config created the socket")
+
+    for what, cfg, expected in started:
+        r = run_loaderd(["--config", cfg])
+        check(r.returncode != 0, "%s: loaderd started on the bad config and exited 0" % what)
+        check(expected in r.stderr, "%s: starting loaderd does not print %r:\n%s" % (what, expected, r.stderr))
+        check(not os.path.exists(sock), "%s: the failed start left the socket behind" % what)
+
+
+if __name__ == "__main__":
+    harness.run_test("test_config_errors", body)

@@ -1,0 +1,69 @@
+#!/usr/bin/env python3
+"""A worker killed mid-epoch costs nothing but time.
+
+With 2 workers, a consumer stepping slowly through an epoch (--step-ms, so
+the epoch takes a few seconds) has a worker SIGKILLed under it once it has
+released a few batches. The consumer must finish the epoch with exit 0 and
+a dump identical to a fault-free run's; the daemon must respawn the worker:
+status shows it running again, under a new pid, with restarts 1.
+"""
+
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+
+N, RECORD, BATCH, STEP_MS = 1600, 512, 16, 30  # 100 batches, >= 3 s
+
+
+def read_text(path):
+    with open(path) as f:
+        return f.read()
+
+
+def body(env):
+    data = env.make_raw("data.bin", N, RECORD, seed=21)
+    crcs = harness.raw_sample_crcs(data, RECORD)
+    cfg = env.config("wk", {"p": {"source": "raw:" + data, "record_bytes": RECORD,
+                                  "batch_size": BATCH, "seed": 8, "chunk": 4}}, workers=2)
+    d = env.start_daemon(cfg)
+
+    ref_dump = env.path("ref.dump")
+    (_, _, ref_rows), = harness.consume_all(env, d.socket, [{"pipeline": "p", "epochs": 1, "dump": ref_dump}])
+    harness.check_dump_crcs(ref_rows, crcs, "reference run")
+    check(len(ref_rows) == N, "reference run delivered %d samples, expected %d" % (len(ref_rows), N))
+
+    slow_dump = env.path("slow.dump")
+    slow = env.spawn_loaderctl(harness.consume_args(
+        d.socket, "p", epochs=1, dump=slow_dump,
+        extra=["--step-ms", str(STEP_MS), "--name", "slow", "--quiet"]))
+    d.wait_status(lambda st: any(c["pid"] == slow.pid and c["released"] >= 5 for c in st["clients"]),
+                  15, "the slow consumer to release 5 batches")
+    victim = d.status()["workers"][0]
+    check(victim["state"] == "running" and victim["pid"] > 0, "worker 0 is not running: %s" % victim)
+    check(slow.poll() is None, "the consumer finished before the worker could be killed")
+    os.kill(victim["pid"], signal.SIGKILL)
+
+    rc, out, err = harness.finish(slow, 60, "the slow consumer")
+    check(rc == 0, "the consumer exited %d after a worker was killed\nstdout: %s\nstderr: %s" % (rc, out, err))
+    harness.parse_consume_output(out)
+    slow_text, ref_text = read_text(slow_dump), read_text(ref_dump)
+    check(slow_text == ref_text, "the dump with a worker killed differs from the fault-free one "
+          "(first differing line %s)"
+          % harness.first_difference(slow_text.splitlines(), ref_text.splitlines()))
+
+    st = d.wait_status(lambda s: s["workers"][0]["state"] == "running" and s["workers"][0]["pid"] > 0
+                       and s["workers"][0]["pid"] != victim["pid"],
+                       15, "worker 0 to run again under a new pid")
+    check(st["workers"][0]["restarts"] == 1, "worker 0 shows restarts %d after one kill, expected 1"
+          % st["workers"][0]["restarts"])
+    check(st["workers"][1]["restarts"] == 0, "worker 1 restarted although only worker 0 was killed")
+    check(not os.path.exists("/proc/%d" % victim["pid"]), "the killed worker %d was not reaped" % victim["pid"])
+    d.stop()
+
+
+if __name__ == "__main__":
+    harness.run_test("test_worker_kill", body)

@@ -1,0 +1,464 @@
+/*
+ * Unit tests for shm/arena: the layout a plan produces, creating a real
+ * arena in /dev/shm (nameless once created, fully reserved, -ENOSPC when it
+ * cannot fit), attaching it read-only and read-write from another fd, and
+ * refusing anything that is not an arena of this version.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "shm/arena.h"
+
+static const struct arena_plan small_plan = {
+	.n_pipelines = 2, .n_workers = 3, .n_slots = 4, .slot_bytes = 2 * ARENA_ALIGN,
+};
+
+static uint64_t align4k(uint64_t v)
+{
+	return (v + 4095) / 4096 * 4096;
+}
+
+static void test_plan_bytes(void **state)
+{
+	/* header, pipeline table, ring pairs, slots, each region 4 KiB-aligned */
+	uint64_t pipelines = 4096;
+	uint64_t rings = align4k(pipelines + 2 * sizeof(struct arena_pipeline));
+	uint64_t pair = align4k(sizeof(struct ring_header) + RING_ENTRIES * sizeof(struct work_cmd)) +
+			align4k(sizeof(struct ring_header) + RING_ENTRIES * sizeof(struct work_done));
+	uint64_t slots = rings + 3 * pair;
+	assert_int_equal(arena_plan_bytes(&small_plan), slots + 4 * 2 * ARENA_ALIGN);
+	/* pinned for these sizes: 4 KiB header page, 3 pages of pipelines,
+	 * 10 pages per ring pair */
+	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 12288 + 3 * 40960 + 4 * 8192);
+
+	struct arena_plan bare = {.n_pipelines = 0, .n_workers = 0, .n_slots = 1,
+				  .slot_bytes = ARENA_ALIGN};
+	assert_int_equal(arena_plan_bytes(&bare), 4096 + ARENA_ALIGN);
+
+	/* Each term grows the total by exactly its share. */
+	struct arena_plan p = small_plan;
+	p.n_slots++;
+	assert_int_equal(arena_plan_bytes(&p), arena_plan_bytes(&small_plan) + p.slot_bytes);
+	p = small_plan;
+	p.n_workers++;
+	assert_int_equal(arena_plan_bytes(&p), arena_plan_bytes(&small_plan) + pair);
+}
+
+/* A plan whose size does not fit in 64 bits must not look small to a
+ * caller comparing it with the configured limit, nor be created. */
+static void test_plan_overflow(void **state)
+{
+	struct arena_plan huge = {.n_pipelines = 1, .n_workers = 1, .n_slots = 2,
+				  .slot_bytes = 1ull << 63};
+	assert_int_equal(arena_plan_bytes(&huge), UINT64_MAX);
+	huge.n_slots = UINT32_MAX;
+	huge.slot_bytes = UINT64_MAX / 4096 * 4096;
+	assert_int_equal(arena_plan_bytes(&huge), UINT64_MAX);
+	struct arena a = {.fd = -1};
+	huge.n_slots = 2;
+	huge.slot_bytes = 1ull << 63;
+	assert_true(arena_create(&huge, &a) < 0);
+	assert_int_equal(a.fd, -1);
+}
+
+static void test_create_rejects_bad_plans(void **state)
+{
+	struct arena a = {.fd = -1};
+	struct arena_plan p = small_plan;
+	p.slot_bytes = ARENA_ALIGN + 1;
+	assert_int_equal(arena_create(&p, &a), -EINVAL);
+	p = small_plan;
+	p.n_slots = 0;
+	assert_int_equal(arena_create(&p, &a), -EINVAL);
+	p = small_plan;
+	p.n_pipelines = ARENA_PIPELINES_MAX + 1;
+	assert_int_equal(arena_create(&p, &a), -EINVAL);
+	p = small_plan;
+	p.n_workers = ARENA_WORKERS_MAX + 1;
+	assert_int_equal(arena_create(&p, &a), -EINVAL);
+	assert_int_equal(a.fd, -1);
+	assert_null(a.base);
+}
+
+/* [a, a+alen) and [b, b+blen) share no byte. */
+static bool disjoint(uint64_t a, uint64_t alen, uint64_t b, uint64_t blen)
+{
+	return a + alen <= b || b + blen <= a;
+}
+
+static uint64_t ring_offset(const struct arena *a, const struct ring *r)
+{
+	return (uint64_t)((uint8_t *)r->hdr - a->base);
+}
+
+static uint64_t ring_extent(const struct ring *r)
+{
+	return ring_bytes(r->entry_bytes);
+}
+
+static void test_create_layout(void **state)
+{
+	struct arena a;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	const struct arena_header *h = a.hdr;
+	uint64_t total = arena_plan_bytes(&small_plan);
+
+	assert_ptr_equal((void *)h, a.base);
+	assert_int_equal(a.bytes, total);
+	assert_int_equal(h->magic, ARENA_MAGIC);
+	assert_int_equal(h->version, ARENA_VERSION);
+	assert_int_equal(h->n_pipelines, 2);
+	assert_int_equal(h->n_workers_max, 3);
+	assert_int_equal(h->n_slots, 4);
+	assert_int_equal(h->slot_bytes, 2 * ARENA_ALIGN);
+	assert_int_equal(h->total_bytes, total);
+
+	/* Regions in order, aligned, each large enough, none overlapping. */
+	assert_true(h->pipelines_offset >= sizeof(*h));
+	assert_int_equal(h->pipelines_offset % ARENA_ALIGN, 0);
+	assert_int_equal(h->rings_offset % ARENA_ALIGN, 0);
+	assert_int_equal(h->slots_offset % ARENA_ALIGN, 0);
+	assert_int_equal(h->ring_pair_bytes % ARENA_ALIGN, 0);
+	assert_true(h->rings_offset >= h->pipelines_offset + 2 * sizeof(struct arena_pipeline));
+	assert_true(h->slots_offset >= h->rings_offset + 3 * h->ring_pair_bytes);
+	assert_true(total >= h->slots_offset + 4 * h->slot_bytes);
+
+	for (uint32_t i = 0; i < 2; i++) {
+		uint64_t off = (uint64_t)((uint8_t *)arena_pipeline(&a, i) - a.base);
+		assert_true(off >= h->pipelines_offset);
+		assert_true(off + sizeof(struct arena_pipeline) <= h->rings_offset);
+		assert_non_null(arena_range(&a, off, sizeof(struct arena_pipeline)));
+	}
+	assert_ptr_equal(arena_pipeline(&a, 1), arena_pipeline(&a, 0) + 1);
+
+	/* Every ring inside the ring region, 4 KiB-aligned, sized for its
+	 * entries, empty, and no two sharing a byte. */
+	uint64_t off[6], len[6];
+	for (uint32_t w = 0; w < 3; w++) {
+		struct ring cmd = arena_cmd_ring(&a, w), done = arena_done_ring(&a, w);
+		assert_int_equal(cmd.entry_bytes, sizeof(struct work_cmd));
+		assert_int_equal(done.entry_bytes, sizeof(struct work_done));
+		assert_ptr_equal(cmd.entries, (uint8_t *)cmd.hdr + sizeof(struct ring_header));
+		assert_ptr_equal(done.entries, (uint8_t *)done.hdr + sizeof(struct ring_header));
+		off[2 * w] = ring_offset(&a, &cmd);
+		len[2 * w] = ring_extent(&cmd);
+		off[2 * w + 1] = ring_offset(&a, &done);
+		len[2 * w + 1] = ring_extent(&done);
+		assert_int_equal(ring_count(&cmd), 0);
+		assert_int_equal(ring_count(&done), 0);
+	}
+	for (int i = 0; i < 6; i++) {
+		assert_int_equal(off[i] % ARENA_ALIGN, 0);
+		assert_true(off[i] >= h->rings_offset);
+		assert_true(off[i] + len[i] <= h->slots_offset);
+		for (int j = 0; j < i; j++)
+			assert_true(disjoint(off[i], len[i], off[j], len[j]));
+	}
+
+	/* Slots after the rings, back to back, inside the arena. */
+	for (uint32_t s = 0; s < 4; s++) {
+		uint64_t so = arena_slot_offset(&a, s);
+		assert_int_equal(so % ARENA_ALIGN, 0);
+		assert_int_equal(so, h->slots_offset + s * h->slot_bytes);
+		assert_true(so + h->slot_bytes <= total);
+		uint8_t *p = arena_range(&a, so, h->slot_bytes);
+		assert_ptr_equal(p, a.base + so);
+		memset(p, (int)s + 1, h->slot_bytes); /* writable, and mapped to the end */
+	}
+
+	/* The fd: sized, every page reserved, not inherited by exec. */
+	struct stat st;
+	assert_int_equal(fstat(a.fd, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, total);
+	assert_true((uint64_t)st.st_blocks * 512 >= total);
+	assert_true(fcntl(a.fd, F_GETFD) & FD_CLOEXEC);
+	arena_close(&a);
+	assert_int_equal(a.fd, -1);
+	assert_null(a.base);
+}
+
+/* No /dev/shm entry of this process survives arena_create. */
+static void test_create_leaves_no_name(void **state)
+{
+	struct arena a;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	char prefix[64];
+	snprintf(prefix, sizeof(prefix), "loaderd-%d-", (int)getpid());
+	DIR *dir = opendir("/dev/shm");
+	assert_non_null(dir);
+	struct dirent *d;
+	while ((d = readdir(dir)) != NULL)
+		if (strncmp(d->d_name, prefix, strlen(prefix)) == 0)
+			fail_msg("/dev/shm/%s left behind", d->d_name);
+	closedir(dir);
+	/* ...and the arena is nonetheless alive through its fd. */
+	struct stat st;
+	assert_int_equal(fstat(a.fd, &st), 0);
+	assert_int_equal(st.st_nlink, 0);
+	arena_close(&a);
+}
+
+static void test_attach_shares_bytes(void **state)
+{
+	struct arena a, ro, rw;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	uint8_t *slot0 = arena_range(&a, arena_slot_offset(&a, 0), a.hdr->slot_bytes);
+	memset(slot0, 0xc3, a.hdr->slot_bytes);
+	arena_pipeline(&a, 1)->n_samples = 123456;
+
+	int fd_ro = dup(a.fd), fd_rw = dup(a.fd);
+	assert_true(fd_ro >= 0 && fd_rw >= 0);
+	assert_int_equal(arena_attach(fd_ro, false, &ro), 0);
+	assert_int_equal(arena_attach(fd_rw, true, &rw), 0);
+	assert_int_equal(ro.fd, fd_ro);
+	assert_int_equal(ro.bytes, a.bytes);
+	assert_int_equal(rw.bytes, a.bytes);
+	assert_memory_equal(ro.hdr, a.hdr, sizeof(struct arena_header));
+	assert_memory_equal(ro.base, a.base, a.bytes);
+	assert_int_equal(arena_pipeline(&ro, 1)->n_samples, 123456);
+
+	/* Writes through one mapping are seen through the others. */
+	uint8_t *rw_slot1 = arena_range(&rw, arena_slot_offset(&rw, 1), rw.hdr->slot_bytes);
+	memset(rw_slot1, 0x3c, rw.hdr->slot_bytes);
+	assert_int_equal(((uint8_t *)arena_range(&a, arena_slot_offset(&a, 1), 1))[0], 0x3c);
+	assert_memory_equal(arena_range(&ro, arena_slot_offset(&ro, 1), ro.hdr->slot_bytes),
+			    rw_slot1, ro.hdr->slot_bytes);
+
+	/* A ring pushed through one mapping pops through another. */
+	struct ring master = arena_cmd_ring(&a, 2), worker = arena_cmd_ring(&rw, 2);
+	struct work_cmd cmd = {.item_id = 77, .op = WORK_READ, .count = 1, .sample_index = {5}};
+	struct work_cmd got;
+	assert_true(ring_push(&master, &cmd));
+	assert_int_equal(ring_count(&worker), 1);
+	assert_true(ring_pop(&worker, &got));
+	assert_memory_equal(&got, &cmd, sizeof(cmd));
+
+	/* The read-only mapping really is: the kernel refuses to write it. */
+	int zero = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+	assert_true(zero >= 0);
+	errno = 0;
+	assert_int_equal(read(zero, ro.base + arena_slot_offset(&ro, 0), 16), -1);
+	assert_int_equal(errno, EFAULT);
+	close(zero);
+
+	/* Closing an attached arena leaves the creator's fd and mapping. */
+	arena_close(&ro);
+	arena_close(&rw);
+	assert_true(fcntl(fd_ro, F_GETFD) < 0);
+	assert_true(fcntl(a.fd, F_GETFD) >= 0);
+	assert_int_equal(slot0[0], 0xc3);
+
+	/* An fd opened read-only maps read-only, and only so. */
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a.fd);
+	int fd_rdonly = open(path, O_RDONLY | O_CLOEXEC);
+	assert_true(fd_rdonly >= 0);
+	assert_int_equal(arena_attach(fd_rdonly, true, &rw), -EACCES);
+	assert_int_equal(arena_attach(fd_rdonly, false, &ro), 0);
+	arena_close(&ro);
+	arena_close(&a);
+}
+
+/* A memfd holding `len` bytes of `data` in a file of `size` bytes. */
+static int memfd_with(const void *data, size_t len, size_t size)
+{
+	int fd = memfd_create("test-arena", MFD_CLOEXEC);
+	assert_true(fd >= 0);
+	assert_int_equal(ftruncate(fd, (off_t)size), 0);
+	assert_int_equal(pwrite(fd, data, len, 0), (ssize_t)len);
+	return fd;
+}
+
+/* attach must refuse fd; refusing does not take or close it. */
+static void expect_refused(int fd)
+{
+	struct arena out = {.fd = -1};
+	assert_int_equal(arena_attach(fd, false, &out), -EPROTO);
+	assert_int_equal(arena_attach(fd, true, &out), -EPROTO);
+	assert_int_equal(out.fd, -1);
+	assert_null(out.base);
+	assert_true(fcntl(fd, F_GETFD) >= 0);
+	close(fd);
+}
+
+static void test_attach_rejects(void **state)
+{
+	struct arena a, b;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	const struct arena_header good = *a.hdr;
+	size_t total = a.bytes;
+
+	/* A faithful copy is accepted: what follows fails for its one defect. */
+	int fd = memfd_with(&good, sizeof(good), total);
+	assert_int_equal(arena_attach(fd, false, &b), 0);
+	arena_close(&b);
+
+	uint8_t garbage[8192];
+	memset(garbage, 0xab, sizeof(garbage));
+	expect_refused(memfd_with(garbage, sizeof(garbage), sizeof(garbage)));
+	expect_refused(memfd_with(garbage, 0, 0));                      /* empty */
+	expect_refused(memfd_with(&good, 10, 10));                      /* shorter than a header */
+	expect_refused(memfd_with(&good, sizeof(good), sizeof(good)));  /* header only */
+	expect_refused(memfd_with(&good, sizeof(good), total - ARENA_ALIGN)); /* truncated */
+	expect_refused(memfd_with(&good, sizeof(good), total + ARENA_ALIGN)); /* longer */
+
+	struct arena_header h = good;
+	h.version = ARENA_VERSION + 1;
+	expect_refused(memfd_with(&h, sizeof(h), total));
+	h = good;
+	h.magic ^= 1;
+	expect_refused(memfd_with(&h, sizeof(h), total));
+	/* Offsets that disagree with the counts, sizes kept consistent. */
+	h = good;
+	h.slots_offset += ARENA_ALIGN;
+	h.total_bytes += ARENA_ALIGN;
+	expect_refused(memfd_with(&h, sizeof(h), total + ARENA_ALIGN));
+	h = good;
+	h.n_slots++;
+	expect_refused(memfd_with(&h, sizeof(h), total));
+	h = good;
+	h.n_workers_max = ARENA_WORKERS_MAX + 1;
+	h.slots_offset = h.rings_offset + (uint64_t)h.n_workers_max * h.ring_pair_bytes;
+	h.total_bytes = h.slots_offset + (uint64_t)h.n_slots * h.slot_bytes;
+	expect_refused(memfd_with(&h, sizeof(h), h.total_bytes));
+	/* Slots whose size wraps 64 bits, the total made to match the file. */
+	h = good;
+	h.n_slots = 2;
+	h.slot_bytes = 1ull << 63;
+	h.total_bytes = h.slots_offset;
+	expect_refused(memfd_with(&h, sizeof(h), h.total_bytes));
+
+	/* Not a file at all. */
+	int pipefd[2];
+	assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+	expect_refused(pipefd[0]);
+	close(pipefd[1]);
+	assert_int_equal(arena_attach(-1, false, &b), -EBADF);
+
+	/* The real one still attaches after all that. */
+	fd = dup(a.fd);
+	assert_int_equal(arena_attach(fd, false, &b), 0);
+	arena_close(&b);
+	arena_close(&a);
+}
+
+static void test_range(void **state)
+{
+	struct arena a;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	uint64_t total = a.bytes;
+	assert_ptr_equal(arena_range(&a, 0, total), a.base);
+	assert_ptr_equal(arena_range(&a, total - 1, 1), a.base + total - 1);
+	assert_null(arena_range(&a, 0, total + 1));
+	assert_null(arena_range(&a, total, 1));
+	assert_null(arena_range(&a, total + 1, 0));
+	assert_null(arena_range(&a, 1, total));
+	assert_null(arena_range(&a, UINT64_MAX, 1));
+	assert_null(arena_range(&a, 1, UINT64_MAX));
+	assert_null(arena_range(&a, 4096, UINT64_MAX - 4095)); /* wraps to a small end */
+	assert_null(arena_range(&a, arena_slot_offset(&a, 3), a.hdr->slot_bytes + 1));
+	arena_close(&a);
+}
+
+static void test_close_is_safe(void **state)
+{
+	/* fd 0 must be open for the zeroed arena's fd to mean something. */
+	int zero_fd = -1;
+	if (fcntl(0, F_GETFD) < 0) {
+		zero_fd = open("/dev/null", O_RDONLY);
+		assert_int_equal(zero_fd, 0);
+	}
+	struct stat before, after;
+	assert_int_equal(fstat(0, &before), 0);
+
+	struct arena zeroed;
+	memset(&zeroed, 0, sizeof(zeroed));
+	arena_close(&zeroed);
+	assert_int_equal(zeroed.fd, -1);
+	assert_null(zeroed.base);
+	/* A zeroed arena owns nothing, fd 0 included. */
+	assert_true(fcntl(0, F_GETFD) >= 0);
+	assert_int_equal(fstat(0, &after), 0);
+	assert_int_equal(before.st_ino, after.st_ino);
+	assert_int_equal(before.st_dev, after.st_dev);
+
+	struct arena a;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	int fd = a.fd;
+	arena_close(&a);
+	assert_true(fcntl(fd, F_GETFD) < 0);
+	arena_close(&a); /* twice */
+	assert_int_equal(a.fd, -1);
+	struct arena closed = {.fd = -1};
+	arena_close(&closed);
+	if (zero_fd == 0)
+		close(zero_fd);
+}
+
+static int count_open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	assert_non_null(dir);
+	int n = 0;
+	while (readdir(dir) != NULL)
+		n++;
+	closedir(dir);
+	return n;
+}
+
+/*
+ * An arena larger than /dev/shm fails at creation with -ENOSPC. The request
+ * is larger than the whole filesystem, not merely than its free space:
+ * tmpfs refuses that up front, whereas a request in between is filled page
+ * by page until it fails, which on a machine whose /dev/shm is as large as
+ * its memory would push everything else out first.
+ */
+static void test_create_too_large(void **state)
+{
+	struct statvfs vfs;
+	if (statvfs("/dev/shm", &vfs) < 0)
+		skip();
+	uint64_t size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (avail > (64ull << 30) || size == 0) /* size 0: a tmpfs without a limit */
+		skip();
+	const uint64_t gib = 1ull << 30;
+	struct arena_plan p = {.n_pipelines = 1, .n_workers = 1, .slot_bytes = gib,
+			       .n_slots = (uint32_t)(size / gib + 2)};
+	assert_true(arena_plan_bytes(&p) > size);
+	int fds = count_open_fds();
+	struct arena a = {.fd = -1};
+	assert_int_equal(arena_create(&p, &a), -ENOSPC);
+	assert_int_equal(a.fd, -1);
+	assert_int_equal(count_open_fds(), fds); /* nothing leaked */
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_plan_bytes),
+		cmocka_unit_test(test_plan_overflow),
+		cmocka_unit_test(test_create_rejects_bad_plans),
+		cmocka_unit_test(test_create_layout),
+		cmocka_unit_test(test_create_leaves_no_name),
+		cmocka_unit_test(test_attach_shares_bytes),
+		cmocka_unit_test(test_attach_rejects),
+		cmocka_unit_test(test_range),
+		cmocka_unit_test(test_close_is_safe),
+		cmocka_unit_test(test_create_too_large),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

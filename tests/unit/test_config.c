@@ -1,0 +1,610 @@
+/*
+ * Unit tests for daemon/config: defaults, a file that sets every key, one
+ * case per error with the exact "FILE:LINE: " prefix and message, size and
+ * integer edge cases, relative source paths, long lines, and the example
+ * configuration shipped in systemd/loaderd.conf.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon/config.h"
+
+/* One temporary directory per test process; config text is written to
+ * tmp_dir/loaderd.conf (or a path below it). */
+static char tmp_dir[PATH_MAX];
+static char conf_path[PATH_MAX + 32];
+static struct config *cfg;
+static char err[8192];
+
+static int setup(void **state)
+{
+	const char *base = getenv("TMPDIR");
+	snprintf(tmp_dir, sizeof(tmp_dir), "%s/test_config.XXXXXX", base && *base ? base : "/tmp");
+	if (!mkdtemp(tmp_dir))
+		return -1;
+	snprintf(conf_path, sizeof(conf_path), "%s/loaderd.conf", tmp_dir);
+	cfg = malloc(sizeof(*cfg));
+	return cfg ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+	char cmd[PATH_MAX + 16];
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
+	free(cfg);
+	return system(cmd) == 0 ? 0 : -1;
+}
+
+static void write_file(const char *path, const char *text, size_t len)
+{
+	FILE *f = fopen(path, "w");
+	assert_non_null(f);
+	assert_int_equal(fwrite(text, 1, len, f), len);
+	assert_int_equal(fclose(f), 0);
+}
+
+static int load_text(const char *text)
+{
+	write_file(conf_path, text, strlen(text));
+	return config_load(conf_path, cfg, err, sizeof(err));
+}
+
+/* Loads text, expects -EINVAL and "conf_path:line: " followed by a message
+ * containing want. */
+static void expect_error(const char *text, int line, const char *want)
+{
+	char prefix[PATH_MAX + 64];
+	int ret = load_text(text);
+	snprintf(prefix, sizeof(prefix), "%s:%d: ", conf_path, line);
+	if (ret != -EINVAL || strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, want))
+		fail_msg("config:\n%s\nreturned %d, message: %s\nexpected -EINVAL, \"%s\" and \"%s\"",
+			 text, ret, err, prefix, want);
+}
+
+static void test_defaults(void **state)
+{
+	cpu_set_t set;
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	uint32_t workers = CPU_COUNT(&set) > 1 ? (uint32_t)CPU_COUNT(&set) - 1 : 1;
+	for (int i = 0; i < 3; i++) {
+		if (i == 0)
+			assert_int_equal(config_load(NULL, cfg, err, sizeof(err)), 0);
+		else if (i == 1)
+			assert_int_equal(config_load("", cfg, err, sizeof(err)), 0);
+		else
+			config_defaults(cfg);
+		assert_string_equal(cfg->file, "");
+		assert_string_equal(cfg->socket, "");
+		assert_string_equal(cfg->socket_group, "");
+		assert_int_equal(cfg->socket_mode, 0660);
+		assert_int_equal(cfg->workers, workers > ARENA_WORKERS_MAX ? ARENA_WORKERS_MAX : workers);
+		assert_int_equal(cfg->shm_bytes, 1ull << 30);
+		assert_int_equal(cfg->staging_slots, 16);
+		assert_int_equal(cfg->default_depth, 4);
+		assert_int_equal(cfg->max_depth, 16);
+		assert_int_equal(cfg->max_clients, 256);
+		assert_string_equal(cfg->worker_program, "");
+		assert_int_equal(cfg->log_level, LOG_LEVEL_INFO);
+		assert_int_equal(cfg->n_pipelines, 0);
+	}
+	/* An empty file and one with only [daemon] are the defaults too. */
+	assert_int_equal(load_text(""), 0);
+	assert_int_equal(cfg->n_pipelines, 0);
+	assert_int_equal(load_text("[daemon]\n"), 0);
+	assert_int_equal(cfg->max_clients, 256);
+	assert_string_equal(cfg->file, conf_path);
+}
+
+static void test_full_file(void **state)
+{
+	static const char text[] =
+		"\xEF\xBB\xBF; every key, with comments, indentation and CRLF\r\n"
+		"[daemon]\r\n"
+		"  socket = /run/x/loaderd.sock   ; inline comment\n"
+		"workers = 7\n"
+		"shm_bytes = 3GiB\n"
+		"staging_slots = 32\n"
+		"default_depth = 8\n"
+		"max_depth = 64\n"
+		"max_clients = 9\n"
+		"socket_group = train\n"
+		"socket_mode = 0640\n"
+		"worker_program = /opt/loaderd/bin/loaderd-worker\n"
+		"log_level = debug\n"
+		"# a hash comment\n"
+		"\n"
+		"[pipeline.imagenet-raw_1.0] ; a comment after a header\n"
+		"source = raw:/var/lib/loaderd/train.bin\n"
+		"batch_size = 256\n"
+		"shuffle = off\n"
+		"seed = 18446744073709551615\n"
+		"drop_last = YES\n"
+		"chunk = 64\n"
+		"record_bytes = 1073741824\n"
+		"\t[pipeline.gpt]\n"
+		"source: tokens:/var/lib/loaderd/tokens.bin\n"
+		"batch_size = 65536\n"
+		"token_dtype = uint32\n"
+		"seq_len = 16777216\n"
+		"token_output = int32\n"
+		"chunk = 0\n";
+	assert_int_equal(load_text(text), 0);
+	assert_string_equal(err, "");
+	assert_string_equal(cfg->socket, "/run/x/loaderd.sock");
+	assert_int_equal(cfg->workers, 7);
+	assert_int_equal(cfg->shm_bytes, 3ull << 30);
+	assert_int_equal(cfg->staging_slots, 32);
+	assert_int_equal(cfg->default_depth, 8);
+	assert_int_equal(cfg->max_depth, 64);
+	assert_int_equal(cfg->max_clients, 9);
+	assert_string_equal(cfg->socket_group, "train");
+	assert_int_equal(cfg->socket_mode, 0640);
+	assert_string_equal(cfg->worker_program, "/opt/loaderd/bin/loaderd-worker");
+	assert_int_equal(cfg->log_level, LOG_LEVEL_DEBUG);
+	assert_int_equal(cfg->n_pipelines, 2);
+
+	const struct pipeline_cfg *raw = config_pipeline(cfg, "imagenet-raw_1.0");
+	assert_ptr_equal(raw, &cfg->pipelines[0]);
+	assert_int_equal(raw->line, 16);
+	assert_int_equal(raw->kind, SOURCE_RAW);
+	assert_string_equal(raw->path, "/var/lib/loaderd/train.bin");
+	assert_int_equal(raw->batch_size, 256);
+	assert_false(raw->shuffle);
+	assert_int_equal(raw->seed, UINT64_MAX);
+	assert_true(raw->drop_last);
+	assert_int_equal(raw->chunk, 64);
+	assert_int_equal(raw->record_bytes, 1ull << 30);
+
+	const struct pipeline_cfg *tok = config_pipeline(cfg, "gpt");
+	assert_ptr_equal(tok, &cfg->pipelines[1]);
+	assert_int_equal(tok->line, 24);
+	assert_int_equal(tok->kind, SOURCE_TOKENS);
+	assert_string_equal(tok->path, "/var/lib/loaderd/tokens.bin");
+	assert_int_equal(tok->batch_size, 65536);
+	assert_true(tok->shuffle);
+	assert_int_equal(tok->seed, 0);
+	assert_false(tok->drop_last);
+	assert_int_equal(tok->chunk, 0);
+	assert_int_equal(tok->token_bytes, 4);
+	assert_int_equal(tok->seq_len, 1u << 24);
+	assert_int_equal(tok->token_out_dtype, PROTO_DTYPE_INT32);
+	assert_null(config_pipeline(cfg, "nope"));
+	assert_null(config_pipeline(cfg, "gp"));
+}
+
+static void test_token_output(void **state)
+{
+	static const struct {
+		const char *stored, *output;
+		uint32_t bytes, dtype;
+	} ok[] = {
+		{"uint16", NULL, 2, PROTO_DTYPE_UINT16}, {"uint32", NULL, 4, PROTO_DTYPE_UINT32},
+		{"uint16", "uint16", 2, PROTO_DTYPE_UINT16}, {"uint16", "uint32", 2, PROTO_DTYPE_UINT32},
+		{"uint16", "int32", 2, PROTO_DTYPE_INT32}, {"uint16", "int64", 2, PROTO_DTYPE_INT64},
+		{"uint32", "uint32", 4, PROTO_DTYPE_UINT32}, {"uint32", "int32", 4, PROTO_DTYPE_INT32},
+		{"uint32", "int64", 4, PROTO_DTYPE_INT64},
+	};
+	char text[512];
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		snprintf(text, sizeof(text), "[pipeline.t]\n%s%s%ssource = tokens:/t\nbatch_size = 1\n"
+			 "token_dtype = %s\nseq_len = 1\n", ok[i].output ? "token_output = " : "",
+			 ok[i].output ? ok[i].output : "", ok[i].output ? "\n" : "", ok[i].stored);
+		assert_int_equal(load_text(text), 0);
+		assert_int_equal(cfg->pipelines[0].token_bytes, ok[i].bytes);
+		assert_int_equal(cfg->pipelines[0].token_out_dtype, ok[i].dtype);
+	}
+	expect_error("[pipeline.t]\nsource = tokens:/t\nbatch_size = 1\ntoken_output = uint16\n"
+		     "token_dtype = uint32\nseq_len = 1\n", 4,
+		     "[pipeline.t] token_output: \"uint16\" is narrower than token_dtype uint32");
+}
+
+/* A default default_depth yields to a smaller max_depth; an explicit one
+ * must not exceed it. */
+static void test_depths(void **state)
+{
+	assert_int_equal(load_text("[daemon]\nmax_depth = 2\n"), 0);
+	assert_int_equal(cfg->default_depth, 2);
+	assert_int_equal(cfg->max_depth, 2);
+	assert_int_equal(load_text("[daemon]\ndefault_depth = 3\nmax_depth = 3\n"), 0);
+	assert_int_equal(cfg->default_depth, 3);
+	expect_error("[daemon]\ndefault_depth = 17\n", 2,
+		     "[daemon] default_depth: \"17\" is not an integer in 1..16");
+	expect_error("[daemon]\nworkers = 1\ndefault_depth = 8\nmax_depth = 4\n", 3,
+		     "[daemon] default_depth: \"8\" is not an integer in 1..4");
+}
+
+static const struct error_case {
+	const char *text;
+	int line;
+	const char *want;
+} error_cases[] = {
+	/* The messages promised in the config reference. */
+	{"[pipeline.train]\nsource = raw:/d\nbatch_size = abc\nrecord_bytes = 4\n", 3,
+	 "[pipeline.train] batch_size: \"abc\" is not an integer in 1..65536"},
+	{"[daemon]\nworkers = 2\nwokers = 3\n", 3, "unknown key \"wokers\" in [daemon]"},
+	{"[daemon]\n\n[pipline.x]\n", 3, "unknown section [pipline.x]"},
+	{"[daemon]\n[pipeline.train]\nsource = raw:/d\nbatch_size = 1\nrecord_bytes = 1\n"
+	 "[daemon.x]\nworkers = 1\n", 6, "unknown section [daemon.x]"},
+	{"[pipeline.train]\nsource = raw:/d\nbatch_size = 1\nrecord_bytes = 1\n\n"
+	 "[pipeline.other]\nsource = raw:/d\nbatch_size = 1\nrecord_bytes = 1\n"
+	 "[pipeline.train]\nsource = raw:/e\n", 10,
+	 "duplicate pipeline \"train\" (first defined on line 1)"},
+	{"[pipeline.train]\nsource = raw:/d\nseed = 1\nseed = 2\n", 4,
+	 "duplicate key \"seed\" in [pipeline.train]"},
+	{"[daemon]\nworkers = 1\nworkers = 1\n", 3, "duplicate key \"workers\" in [daemon]"},
+	{"[daemon]\nworkers = 1\n[daemon]\n", 3, "duplicate section [daemon] (first defined on line 1)"},
+	{"[daemon]\nworkers = 1\n\nthis is not ini\n", 4, "syntax error"},
+	{"[daemon\nworkers = 1\n", 1, "syntax error"},
+	{"[daemon] workers = 1\n", 1, "syntax error"},
+	{"[daemon]\nworkers\n", 2, "syntax error"},
+	{"[daemon]\n  workers = 1\n    max_depth = 2\n  default_depth\n", 4, "syntax error"},
+	{"workers = 1\n[daemon]\n", 1, "key \"workers\" is outside any section"},
+	/* Required keys, reported at the header. */
+	{"[daemon]\n[pipeline.train]\nsource = raw:/d\nrecord_bytes = 8\n[daemon.x]\n", 2,
+	 "[pipeline.train] missing required key \"batch_size\""},
+	{"[pipeline.train]\nbatch_size = 8\nrecord_bytes = 8\n", 1,
+	 "[pipeline.train] missing required key \"source\""},
+	{"[pipeline.a]\n", 1, "[pipeline.a] missing required key \"source\""},
+	{"[pipeline.a]\nsource = raw:/d\nbatch_size = 8\n", 1,
+	 "[pipeline.a] missing required key \"record_bytes\""},
+	{"[pipeline.a]\nsource = tokens:/d\nbatch_size = 8\nseq_len = 4\n", 1,
+	 "[pipeline.a] missing required key \"token_dtype\""},
+	{"[pipeline.a]\nsource = tokens:/d\nbatch_size = 8\ntoken_dtype = uint16\n", 1,
+	 "[pipeline.a] missing required key \"seq_len\""},
+	/* Keys of the other source kind, wherever source is. */
+	{"[pipeline.a]\nsource = tokens:/d\nbatch_size = 8\ntoken_dtype = uint16\nseq_len = 4\n"
+	 "record_bytes = 4\n", 6, "[pipeline.a] record_bytes does not apply to a tokens source"},
+	{"[pipeline.a]\nseq_len = 4\nbatch_size = 8\nsource = raw:/d\nrecord_bytes = 4\n", 2,
+	 "[pipeline.a] seq_len does not apply to a raw source"},
+	{"[pipeline.a]\nsource = raw:/d\nbatch_size = 8\nrecord_bytes = 4\ntoken_output = int64\n"
+	 "token_dtype = uint16\n", 5, "[pipeline.a] token_output does not apply to a raw source"},
+	/* Pipeline names. */
+	{"[pipeline.b@d]\n", 1, "invalid pipeline name \"b@d\""},
+	{"[pipeline.]\n", 1, "invalid pipeline name \"\""},
+	{"[pipeline]\n", 1, "unknown section [pipeline]"},
+	{"[ daemon ]\n", 1, "unknown section [ daemon ]"},
+	{"[Daemon]\n", 1, "unknown section [Daemon]"},
+	{"[daemon]\nWorkers = 1\n", 2, "unknown key \"Workers\" in [daemon]"},
+	{"[pipeline.a b]\n", 1, "invalid pipeline name \"a b\""},
+	{"[pipeline.0123456789012345678901234567890123456789012345678901234567890123]\n", 1,
+	 "invalid pipeline name"},
+	/* Integers: decimal only, range-checked, nothing around them. */
+	{"[daemon]\nworkers = 0\n", 2, "[daemon] workers: \"0\" is not an integer in 1..256"},
+	{"[daemon]\nworkers = 257\n", 2, "[daemon] workers: \"257\" is not an integer in 1..256"},
+	{"[daemon]\nworkers = -1\n", 2, "[daemon] workers: \"-1\" is not an integer in 1..256"},
+	{"[daemon]\nworkers = +1\n", 2, "[daemon] workers: \"+1\" is not an integer in 1..256"},
+	{"[daemon]\nworkers = 0x10\n", 2, "[daemon] workers: \"0x10\" is not an integer"},
+	{"[daemon]\nworkers = 1 2\n", 2, "[daemon] workers: \"1 2\" is not an integer"},
+	{"[daemon]\nworkers = 4 # four\n", 2, "[daemon] workers: \"4 # four\" is not an integer"},
+	{"[daemon]\nworkers =\n", 2, "[daemon] workers: \"\" is not an integer"},
+	{"[daemon]\nworkers = 4294967297\n", 2, "[daemon] workers: \"4294967297\" is not an integer"},
+	{"[daemon]\nstaging_slots = 1025\n", 2, "staging_slots: \"1025\" is not an integer in 1..1024"},
+	{"[daemon]\nmax_depth = 0\n", 2, "max_depth: \"0\" is not an integer in 1..1024"},
+	{"[daemon]\nmax_depth = 1025\n", 2, "max_depth: \"1025\" is not an integer in 1..1024"},
+	{"[daemon]\nmax_clients = 4097\n", 2, "max_clients: \"4097\" is not an integer in 1..4096"},
+	{"[pipeline.a]\nseed = 18446744073709551616\n", 2,
+	 "seed: \"18446744073709551616\" is not an integer in 0..18446744073709551615"},
+	{"[pipeline.a]\nbatch_size = 65537\n", 2, "batch_size: \"65537\" is not an integer in 1..65536"},
+	{"[pipeline.a]\nbatch_size = 0\n", 2, "batch_size: \"0\" is not an integer in 1..65536"},
+	{"[pipeline.a]\nchunk = 65\n", 2, "chunk: \"65\" is not an integer in 0..64"},
+	{"[pipeline.a]\nrecord_bytes = 1073741825\n", 2,
+	 "record_bytes: \"1073741825\" is not an integer in 1..1073741824"},
+	{"[pipeline.a]\nseq_len = 16777217\n", 2, "seq_len: \"16777217\" is not an integer in 1..16777216"},
+	/* Other value types. */
+	{"[daemon]\nshm_bytes = 1X\n", 2, "[daemon] shm_bytes: \"1X\" is not a size"},
+	{"[daemon]\nshm_bytes = 0\n", 2, "[daemon] shm_bytes: \"0\" is not a size in 1.."},
+	{"[daemon]\nshm_bytes = 16777216T\n", 2, "[daemon] shm_bytes: \"16777216T\" is not a size in 1.."},
+	{"[daemon]\nshm_bytes = 8388608T\n", 2, "[daemon] shm_bytes: \"8388608T\" is not a size in 1.."},
+	{"[daemon]\nsocket_mode = 0778\n", 2, "socket_mode: \"0778\" is not an octal mode in 0..0777"},
+	{"[daemon]\nsocket_mode = 01000\n", 2, "socket_mode: \"01000\" is not an octal mode"},
+	{"[daemon]\nsocket_mode = rw\n", 2, "socket_mode: \"rw\" is not an octal mode"},
+	{"[daemon]\nsocket_mode =\n", 2, "socket_mode: \"\" is not an octal mode"},
+	{"[daemon]\nlog_level = loud\n", 2,
+	 "log_level: \"loud\" is not one of error|warning|notice|info|debug"},
+	{"[daemon]\nsocket_group = 0123456789012345678901234567890123456789012345678901234567890123\n",
+	 2, "socket_group: \"0123456789012345678901234567890123456789012345678901234567890123\" is "
+	 "too long (64 bytes, at most 63)"},
+	{"[daemon]\nsocket = /run/0123456789012345678901234567890123456789012345678901234567890123"
+	 "4567890123456789012345678901234567890123456789/s\n", 2, "socket: \"/run/0123456789"},
+	{"[pipeline.a]\nshuffle = maybe\n", 2,
+	 "[pipeline.a] shuffle: \"maybe\" is not a boolean (true/false/yes/no/on/off/1/0)"},
+	{"[pipeline.a]\ndrop_last = 2\n", 2, "drop_last: \"2\" is not a boolean"},
+	{"[pipeline.a]\ntoken_dtype = int32\n", 2, "token_dtype: \"int32\" is not one of uint16|uint32"},
+	{"[pipeline.a]\ntoken_output = float32\n", 2,
+	 "token_output: \"float32\" is not one of uint16|uint32|int32|int64"},
+	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH or tokens:PATH"},
+	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH or tokens:PATH"},
+	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
+	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
+	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH or tokens:PATH"},
+	/* Only the first error is reported, whatever its kind. */
+	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
+	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},
+	{"[daemon]\nwokers = 1\nnot ini\n", 2, "unknown key \"wokers\""},
+	{"[pipeline.a]\nsource = raw:/d\n\nnot ini\n[daemon]\n", 1, "missing required key \"batch_size\""},
+	{"[pipeline.a]\nsource = raw:/d\nbatch_size = x\n[daemon]\n", 3, "batch_size: \"x\""},
+	{"[daemon]\nworkers = 1\n[pipeline.a]\nsource = raw:/d\nbatch_size = 2\nrecord_bytes = 1\n"
+	 "[pipeline.a]\n", 7, "duplicate pipeline \"a\" (first defined on line 3)"},
+};
+
+static void test_errors(void **state)
+{
+	for (size_t i = 0; i < sizeof(error_cases) / sizeof(error_cases[0]); i++)
+		expect_error(error_cases[i].text, error_cases[i].line, error_cases[i].want);
+}
+
+static void test_error_unreadable(void **state)
+{
+	char missing[PATH_MAX + 32];
+	snprintf(missing, sizeof(missing), "%s/no-such.conf", tmp_dir);
+	assert_int_equal(config_load(missing, cfg, err, sizeof(err)), -ENOENT);
+	char want[PATH_MAX + 64];
+	snprintf(want, sizeof(want), "%s: %s", missing, strerror(ENOENT));
+	assert_string_equal(err, want);
+	assert_int_equal(config_load(tmp_dir, cfg, err, sizeof(err)), -EISDIR);
+	snprintf(want, sizeof(want), "%s: %s", tmp_dir, strerror(EISDIR));
+	assert_string_equal(err, want);
+	/* A small or absent message buffer is never overrun. */
+	assert_int_equal(load_text("[daemon]\nwokers = 1\n"), -EINVAL);
+	char small[8] = "xxxxxxx";
+	assert_int_equal(config_load(conf_path, cfg, small, 4), -EINVAL);
+	assert_int_equal(strlen(small), 3);
+	assert_int_equal(config_load(conf_path, cfg, NULL, 0), -EINVAL);
+}
+
+static void test_lines(void **state)
+{
+	/* Too many pipelines: the first header past the limit. */
+	size_t cap = (size_t)(ARENA_PIPELINES_MAX + 1) * 96;
+	char *text = malloc(cap);
+	assert_non_null(text);
+	size_t len = 0;
+	for (int i = 0; i <= ARENA_PIPELINES_MAX; i++)
+		len += (size_t)snprintf(text + len, cap - len,
+					"[pipeline.p%d]\nsource = raw:/d\nbatch_size = 1\nrecord_bytes = 1\n", i);
+	expect_error(text, 4 * ARENA_PIPELINES_MAX + 1, "too many pipelines (at most 64)");
+	*strrchr(text, '[') = '\0'; /* drop the last pipeline */
+	assert_int_equal(load_text(text), 0);
+	assert_int_equal(cfg->n_pipelines, ARENA_PIPELINES_MAX);
+	free(text);
+
+	/* Lines longer than inih's own buffer keep their whole value. */
+	char path[ARENA_PATH_MAX + 1];
+	memset(path, 'p', sizeof(path));
+	path[0] = '/';
+	path[ARENA_PATH_MAX - 1] = '\0'; /* the longest path: 4095 bytes */
+	char *big = malloc(3 * ARENA_PATH_MAX);
+	assert_non_null(big);
+	snprintf(big, 3 * ARENA_PATH_MAX, "[pipeline.a]\nbatch_size = 3\n  source =   raw:%s  ; c\n"
+		 "record_bytes = 7\n", path);
+	assert_int_equal(load_text(big), 0);
+	assert_string_equal(cfg->pipelines[0].path, path);
+	assert_int_equal(cfg->pipelines[0].record_bytes, 7);
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\nworker_program = %s\n"
+		 "max_depth = 1\n", path);
+	assert_int_equal(load_text(big), 0);
+	assert_string_equal(cfg->worker_program, path);
+	assert_int_equal(cfg->max_depth, 1);
+	path[ARENA_PATH_MAX - 1] = 'p';
+	path[ARENA_PATH_MAX] = '\0'; /* one byte too long */
+	snprintf(big, 3 * ARENA_PATH_MAX, "[pipeline.a]\nbatch_size = 3\nsource = raw:%s\n", path);
+	expect_error(big, 3, "the path is too long (at most 4095 bytes)");
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\nworker_program = %s\n", path);
+	expect_error(big, 3, "(4096 bytes, at most 4095)");
+	assert_non_null(strstr(err, "worker_program: \"/ppp"));
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nsocket_group = %s\n", path);
+	expect_error(big, 2, "socket_group: \"/ppp");
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n%s = 1\n", path);
+	expect_error(big, 3, "syntax error");
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n;%s%s\n", path, path);
+	expect_error(big, 3, "line is longer than");
+	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n; %s\nmax_depth = 3\n", path);
+	assert_int_equal(load_text(big), 0);
+	assert_int_equal(cfg->max_depth, 3);
+	free(big);
+
+	/* A NUL byte would hide the rest of its line. */
+	write_file(conf_path, "[daemon]\nworkers = 1\0 2\n", 23);
+	assert_int_equal(config_load(conf_path, cfg, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, ":2: line contains a NUL byte"));
+	/* A byte order mark before a header. */
+	assert_int_equal(load_text("\xEF\xBB\xBF[daemon]\nworkers = 3\n"), 0);
+	assert_int_equal(cfg->workers, 3);
+	/* No newline at the end of the file. */
+	assert_int_equal(load_text("[daemon]\nworkers = 5"), 0);
+	assert_int_equal(cfg->workers, 5);
+}
+
+static void test_parse_size(void **state)
+{
+	static const struct {
+		const char *text;
+		int ret;
+		uint64_t value;
+	} cases[] = {
+		{"0", 0, 0}, {"64", 0, 64}, {"4K", 0, 4096}, {"4KiB", 0, 4096},
+		{"16M", 0, 16u << 20}, {"16MiB", 0, 16u << 20}, {"1G", 0, 1u << 30},
+		{"1GiB", 0, 1u << 30}, {"2T", 0, 2ull << 40}, {"2TiB", 0, 2ull << 40},
+		{"007K", 0, 7u << 10}, {"18446744073709551615", 0, UINT64_MAX},
+		{"16777215T", 0, 16777215ull << 40}, {"17179869183G", 0, 17179869183ull << 30},
+		{"18446744073709551616", -ERANGE, 0}, {"16777216T", -ERANGE, 0},
+		{"17179869184G", -ERANGE, 0}, {"99999999999999999999999K", -ERANGE, 0},
+		{"", -EINVAL, 0}, {"K", -EINVAL, 0}, {"1k", -EINVAL, 0}, {"1KB", -EINVAL, 0},
+		{"1B", -EINVAL, 0}, {"1 K", -EINVAL, 0}, {" 1", -EINVAL, 0}, {"1 ", -EINVAL, 0},
+		{"-1", -EINVAL, 0}, {"+1", -EINVAL, 0}, {"0x10", -EINVAL, 0}, {"1.5G", -EINVAL, 0},
+		{"1Gi", -EINVAL, 0}, {"1GiBs", -EINVAL, 0}, {"1P", -EINVAL, 0},
+		{"99999999999999999999999X", -EINVAL, 0},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		uint64_t v = 12345;
+		int ret = config_parse_size(cases[i].text, &v);
+		if (ret != cases[i].ret || (ret == 0 && v != cases[i].value) || (ret != 0 && v != 12345))
+			fail_msg("config_parse_size(\"%s\") = %d, %llu; expected %d, %llu", cases[i].text,
+				 ret, (unsigned long long)v, cases[i].ret,
+				 (unsigned long long)cases[i].value);
+	}
+	assert_int_equal(load_text("[daemon]\nshm_bytes = 9223372036854775807\n"), 0);
+	assert_int_equal(cfg->shm_bytes, INT64_MAX);
+	assert_int_equal(load_text("[daemon]\nshm_bytes = 1\n"), 0);
+	assert_int_equal(cfg->shm_bytes, 1);
+}
+
+static void test_values(void **state)
+{
+	static const char *const yes[] = {"true", "yes", "on", "1", "TRUE", "On"};
+	static const char *const no[] = {"false", "no", "off", "0", "False", "NO"};
+	char text[256];
+	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
+		snprintf(text, sizeof(text), "[pipeline.a]\nsource = raw:/d\nbatch_size = 1\n"
+			 "record_bytes = 1\nshuffle = %s\ndrop_last = %s\n", no[i], yes[i]);
+		assert_int_equal(load_text(text), 0);
+		assert_false(cfg->pipelines[0].shuffle);
+		assert_true(cfg->pipelines[0].drop_last);
+	}
+	static const struct {
+		const char *text;
+		uint32_t mode;
+	} modes[] = {{"0", 0}, {"0660", 0660}, {"660", 0660}, {"0777", 0777}, {"00600", 0600}};
+	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
+		snprintf(text, sizeof(text), "[daemon]\nsocket_mode = %s\n", modes[i].text);
+		assert_int_equal(load_text(text), 0);
+		assert_int_equal(cfg->socket_mode, modes[i].mode);
+	}
+	static const char *const levels[] = {"error", "warning", "notice", "info", "debug"};
+	for (size_t i = 0; i < 5; i++) {
+		snprintf(text, sizeof(text), "[daemon]\nlog_level = %s\n", levels[i]);
+		assert_int_equal(load_text(text), 0);
+		assert_int_equal(cfg->log_level, LOG_LEVEL_ERROR + (int)i);
+	}
+	/* The longest pipeline name. */
+	static const char name63[] = "-_.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	assert_int_equal(strlen(name63), 65);
+	snprintf(text, sizeof(text), "[pipeline.%.63s]\nsource = raw:/d\nbatch_size = 1\n"
+		 "record_bytes = 1\n", name63);
+	assert_int_equal(load_text(text), 0);
+	assert_int_equal(strlen(cfg->pipelines[0].name), 63);
+	assert_int_equal(strncmp(cfg->pipelines[0].name, name63, 63), 0);
+	/* Empty strings keep the defaults; leading zeros are still decimal. */
+	assert_int_equal(load_text("[daemon]\nsocket =\nsocket_group =\nworker_program =\n"
+				   "workers = 010\n"), 0);
+	assert_string_equal(cfg->socket, "");
+	assert_string_equal(cfg->socket_group, "");
+	assert_string_equal(cfg->worker_program, "");
+	assert_int_equal(cfg->workers, 10);
+	/* The longest socket path that fits sockaddr_un. */
+	char sock[200];
+	memset(sock, 's', sizeof(sock));
+	sock[0] = '/';
+	sock[107] = '\0';
+	snprintf(text, sizeof(text), "[daemon]\nsocket = %s\n", sock);
+	assert_int_equal(load_text(text), 0);
+	assert_string_equal(cfg->socket, sock);
+	sock[107] = 's';
+	sock[108] = '\0';
+	snprintf(text, sizeof(text), "[daemon]\nsocket = %s\n", sock);
+	expect_error(text, 2, "is too long (108 bytes, at most 107)");
+}
+
+static void test_relative_source(void **state)
+{
+	char dir[PATH_MAX + 32], path[PATH_MAX + 64], want[PATH_MAX + 64], cwd[PATH_MAX];
+	static const char text[] = "[pipeline.a]\nsource = raw:data/a.bin\nbatch_size = 1\n"
+				   "record_bytes = 1\n[pipeline.b]\nsource = tokens:/abs/b.bin\n"
+				   "batch_size = 1\ntoken_dtype = uint16\nseq_len = 1\n"
+				   "[pipeline.c]\nsource = raw:../c.bin\nbatch_size = 1\nrecord_bytes = 1\n";
+	snprintf(dir, sizeof(dir), "%s/etc", tmp_dir);
+	assert_int_equal(mkdir(dir, 0700), 0);
+	snprintf(path, sizeof(path), "%s/loaderd.conf", dir);
+	write_file(path, text, strlen(text));
+
+	assert_int_equal(config_load(path, cfg, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/data/a.bin", dir);
+	assert_string_equal(cfg->pipelines[0].path, want);
+	assert_string_equal(cfg->pipelines[1].path, "/abs/b.bin");
+	snprintf(want, sizeof(want), "%s/../c.bin", dir);
+	assert_string_equal(cfg->pipelines[2].path, want);
+
+	/* A relative config path is made absolute with the working directory. */
+	assert_non_null(getcwd(cwd, sizeof(cwd)));
+	assert_int_equal(chdir(tmp_dir), 0);
+	assert_int_equal(config_load("etc/loaderd.conf", cfg, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/etc/data/a.bin", tmp_dir);
+	assert_string_equal(cfg->pipelines[0].path, want);
+	assert_int_equal(chdir(dir), 0);
+	assert_int_equal(config_load("loaderd.conf", cfg, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/data/a.bin", dir);
+	assert_string_equal(cfg->pipelines[0].path, want);
+	/* From the root directory, without a doubled slash. */
+	assert_int_equal(chdir("/"), 0);
+	snprintf(path, sizeof(path), "%s/loaderd.conf", dir + 1);
+	assert_int_equal(config_load(path, cfg, err, sizeof(err)), 0);
+	snprintf(want, sizeof(want), "%s/data/a.bin", dir);
+	assert_string_equal(cfg->pipelines[0].path, want);
+	assert_int_equal(chdir(cwd), 0);
+}
+
+static void test_example_config(void **state)
+{
+	const char *src = getenv("LOADERD_SOURCE_DIR");
+	if (!src || !*src) {
+		print_message("LOADERD_SOURCE_DIR is not set: skipping the example config\n");
+		skip();
+	}
+	char path[PATH_MAX + 64];
+	snprintf(path, sizeof(path), "%s/systemd/loaderd.conf", src);
+	int ret = config_load(path, cfg, err, sizeof(err));
+	if (ret != 0)
+		fail_msg("%s: %d: %s", path, ret, err);
+	assert_int_equal(cfg->n_pipelines, 2);
+	const struct pipeline_cfg *raw = &cfg->pipelines[0], *tok = &cfg->pipelines[1];
+	assert_int_equal(raw->kind, SOURCE_RAW);
+	assert_int_equal(tok->kind, SOURCE_TOKENS);
+	assert_int_equal(strncmp(raw->path, "/var/lib/loaderd/", 17), 0);
+	assert_int_equal(strncmp(tok->path, "/var/lib/loaderd/", 17), 0);
+	/* The unit runs as an unprivileged user, for whom the default socket is
+	 * under $XDG_RUNTIME_DIR: the example names the system path. */
+	assert_string_equal(cfg->socket, "/run/loaderd/loaderd.sock");
+	/* Otherwise the example documents the defaults: it must not change them. */
+	struct config *defaults = malloc(sizeof(*defaults));
+	assert_non_null(defaults);
+	config_defaults(defaults);
+	assert_int_equal(cfg->workers, defaults->workers);
+	assert_int_equal(cfg->shm_bytes, defaults->shm_bytes);
+	assert_int_equal(cfg->staging_slots, defaults->staging_slots);
+	assert_int_equal(cfg->default_depth, defaults->default_depth);
+	assert_int_equal(cfg->max_depth, defaults->max_depth);
+	assert_int_equal(cfg->max_clients, defaults->max_clients);
+	assert_int_equal(cfg->socket_mode, defaults->socket_mode);
+	assert_int_equal(cfg->log_level, defaults->log_level);
+	free(defaults);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_defaults),
+		cmocka_unit_test(test_full_file),
+		cmocka_unit_test(test_token_output),
+		cmocka_unit_test(test_depths),
+		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_error_unreadable),
+		cmocka_unit_test(test_lines),
+		cmocka_unit_test(test_parse_size),
+		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_relative_source),
+		cmocka_unit_test(test_example_config),
+	};
+	return cmocka_run_group_tests(tests, setup, teardown);
+}

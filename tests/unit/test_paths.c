@@ -1,0 +1,167 @@
+/*
+ * Unit tests for common/paths: the default socket path's order of
+ * precedence ($LOADERD_SOCKET, root's /run path, $XDG_RUNTIME_DIR, none)
+ * and its length limit. The unprivileged cases run in a child that drops
+ * to an unprivileged uid when the tests run as root.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "common/paths.h"
+
+static const char *const root_path = "/run/loaderd/loaderd.sock";
+
+/* Returns 0, or the line of the first failed check: the checks also run in
+ * a forked child, where a cmocka failure could not reach the runner. */
+#define RETURN_LINE_UNLESS(cond)          \
+	do {                              \
+		if (!(cond))              \
+			return __LINE__;  \
+	} while (0)
+
+/* paths_default_socket with a generous buffer equals `want`. */
+static int resolves_to(const char *want)
+{
+	char buf[4096];
+	memset(buf, 'x', sizeof(buf));
+	return paths_default_socket(buf, sizeof(buf)) == 0 && strcmp(buf, want) == 0;
+}
+
+/* The exact boundary: needs strlen(want) + 1 bytes, refuses one less. */
+static int needs_exactly(const char *want)
+{
+	size_t len = strlen(want);
+	char buf[4096];
+	if (len + 1 > sizeof(buf))
+		return 0;
+	return paths_default_socket(buf, len) == -ENAMETOOLONG &&
+	       paths_default_socket(buf, len + 1) == 0 && strcmp(buf, want) == 0;
+}
+
+/* The cases that do not depend on the effective uid. */
+static int check_explicit_socket(void)
+{
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1) == 0);
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "/tmp/custom/ld.sock", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to("/tmp/custom/ld.sock"));
+	RETURN_LINE_UNLESS(needs_exactly("/tmp/custom/ld.sock"));
+	/* taken as given, relative or not */
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "ld.sock", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to("ld.sock"));
+	/* a path longer than the buffer */
+	static char long_path[5000];
+	memset(long_path, 'a', sizeof(long_path) - 1);
+	long_path[0] = '/';
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", long_path, 1) == 0);
+	char buf[4096];
+	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENAMETOOLONG);
+	RETURN_LINE_UNLESS(paths_default_socket(buf, 0) == -ENAMETOOLONG);
+	return 0;
+}
+
+/* The cases of a process that is not root; LOADERD_SOCKET empty counts as
+ * unset. */
+static int check_unprivileged(void)
+{
+	if (geteuid() == 0)
+		return __LINE__;
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "", 1) == 0);
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", "/run/user/1000", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to("/run/user/1000/loaderd.sock"));
+	RETURN_LINE_UNLESS(needs_exactly("/run/user/1000/loaderd.sock"));
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+	RETURN_LINE_UNLESS(resolves_to("/run/user/1000/loaderd.sock"));
+	/* LOADERD_SOCKET still comes first */
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "/tmp/a.sock", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to("/tmp/a.sock"));
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+
+	char buf[4096];
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", "", 1) == 0);
+	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENOENT);
+	RETURN_LINE_UNLESS(unsetenv("XDG_RUNTIME_DIR") == 0);
+	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENOENT);
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "", 1) == 0);
+	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENOENT);
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+
+	static char long_dir[4100];
+	memset(long_dir, 'd', sizeof(long_dir) - 1);
+	long_dir[0] = '/';
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", long_dir, 1) == 0);
+	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENAMETOOLONG);
+	return check_explicit_socket();
+}
+
+/* Root's path, whatever XDG_RUNTIME_DIR says. */
+static int check_root(void)
+{
+	if (geteuid() != 0)
+		return __LINE__;
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", "/run/user/0", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to(root_path));
+	RETURN_LINE_UNLESS(unsetenv("XDG_RUNTIME_DIR") == 0);
+	RETURN_LINE_UNLESS(resolves_to(root_path));
+	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "", 1) == 0);
+	RETURN_LINE_UNLESS(resolves_to(root_path));
+	RETURN_LINE_UNLESS(needs_exactly(root_path));
+	return check_explicit_socket();
+}
+
+static void test_explicit_socket(void **state)
+{
+	assert_int_equal(check_explicit_socket(), 0);
+}
+
+/* Runs check_unprivileged here, or in a child dropped to nobody's uid. */
+static void test_unprivileged(void **state)
+{
+	if (geteuid() != 0) {
+		assert_int_equal(check_unprivileged(), 0);
+		return;
+	}
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (setresgid(65534, 65534, 65534) < 0 || setresuid(65534, 65534, 65534) < 0)
+			_exit(255);
+		int line = check_unprivileged();
+		if (line != 0)
+			fprintf(stderr, "test_paths.c:%d: check failed as uid 65534\n", line);
+		_exit(line != 0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status));
+	if (WEXITSTATUS(status) == 255)
+		skip(); /* cannot change uid here (no CAP_SETUID in this namespace) */
+	assert_int_equal(WEXITSTATUS(status), 0);
+}
+
+static void test_root(void **state)
+{
+	if (geteuid() != 0)
+		skip();
+	assert_int_equal(check_root(), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_explicit_socket),
+		cmocka_unit_test(test_unprivileged),
+		cmocka_unit_test(test_root),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

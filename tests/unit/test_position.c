@@ -1,0 +1,299 @@
+/*
+ * Unit tests for common/position: the token's text form is exact in both
+ * directions, and a position saved after some batches at one world size
+ * resumes at another so that every sample of the epoch is consumed once.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "common/position.h"
+#include "common/sampler.h"
+
+static void check_round_trip(const struct position *p, const char *expect)
+{
+	char buf[POSITION_TEXT_MAX];
+	struct position q;
+	assert_int_equal(position_format(p, buf, sizeof(buf)), 0);
+	assert_string_equal(buf, expect);
+	memset(&q, 0xa5, sizeof(q));
+	assert_int_equal(position_parse(buf, &q), 0);
+	assert_int_equal(q.seed, p->seed);
+	assert_int_equal(q.n_samples, p->n_samples);
+	assert_int_equal(q.epoch, p->epoch);
+	assert_int_equal(q.offset, p->offset);
+}
+
+static void test_format_parse_round_trip(void **state)
+{
+	check_round_trip(&(struct position){0, 1, 0, 0}, "ldr1:0:1:0:0");
+	check_round_trip(&(struct position){42, 1000, 3, 640}, "ldr1:42:1000:3:640");
+	check_round_trip(&(struct position){7, 1000, 0, 1000}, "ldr1:7:1000:0:1000");
+	check_round_trip(&(struct position){UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX},
+			 "ldr1:18446744073709551615:18446744073709551615:"
+			 "18446744073709551615:18446744073709551615");
+	/* The longest token fits POSITION_TEXT_MAX. */
+	assert_true(strlen("ldr1:18446744073709551615:18446744073709551615:"
+			   "18446744073709551615:18446744073709551615") < POSITION_TEXT_MAX);
+}
+
+static void test_format_needs_room(void **state)
+{
+	const struct position p = {42, 1000, 3, 640};
+	const char *expect = "ldr1:42:1000:3:640";
+	size_t len = strlen(expect);
+	char buf[POSITION_TEXT_MAX];
+	assert_int_equal(position_format(&p, buf, len), -ENOSPC);
+	assert_int_equal(position_format(&p, buf, 1), -ENOSPC);
+	assert_int_equal(position_format(&p, NULL, 0), -ENOSPC);
+	assert_int_equal(position_format(&p, buf, len + 1), 0);
+	assert_string_equal(buf, expect);
+}
+
+static void test_parse_rejects_malformed(void **state)
+{
+	/* n_samples is 20 wherever the offset field is valid, so that only
+	 * the defect named rejects a token. */
+	static const char *const bad[] = {
+		"",
+		"ldr1",
+		"ldr1:",
+		"ldr1:1:20:3",          /* missing field */
+		"ldr1:1:20:3:",         /* empty field */
+		"ldr1::20:3:4",
+		"ldr1:1::3:4",
+		"ldr1:1:20::4",
+		"ldr1:1:20:3:4:5",      /* extra field */
+		"ldr1:1:20:3:4:",
+		"ldr0:1:20:3:4",        /* wrong prefix or version */
+		"ldr2:1:20:3:4",
+		"LDR1:1:20:3:4",
+		"ldr:1:20:3:4",
+		"ldr1;1:20:3:4",
+		":1:20:3:4",
+		"1:20:3:4",
+		"xldr1:1:20:3:4",
+		"ldr1:+1:20:3:4",       /* signs */
+		"ldr1:-1:20:3:4",
+		"ldr1:1:20:-3:4",
+		"ldr1:1:20:3:+4",
+		" ldr1:1:20:3:4",       /* spaces and other stray bytes */
+		"ldr1: 1:20:3:4",
+		"ldr1:1 :20:3:4",
+		"ldr1:1:20:3:4 ",
+		"ldr1:1:20:3:4\n",
+		"ldr1:1:20:3:4\t",
+		"ldr1:1;20:3:4",
+		"ldr1:0x1:20:3:4",      /* not decimal */
+		"ldr1:1.0:20:3:4",
+		"ldr1:1e3:20:3:4",
+		"ldr1:18446744073709551616:20:3:4", /* overflow, in every field */
+		"ldr1:1:18446744073709551616:3:4",
+		"ldr1:1:20:18446744073709551616:4",
+		"ldr1:1:20:3:18446744073709551616",
+		"ldr1:99999999999999999999999:20:3:4",
+		"ldr1:1:10:0:11",       /* offset > n_samples */
+		"ldr1:1:0:0:1",
+		"ldr1:1:18446744073709551614:0:18446744073709551615",
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		struct position p = {11, 22, 33, 44};
+		if (position_parse(bad[i], &p) != -EINVAL)
+			fail_msg("accepted \"%s\"", bad[i]);
+		/* A rejected token leaves the output alone. */
+		assert_int_equal(p.seed, 11);
+		assert_int_equal(p.n_samples, 22);
+		assert_int_equal(p.epoch, 33);
+		assert_int_equal(p.offset, 44);
+	}
+	/* The largest values and the boundaries just inside are accepted. */
+	struct position p;
+	assert_int_equal(position_parse("ldr1:18446744073709551615:2:3:0", &p), 0);
+	assert_int_equal(p.seed, UINT64_MAX);
+	assert_int_equal(position_parse("ldr1:1:10:0:10", &p), 0);
+	assert_int_equal(p.offset, 10);
+	assert_int_equal(position_parse("ldr1:1:0:0:0", &p), 0);
+}
+
+static void test_after_batch(void **state)
+{
+	struct position p;
+	/* Mid-epoch: rank r's j-th sample is global position g + r + j*W, so
+	 * once every rank has consumed j + rows samples, the epoch is
+	 * consumed up to g + (j + rows) * W. */
+	position_after_batch(5, 1000, 4, 2, 0, 0, 32, 0, &p);
+	assert_int_equal(p.seed, 5);
+	assert_int_equal(p.n_samples, 1000);
+	assert_int_equal(p.epoch, 2);
+	assert_int_equal(p.offset, 128);
+	position_after_batch(5, 1000, 4, 2, 100, 64, 32, 0, &p);
+	assert_int_equal(p.epoch, 2);
+	assert_int_equal(p.offset, 100 + 96 * 4);
+	/* At the epoch's end: the next epoch, from its start. */
+	position_after_batch(5, 1000, 4, 2, 0, 224, 26, 1, &p);
+	assert_int_equal(p.seed, 5);
+	assert_int_equal(p.n_samples, 1000);
+	assert_int_equal(p.epoch, 3);
+	assert_int_equal(p.offset, 0);
+	/* A short batch that reaches the end is capped at n. */
+	position_after_batch(5, 1000, 3, 0, 0, 330, 4, 0, &p);
+	assert_int_equal(p.epoch, 0);
+	assert_int_equal(p.offset, 1000);
+}
+
+/*
+ * A job at world `w1` consumes `k` batches per rank of a fresh epoch; a job
+ * at world `w2` resumes from the parsed token and consumes the rest of the
+ * epoch. Rows past the end of the epoch are DistributedSampler's padding
+ * (repeats of the resumed segment's head); every other sample of the
+ * epoch must have been consumed exactly once over both jobs.
+ */
+static void check_resume(uint64_t n, uint32_t batch_size, bool shuffle, uint32_t w1, uint64_t k,
+			 uint32_t w2)
+{
+	const uint64_t seed = 1234, epoch = 5;
+	uint32_t *count = calloc(n, sizeof(uint32_t));
+	assert_non_null(count);
+	char saved[POSITION_TEXT_MAX] = "";
+	for (uint32_t rank = 0; rank < w1; rank++) {
+		struct sampler s = {.n_samples = n, .seed = seed, .batch_size = batch_size,
+				    .rank = rank, .world = w1, .shuffle = shuffle};
+		assert_true(k < sampler_batches(&s, 0));
+		struct position p = {seed, n, epoch, 0}; /* saved before any batch */
+		for (uint64_t b = 0; b < k; b++) {
+			uint32_t rows = sampler_batch_rows(&s, 0, b);
+			for (uint32_t i = 0; i < rows; i++)
+				count[sampler_sample(&s, epoch, 0, b * batch_size + i)]++;
+			position_after_batch(seed, n, w1, epoch, 0, b * batch_size, rows, 0, &p);
+		}
+		char token[POSITION_TEXT_MAX];
+		assert_int_equal(position_format(&p, token, sizeof(token)), 0);
+		/* Every rank saves the same token. */
+		if (rank == 0)
+			strcpy(saved, token);
+		else
+			assert_string_equal(token, saved);
+	}
+
+	struct position at;
+	assert_int_equal(position_parse(saved, &at), 0);
+	assert_int_equal(at.seed, seed);
+	assert_int_equal(at.n_samples, n);
+	assert_int_equal(at.epoch, epoch);
+	uint64_t g = at.offset;
+	uint64_t padding = 0;
+	for (uint32_t rank = 0; rank < w2; rank++) {
+		struct sampler s = {.n_samples = n, .seed = seed, .batch_size = batch_size,
+				    .rank = rank, .world = w2, .shuffle = shuffle};
+		uint64_t batches = sampler_batches(&s, g);
+		struct position p = {0};
+		for (uint64_t b = 0; b < batches; b++) {
+			uint32_t rows = sampler_batch_rows(&s, g, b);
+			for (uint32_t i = 0; i < rows; i++) {
+				uint64_t j = b * batch_size + i;
+				uint64_t v = sampler_sample(&s, at.epoch, g, j);
+				if (g + rank + j * (uint64_t)w2 >= n) {
+					padding++;
+					assert_true(count[v] >= 1); /* a repeat */
+				} else {
+					count[v]++;
+				}
+			}
+			position_after_batch(seed, n, w2, at.epoch, g, b * batch_size, rows,
+					     b + 1 == batches, &p);
+		}
+		/* The last batch moves every rank to the next epoch's start. */
+		assert_int_equal(p.epoch, epoch + 1);
+		assert_int_equal(p.offset, 0);
+	}
+	assert_int_equal(padding, (n - g + w2 - 1) / w2 * w2 - (n - g));
+	for (uint64_t v = 0; v < n; v++)
+		if (count[v] != 1)
+			fail_msg("n %lu batch %u world %u -> %u after %lu batches: sample %lu "
+				 "consumed %u times", (unsigned long)n, batch_size, w1, w2,
+				 (unsigned long)k, (unsigned long)v, count[v]);
+	free(count);
+}
+
+static void test_resume_with_other_world(void **state)
+{
+	static const uint64_t sizes[] = {960, 1000, 1009};  /* divisible by 1..8 and 64, or not */
+	static const uint32_t batch_sizes[] = {1, 5, 16};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (size_t b = 0; b < sizeof(batch_sizes) / sizeof(batch_sizes[0]); b++)
+			for (uint32_t w1 = 1; w1 <= 8; w1++)
+				for (uint32_t w2 = 1; w2 <= 8; w2++) {
+					struct sampler s = {.n_samples = sizes[i],
+							    .batch_size = batch_sizes[b],
+							    .world = w1};
+					uint64_t batches = sampler_batches(&s, 0);
+					/* first batch, middle, and the one before last */
+					check_resume(sizes[i], batch_sizes[b], true, w1, 1, w2);
+					check_resume(sizes[i], batch_sizes[b], w2 & 1, w1,
+						     batches / 2, w2);
+					check_resume(sizes[i], batch_sizes[b], true, w1,
+						     batches - 1, w2);
+				}
+}
+
+/* Several saves and resumes in one epoch, each at another world size. */
+static void test_resume_chain(void **state)
+{
+	const uint64_t n = 1009, seed = 3, epoch = 0;
+	const uint32_t batch_size = 7;
+	static const uint32_t worlds[] = {4, 7, 1, 8, 3};
+	uint32_t *count = calloc(n, sizeof(uint32_t));
+	assert_non_null(count);
+	struct position at = {seed, n, epoch, 0};
+	for (size_t hop = 0; hop < sizeof(worlds) / sizeof(worlds[0]); hop++) {
+		uint32_t w = worlds[hop];
+		bool final = hop + 1 == sizeof(worlds) / sizeof(worlds[0]);
+		char token[POSITION_TEXT_MAX];
+		assert_int_equal(position_format(&at, token, sizeof(token)), 0);
+		assert_int_equal(position_parse(token, &at), 0);
+		uint64_t g = at.offset;
+		struct position next = {0};
+		for (uint32_t rank = 0; rank < w; rank++) {
+			struct sampler s = {.n_samples = n, .seed = seed, .batch_size = batch_size,
+					    .rank = rank, .world = w, .shuffle = true};
+			uint64_t batches = sampler_batches(&s, g);
+			uint64_t take = final ? batches : 3;
+			assert_true(take <= batches);
+			for (uint64_t b = 0; b < take; b++) {
+				uint32_t rows = sampler_batch_rows(&s, g, b);
+				for (uint32_t i = 0; i < rows; i++) {
+					uint64_t j = b * batch_size + i;
+					if (g + rank + j * (uint64_t)w < n)
+						count[sampler_sample(&s, at.epoch, g, j)]++;
+				}
+				position_after_batch(seed, n, w, at.epoch, g, b * batch_size, rows,
+						     b + 1 == batches, &next);
+			}
+		}
+		at = next;
+	}
+	assert_int_equal(at.epoch, epoch + 1);
+	assert_int_equal(at.offset, 0);
+	for (uint64_t v = 0; v < n; v++)
+		assert_int_equal(count[v], 1);
+	free(count);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_format_parse_round_trip),
+		cmocka_unit_test(test_format_needs_room),
+		cmocka_unit_test(test_parse_rejects_malformed),
+		cmocka_unit_test(test_after_batch),
+		cmocka_unit_test(test_resume_with_other_world),
+		cmocka_unit_test(test_resume_chain),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}

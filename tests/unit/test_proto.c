@@ -1,0 +1,647 @@
+/*
+ * test_proto: the frame codec (proto/proto.c) against proto/PROTOCOL.md, and
+ * the packet layer (proto/wire.c) over a real AF_UNIX SOCK_SEQPACKET pair.
+ *
+ * Malformed frames are made by encoding a valid message and then editing its
+ * bytes at the offsets PROTOCOL.md documents, so these tests also pin the
+ * documented layout.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "proto/proto.h"
+#include "proto/wire.h"
+
+/* Large objects live here, not on the stack. */
+static uint8_t frame[PROTO_MAX_FRAME + 64];
+static struct proto_msg in, out;
+static char why[512];
+
+enum sample {
+	S_HELLO_MAX, S_HELLO_MIN, S_WELCOME_MAX, S_WELCOME_MIN, S_READY, S_RELEASE, S_BYE,
+	S_ERROR_MAX, S_STATUS_REQ, S_STATUS_MAX, S_STATUS_SMALL, S_STATUS_EMPTY, S_COUNT
+};
+
+static void make_welcome(struct proto_welcome *w, uint32_t n_tensors, uint32_t ndim)
+{
+	w->session = 0x0102030405060708ull;
+	w->arena_bytes = 1ull << 40;
+	w->slot_bytes = 1ull << 30;
+	w->n_samples = 1000003;
+	w->seed = UINT64_MAX;
+	w->epoch = 7;
+	w->offset = 12345;
+	w->batch_size = 64;
+	w->rank = 1;
+	w->world = 8;
+	w->depth = 4;
+	w->shuffle = 1;
+	w->drop_last = 1;
+	w->n_tensors = n_tensors;
+	for (uint32_t t = 0; t < n_tensors; t++) {
+		struct proto_tensor *x = &w->tensors[t];
+		if (n_tensors == 1)
+			strcpy(x->name, "data");
+		else
+			memset(x->name, 'a' + (int)t, PROTO_TENSOR_NAME_MAX - 1);
+		x->dtype = 1 + t % PROTO_DTYPE_MAX;
+		x->ndim = ndim;
+		x->shape[0] = 64;
+		for (uint32_t d = 1; d < ndim; d++)
+			x->shape[d] = 2 + d + t;
+		x->offset = (uint64_t)t << 20;
+	}
+	if (n_tensors == 1) { /* payload of exactly 122 bytes, see the patch tests */
+		w->rank = 0;
+		w->world = 1;
+		w->tensors[0].shape[1] = 96;
+	}
+}
+
+static void make_sample(enum sample s, struct proto_msg *m)
+{
+	static const uint16_t types[S_COUNT] = {
+		PROTO_HELLO, PROTO_HELLO, PROTO_WELCOME, PROTO_WELCOME, PROTO_READY,
+		PROTO_RELEASE, PROTO_BYE, PROTO_ERROR, PROTO_STATUS_REQ, PROTO_STATUS,
+		PROTO_STATUS, PROTO_STATUS};
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = types[s];
+	m->hdr.request_id = 0x8877665544332211ull + (uint64_t)s;
+	switch (s) {
+	case S_HELLO_MAX:
+		m->u.hello.delivery = PROTO_DELIVERY_DEVICE;
+		m->u.hello.rank = 6;
+		m->u.hello.world = 7;
+		m->u.hello.depth = 16;
+		for (int i = 0; i < PROTO_UUID_BYTES; i++)
+			m->u.hello.device_uuid[i] = (uint8_t)(0xf0 + i);
+		memset(m->u.hello.pipeline, 'p', PROTO_NAME_MAX - 1);
+		memset(m->u.hello.client_name, 'c', PROTO_NAME_MAX - 1);
+		memset(m->u.hello.resume, 'r', PROTO_TOKEN_MAX - 1);
+		break;
+	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2) = 39 bytes */
+		m->u.hello.rank = 1;
+		m->u.hello.world = 2;
+		strcpy(m->u.hello.pipeline, "x");
+		break;
+	case S_WELCOME_MAX: make_welcome(&m->u.welcome, PROTO_TENSORS_MAX, PROTO_NDIM_MAX); break;
+	case S_WELCOME_MIN: make_welcome(&m->u.welcome, 1, 2); break;
+	case S_READY:
+		m->u.ready = (struct proto_ready){.seq = UINT64_MAX, .epoch = 3, .epoch_offset = 5,
+			.batch = 9, .first = 576, .slot_offset = 1ull << 33, .slot = 15,
+			.generation = UINT32_MAX, .rows = 7, .flags = PROTO_READY_LAST_IN_EPOCH};
+		break;
+	case S_RELEASE: m->u.release = (struct proto_release){.seq = 42, .slot = 3, .generation = 9}; break;
+	case S_ERROR_MAX:
+		m->u.error.code = EIO;
+		memset(m->u.error.text, 'e', PROTO_ERROR_TEXT_MAX - 1);
+		break;
+	case S_STATUS_MAX:
+	case S_STATUS_SMALL:
+		m->u.status.text_len = s == S_STATUS_MAX ? PROTO_STATUS_TEXT_MAX : 10;
+		for (uint32_t i = 0; i < m->u.status.text_len; i++)
+			m->u.status.text[i] = (char)(i % 64 == 63 ? '\n' : 'a' + i % 26);
+		break;
+	default: break; /* BYE, STATUS_REQ, STATUS_EMPTY */
+	}
+}
+
+static void put_le(uint8_t *p, uint64_t v, size_t n)
+{
+	for (size_t i = 0; i < n; i++, v >>= 8)
+		p[i] = (uint8_t)v;
+}
+
+static size_t encode_sample(enum sample s)
+{
+	int n;
+	make_sample(s, &in);
+	n = proto_encode(&in, frame, sizeof(frame));
+	assert_true(n >= PROTO_HEADER_BYTES);
+	return (size_t)n;
+}
+
+static int decode(size_t len)
+{
+	return proto_decode(frame, len, &out, why, sizeof(why));
+}
+
+/* Encodes sample s, overwrites n bytes at payload offset off with v, decodes. */
+static int patched(enum sample s, size_t off, uint64_t v, size_t n)
+{
+	size_t len = encode_sample(s);
+	assert_true(PROTO_HEADER_BYTES + off + n <= len);
+	put_le(frame + PROTO_HEADER_BYTES + off, v, n);
+	return decode(len);
+}
+
+/* Encodes sample s, removes n payload bytes at off (fixing the length),
+ * then writes v (vn bytes) at payload offset voff, decodes. */
+static int cut(enum sample s, size_t off, size_t n, size_t voff, uint64_t v, size_t vn)
+{
+	size_t len = encode_sample(s);
+	uint8_t *p = frame + PROTO_HEADER_BYTES + off;
+	memmove(p, p + n, len - PROTO_HEADER_BYTES - off - n);
+	len -= n;
+	put_le(frame + 12, len - PROTO_HEADER_BYTES, 4);
+	put_le(frame + PROTO_HEADER_BYTES + voff, v, vn);
+	return decode(len);
+}
+
+static void expect(int rc, int want, const char *why_part)
+{
+	if (rc != want || (why_part && !strstr(why, why_part))) {
+		print_error("got %d (%s), want %d with \"%s\"\n", rc, why, want,
+			    why_part ? why_part : "");
+		fail();
+	}
+}
+
+static void assert_msg_equal(const struct proto_msg *a, const struct proto_msg *b)
+{
+	assert_int_equal(a->hdr.type, b->hdr.type);
+	assert_int_equal(a->hdr.flags, b->hdr.flags);
+	assert_true(a->hdr.request_id == b->hdr.request_id);
+	switch (a->hdr.type) {
+	case PROTO_HELLO: assert_memory_equal(&a->u.hello, &b->u.hello, sizeof(a->u.hello)); break;
+	case PROTO_WELCOME: assert_memory_equal(&a->u.welcome, &b->u.welcome, sizeof(a->u.welcome)); break;
+	case PROTO_READY: assert_memory_equal(&a->u.ready, &b->u.ready, sizeof(a->u.ready)); break;
+	case PROTO_RELEASE: assert_memory_equal(&a->u.release, &b->u.release, sizeof(a->u.release)); break;
+	case PROTO_ERROR: assert_memory_equal(&a->u.error, &b->u.error, sizeof(a->u.error)); break;
+	case PROTO_STATUS:
+		assert_int_equal(a->u.status.text_len, b->u.status.text_len);
+		if (a->u.status.text_len)
+			assert_memory_equal(a->u.status.text, b->u.status.text, a->u.status.text_len);
+		assert_int_equal(b->u.status.text[b->u.status.text_len], 0);
+		break;
+	default: break;
+	}
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	for (enum sample s = 0; s < S_COUNT; s++) {
+		size_t len = encode_sample(s);
+		memset(&out, 0x5a, sizeof(out));
+		expect(decode(len), 0, NULL);
+		assert_int_equal(out.hdr.magic, PROTO_MAGIC);
+		assert_int_equal(out.hdr.version, PROTO_VERSION);
+		assert_int_equal(out.hdr.length, len - PROTO_HEADER_BYTES);
+		assert_msg_equal(&in, &out);
+	}
+	/* The fd flag is a known bit and survives. */
+	make_sample(S_BYE, &in);
+	in.hdr.flags = PROTO_FLAG_FD;
+	expect(decode((size_t)proto_encode(&in, frame, sizeof(frame))), 0, NULL);
+	assert_int_equal(out.hdr.flags, PROTO_FLAG_FD);
+}
+
+/* The exact bytes of two frames, as PROTOCOL.md spells them out. */
+static void test_golden_bytes(void **state)
+{
+	static const uint8_t release[] = {
+		'L', 'D', 'R', 'D', 1, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0};
+	static const uint8_t hello_payload[] = {
+		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0};
+	(void)state;
+	memset(&in, 0, sizeof(in));
+	in.hdr.type = PROTO_RELEASE;
+	in.hdr.request_id = 42;
+	in.u.release = (struct proto_release){.seq = 0x0102030405060708ull, .slot = 9, .generation = 10};
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), sizeof(release));
+	assert_memory_equal(frame, release, sizeof(release));
+
+	memset(&in, 0, sizeof(in));
+	in.hdr.type = PROTO_HELLO;
+	in.u.hello = (struct proto_hello){.rank = 1, .world = 2, .depth = 4};
+	strcpy(in.u.hello.pipeline, "train");
+	strcpy(in.u.hello.client_name, "cl");
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), 24 + sizeof(hello_payload));
+	assert_memory_equal(frame + 24, hello_payload, sizeof(hello_payload));
+}
+
+static void test_names(void **state)
+{
+	(void)state;
+	assert_int_equal(proto_dtype_bytes(PROTO_DTYPE_UINT8), 1);
+	assert_int_equal(proto_dtype_bytes(PROTO_DTYPE_FLOAT16), 2);
+	assert_int_equal(proto_dtype_bytes(PROTO_DTYPE_INT64), 8);
+	assert_int_equal(proto_dtype_bytes(0), 0);
+	assert_int_equal(proto_dtype_bytes(PROTO_DTYPE_MAX + 1), 0);
+	assert_string_equal(proto_dtype_name(PROTO_DTYPE_UINT32), "uint32");
+	assert_string_equal(proto_dtype_name(99), "invalid");
+	assert_string_equal(proto_type_name(PROTO_STATUS_REQ), "STATUS_REQ");
+	assert_string_equal(proto_type_name(0), "invalid");
+	assert_string_equal(proto_type_name(PROTO_TYPE_MAX + 1), "invalid");
+}
+
+static void test_bad_header(void **state)
+{
+	size_t len;
+	(void)state;
+	len = encode_sample(S_RELEASE);
+	for (size_t n = 0; n < PROTO_HEADER_BYTES; n++)
+		expect(decode(n), -EBADMSG, "short frame");
+	frame[0] ^= 1;
+	expect(decode(len), -EBADMSG, "magic");
+	for (uint16_t v = 0; v < 4; v += 2) { /* 0 and 2 */
+		len = encode_sample(S_RELEASE);
+		put_le(frame + 4, v, 2);
+		expect(decode(len), -EPROTONOSUPPORT, "version");
+	}
+	len = encode_sample(S_RELEASE);
+	expect(decode(len - 1), -EBADMSG, "disagrees"); /* length says more than received */
+	frame[len] = 0;
+	expect(decode(len + 1), -EBADMSG, "disagrees"); /* received more than length says */
+	put_le(frame + 12, 70000, 4);
+	expect(decode(len), -EMSGSIZE, NULL);
+	assert_string_equal(why, "frame length 70000 over maximum 65512");
+	len = encode_sample(S_BYE); /* an over-long frame whose length is honest */
+	memset(frame + len, 0, PROTO_MAX_PAYLOAD + 1);
+	put_le(frame + 12, PROTO_MAX_PAYLOAD + 1, 4);
+	expect(decode(PROTO_MAX_FRAME + 1), -EMSGSIZE, "over maximum");
+	static const uint16_t bad_types[] = {0, PROTO_TYPE_MAX + 1, 0xffff};
+	for (size_t i = 0; i < 3; i++) {
+		len = encode_sample(S_BYE);
+		put_le(frame + 6, bad_types[i], 2);
+		expect(decode(len), -EPROTO, "unknown message type");
+	}
+	static const uint32_t bad_flags[] = {0x2, 0x80000000u, 0xffffffffu};
+	for (size_t i = 0; i < 3; i++) {
+		len = encode_sample(S_BYE);
+		put_le(frame + 8, bad_flags[i], 4);
+		expect(decode(len), -EBADMSG, "flag");
+	}
+}
+
+/* Every payload cut short at every byte, and every payload with one byte
+ * too many, is refused. */
+static void test_truncated_and_trailing(void **state)
+{
+	(void)state;
+	for (enum sample s = 0; s < S_COUNT; s++) {
+		size_t len = encode_sample(s);
+		for (size_t cut_at = 0; cut_at < len - PROTO_HEADER_BYTES; cut_at++) {
+			put_le(frame + 12, cut_at, 4);
+			expect(decode(PROTO_HEADER_BYTES + cut_at), -EPROTO, NULL);
+		}
+		if (len + 1 > PROTO_MAX_FRAME)
+			continue;
+		frame[len] = 0;
+		put_le(frame + 12, len + 1 - PROTO_HEADER_BYTES, 4);
+		expect(decode(len + 1), -EPROTO,
+		       len == PROTO_HEADER_BYTES ? "payload must be empty" : "after the last field");
+	}
+}
+
+static void test_bad_hello(void **state)
+{
+	(void)state;
+	expect(patched(S_HELLO_MIN, 0, 2, 4), -EPROTO, "HELLO: delivery 2");
+	expect(patched(S_HELLO_MIN, 4, 3, 4), -EPROTO, NULL);
+	assert_string_equal(why, "HELLO: rank 3 >= world 2");
+	expect(patched(S_HELLO_MIN, 4, 2, 4), -EPROTO, "rank 2 >= world 2");
+	expect(patched(S_HELLO_MIN, 8, 0, 4), -EPROTO, "world 0");
+	expect(cut(S_HELLO_MIN, 34, 1, 32, 0, 2), -EPROTO, "pipeline name is empty");
+	expect(patched(S_HELLO_MIN, 34, 0, 1), -EPROTO, "pipeline contains a NUL");
+	/* lengths one over each buffer (at the limit is in the round trip) */
+	expect(patched(S_HELLO_MAX, 32, PROTO_NAME_MAX, 2), -EPROTO, "pipeline length 64 over maximum 63");
+	expect(patched(S_HELLO_MAX, 97, PROTO_NAME_MAX, 2), -EPROTO, "client_name length 64");
+	expect(patched(S_HELLO_MAX, 162, PROTO_TOKEN_MAX, 2), -EPROTO, "resume length 128 over maximum 127");
+	expect(patched(S_HELLO_MAX, 162, 0xffff, 2), -EPROTO, "resume length 65535");
+	expect(patched(S_HELLO_MAX, 99 + 10, 0, 1), -EPROTO, "client_name contains a NUL");
+	expect(patched(S_HELLO_MAX, 164 + 126, 0, 1), -EPROTO, "resume contains a NUL");
+}
+
+/* S_WELCOME_MIN payload: fixed fields 0..83, n_tensors at 80, then tensor 0:
+ * name length 84, "data" 86, dtype 90, ndim 94, shape 98 and 106, offset 114. */
+static void test_bad_welcome(void **state)
+{
+	(void)state;
+	expect(patched(S_WELCOME_MIN, 56, 0, 4), -EPROTO, "batch_size 0");
+	expect(patched(S_WELCOME_MIN, 60, 1, 4), -EPROTO, "WELCOME: rank 1 >= world 1");
+	expect(patched(S_WELCOME_MIN, 64, 0, 4), -EPROTO, "world 0");
+	expect(patched(S_WELCOME_MIN, 72, 2, 4), -EPROTO, "shuffle 2");
+	expect(patched(S_WELCOME_MIN, 76, 2, 4), -EPROTO, "drop_last 2");
+	expect(patched(S_WELCOME_MIN, 80, 0, 4), -EPROTO, "n_tensors 0");
+	expect(patched(S_WELCOME_MIN, 80, 9, 4), -EPROTO, "n_tensors 9");
+	expect(patched(S_WELCOME_MIN, 80, 0xffffffffu, 4), -EPROTO, "n_tensors");
+	expect(patched(S_WELCOME_MIN, 80, 2, 4), -EPROTO, "truncated");
+	expect(patched(S_WELCOME_MIN, 16, 1ull << 41, 8), -EPROTO, "slot_bytes");
+	expect(cut(S_WELCOME_MIN, 86, 4, 84, 0, 2), -EPROTO, "tensor 0 name is empty");
+	expect(patched(S_WELCOME_MIN, 84, PROTO_TENSOR_NAME_MAX, 2), -EPROTO, "name length 32 over maximum 31");
+	expect(patched(S_WELCOME_MIN, 87, 0, 1), -EPROTO, "name contains a NUL");
+	expect(patched(S_WELCOME_MIN, 90, 0, 4), -EPROTO, "dtype 0");
+	expect(patched(S_WELCOME_MIN, 90, PROTO_DTYPE_MAX + 1, 4), -EPROTO, "dtype 8");
+	expect(patched(S_WELCOME_MIN, 94, 0, 4), -EPROTO, "ndim 0");
+	expect(patched(S_WELCOME_MIN, 94, 5, 4), -EPROTO, "ndim 5");
+	expect(patched(S_WELCOME_MIN, 94, 3, 4), -EPROTO, "truncated");
+	expect(patched(S_WELCOME_MIN, 94, 1, 4), -EPROTO, "after the last field");
+	expect(patched(S_WELCOME_MIN, 98, 63, 8), -EPROTO, "shape[0] 63 is not batch_size 64");
+	expect(patched(S_WELCOME_MIN, 106, 0, 8), -EPROTO, "shape[1] 0");
+	expect(patched(S_WELCOME_MIN, 106, 1ull << 62, 8), -EPROTO, "overflows");
+	expect(patched(S_WELCOME_MIN, 114, (1ull << 30) - 100, 8), -EPROTO, "outside slot_bytes");
+	expect(patched(S_WELCOME_MIN, 114, UINT64_MAX, 8), -EPROTO, "outside slot_bytes");
+	expect(patched(S_WELCOME_MIN, 114, (1ull << 30) - 64 * 96, 8), 0, NULL); /* exactly fits */
+}
+
+static void test_bad_ready_error_status(void **state)
+{
+	(void)state;
+	expect(patched(S_READY, 56, 0, 4), -EPROTO, "READY: rows 0");
+	expect(patched(S_READY, 60, 2, 4), -EPROTO, "READY: unknown flag bits 0x2");
+	expect(patched(S_ERROR_MAX, 0, 0, 4), -EPROTO, "ERROR: code 0");
+	expect(patched(S_ERROR_MAX, 0, (uint32_t)-5, 4), -EPROTO, "ERROR: code -5");
+	expect(patched(S_ERROR_MAX, 4, PROTO_ERROR_TEXT_MAX, 2), -EPROTO, "text length 1024 over maximum 1023");
+	expect(patched(S_ERROR_MAX, 6 + 500, 0, 1), -EPROTO, "text contains a NUL");
+	expect(cut(S_ERROR_MAX, 6, PROTO_ERROR_TEXT_MAX - 1, 4, 0, 2), -EPROTO, "ERROR: text is empty");
+	expect(patched(S_STATUS_MAX, 0, PROTO_STATUS_TEXT_MAX + 1, 4), -EPROTO, "text_len 65505 over maximum 65504");
+	expect(patched(S_STATUS_SMALL, 0, 0xffffffffu, 4), -EPROTO, "over maximum");
+	expect(patched(S_STATUS_SMALL, 0, 11, 4), -EPROTO, "truncated");
+	expect(patched(S_STATUS_SMALL, 4 + 3, 0, 1), -EPROTO, "STATUS: text contains a NUL");
+	/* A STATUS text one byte over its maximum, bytes and all, still fits a frame. */
+	size_t len = encode_sample(S_STATUS_MAX);
+	frame[len] = 'z';
+	put_le(frame + 12, len + 1 - PROTO_HEADER_BYTES, 4);
+	put_le(frame + PROTO_HEADER_BYTES, PROTO_STATUS_TEXT_MAX + 1, 4);
+	expect(decode(len + 1), -EPROTO, "over maximum");
+}
+
+/* The encoder refuses what the decoder refuses, and short buffers. */
+static void test_encode_rejects(void **state)
+{
+	uint8_t small[4096];
+	(void)state;
+#define REJECT(sample, edit)                                                       \
+	do {                                                                       \
+		make_sample(sample, &in);                                          \
+		edit;                                                              \
+		assert_int_equal(proto_encode(&in, frame, sizeof(frame)), -EINVAL); \
+	} while (0)
+	REJECT(S_BYE, in.hdr.type = 0);
+	REJECT(S_BYE, in.hdr.type = PROTO_TYPE_MAX + 1);
+	REJECT(S_BYE, in.hdr.flags = 0x2);
+	REJECT(S_HELLO_MIN, in.u.hello.rank = 2);
+	REJECT(S_HELLO_MIN, in.u.hello.world = 0);
+	REJECT(S_HELLO_MIN, in.u.hello.delivery = 2);
+	REJECT(S_HELLO_MIN, in.u.hello.pipeline[0] = 0);
+	REJECT(S_HELLO_MAX, in.u.hello.pipeline[PROTO_NAME_MAX - 1] = 'p');
+	REJECT(S_HELLO_MAX, in.u.hello.client_name[PROTO_NAME_MAX - 1] = 'c');
+	REJECT(S_HELLO_MAX, in.u.hello.resume[PROTO_TOKEN_MAX - 1] = 'r');
+	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = PROTO_TENSORS_MAX + 1);
+	REJECT(S_WELCOME_MAX, in.u.welcome.batch_size = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.rank = 8);
+	REJECT(S_WELCOME_MAX, in.u.welcome.world = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.shuffle = 2);
+	REJECT(S_WELCOME_MAX, in.u.welcome.drop_last = 2);
+	REJECT(S_WELCOME_MAX, in.u.welcome.slot_bytes = in.u.welcome.arena_bytes + 1);
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].name[0] = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].name[PROTO_TENSOR_NAME_MAX - 1] = 'x');
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].dtype = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].dtype = PROTO_DTYPE_MAX + 1);
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].ndim = 0);
+	REJECT(S_WELCOME_MAX, in.u.welcome.tensors[7].ndim = PROTO_NDIM_MAX + 1);
+	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].shape[2] = 1); /* unused dim not 0 */
+	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].shape[0] = 63);
+	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].offset = in.u.welcome.slot_bytes);
+	REJECT(S_READY, in.u.ready.rows = 0);
+	REJECT(S_READY, in.u.ready.flags = 0x2);
+	REJECT(S_ERROR_MAX, in.u.error.code = 0);
+	REJECT(S_ERROR_MAX, in.u.error.code = -1);
+	REJECT(S_ERROR_MAX, in.u.error.text[0] = 0);
+	REJECT(S_ERROR_MAX, in.u.error.text[PROTO_ERROR_TEXT_MAX - 1] = 'e');
+	REJECT(S_STATUS_MAX, in.u.status.text_len = PROTO_STATUS_TEXT_MAX + 1);
+	REJECT(S_STATUS_SMALL, in.u.status.text[5] = 0);
+#undef REJECT
+	for (enum sample s = 0; s < S_COUNT; s++) {
+		size_t len = encode_sample(s);
+		size_t step = len > sizeof(small) ? len / 64 : 1;
+		for (size_t cap = 0; cap < len; cap += step)
+			assert_int_equal(proto_encode(&in, cap <= sizeof(small) ? small : frame, cap), -EMSGSIZE);
+		assert_int_equal(proto_encode(&in, frame, len - 1), -EMSGSIZE);
+		assert_int_equal(proto_encode(&in, frame, len), (int)len);
+	}
+}
+
+/* ---- wire ---- */
+
+static int count_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+	assert_non_null(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+static void make_pair(int sv[2], int extra_type)
+{
+	assert_int_equal(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | extra_type, 0, sv), 0);
+}
+
+/* Sends len bytes of frame with n_fds fds, bypassing wire_send's checks. */
+static void raw_send(int sock, size_t len, const int *fds, size_t n_fds)
+{
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * 16)];
+	} control;
+	struct iovec iov = {.iov_base = frame, .iov_len = len};
+	struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+	memset(&control, 0, sizeof(control));
+	if (n_fds) {
+		struct cmsghdr *c;
+		mh.msg_control = control.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n_fds);
+		c = CMSG_FIRSTHDR(&mh);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * n_fds);
+		memcpy(CMSG_DATA(c), fds, sizeof(int) * n_fds);
+	}
+	assert_int_equal(sendmsg(sock, &mh, MSG_NOSIGNAL), (ssize_t)len);
+}
+
+static void test_wire_fd_passing(void **state)
+{
+	int sv[2], p[2], fd = -2;
+	char buf[4] = {0};
+	(void)state;
+	make_pair(sv, 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	make_sample(S_WELCOME_MAX, &in);
+	assert_int_equal(wire_send(sv[0], &in, p[1]), 0);
+	assert_true(in.hdr.flags & PROTO_FLAG_FD);
+	assert_int_equal(wire_recv(sv[1], &out, &fd, why, sizeof(why)), 0);
+	assert_true(fd >= 0 && fd != p[1]);
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(out.hdr.flags, PROTO_FLAG_FD);
+	assert_msg_equal(&in, &out);
+	assert_int_equal(write(fd, "xyz", 3), 3);
+	assert_int_equal(read(p[0], buf, 3), 3);
+	assert_string_equal(buf, "xyz");
+	close(fd);
+	/* No fd: the flag is cleared even if the caller left it set. */
+	make_sample(S_READY, &in);
+	in.hdr.flags = PROTO_FLAG_FD;
+	assert_int_equal(wire_send(sv[0], &in, -1), 0);
+	assert_int_equal(wire_recv(sv[1], &out, &fd, why, sizeof(why)), 0);
+	assert_int_equal(fd, -1);
+	assert_int_equal(out.hdr.flags, 0);
+	assert_msg_equal(&in, &out);
+	/* An invalid message is not sent. */
+	in.u.ready.rows = 0;
+	assert_int_equal(wire_send(sv[0], &in, -1), -EINVAL);
+	close(p[0]);
+	close(p[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_wire_peer_close(void **state)
+{
+	int sv[2], fd = -2;
+	(void)state;
+	make_pair(sv, 0);
+	make_sample(S_BYE, &in);
+	assert_int_equal(wire_send(sv[0], &in, -1), 0);
+	close(sv[0]);
+	/* What was sent before the close is still delivered, then the close. */
+	assert_int_equal(wire_recv(sv[1], &out, &fd, why, sizeof(why)), 0);
+	assert_int_equal(out.hdr.type, PROTO_BYE);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -ECONNRESET, "closed");
+	assert_int_equal(fd, -1);
+	/* Sending to a closed peer is -EPIPE, not a signal. */
+	assert_int_equal(wire_send(sv[1], &in, -1), -EPIPE);
+	close(sv[1]);
+}
+
+static void test_wire_nonblocking(void **state)
+{
+	int sv[2], fd = -2, rc = 0;
+	(void)state;
+	make_pair(sv, SOCK_NONBLOCK);
+	assert_int_equal(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EAGAIN);
+	assert_int_equal(fd, -1);
+	make_sample(S_STATUS_MAX, &in);
+	for (int i = 0; i < 100000 && rc == 0; i++)
+		rc = wire_send(sv[0], &in, -1);
+	assert_int_equal(rc, -EAGAIN);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_wire_oversized(void **state)
+{
+	int sv[2], p[2], fd = -2, before;
+	(void)state;
+	make_pair(sv, 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	before = count_fds();
+	encode_sample(S_BYE);
+	memset(frame + PROTO_HEADER_BYTES, 0, PROTO_MAX_FRAME + 64 - PROTO_HEADER_BYTES);
+	raw_send(sv[0], PROTO_MAX_FRAME + 1, NULL, 0);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EMSGSIZE, "larger");
+	raw_send(sv[0], PROTO_MAX_FRAME + 64, p, 1);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EMSGSIZE, NULL);
+	assert_int_equal(fd, -1);
+	assert_int_equal(count_fds(), before);
+	/* The largest valid frame passes. */
+	make_sample(S_STATUS_MAX, &in);
+	assert_int_equal(wire_send(sv[0], &in, -1), 0);
+	assert_int_equal(wire_recv(sv[1], &out, &fd, why, sizeof(why)), 0);
+	assert_msg_equal(&in, &out);
+	close(p[0]);
+	close(p[1]);
+	close(sv[0]);
+	close(sv[1]);
+}
+
+static void test_wire_fd_mismatch(void **state)
+{
+	int sv[2], p[2], fd = -2, before, many[10];
+	size_t len;
+	(void)state;
+	make_pair(sv, 0);
+	assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+	before = count_fds();
+
+	make_sample(S_BYE, &in);
+	in.hdr.flags = PROTO_FLAG_FD; /* flag, no fd */
+	len = (size_t)proto_encode(&in, frame, sizeof(frame));
+	raw_send(sv[0], len, NULL, 0);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EBADMSG, "BYE: fd flag set but no fd");
+	assert_int_equal(fd, -1);
+
+	in.hdr.flags = 0; /* fd, no flag */
+	len = (size_t)proto_encode(&in, frame, sizeof(frame));
+	raw_send(sv[0], len, p, 1);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EBADMSG, "fd attached without the fd flag");
+	assert_int_equal(fd, -1);
+	assert_int_equal(count_fds(), before);
+
+	in.hdr.flags = PROTO_FLAG_FD; /* two fds */
+	len = (size_t)proto_encode(&in, frame, sizeof(frame));
+	raw_send(sv[0], len, p, 2);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EBADMSG, "more than one fd");
+	assert_int_equal(count_fds(), before);
+
+	for (int i = 0; i < 10; i++) /* more fds than the receiver has room for */
+		many[i] = p[i % 2];
+	raw_send(sv[0], len, many, 10);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EBADMSG, NULL);
+	assert_int_equal(count_fds(), before);
+
+	frame[0] ^= 0xff; /* an invalid frame carrying an fd */
+	raw_send(sv[0], len, p, 1);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -EBADMSG, "magic");
+	assert_int_equal(fd, -1);
+	assert_int_equal(count_fds(), before);
+
+	close(sv[0]);
+	expect(wire_recv(sv[1], &out, &fd, why, sizeof(why)), -ECONNRESET, NULL);
+	assert_int_equal(count_fds(), before - 1);
+	close(p[0]);
+	close(p[1]);
+	close(sv[1]);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_round_trip),
+		cmocka_unit_test(test_golden_bytes),
+		cmocka_unit_test(test_names),
+		cmocka_unit_test(test_bad_header),
+		cmocka_unit_test(test_truncated_and_trailing),
+		cmocka_unit_test(test_bad_hello),
+		cmocka_unit_test(test_bad_welcome),
+		cmocka_unit_test(test_bad_ready_error_status),
+		cmocka_unit_test(test_encode_rejects),
+		cmocka_unit_test(test_wire_fd_passing),
+		cmocka_unit_test(test_wire_peer_close),
+		cmocka_unit_test(test_wire_nonblocking),
+		cmocka_unit_test(test_wire_oversized),
+		cmocka_unit_test(test_wire_fd_mismatch),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
