@@ -114,10 +114,9 @@ static int connect_socket(struct ldr_client *c, const char *path)
 	char ebuf[128];
 	int r;
 	if (!path) {
-		r = paths_default_socket(def, sizeof def);
+		r = paths_client_socket(def, sizeof def);
 		if (r < 0) {
-			set_error(c, "%s", r == -ENOENT ? "no socket path: set LOADERD_SOCKET or "
-				  "XDG_RUNTIME_DIR" : "default socket path is too long");
+			set_error(c, "the default socket path is too long: set LOADERD_SOCKET");
 			return r;
 		}
 		path = def;
@@ -593,9 +592,8 @@ int ldr_release(struct ldr_client *c, const struct ldr_batch *b)
 		c->position_seq = hb->seq;
 		c->released_any = true;
 	}
-	struct proto_msg *msg = &c->msg;
-	memset(msg, 0, sizeof *msg);
-	msg->hdr.type = PROTO_RELEASE;
+	struct proto_msg *msg = &c->msg; /* only the fields RELEASE uses: the union is 64 KiB */
+	msg->hdr = (struct proto_header){.type = PROTO_RELEASE};
 	msg->u.release = (struct proto_release){
 		.seq = hb->seq, .slot = hb->slot, .generation = hb->generation,
 	};

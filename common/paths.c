@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int paths_default_socket(char *buf, size_t cap)
@@ -18,5 +19,23 @@ int paths_default_socket(char *buf, size_t cap)
 		n = snprintf(buf, cap, "%s/loaderd.sock", env);
 	else
 		return -ENOENT;
+	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}
+
+int paths_client_socket(char *buf, size_t cap)
+{
+	const char *env = getenv("LOADERD_SOCKET");
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+	if (env && *env) {
+		n = snprintf(buf, cap, "%s", env);
+	} else if (geteuid() != 0 && xdg && *xdg) {
+		struct stat st;
+		n = snprintf(buf, cap, "%s/loaderd.sock", xdg);
+		if (n >= 0 && (size_t)n < cap && (stat(buf, &st) < 0 || !S_ISSOCK(st.st_mode)))
+			n = snprintf(buf, cap, "/run/loaderd/loaderd.sock");
+	} else {
+		n = snprintf(buf, cap, "/run/loaderd/loaderd.sock");
+	}
 	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
 }

@@ -448,9 +448,12 @@ static bool pipeline_name_valid(const char *name, size_t len)
 {
 	if (len < 1 || len > PIPELINE_NAME_MAX)
 		return false;
-	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)name[i]) && !strchr("_.-", name[i]))
+	for (size_t i = 0; i < len; i++) {
+		char ch = name[i]; /* ASCII only, whatever the locale */
+		if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') &&
+		    !(ch >= '0' && ch <= '9') && ch != '_' && ch != '.' && ch != '-')
 			return false;
+	}
 	return true;
 }
 

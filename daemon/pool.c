@@ -220,6 +220,9 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 		snprintf(w->last_exit, sizeof(w->last_exit), "exit code %" PRId64, exit_status);
 
 	worker_drain(w);
+	/* No longer a candidate for items: those handed back below must go to
+	 * a live worker, not onto this ring, which is reset on respawn. */
+	w->state = p->stopping ? WORKER_STOPPING : WORKER_STARTING;
 	uint32_t lost = w->n_outstanding;
 	w->n_outstanding = 0;
 	if (!p->stopping) {
@@ -434,8 +437,9 @@ void pool_describe(const struct pool *p, struct status_text *t)
 	status_printf(t, "workers: %u\n", p->n);
 	for (uint32_t i = 0; i < p->n; i++) {
 		const struct worker *w = &p->workers[i];
-		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " restarts %u", w->index,
-			      w->pid, worker_state_names[w->state], w->items_done, w->restarts);
+		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
+			      w->index, w->pid, worker_state_names[w->state], w->items_done,
+			      w->n_outstanding, w->restarts);
 		if (w->last_exit[0])
 			status_printf(t, " last_exit \"%s\"", w->last_exit);
 		if (w->state == WORKER_BACKOFF)

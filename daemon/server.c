@@ -34,6 +34,7 @@ struct conn {
 	pid_t pid;
 	uid_t uid;
 	enum conn_state state;
+	bool peer_closed; /* a send found the peer gone: reads drain, then close */
 	uv_poll_t poll;
 	struct sched_client *client;
 };
@@ -87,14 +88,20 @@ static void conn_close(struct conn *c)
  * closed. Frames to a closing connection are dropped. */
 static void conn_send(struct conn *c, struct proto_msg *m, int fd)
 {
-	if (c->state == CONN_CLOSING)
+	if (c->state == CONN_CLOSING || c->peer_closed)
 		return;
 	int rc = wire_send(c->fd, m, fd);
 	if (rc == 0)
 		return;
+	if (rc == -EPIPE || rc == -ECONNRESET) {
+		/* The peer's last frames (RELEASE, BYE) may still be queued
+		 * for us: the read side takes them, then closes at EOF. */
+		c->peer_closed = true;
+		return;
+	}
 	if (rc == -EAGAIN)
 		log_warning("client pid %d is not reading its socket; closing it", (int)c->pid);
-	else if (rc != -EPIPE && rc != -ECONNRESET)
+	else
 		log_warning("client pid %d: sending %s: %s; closing it", (int)c->pid,
 			    proto_type_name(m->hdr.type), strerror(-rc));
 	conn_close(c);
@@ -188,11 +195,15 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 static void on_conn_event(uv_poll_t *h, int status, int events)
 {
 	struct conn *c = h->data;
-	if (status < 0) {
-		conn_close(c);
-		return;
-	}
-	for (int i = 0; i < SERVER_READ_BUDGET && c->state != CONN_CLOSING; i++) {
+	/* A peer that closes with READY frames unread leaves an error on our
+	 * end (ECONNRESET). libuv reports it as status < 0 and stops the
+	 * handle; recvmsg reports it once, before the frames the peer sent
+	 * last (its final RELEASEs and BYE), which are still queued. So a gone
+	 * peer's queue is read to the end, past the read budget (it cannot
+	 * grow any more), and only then is the connection closed. */
+	bool peer_gone = status < 0 || c->peer_closed;
+	bool reset_seen = false;
+	for (int i = 0; (peer_gone || i < SERVER_READ_BUDGET) && c->state != CONN_CLOSING; i++) {
 		char why[160] = "";
 		int fd = -1;
 		int rc = wire_recv(c->fd, c->srv->rx, &fd, why, sizeof(why));
@@ -201,9 +212,13 @@ static void on_conn_event(uv_poll_t *h, int status, int events)
 			protocol_error(c, 0, "unexpected file descriptor from client");
 			return;
 		}
-		if (rc == -EAGAIN)
+		if (rc == -ECONNRESET && !reset_seen) {
+			reset_seen = peer_gone = true;
+			continue;
+		}
+		if (rc == -EAGAIN && !peer_gone)
 			return;
-		if (rc == -ECONNRESET) {
+		if (rc < 0 && (peer_gone || rc == -ECONNRESET)) {
 			conn_close(c);
 			return;
 		}

@@ -18,11 +18,6 @@ from harness import check  # noqa: E402
 N, RECORD, BATCH = 777, 200, 24
 
 
-def read_text(path):
-    with open(path) as f:
-        return f.read()
-
-
 def body(env):
     data = env.make_raw("data.bin", N, RECORD, seed=5)
     crcs = harness.raw_sample_crcs(data, RECORD)
@@ -40,7 +35,7 @@ def body(env):
                 for p in ("a", "b") for r in range(2)]
         for j, (_, _, rows) in zip(jobs, harness.consume_all(env, d.socket, jobs)):
             harness.check_dump_crcs(rows, crcs, "%s rank %d with %d workers" % (j["pipeline"], j["rank"], workers))
-            dumps[(j["pipeline"], workers, j["rank"])] = read_text(j["dump"])
+            dumps[(j["pipeline"], workers, j["rank"])] = harness.read_text(j["dump"])
         if workers == 4:
             busy = [w["index"] for w in d.status()["workers"] if w["items"] > 0]
             check(len(busy) > 1, "with 4 workers only workers %s did any item" % busy)

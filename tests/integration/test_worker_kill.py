@@ -3,7 +3,9 @@
 
 With 2 workers, a consumer stepping slowly through an epoch (--step-ms, so
 the epoch takes a few seconds) has a worker SIGKILLed under it once it has
-released a few batches. The consumer must finish the epoch with exit 0 and
+released a few batches. The worker is stopped (SIGSTOP) first and killed
+only once status shows it holding items, so the kill always strands work
+that the daemon must issue again. The consumer must finish the epoch with exit 0 and
 a dump identical to a fault-free run's; the daemon must respawn the worker:
 status shows it running again, under a new pid, with restarts 1.
 """
@@ -17,11 +19,6 @@ import harness  # noqa: E402
 from harness import check  # noqa: E402
 
 N, RECORD, BATCH, STEP_MS = 1600, 512, 16, 30  # 100 batches, >= 3 s
-
-
-def read_text(path):
-    with open(path) as f:
-        return f.read()
 
 
 def body(env):
@@ -45,12 +42,15 @@ def body(env):
     victim = d.status()["workers"][0]
     check(victim["state"] == "running" and victim["pid"] > 0, "worker 0 is not running: %s" % victim)
     check(slow.poll() is None, "the consumer finished before the worker could be killed")
+    os.kill(victim["pid"], signal.SIGSTOP)
+    d.wait_status(lambda st: st["workers"][0]["inflight"] > 0, 15,
+                  "the stopped worker 0 to be holding items")
     os.kill(victim["pid"], signal.SIGKILL)
 
     rc, out, err = harness.finish(slow, 60, "the slow consumer")
     check(rc == 0, "the consumer exited %d after a worker was killed\nstdout: %s\nstderr: %s" % (rc, out, err))
     harness.parse_consume_output(out)
-    slow_text, ref_text = read_text(slow_dump), read_text(ref_dump)
+    slow_text, ref_text = harness.read_text(slow_dump), harness.read_text(ref_dump)
     check(slow_text == ref_text, "the dump with a worker killed differs from the fault-free one "
           "(first differing line %s)"
           % harness.first_difference(slow_text.splitlines(), ref_text.splitlines()))

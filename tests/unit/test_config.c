@@ -5,6 +5,7 @@
  * configuration shipped in systemd/loaderd.conf.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <sched.h>
 #include <setjmp.h>
@@ -39,12 +40,15 @@ static int setup(void **state)
 	return cfg ? 0 : -1;
 }
 
+static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	return remove(path);
+}
+
 static int teardown(void **state)
 {
-	char cmd[PATH_MAX + 16];
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp_dir);
 	free(cfg);
-	return system(cmd) == 0 ? 0 : -1;
+	return nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 static void write_file(const char *path, const char *text, size_t len)

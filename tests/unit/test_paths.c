@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -71,6 +74,8 @@ static int check_explicit_socket(void)
 
 /* The cases of a process that is not root; LOADERD_SOCKET empty counts as
  * unset. */
+static int check_client_unprivileged(void);
+
 static int check_unprivileged(void)
 {
 	if (geteuid() == 0)
@@ -95,12 +100,46 @@ static int check_unprivileged(void)
 	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENOENT);
 	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
 
+	RETURN_LINE_UNLESS(check_client_unprivileged() == 0);
+
 	static char long_dir[4100];
 	memset(long_dir, 'd', sizeof(long_dir) - 1);
 	long_dir[0] = '/';
 	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", long_dir, 1) == 0);
 	RETURN_LINE_UNLESS(paths_default_socket(buf, sizeof(buf)) == -ENAMETOOLONG);
 	return check_explicit_socket();
+}
+
+/* paths_client_socket with a generous buffer equals `want`. */
+static int client_resolves_to(const char *want)
+{
+	char buf[4096];
+	return paths_client_socket(buf, sizeof(buf)) == 0 && strcmp(buf, want) == 0;
+}
+
+/* A client prefers its user's own daemon when that one's socket exists,
+ * else the system daemon's; LOADERD_SOCKET still comes first. */
+static int check_client_unprivileged(void)
+{
+	char dir[64], sock_path[96];
+	snprintf(dir, sizeof(dir), "/tmp/ldr-paths-%d", (int)getpid());
+	snprintf(sock_path, sizeof(sock_path), "%s/loaderd.sock", dir);
+	RETURN_LINE_UNLESS(mkdir(dir, 0700) == 0);
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+	RETURN_LINE_UNLESS(setenv("XDG_RUNTIME_DIR", dir, 1) == 0);
+	RETURN_LINE_UNLESS(client_resolves_to(root_path)); /* no socket there yet */
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+	struct sockaddr_un addr = {.sun_family = AF_UNIX};
+	snprintf(addr.sun_path, sizeof(addr.sun_path), "%s", sock_path);
+	RETURN_LINE_UNLESS(fd >= 0 && bind(fd, (struct sockaddr *)&addr, sizeof(addr)) == 0);
+	int line = client_resolves_to(sock_path) ? 0 : __LINE__;
+	if (line == 0 && setenv("LOADERD_SOCKET", "/tmp/b.sock", 1) == 0 && !client_resolves_to("/tmp/b.sock"))
+		line = __LINE__;
+	close(fd);
+	unlink(sock_path);
+	rmdir(dir);
+	unsetenv("LOADERD_SOCKET");
+	return line;
 }
 
 /* Root's path, whatever XDG_RUNTIME_DIR says. */
@@ -116,6 +155,8 @@ static int check_root(void)
 	RETURN_LINE_UNLESS(setenv("LOADERD_SOCKET", "", 1) == 0);
 	RETURN_LINE_UNLESS(resolves_to(root_path));
 	RETURN_LINE_UNLESS(needs_exactly(root_path));
+	RETURN_LINE_UNLESS(unsetenv("LOADERD_SOCKET") == 0);
+	RETURN_LINE_UNLESS(client_resolves_to(root_path));
 	return check_explicit_socket();
 }
 
