@@ -43,7 +43,7 @@ cat > "$work/loaderd.ini" <<INI
 socket = $sock
 workers = $workers
 
-[pipeline.images-raw]
+[pipeline.records]
 source = raw:$work/images.bin
 record_bytes = 4096
 batch_size = 64
@@ -77,8 +77,8 @@ until "$bin/loaderctl" --socket "$sock" status >/dev/null 2>&1; do
 	sleep 0.1
 done
 
-echo "run-demo: 3 epochs of images-raw (64 x 4096-byte records per batch)"
-"$bin/loaderctl" --socket "$sock" consume --pipeline images-raw --epochs 3
+echo "run-demo: 3 epochs of records (64 x 4096-byte records per batch)"
+"$bin/loaderctl" --socket "$sock" consume --pipeline records --epochs 3
 echo "run-demo: 1 epoch of tokens (8 x 2049 tokens per batch, widened to int64)"
 "$bin/loaderctl" --socket "$sock" consume --pipeline tokens --epochs 1
 "$bin/loaderctl" --socket "$sock" status
