@@ -32,7 +32,6 @@ struct conn {
 	struct conn *next, *prev;
 	int fd;
 	pid_t pid;
-	uid_t uid;
 	enum conn_state state;
 	bool peer_closed; /* a send found the peer gone: reads drain, then close */
 	uv_poll_t poll;
@@ -50,7 +49,6 @@ struct server {
 	bool listening;
 	uv_poll_t listen_poll;
 	struct conn *conns;
-	unsigned n_conns;
 	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
 	struct proto_msg *tx; /* scratch for STATUS replies */
 };
@@ -68,7 +66,6 @@ static void on_conn_closed(uv_handle_t *h)
 		srv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	srv->n_conns--;
 	free(c);
 }
 
@@ -256,13 +253,11 @@ static void on_listen_readable(uv_poll_t *h, int status, int events)
 		c->srv = srv;
 		c->fd = fd;
 		c->pid = cred.pid;
-		c->uid = cred.uid;
 		c->state = CONN_NEW;
 		c->next = srv->conns;
 		if (srv->conns)
 			srv->conns->prev = c;
 		srv->conns = c;
-		srv->n_conns++;
 		uv_poll_init(srv->loop, &c->poll, fd);
 		c->poll.data = c;
 		uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_event);
@@ -417,11 +412,6 @@ void server_free(struct server *srv)
 	free(srv->rx);
 	free(srv->tx);
 	free(srv);
-}
-
-unsigned server_connections(const struct server *srv)
-{
-	return srv->n_conns;
 }
 
 void server_send_ready(void *conn, const struct proto_ready *ready)

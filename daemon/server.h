@@ -43,10 +43,6 @@ void server_shutdown(struct server *srv);
 /* Frees the server once the loop has run the close callbacks. */
 void server_free(struct server *srv);
 
-/* Lines "  client ..." need the pid; the scheduler has it. This reports the
- * count of open connections of each kind for the status header. */
-unsigned server_connections(const struct server *srv);
-
 /* sched_ops implementation (daemon/sched.h). */
 void server_send_ready(void *conn, const struct proto_ready *ready);
 void server_fail_client(void *conn, int code, const char *text);
