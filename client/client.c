@@ -33,9 +33,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/gpu_uuid.h"
 #include "common/paths.h"
 #include "common/position.h"
 #include "common/sampler.h"
+#include "device.h"
 #include "proto/wire.h"
 
 #define CLIENT_ERROR_MAX (PROTO_ERROR_TEXT_MAX + 256)
@@ -74,8 +76,11 @@ struct ldr_client {
 	char error[CLIENT_ERROR_MAX];
 
 	/* WELCOME facts, valid once attached */
-	const uint8_t *arena;
+	const uint8_t *arena;       /* host delivery */
 	size_t arena_bytes;
+	struct device_ring *ring;   /* device delivery */
+	int device_ordinal;
+	char device_uuid[GPU_UUID_TEXT_MAX]; /* "" for host delivery */
 	struct proto_welcome welcome;
 	uint64_t tensor_row_bytes[PROTO_TENSORS_MAX];
 	struct sampler sampler;
@@ -371,6 +376,15 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	msg->hdr.request_id = c->next_request_id++;
 	struct proto_hello *h = &msg->u.hello;
 	h->delivery = PROTO_DELIVERY_HOST;
+	uint8_t uuid[PROTO_UUID_BYTES] = {0};
+	bool device = opts->device && opts->device[0];
+	if (device) {
+		r = device_resolve(opts->device, &c->device_ordinal, uuid, c->error, sizeof c->error);
+		if (r < 0)
+			return r;
+		h->delivery = PROTO_DELIVERY_DEVICE;
+		memcpy(h->device_uuid, uuid, sizeof uuid);
+	}
 	h->rank = opts->rank;
 	h->world = world;
 	h->depth = opts->depth;
@@ -397,11 +411,15 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		r = -EPROTO;
 		goto close_fd;
 	}
-	if (fd < 0) {
-		set_error(c, "bad WELCOME: no arena fd attached");
-		return fail(c, -EPROTO);
-	}
 	const struct proto_welcome *w = &msg->u.welcome;
+	if (w->delivery != (device ? PROTO_DELIVERY_DEVICE : PROTO_DELIVERY_HOST) ||
+	    (fd < 0) != device) {
+		set_error(c, "bad WELCOME: %s delivery %s an arena fd, asked for %s delivery",
+			  w->delivery == PROTO_DELIVERY_DEVICE ? "device" : "host",
+			  fd < 0 ? "without" : "with", device ? "device" : "host");
+		r = -EPROTO;
+		goto close_fd;
+	}
 	r = check_welcome(c, w, opts->rank, world);
 	if (r < 0)
 		goto close_fd;
@@ -411,7 +429,12 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		r = -ENOMEM;
 		goto close_fd;
 	}
-	r = map_arena(c, fd, w->arena_bytes); /* closes fd */
+	if (device) {
+		r = device_open(c->device_ordinal, &w->device, &c->ring, c->error, sizeof c->error);
+		gpu_uuid_format(uuid, c->device_uuid);
+	} else {
+		r = map_arena(c, fd, w->arena_bytes); /* closes fd */
+	}
 	if (r < 0) {
 		free(c->held);
 		c->held = NULL;
@@ -469,7 +492,16 @@ static int check_ready(struct ldr_client *c, const struct proto_ready *rd)
 		set_error(c, "bad READY: seq %" PRIu64 ", expected %" PRIu64, rd->seq, c->next_seq);
 		return -EPROTO;
 	}
-	if (__builtin_add_overflow(rd->slot_offset, c->welcome.slot_bytes, &end) || end > c->arena_bytes) {
+	if (c->ring) {
+		const struct proto_device *dev = &c->welcome.device;
+		if (rd->slot >= dev->slots || rd->slot_offset != (uint64_t)rd->slot * dev->slot_bytes) {
+			set_error(c, "bad READY: device slot %" PRIu32 " at offset %" PRIu64 " is not one "
+				  "of the %" PRIu32 " slots of %" PRIu64 " bytes", rd->slot,
+				  rd->slot_offset, dev->slots, dev->slot_bytes);
+			return -EPROTO;
+		}
+	} else if (__builtin_add_overflow(rd->slot_offset, c->welcome.slot_bytes, &end) ||
+		   end > c->arena_bytes) {
 		set_error(c, "bad READY: slot at offset %" PRIu64 " does not fit the arena of %zu bytes",
 			  rd->slot_offset, c->arena_bytes);
 		return -EPROTO;
@@ -550,8 +582,8 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	b->index = rd->batch;
 	b->rows = rd->rows;
 	b->last_in_epoch = hb->last;
+	b->on_device = c->ring != NULL;
 	b->n_tensors = c->welcome.n_tensors;
-	const uint8_t *slot = c->arena + rd->slot_offset;
 	for (uint32_t i = 0; i < c->welcome.n_tensors; i++) {
 		const struct proto_tensor *t = &c->welcome.tensors[i];
 		struct ldr_tensor *out = &b->tensors[i];
@@ -561,7 +593,8 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 		out->shape[0] = rd->rows;
 		for (uint32_t d = 1; d < t->ndim; d++)
 			out->shape[d] = (int64_t)t->shape[d];
-		out->data = slot + t->offset;
+		out->data = c->ring ? device_ptr(c->ring, rd->slot_offset + t->offset)
+				    : c->arena + rd->slot_offset + t->offset;
 		out->bytes = (size_t)(c->tensor_row_bytes[i] * rd->rows);
 	}
 	b->priv_first = rd->first;
@@ -571,17 +604,86 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	return 0;
 }
 
-int ldr_release(struct ldr_client *c, const struct ldr_batch *b)
+/* The held batch b names, or NULL with the reason set. */
+static struct held_batch *held_batch(struct ldr_client *c, const struct ldr_batch *b)
 {
 	if (!c->attached) {
 		set_error(c, "not attached");
-		return -EINVAL;
+		return NULL;
 	}
 	struct held_batch *hb = find_held_slot(c, b->priv_slot);
 	if (!hb || hb->generation != b->priv_generation || hb->seq != b->seq) {
 		set_error(c, "batch %" PRIu64 " (slot %" PRIu32 ") is not held by this client",
 			  b->seq, b->priv_slot);
+		return NULL;
+	}
+	return hb;
+}
+
+static int device_only(struct ldr_client *c, const char *call)
+{
+	if (c->ring)
+		return 0;
+	set_error(c, "%s: the client is not attached with device delivery", call);
+	return -EINVAL;
+}
+
+int ldr_stream_wait(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream)
+{
+	struct held_batch *hb = held_batch(c, b);
+	if (!hb)
 		return -EINVAL;
+	int r = device_only(c, "ldr_stream_wait");
+	return r < 0 ? r : device_wait(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+}
+
+int ldr_copy_to_host(struct ldr_client *c, const struct ldr_batch *b, unsigned tensor, void *dst)
+{
+	struct held_batch *hb = held_batch(c, b);
+	if (!hb)
+		return -EINVAL;
+	if (tensor >= b->n_tensors) {
+		set_error(c, "tensor %u: the batch has %u", tensor, b->n_tensors);
+		return -EINVAL;
+	}
+	const struct ldr_tensor *t = &b->tensors[tensor];
+	if (!c->ring) {
+		memcpy(dst, t->data, t->bytes);
+		return 0;
+	}
+	return device_copy_to_host(c->ring, hb->slot, t->data, dst, t->bytes, c->error,
+				   sizeof c->error);
+}
+
+int ldr_synchronize(struct ldr_client *c)
+{
+	if (!c->attached || !c->ring)
+		return 0;
+	return device_synchronize(c->ring, c->error, sizeof c->error);
+}
+
+const char *ldr_device_uuid(const struct ldr_client *c)
+{
+	return c ? c->device_uuid : "";
+}
+
+int ldr_release(struct ldr_client *c, const struct ldr_batch *b)
+{
+	return ldr_release_stream(c, b, NULL);
+}
+
+int ldr_release_stream(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream)
+{
+	struct held_batch *hb = held_batch(c, b);
+	if (!hb)
+		return -EINVAL;
+	/* The released event is recorded before RELEASE goes out: the daemon's
+	 * next copy into the slot waits for it. A failed record keeps the batch
+	 * held (the slot is not known to be free). */
+	if (c->ring) {
+		int r = device_release(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+		if (r < 0)
+			return r;
 	}
 	/* The caller is done with the batch whether or not the daemon still
 	 * listens, so the position advances before the send. */
@@ -632,6 +734,8 @@ void ldr_close(struct ldr_client *c)
 {
 	if (!c)
 		return;
+	/* BYE tells the daemon our IPC handles are closed: its ring can go. */
+	device_close(c->ring);
 	if (c->sock >= 0 && c->attached && !c->failed) {
 		memset(&c->msg, 0, sizeof c->msg);
 		c->msg.hdr.type = PROTO_BYE;

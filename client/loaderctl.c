@@ -4,9 +4,10 @@
  *   loaderctl [--socket PATH] status
  *   loaderctl [--socket PATH] consume --pipeline NAME [...]
  *
- * `consume` attaches exactly like a training process (host delivery), so it
- * is both a load generator and the reference consumer the integration tests
- * check delivered bytes with (--dump). Exit codes: 0 success, 1 an error
+ * `consume` attaches exactly like a training process (host delivery, or
+ * device delivery with --device), so it is both a load generator and the
+ * reference consumer the tests check delivered bytes with (--dump; on a
+ * GPU each batch is copied back to compute the same CRCs). Exit codes: 0 success, 1 an error
  * (message on stderr starting "loaderctl: "), 2 a usage error.
  */
 #include <errno.h>
@@ -33,6 +34,7 @@ struct consume_opts {
 	const char *resume;
 	const char *dump;
 	const char *name;
+	const char *device;
 	uint64_t rank;
 	uint64_t world;
 	uint64_t depth;
@@ -47,6 +49,7 @@ struct consume_stats {
 	uint64_t batches;
 	uint64_t samples;
 	uint64_t bytes;
+	double call_s; /* inside ldr_next + ldr_stream_wait + ldr_release */
 };
 
 static volatile sig_atomic_t stop_requested;
@@ -59,14 +62,15 @@ static void on_stop_signal(int sig)
 
 static const char usage_text[] =
 	"Usage: loaderctl [--socket PATH] status\n"
-	"       loaderctl [--socket PATH] consume --pipeline NAME [--rank R] [--world W]\n"
+	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE]\n"
 	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
 	"       loaderctl --help | --version\n"
 	"\n"
 	"  status     print the daemon's status\n"
 	"  consume    attach to a pipeline like a training process and consume batches\n"
-	"             (default: one epoch); prints a summary and the resumable position\n";
+	"             (default: one epoch); prints a summary and the resumable position;\n"
+	"             --device N|GPU-UUID receives the batches on that GPU\n";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -164,6 +168,7 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 		{ "--resume", &o->resume },
 		{ "--dump", &o->dump },
 		{ "--name", &o->name },
+		{ "--device", &o->device },
 	};
 	for (int i = first; i < argc; i++) {
 		const char *value;
@@ -209,18 +214,45 @@ static void step_sleep(uint64_t step_ms)
 		;
 }
 
-/* One dump line per row: the CRC-32C of the row of every tensor, chained. */
-static void dump_batch(FILE *f, const struct ldr_client *c, const struct ldr_batch *b)
+/* One dump line per row: the CRC-32C of the row of every tensor, chained.
+ * Device batches are copied back first (into *copy, grown as needed). */
+static int dump_batch(FILE *f, struct ldr_client *c, const struct ldr_batch *b,
+		      uint8_t **copy, size_t *copy_cap)
 {
+	const uint8_t *data[LDR_TENSORS_MAX];
+	size_t total = 0;
+	for (unsigned t = 0; t < b->n_tensors; t++)
+		total += b->tensors[t].bytes;
+	if (b->on_device && total > *copy_cap) {
+		uint8_t *grown = realloc(*copy, total);
+		if (!grown) {
+			fprintf(stderr, "loaderctl: out of memory\n");
+			return -1;
+		}
+		*copy = grown;
+		*copy_cap = total;
+	}
+	for (unsigned t = 0, at = 0; t < b->n_tensors; t++) {
+		data[t] = b->tensors[t].data;
+		if (!b->on_device)
+			continue;
+		if (ldr_copy_to_host(c, b, t, *copy + at) < 0) {
+			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			return -1;
+		}
+		data[t] = *copy + at;
+		at += (unsigned)b->tensors[t].bytes;
+	}
 	for (unsigned row = 0; row < b->rows; row++) {
 		uint32_t crc = 0;
 		for (unsigned t = 0; t < b->n_tensors; t++) {
 			size_t row_bytes = b->tensors[t].bytes / b->rows;
-			crc = crc32c(crc, (const uint8_t *)b->tensors[t].data + row * row_bytes, row_bytes);
+			crc = crc32c(crc, data[t] + row * row_bytes, row_bytes);
 		}
 		fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", b->epoch, b->index,
 			ldr_sample_index(c, b, row), crc);
 	}
+	return 0;
 }
 
 static int install_stop_handlers(void)
@@ -242,26 +274,37 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE
 {
 	double last_progress = now_s();
 	struct consume_stats at_progress = *st;
+	uint8_t *copy = NULL;
+	size_t copy_cap = 0;
+	int rc = -1;
 	while (!stop_requested) {
 		struct ldr_batch b;
+		double t0 = now_s();
 		int r = ldr_next(c, &b, NEXT_WAIT_MS);
 		if (r == -ETIMEDOUT || r == -EINTR)
 			continue;
+		/* Device batches are used on the legacy default stream: it waits
+		 * for the copy, and the release is recorded behind that wait. */
+		if (r == 0 && b.on_device)
+			r = ldr_stream_wait(c, &b, NULL);
+		st->call_s += now_s() - t0;
 		if (r < 0) {
 			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
-			return -1;
+			goto free_copy;
 		}
-		if (dump)
-			dump_batch(dump, c, &b);
+		if (dump && dump_batch(dump, c, &b, &copy, &copy_cap) < 0)
+			goto free_copy;
 		if (o->step_ms)
 			step_sleep(o->step_ms);
 		uint64_t bytes = 0;
 		for (unsigned t = 0; t < b.n_tensors; t++)
 			bytes += b.tensors[t].bytes;
+		t0 = now_s();
 		r = ldr_release(c, &b);
+		st->call_s += now_s() - t0;
 		if (r < 0) {
 			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
-			return -1;
+			goto free_copy;
 		}
 		st->batches++;
 		st->samples += b.rows;
@@ -282,7 +325,15 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE
 		if ((o->batches && st->batches >= o->batches) || (o->epochs && st->epochs >= o->epochs))
 			break;
 	}
-	return 0;
+	/* Device delivery: done means every copy has landed. */
+	if (ldr_synchronize(c) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		goto free_copy;
+	}
+	rc = 0;
+free_copy:
+	free(copy);
+	return rc;
 }
 
 static int run_consume(const struct consume_opts *o)
@@ -305,7 +356,7 @@ static int run_consume(const struct consume_opts *o)
 	struct ldr_attach_opts ao = {
 		.pipeline = o->pipeline, .rank = (unsigned)o->rank, .world = (unsigned)o->world,
 		.depth = (unsigned)o->depth, .resume = o->resume,
-		.client_name = o->name ? o->name : "consume",
+		.client_name = o->name ? o->name : "consume", .device = o->device,
 	};
 	if (ldr_attach(c, &ao) < 0) {
 		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
@@ -335,10 +386,11 @@ static int run_consume(const struct consume_opts *o)
 	double per_s = seconds > 0 ? 1.0 / seconds : 0.0;
 	printf("consume: pipeline=%s rank=%" PRIu64 " world=%" PRIu64 " epochs=%" PRIu64
 	       " batches=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f"
-	       " batches_per_s=%.1f samples_per_s=%.1f MB_per_s=%.1f\n",
+	       " batches_per_s=%.1f samples_per_s=%.1f MB_per_s=%.1f device=%s call_us=%.1f\n",
 	       o->pipeline, o->rank, o->world, st.epochs, st.batches, st.samples, st.bytes,
 	       seconds, (double)st.batches * per_s, (double)st.samples * per_s,
-	       (double)st.bytes * per_s / 1e6);
+	       (double)st.bytes * per_s / 1e6, ldr_device_uuid(c)[0] ? ldr_device_uuid(c) : "host",
+	       st.batches ? st.call_s * 1e6 / (double)st.batches : 0.0);
 	printf("position: %s\n", token);
 	rc = fflush(stdout) == 0 ? 0 : 1;
 close_client:

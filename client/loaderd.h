@@ -18,6 +18,29 @@
  *     }
  *     ldr_close(c);
  *
+ * Device delivery: set ldr_attach_opts.device ("0", or "GPU-<uuid>") and
+ * batches arrive already copied to that GPU; tensors[i].data are device
+ * pointers into a ring the daemon allocated on the GPU and exported once
+ * (CUDA IPC). Nothing blocks the host: before a stream touches a batch,
+ * ldr_stream_wait() makes it wait (on the GPU) for the daemon's copy; when
+ * the work that reads the batch is enqueued, ldr_release_stream() marks
+ * the slot free on that stream and tells the daemon, whose next copy into
+ * the slot waits (on the GPU) for that mark.
+ *
+ *     struct ldr_attach_opts o = { .pipeline = "train", .device = "0" };
+ *     ...
+ *     while (ldr_next(c, &b, -1) == 0) {
+ *             ldr_stream_wait(c, &b, stream);
+ *             my_kernel<<<g, t, 0, stream>>>(b.tensors[0].data, b.rows);
+ *             ldr_release_stream(c, &b, stream);
+ *     }
+ *
+ * The library reaches CUDA through the driver API (libcuda.so.1, loaded
+ * when a device is first asked for): it links no CUDA library, shares the
+ * device's primary context with the CUDA runtime and frameworks, and host
+ * delivery works on machines without CUDA. A cudaStream_t is passed as
+ * void * (it is the same handle as the driver's CUstream).
+ *
  * Errors: every call that can fail returns 0 or a negative errno; the text
  * of the last failure (the daemon's own message when it sent one, which
  * names the pipeline, file or limit involved) is ldr_error().
@@ -62,6 +85,11 @@ struct ldr_attach_opts {
 	unsigned depth;          /* batches prepared ahead; 0 = the daemon's default */
 	const char *resume;      /* position token from ldr_position(), or NULL */
 	const char *client_name; /* shown by `loaderctl status`, or NULL */
+	/* NULL or "": host delivery. Else the GPU to deliver to: a CUDA device
+	 * ordinal as this process sees it ("0", after CUDA_VISIBLE_DEVICES),
+	 * or a UUID ("GPU-8d7f...", as nvidia-smi -L prints). The device's
+	 * depth is capped by the daemon's device_slots. */
+	const char *device;
 };
 
 struct ldr_tensor {
@@ -69,7 +97,8 @@ struct ldr_tensor {
 	enum ldr_dtype dtype;
 	unsigned ndim;
 	int64_t shape[LDR_NDIM_MAX]; /* shape[0] == the batch's rows */
-	const void *data;            /* read-only; valid until the batch is released */
+	const void *data;            /* read-only; valid until the batch is released.
+				      * A device pointer when the batch's on_device is set. */
 	size_t bytes;                /* rows * bytes per row */
 };
 
@@ -79,6 +108,7 @@ struct ldr_batch {
 	uint64_t index;   /* batch index within the epoch (since the resume point) */
 	unsigned rows;    /* samples in this batch */
 	int last_in_epoch;
+	int on_device;    /* tensors are on the attached GPU (device delivery) */
 	unsigned n_tensors;
 	struct ldr_tensor tensors[LDR_TENSORS_MAX];
 	/* private: identify the slot to the daemon */
@@ -112,8 +142,44 @@ uint64_t ldr_batches_in_epoch(const struct ldr_client *c, uint64_t epoch);
  * is -EBUSY. */
 int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms);
 
-/* Gives the batch's slot back. Releasing twice is -EINVAL. */
+/* Gives the batch's slot back. Releasing twice is -EINVAL. With device
+ * delivery this is ldr_release_stream(c, b, NULL): the slot is free once
+ * the work enqueued on the legacy default stream before the call is done. */
 int ldr_release(struct ldr_client *c, const struct ldr_batch *b);
+
+/*
+ * Device delivery only (-EINVAL otherwise). cuda_stream is a cudaStream_t
+ * (CUstream) of the attached device's primary context; NULL is the legacy
+ * default stream. Neither call blocks the host.
+ *
+ * ldr_stream_wait: work enqueued on cuda_stream after the call runs after
+ * the daemon's copy of batch b has landed. Call it for every stream that
+ * reads the batch.
+ *
+ * ldr_release_stream: the slot of batch b becomes free for the daemon's
+ * next copy once the work enqueued on cuda_stream before the call is done
+ * (it records the slot's "released" event there, then sends RELEASE).
+ * Work on other streams that reads the batch must be ordered before it
+ * (e.g. with an event the caller records and makes cuda_stream wait on).
+ */
+int ldr_stream_wait(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream);
+int ldr_release_stream(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream);
+
+/*
+ * Copies tensor `tensor` of batch b (tensors[tensor].bytes bytes) into dst
+ * in host memory and returns when the copy is done: for tools and tests
+ * (loaderctl consume --dump), not for a training loop. Works in both
+ * deliveries (a memcpy from shared memory in host delivery).
+ */
+int ldr_copy_to_host(struct ldr_client *c, const struct ldr_batch *b, unsigned tensor, void *dst);
+
+/* Device delivery: blocks until the work ordered before every release so
+ * far is done (e.g. to time a run). 0 at once for host delivery. */
+int ldr_synchronize(struct ldr_client *c);
+
+/* The UUID of the GPU batches are delivered to ("GPU-..."), or "" for host
+ * delivery. */
+const char *ldr_device_uuid(const struct ldr_client *c);
 
 /* Dataset index of row `row` of batch b. */
 uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b, unsigned row);
@@ -125,7 +191,10 @@ int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
 /* Text of the last failure on this handle ("" if none). */
 const char *ldr_error(const struct ldr_client *c);
 
-/* Sends BYE, unmaps, closes. Accepts NULL. */
+/* Unmaps and closes (device delivery: waits until the work the client
+ * enqueued before releasing its batches is done, then closes the IPC
+ * handles), then sends BYE and closes the connection. Batches still held
+ * must not be in use on the GPU. Accepts NULL. */
 void ldr_close(struct ldr_client *c);
 
 /* Asks the daemon at socket_path (NULL: default) for its status text.

@@ -46,6 +46,8 @@
 #define RECORD_BYTES_MAX (1ull << 30)
 #define SEQ_LEN_MAX (1ull << 24)
 #define PIPELINE_NAME_MAX (PROTO_NAME_MAX - 1)
+#define PINNED_SLOTS_MAX 64
+#define PIN_THREADS_MAX 32
 
 enum value_type {
 	VALUE_UINT,         /* decimal integer in min..max, into a uint32_t or uint64_t */
@@ -57,6 +59,7 @@ enum value_type {
 	VALUE_SOURCE,       /* raw:PATH | tokens:PATH */
 	VALUE_TOKEN_STORED, /* uint16|uint32 -> token_bytes 2|4 */
 	VALUE_TOKEN_OUTPUT, /* uint16|uint32|int32|int64 -> enum proto_dtype */
+	VALUE_CHOICE,       /* one of key_spec.choices -> its index, into a uint32_t */
 };
 
 /* Pipeline keys: the source kinds a key applies to, and whether one of
@@ -72,9 +75,16 @@ struct key_spec {
 	size_t size;   /* of that field */
 	uint64_t min, max;
 	unsigned flags; /* KEY_* */
+	const char *const *choices; /* VALUE_CHOICE: the names, NULL-terminated */
 };
 
+/* Names in the order of the enums they set (config.h). */
+static const char *const gpu_choices[] = {"auto", "off", "required", NULL};
+static const char *const pin_choices[] = {"register", "copy", NULL};
+
 _Static_assert(sizeof(enum log_level) == sizeof(uint32_t), "set_value stores it as uint32_t");
+_Static_assert(sizeof(enum gpu_mode) == sizeof(uint32_t) && sizeof(enum pin_mode) == sizeof(uint32_t),
+	       "set_value stores VALUE_CHOICE as uint32_t");
 
 #define FIELD(type, member) offsetof(type, member), sizeof(((type *)0)->member)
 #define DAEMON(member) FIELD(struct config, member)
@@ -86,7 +96,8 @@ _Static_assert(sizeof(enum log_level) == sizeof(uint32_t), "set_value stores it 
 enum daemon_key {
 	DK_SOCKET, DK_WORKERS, DK_SHM_BYTES, DK_STAGING_SLOTS, DK_DEFAULT_DEPTH,
 	DK_MAX_DEPTH, DK_MAX_CLIENTS, DK_SOCKET_GROUP, DK_SOCKET_MODE,
-	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_COUNT,
+	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
+	DK_DEVICE_SLOTS, DK_COUNT,
 };
 
 static const struct key_spec daemon_keys[DK_COUNT] = {
@@ -105,6 +116,12 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 	[DK_WORKER_PROGRAM] = {"worker_program", VALUE_STRING, DAEMON(worker_program), 0,
 			       PATH_MAX - 1, 0},
 	[DK_LOG_LEVEL] = {"log_level", VALUE_LOG_LEVEL, DAEMON(log_level), 0, 0, 0},
+	[DK_GPU] = {"gpu", VALUE_CHOICE, DAEMON(gpu), 0, 0, 0, gpu_choices},
+	[DK_PIN] = {"pin", VALUE_CHOICE, DAEMON(pin), 0, 0, 0, pin_choices},
+	[DK_PINNED_SLOTS] = {"pinned_slots", VALUE_UINT, DAEMON(pinned_slots), 1, PINNED_SLOTS_MAX, 0},
+	[DK_PIN_THREADS] = {"pin_threads", VALUE_UINT, DAEMON(pin_threads), 1, PIN_THREADS_MAX, 0},
+	[DK_DEVICE_SLOTS] = {"device_slots", VALUE_UINT, DAEMON(device_slots), 1,
+			     PROTO_DEVICE_SLOTS_MAX, 0},
 };
 
 enum pipeline_key {
@@ -389,6 +406,19 @@ static void set_value(struct config_parse *p, const struct key_spec *k, void *ba
 			v = stored ? token_types[i].bytes : token_types[i].dtype;
 		break;
 	}
+	case VALUE_CHOICE: {
+		size_t n = 0, len = 0;
+		while (k->choices[n] && strcmp(k->choices[n], value) != 0)
+			n++;
+		v = n;
+		if (k->choices[n])
+			break;
+		len = (size_t)snprintf(why, sizeof(why), "is not one of ");
+		for (n = 0; k->choices[n] && len < sizeof(why); n++)
+			len += (size_t)snprintf(why + len, sizeof(why) - len, "%s%s", n ? "|" : "",
+						k->choices[n]);
+		break;
+	}
 	}
 	if (why[0])
 		config_fail(p, p->lineno, "%s %s: \"%s\" %s", p->label, k->name, value, why);
@@ -670,6 +700,11 @@ void config_defaults(struct config *c)
 	c->max_depth = 16;
 	c->max_clients = 256;
 	c->log_level = LOG_LEVEL_INFO;
+	c->gpu = GPU_AUTO;
+	c->pin = PIN_REGISTER;
+	c->pinned_slots = 4;
+	c->pin_threads = 4;
+	c->device_slots = 4;
 }
 
 /* Checks that need the whole file. */

@@ -48,6 +48,17 @@ struct pipeline_cfg {
 	uint64_t seq_len;          /* required for tokens, >= 1 */
 };
 
+enum gpu_mode {
+	GPU_AUTO = 0,     /* offer device delivery when a GPU is there, else host only */
+	GPU_OFF = 1,      /* never initialise CUDA: host delivery only */
+	GPU_REQUIRED = 2, /* no usable GPU is an error at start */
+};
+
+enum pin_mode {
+	PIN_REGISTER = 0, /* page-lock the arena's staging slots; DMA straight from them */
+	PIN_COPY = 1,     /* copy each batch into one of pinned_slots page-locked buffers */
+};
+
 struct config {
 	char file[PATH_MAX];       /* the file read, "" for defaults only */
 	char socket[PATH_MAX];     /* "" = resolve at start (common/paths.h) */
@@ -61,6 +72,11 @@ struct config {
 	uint32_t max_clients;      /* default 256 */
 	char worker_program[PATH_MAX]; /* "" = loaderd-worker beside loaderd */
 	enum log_level log_level;  /* default info */
+	enum gpu_mode gpu;         /* default auto */
+	enum pin_mode pin;         /* default register */
+	uint32_t pinned_slots;     /* pin = copy: page-locked buffers, default 4 */
+	uint32_t pin_threads;      /* pin = copy: threads sharing each copy, default 4 */
+	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
 };

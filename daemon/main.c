@@ -3,7 +3,9 @@
  * lives in its module:
  *
  *   config -> sources (data files checked) -> arena (shared memory) ->
- *   scheduler -> socket -> worker pool -> READY=1 once every worker is up
+ *   scheduler -> socket -> worker pool -> pinning thread (CUDA, after the
+ *   workers were spawned) -> READY=1 once every worker is up and the
+ *   pinning thread has started (or found no GPU: host delivery only)
  *
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
  * remove the socket, exit 0. Exit status 1: the configuration or the
@@ -24,8 +26,12 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "daemon/config.h"
+#include "daemon/exitwatch.h"
 #include "daemon/notify.h"
 #include "daemon/pool.h"
+#if LOADERD_HAVE_CUDA
+#include "daemon/pinner.h"
+#endif
 #include "daemon/sched.h"
 #include "daemon/server.h"
 #include "daemon/source.h"
@@ -41,6 +47,10 @@ struct daemon {
 	struct sched *sched;
 	struct server *server;
 	struct pool *pool;
+	struct pinner *pinner;
+	struct exitwatch_set exits;
+	bool pool_ready, gpu_ready;
+	char gpu_text[600]; /* the status "delivery:" line without a pinner */
 	char socket_path[PATH_MAX];
 	unsigned long long start_ms;
 	bool stopping;
@@ -63,12 +73,13 @@ static void usage(FILE *out)
 static void print_version(void)
 {
 	printf("loaderd %s\n", LOADERD_VERSION);
-	if (LOADERD_CUDA_VERSION[0])
-		printf("delivery: host only (CUDA toolkit %s was found at build time; GPU delivery is "
-		       "not part of this version)\n", LOADERD_CUDA_VERSION);
-	else
-		printf("delivery: host only (built without CUDA)\n");
 	printf("libuv %s\n", uv_version_string());
+#if LOADERD_HAVE_CUDA
+	pinner_print_system(stdout);
+#else
+	printf("cuda: not built in (host delivery only)\n");
+	printf("gpus: 0\n");
+#endif
 }
 
 /* loaderd-worker sits beside loaderd in a build tree and in bin-style
@@ -92,7 +103,15 @@ static void render_status(void *ctx, struct status_text *t)
 	unsigned long long up = status_now_ms() - d->start_ms;
 	status_printf(t, "loaderd %s pid %d uptime %llu.%llus\n", LOADERD_VERSION, (int)getpid(),
 		      up / 1000, (up % 1000) / 100);
-	status_printf(t, "delivery: host\n");
+#if LOADERD_HAVE_CUDA
+	if (d->pinner) {
+		pinner_describe(d->pinner, t);
+	} else
+#endif
+	{
+		status_printf(t, "delivery: host (GPU %s)\n", d->gpu_text);
+		status_printf(t, "gpus: 0\n");
+	}
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);
 	sched_describe(d->sched, t);
@@ -106,6 +125,10 @@ static void on_handle_closed(uv_handle_t *h)
 static void on_pool_stopped(void *ctx)
 {
 	struct daemon *d = ctx;
+	exitwatch_close_all(&d->exits);
+#if LOADERD_HAVE_CUDA
+	pinner_stop(d->pinner);
+#endif
 	uv_close((uv_handle_t *)&d->sig_term, on_handle_closed);
 	uv_close((uv_handle_t *)&d->sig_int, on_handle_closed);
 	uv_close((uv_handle_t *)&d->sig_hup, on_handle_closed);
@@ -142,14 +165,22 @@ static void on_watchdog(uv_timer_t *t)
 	notify_send("WATCHDOG=1");
 }
 
-static void on_pool_ready(void *ctx)
+static void notify_ready(struct daemon *d)
 {
-	struct daemon *d = ctx;
+	if (!d->pool_ready || !d->gpu_ready || d->stopping)
+		return;
 	char state[256];
 	snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %zu pipeline%s with %u workers on %.180s",
 		 d->cfg.n_pipelines, d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->socket_path);
 	log_info("%s", strchr(state, '=') + 10);
 	notify_send(state);
+}
+
+static void on_pool_ready(void *ctx)
+{
+	struct daemon *d = ctx;
+	d->pool_ready = true;
+	notify_ready(d);
 }
 
 static void on_pool_fatal(void *ctx)
@@ -174,6 +205,103 @@ static void cb_capacity(void *ctx)
 {
 	sched_pump(((struct daemon *)ctx)->sched);
 }
+
+static void cb_watch_exit(void *ctx, pid_t pid, void (*fn)(void *arg), void *arg)
+{
+	exitwatch_add(&((struct daemon *)ctx)->exits, pid, fn, arg);
+}
+
+#if LOADERD_HAVE_CUDA
+/* The pinner's results go to the scheduler; start-up to READY=1. */
+static void cb_gpu_started(void *ctx, int rc, const char *text)
+{
+	struct daemon *d = ctx;
+	if (rc == 0) {
+		log_info("GPU delivery: %s", text);
+	} else if (d->cfg.gpu == GPU_REQUIRED) {
+		log_error("gpu = required, but GPU delivery is unavailable: %s", text);
+		d->exit_code = 1;
+		daemon_stop(d, "fatal");
+		return;
+	} else {
+		log_notice("GPU delivery is unavailable, serving host delivery only: %s", text);
+	}
+	d->gpu_ready = true;
+	notify_ready(d);
+}
+
+static void cb_gpu_attached(void *ctx, void *tag, struct pinner_client *pc, int rc,
+			    const char *text, const struct proto_device *dev)
+{
+	sched_device_attached(((struct daemon *)ctx)->sched, tag, pc, rc, text, dev);
+}
+
+static void cb_gpu_issued(void *ctx, void *tag, uint32_t device_slot)
+{
+	sched_device_issued(((struct daemon *)ctx)->sched, tag, device_slot);
+}
+
+static void cb_gpu_staging_free(void *ctx, uint32_t slot, uint32_t generation)
+{
+	sched_device_staging_free(((struct daemon *)ctx)->sched, slot, generation);
+}
+
+static void cb_gpu_failed(void *ctx, void *tag, const char *text)
+{
+	sched_device_failed(((struct daemon *)ctx)->sched, tag, text);
+}
+
+static void cb_gpu_retired(void *ctx, void *tag)
+{
+	sched_device_retired(((struct daemon *)ctx)->sched, tag);
+}
+
+static void dev_attach(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t slots,
+		       uint64_t slot_bytes)
+{
+	pinner_attach(ctx, tag, uuid, slots, slot_bytes);
+}
+
+static void dev_copy(void *ctx, void *pc, uint32_t d, uint32_t slot, uint32_t generation,
+		     uint64_t bytes)
+{
+	pinner_copy(ctx, pc, d, slot, generation, bytes);
+}
+
+static void dev_retire(void *ctx, void *pc)
+{
+	pinner_retire(ctx, pc);
+}
+
+static void dev_describe_client(void *pc, struct status_text *t)
+{
+	pinner_describe_client(pc, t);
+}
+
+/* CUDA starts here, after the workers were spawned (CUDA is not fork-safe;
+ * respawns are fork+exec of a binary that never touches CUDA). */
+static int start_gpu(struct daemon *d)
+{
+	static const struct pinner_ops ops = {
+		.started = cb_gpu_started, .attached = cb_gpu_attached, .issued = cb_gpu_issued,
+		.staging_free = cb_gpu_staging_free, .failed = cb_gpu_failed,
+		.retired = cb_gpu_retired,
+	};
+	struct pinner_ops o = ops;
+	o.ctx = d;
+	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, &o, &d->pinner);
+	if (rc < 0) {
+		log_error("starting the pinning thread: %s", strerror(-rc));
+		return rc;
+	}
+	struct sched_device_ops dev = {
+		.ctx = d->pinner, .attach = dev_attach, .copy = dev_copy, .retire = dev_retire,
+		.describe_client = dev_describe_client,
+	};
+	sched_set_device(d->sched, &dev);
+	return 0;
+}
+#endif
 
 /* Checks every pipeline's data; prints one line per bad pipeline. */
 static int open_sources(struct daemon *d)
@@ -222,9 +350,11 @@ static int create_arena(struct daemon *d)
 static int start(struct daemon *d)
 {
 	char err[PATH_MAX + 256];
-	static const struct sched_ops sched_ops = {
+	struct sched_ops sched_ops = {
+		.ctx = d, .attached = server_attached, .watch_exit = cb_watch_exit,
 		.ready = server_send_ready, .fail = server_fail_client,
 	};
+	d->exits.loop = &d->loop;
 	d->sched = sched_create(&d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &sched_ops);
 	if (!d->sched) {
 		log_error("out of memory");
@@ -252,6 +382,27 @@ static int start(struct daemon *d)
 		return rc;
 	}
 	sched_set_pool(d->sched, d->pool);
+	d->gpu_ready = true;
+	if (d->cfg.gpu == GPU_OFF) {
+		snprintf(d->gpu_text, sizeof(d->gpu_text), "off");
+		sched_set_no_device(d->sched, "this loaderd runs with gpu = off");
+	} else {
+#if LOADERD_HAVE_CUDA
+		d->gpu_ready = false;
+		if (start_gpu(d) < 0) {
+			d->exit_code = 1;
+			daemon_stop(d, "fatal");
+		}
+#else
+		snprintf(d->gpu_text, sizeof(d->gpu_text), "unavailable: built without CUDA");
+		sched_set_no_device(d->sched, "this loaderd was built without CUDA");
+		if (d->cfg.gpu == GPU_REQUIRED) {
+			log_error("gpu = required, but this loaderd was built without CUDA");
+			d->exit_code = 1;
+			daemon_stop(d, "fatal");
+		}
+#endif
+	}
 	log_info("listening on %s: %zu pipeline%s, %u workers, %u staging slots, %zu bytes of "
 		 "shared memory", d->socket_path, d->cfg.n_pipelines,
 		 d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->cfg.staging_slots,
@@ -338,6 +489,9 @@ int main(int argc, char **argv)
 	uv_run(&d.loop, UV_RUN_DEFAULT);
 
 	server_free(d.server);
+#if LOADERD_HAVE_CUDA
+	pinner_free(d.pinner);
+#endif
 	pool_free(d.pool);
 	sched_free(d.sched);
 	arena_close(&d.arena);

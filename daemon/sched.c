@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/gpu_uuid.h"
 #include "common/position.h"
 #include "common/sampler.h"
 #include "daemon/pool.h"
@@ -19,8 +20,21 @@ enum slot_state {
 	SLOT_FREE,
 	SLOT_FILLING, /* items outstanding */
 	SLOT_DONE,    /* complete, waiting for earlier batches of its client */
-	SLOT_HELD,    /* READY sent; the client's until RELEASE */
+	SLOT_HELD,    /* READY sent; the client's until RELEASE (host delivery) */
 	SLOT_ORPHAN,  /* its client left while it was filling */
+	SLOT_PINNING, /* the pinner reads it (device delivery); client may be NULL */
+};
+
+enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
+
+/* A device slot of a client's ring, with the batch it holds (the staging
+ * slot may be reused before READY goes out). */
+struct dev_slot {
+	enum dev_state state;
+	uint32_t generation;
+	uint64_t seq, epoch, g, batch, first;
+	uint32_t rows;
+	bool last;
 };
 
 enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
@@ -57,8 +71,20 @@ struct sched_client {
 	uint64_t next_seq;  /* seq of the next batch to start */
 	uint64_t send_seq;  /* seq of the next batch to deliver */
 	uint64_t released;
-	uint32_t in_flight; /* slots this client has: filling, done or held */
+	uint32_t in_flight; /* batches started and not yet released */
 	bool failed;
+	/* device delivery */
+	bool device;
+	bool attaching;     /* waiting for the pinner's ring */
+	bool gone;          /* detached while attaching: retire once the ring exists */
+	void *pc;           /* the pinner's client, NULL until attached */
+	uint64_t pin_seq;   /* seq of the next batch to hand to the pinner */
+	uint64_t dev_slot_bytes;
+	uint8_t uuid[PROTO_UUID_BYTES];
+	struct proto_welcome welcome; /* kept while attaching */
+	struct sched *retire_sched;   /* for retire_ring */
+	struct sched_client *retiring_next; /* detached, ring not yet freed */
+	struct dev_slot dev[PROTO_DEVICE_SLOTS_MAX];
 };
 
 /* Pending item references (slot << 16 | item), a ring-buffer deque. */
@@ -73,6 +99,10 @@ struct sched {
 	const struct source *sources;
 	size_t n_sources;
 	struct sched_ops ops;
+	struct sched_device_ops dev_ops;
+	bool has_device;
+	char no_device[200]; /* why device delivery is refused, when !has_device */
+	struct sched_client *retiring; /* detached device clients whose ring is not yet freed */
 	struct pool *pool;
 	uint32_t n_slots, free_slots;
 	struct slot *slots;
@@ -119,6 +149,7 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 	s->n_slots = arena->hdr->n_slots;
 	s->free_slots = s->n_slots;
 	s->next_session = 1;
+	snprintf(s->no_device, sizeof(s->no_device), "this loaderd serves host delivery only");
 	uint32_t max_items = 1;
 	for (size_t i = 0; i < n_sources; i++) {
 		uint32_t b = sources[i].cfg->batch_size, c = sources[i].chunk;
@@ -148,6 +179,17 @@ void sched_set_pool(struct sched *s, struct pool *pool)
 	s->pool = pool;
 }
 
+void sched_set_device(struct sched *s, const struct sched_device_ops *ops)
+{
+	s->dev_ops = *ops;
+	s->has_device = true;
+}
+
+void sched_set_no_device(struct sched *s, const char *why)
+{
+	snprintf(s->no_device, sizeof(s->no_device), "%s", why);
+}
+
 void sched_free(struct sched *s)
 {
 	if (!s)
@@ -156,6 +198,11 @@ void sched_free(struct sched *s)
 		free(s->slots[i].items);
 	for (uint32_t i = 0; i < s->n_clients; i++)
 		free(s->clients[i]);
+	while (s->retiring) {
+		struct sched_client *c = s->retiring;
+		s->retiring = c->retiring_next;
+		free(c);
+	}
 	free(s->slots);
 	free(s->clients);
 	free(s->pending.refs);
@@ -211,7 +258,7 @@ static struct sched_client *neediest_client(struct sched *s)
 	struct sched_client *best = NULL;
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
-		if (c->failed || c->in_flight >= c->depth)
+		if (c->failed || c->attaching || c->in_flight >= c->depth)
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;
@@ -296,9 +343,67 @@ static void fail_batch(struct sched *s, struct slot *sl)
 	s->ops.fail(c->conn, EIO, text);
 }
 
+/* Bytes of a batch of `rows` rows: up to the end of its last tensor. */
+static uint64_t batch_copy_bytes(const struct source *src, uint32_t rows)
+{
+	uint64_t end = 0;
+	for (uint32_t i = 0; i < src->n_tensors; i++) {
+		const struct proto_tensor *t = &src->tensors[i];
+		uint64_t row = proto_dtype_bytes(t->dtype);
+		for (uint32_t d = 1; d < t->ndim; d++)
+			row *= t->shape[d];
+		if (t->offset + row * rows > end)
+			end = t->offset + row * rows;
+	}
+	return end;
+}
+
+/* Device delivery: hands, in seq order, every finished batch of c that is
+ * next in line to the pinner, each into a free device slot. */
+static void client_flush_device(struct sched *s, struct sched_client *c)
+{
+	while (!c->failed) {
+		struct slot *sl = NULL;
+		for (uint32_t i = 0; i < s->n_slots && !sl; i++) {
+			struct slot *x = &s->slots[i];
+			if (x->client == c && x->state == SLOT_DONE && x->seq == c->pin_seq)
+				sl = x;
+		}
+		if (!sl)
+			return;
+		if (sl->error) {
+			fail_batch(s, sl);
+			return;
+		}
+		uint32_t d = 0;
+		while (d < c->depth && c->dev[d].state != DEV_FREE)
+			d++;
+		if (d == c->depth) /* cannot happen: in_flight <= depth (sched.h) */
+			return;
+		struct dev_slot *ds = &c->dev[d];
+		ds->state = DEV_COPYING;
+		ds->generation++;
+		ds->seq = sl->seq;
+		ds->epoch = sl->epoch;
+		ds->g = sl->g;
+		ds->batch = sl->batch;
+		ds->first = sl->first;
+		ds->rows = sl->rows;
+		ds->last = sl->last;
+		sl->state = SLOT_PINNING;
+		c->pin_seq++;
+		s->dev_ops.copy(s->dev_ops.ctx, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
+				batch_copy_bytes(&s->sources[c->pipeline], sl->rows));
+	}
+}
+
 /* Delivers, in seq order, every finished batch of c that is next in line. */
 static void client_flush(struct sched *s, struct sched_client *c)
 {
+	if (c->device) {
+		client_flush_device(s, c);
+		return;
+	}
 	while (!c->failed) {
 		struct slot *sl = NULL;
 		for (uint32_t i = 0; i < s->n_slots; i++) {
@@ -426,9 +531,13 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	}
 	if (!src)
 		return attach_error(err, cap, -ENOENT, "unknown pipeline \"%s\"", hello->pipeline);
-	if (hello->delivery == PROTO_DELIVERY_DEVICE)
+	bool device = hello->delivery == PROTO_DELIVERY_DEVICE;
+	if (device && !s->has_device)
 		return attach_error(err, cap, -EOPNOTSUPP, "pipeline \"%s\": GPU delivery is not "
-				    "available: this loaderd serves host delivery only", hello->pipeline);
+				    "available: %s", hello->pipeline, s->no_device);
+	if (device && gpu_uuid_is_zero(hello->device_uuid))
+		return attach_error(err, cap, -EINVAL, "pipeline \"%s\": device delivery needs the "
+				    "GPU's UUID", hello->pipeline);
 	struct sampler smp = {
 		.n_samples = src->n_samples, .seed = src->cfg->seed, .batch_size = src->cfg->batch_size,
 		.rank = hello->rank, .world = hello->world, .shuffle = src->cfg->shuffle,
@@ -461,6 +570,8 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	c->depth = hello->depth ? hello->depth : s->cfg->default_depth;
 	if (c->depth > s->cfg->max_depth)
 		c->depth = s->cfg->max_depth;
+	if (device && c->depth > s->cfg->device_slots)
+		c->depth = s->cfg->device_slots;
 	c->epoch = epoch;
 	c->g = g;
 	c->segment_batches = sampler_batches(&smp, g);
@@ -483,6 +594,21 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	w->n_tensors = src->n_tensors;
 	memcpy(w->tensors, src->tensors, sizeof(w->tensors));
 	*out = c;
+	if (device) {
+		char uuid[GPU_UUID_TEXT_MAX];
+		gpu_uuid_format(hello->device_uuid, uuid);
+		c->device = true;
+		c->attaching = true;
+		c->dev_slot_bytes = (src->batch_bytes + 4095) & ~(uint64_t)4095;
+		memcpy(c->uuid, hello->device_uuid, sizeof(c->uuid));
+		c->welcome = *w;
+		c->welcome.delivery = PROTO_DELIVERY_DEVICE;
+		log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" on GPU %s: %u "
+			 "device slots of %" PRIu64 " bytes", c->session, (int)pid, c->name[0] ? ", " : "",
+			 c->name, src->cfg->name, uuid, c->depth, c->dev_slot_bytes);
+		s->dev_ops.attach(s->dev_ops.ctx, c, hello->device_uuid, c->depth, c->dev_slot_bytes);
+		return SCHED_ATTACH_PENDING;
+	}
 	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\" as rank %u of %u, "
 		 "depth %u, epoch %" PRIu64 " offset %" PRIu64, c->session, (int)pid,
 		 c->name[0] ? ", " : "", c->name, src->cfg->name, hello->rank, hello->world,
@@ -491,7 +617,14 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	return 0;
 }
 
-void sched_detach(struct sched *s, struct sched_client *c)
+/* The process of a detached device client has exited: its ring can go. */
+static void retire_ring(void *arg)
+{
+	struct sched_client *c = arg;
+	c->retire_sched->dev_ops.retire(c->retire_sched->dev_ops.ctx, c->pc);
+}
+
+void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 {
 	for (uint32_t i = 0; i < s->n_slots; i++) {
 		struct slot *sl = &s->slots[i];
@@ -500,6 +633,8 @@ void sched_detach(struct sched *s, struct sched_client *c)
 		if (sl->state == SLOT_FILLING) {
 			sl->state = SLOT_ORPHAN;
 			sl->client = NULL;
+		} else if (sl->state == SLOT_PINNING) {
+			sl->client = NULL; /* freed when the pinner lets go of it */
 		} else {
 			slot_free(s, sl);
 		}
@@ -512,12 +647,47 @@ void sched_detach(struct sched *s, struct sched_client *c)
 	}
 	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches", c->session,
 		 (int)c->pid, c->released);
-	free(c);
+	c->conn = NULL;
+	if (!c->device || (!c->attaching && !c->pc)) {
+		free(c);
+		sched_fill(s);
+		return;
+	}
+	c->retiring_next = s->retiring;
+	s->retiring = c;
+	if (c->attaching) {
+		c->gone = true; /* sched_device_attached retires or frees it */
+	} else if (handles_closed) {
+		s->dev_ops.retire(s->dev_ops.ctx, c->pc);
+	} else {
+		log_info("client %" PRIu64 ": its GPU ring is freed once pid %d has exited", c->session,
+			 (int)c->pid);
+		c->retire_sched = s;
+		s->ops.watch_exit(s->ops.ctx, c->pid, retire_ring, c);
+	}
+	sched_fill(s);
+}
+
+static void release_device(struct sched *s, struct sched_client *c, const struct proto_release *r)
+{
+	struct dev_slot *ds = r->slot < c->depth ? &c->dev[r->slot] : NULL;
+	if (!ds || ds->state != DEV_HELD || ds->generation != r->generation || ds->seq != r->seq) {
+		log_debug("client %" PRIu64 ": stale or duplicate RELEASE of device slot %u generation "
+			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
+		return;
+	}
+	ds->state = DEV_FREE;
+	c->in_flight--;
+	c->released++;
 	sched_fill(s);
 }
 
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r)
 {
+	if (c->device) {
+		release_device(s, c, r);
+		return;
+	}
 	struct slot *sl = r->slot < s->n_slots ? &s->slots[r->slot] : NULL;
 	if (!sl || sl->state != SLOT_HELD || sl->client != c || sl->generation != r->generation ||
 	    sl->seq != r->seq) {
@@ -552,9 +722,93 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		const struct sched_client *c = s->clients[i];
 		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s rank %u world %u "
 			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
-			      " in_flight %u\n", c->session, (int)c->pid, c->name,
+			      " in_flight %u", c->session, (int)c->pid, c->name,
 			      s->sources[c->pipeline].cfg->name, c->sampler.rank, c->sampler.world,
 			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight);
+		if (c->device && c->pc)
+			s->dev_ops.describe_client(c->pc, t);
+		status_printf(t, "\n");
 	}
 	status_printf(t, "errors: read %" PRIu64 "\n", s->read_errors);
+}
+
+/* ---- device delivery: the pinner's answers ---- */
+
+void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const char *text,
+			   const struct proto_device *dev)
+{
+	struct sched_client *c = tag;
+	c->attaching = false;
+	c->pc = pc;
+	if (c->gone) { /* never saw WELCOME: it holds no handle */
+		if (pc)
+			s->dev_ops.retire(s->dev_ops.ctx, pc);
+		else
+			sched_device_retired(s, c);
+		return;
+	}
+	if (rc < 0) {
+		char why[PROTO_ERROR_TEXT_MAX];
+		snprintf(why, sizeof(why), "pipeline \"%s\": %s", s->sources[c->pipeline].cfg->name, text);
+		log_notice("client %" PRIu64 " (pid %d) refused: %s", c->session, (int)c->pid, why);
+		c->failed = true; /* the server closes; sched_detach frees it */
+		s->ops.attached(c->conn, rc, NULL, why);
+		return;
+	}
+	c->welcome.device = *dev;
+	s->ops.attached(c->conn, 0, &c->welcome, NULL);
+	sched_fill(s);
+}
+
+void sched_device_issued(struct sched *s, void *tag, uint32_t d)
+{
+	struct sched_client *c = tag;
+	if (!c->conn || c->failed || d >= c->depth || c->dev[d].state != DEV_COPYING)
+		return;
+	struct dev_slot *ds = &c->dev[d];
+	ds->state = DEV_HELD;
+	struct proto_ready r = {
+		.seq = ds->seq, .epoch = ds->epoch, .epoch_offset = ds->g, .batch = ds->batch,
+		.first = ds->first, .slot_offset = (uint64_t)d * c->dev_slot_bytes, .slot = d,
+		.generation = ds->generation, .rows = ds->rows,
+		.flags = ds->last ? PROTO_READY_LAST_IN_EPOCH : 0,
+	};
+	c->send_seq++;
+	s->ops.ready(c->conn, &r);
+}
+
+void sched_device_staging_free(struct sched *s, uint32_t slot, uint32_t generation)
+{
+	struct slot *sl = slot < s->n_slots ? &s->slots[slot] : NULL;
+	if (!sl || sl->state != SLOT_PINNING || sl->generation != generation) {
+		log_warning("pinner returned staging slot %u generation %u, which it does not hold; "
+			    "ignored", slot, generation);
+		return;
+	}
+	slot_free(s, sl);
+	sched_fill(s);
+}
+
+void sched_device_failed(struct sched *s, void *tag, const char *text)
+{
+	struct sched_client *c = tag;
+	if (!c->conn || c->failed)
+		return;
+	log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+	c->failed = true;
+	s->ops.fail(c->conn, EIO, text);
+}
+
+void sched_device_retired(struct sched *s, void *tag)
+{
+	struct sched_client *c = tag;
+	for (struct sched_client **pp = &s->retiring; *pp; pp = &(*pp)->retiring_next) {
+		if (*pp == c) {
+			*pp = c->retiring_next;
+			break;
+		}
+	}
+	if (c->pc)
+		log_info("client %" PRIu64 " (pid %d): GPU ring freed", c->session, (int)c->pid);
+	free(c);
 }

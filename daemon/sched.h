@@ -14,15 +14,23 @@
  *  - A slot's generation changes on every reuse; completions and RELEASEs
  *    carrying an old generation are ignored, never double-free a slot.
  *
- * Delivery is host mode: READY names the staging slot, which stays the
- * client's until its RELEASE. (GPU delivery will insert the pinning stage
- * between "batch complete" and READY; see sched_ops.ready.)
+ * Host delivery: READY names the staging slot, which stays the client's
+ * until its RELEASE.
+ *
+ * Device delivery: the client has a ring of `depth` device slots (the
+ * pinner allocates it; attaching waits for that). A complete batch, in
+ * order, takes a free device slot and goes to the pinner; its staging slot
+ * is free again once the pinner has read it, and READY (naming the device
+ * slot) goes out once the copy is issued. The device slot is the client's
+ * until its RELEASE. A client's in_flight counts its batches from start to
+ * RELEASE, so a free device slot always exists when a batch is handed on.
  *
  * Runs entirely on the loop thread.
  */
 #ifndef LDR_DAEMON_SCHED_H
 #define LDR_DAEMON_SCHED_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -38,6 +46,13 @@ struct sched_client;
 struct status_text;
 
 struct sched_ops {
+	void *ctx;
+	/* A pending attach (SCHED_ATTACH_PENDING) is decided: rc 0 with the
+	 * WELCOME to send, or -errno with the ERROR text. */
+	void (*attached)(void *conn, int rc, const struct proto_welcome *welcome, const char *text);
+	/* Calls fn(arg) on the loop once process pid has exited (at once when
+	 * it cannot be watched). */
+	void (*watch_exit)(void *ctx, pid_t pid, void (*fn)(void *arg), void *arg);
 	/* Send READY to the connection `conn` given at attach. */
 	void (*ready)(void *conn, const struct proto_ready *ready);
 	/* The client's stream cannot go on (code: positive errno, text names the
@@ -47,26 +62,57 @@ struct sched_ops {
 	void (*fail)(void *conn, int code, const char *text);
 };
 
+/* The GPU side (daemon/pinner.h), present when the daemon offers device
+ * delivery. Results come back through sched_device_* below. */
+struct sched_device_ops {
+	void *ctx;
+	void (*attach)(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t slots,
+		       uint64_t slot_bytes);
+	void (*copy)(void *ctx, void *pc, uint32_t device_slot, uint32_t staging_slot,
+		     uint32_t staging_generation, uint64_t bytes);
+	void (*retire)(void *ctx, void *pc);
+	void (*describe_client)(void *pc, struct status_text *t);
+};
+
+#define SCHED_ATTACH_PENDING 1
+
 struct sched *sched_create(const struct config *cfg, struct arena *arena,
 			   const struct source *sources, size_t n_sources,
 			   const struct sched_ops *ops);
 void sched_set_pool(struct sched *s, struct pool *pool);
+void sched_set_device(struct sched *s, const struct sched_device_ops *ops);
+/* Why device delivery is refused when no device ops are set (the ERROR
+ * text names it). */
+void sched_set_no_device(struct sched *s, const char *why);
 void sched_free(struct sched *s);
 
 /*
  * Attaches a client. On success fills the WELCOME (all but the arena size
  * fields, which the server adds) and starts filling its batches. On failure
  * returns -errno with a text for the ERROR frame: -EBUSY too many clients,
- * -ENOENT unknown pipeline, -EOPNOTSUPP device delivery, -EINVAL a bad
- * resume token or a world size that leaves this rank no batch.
+ * -ENOENT unknown pipeline, -EOPNOTSUPP device delivery from a daemon
+ * without it, -EINVAL a bad resume token or a world size that leaves this
+ * rank no batch. Device delivery returns SCHED_ATTACH_PENDING: the answer
+ * comes through ops.attached once the ring exists (or could not be made).
  */
 int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, void *conn,
 		 struct sched_client **out, struct proto_welcome *welcome,
 		 char *err, size_t err_cap);
 
 /* The client's connection is gone: its held slots are freed at once, slots
- * still being filled as soon as their outstanding items finish. */
-void sched_detach(struct sched *s, struct sched_client *c);
+ * still being filled as soon as their outstanding items finish. A device
+ * client's ring is freed once the process has closed its IPC handles:
+ * at once when it said so (handles_closed: it sent BYE), else when the
+ * process has exited. */
+void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed);
+
+/* Pinner results (daemon/pinner.h), on the loop thread. */
+void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const char *text,
+			   const struct proto_device *dev);
+void sched_device_issued(struct sched *s, void *tag, uint32_t device_slot);
+void sched_device_staging_free(struct sched *s, uint32_t staging_slot, uint32_t generation);
+void sched_device_failed(struct sched *s, void *tag, const char *text);
+void sched_device_retired(struct sched *s, void *tag);
 
 /* A RELEASE from the client. Stale or duplicate ones are ignored (0 is
  * returned either way; the ignored case is logged at debug level). */

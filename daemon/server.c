@@ -25,7 +25,12 @@
 /* Send buffer per connection: a STATUS frame (64 KiB) always fits. */
 #define SERVER_SNDBUF_BYTES (512 * 1024)
 
-enum conn_state { CONN_NEW, CONN_DATA, CONN_CLOSING };
+enum conn_state {
+	CONN_NEW,
+	CONN_ATTACHING, /* HELLO for device delivery: the GPU ring is being made */
+	CONN_DATA,
+	CONN_CLOSING,
+};
 
 struct conn {
 	struct server *srv;
@@ -34,6 +39,8 @@ struct conn {
 	pid_t pid;
 	enum conn_state state;
 	bool peer_closed; /* a send found the peer gone: reads drain, then close */
+	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
+	uint64_t hello_request_id;
 	uv_poll_t poll;
 	struct sched_client *client;
 };
@@ -58,7 +65,7 @@ static void on_conn_closed(uv_handle_t *h)
 	struct conn *c = h->data;
 	struct server *srv = c->srv;
 	if (c->client)
-		sched_detach(srv->sched, c->client);
+		sched_detach(srv->sched, c->client, c->said_bye);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -126,6 +133,7 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 	struct proto_msg out;
 	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = in->hdr.request_id};
 	char err[PROTO_ERROR_TEXT_MAX];
+	c->hello_request_id = in->hdr.request_id;
 	int rc = sched_attach(srv->sched, &in->u.hello, c->pid, c, &c->client, &out.u.welcome,
 			      err, sizeof(err));
 	if (rc < 0) {
@@ -133,8 +141,28 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 		conn_error(c, in->hdr.request_id, -rc, err);
 		return;
 	}
+	if (rc == SCHED_ATTACH_PENDING) {
+		c->state = CONN_ATTACHING;
+		return;
+	}
 	c->state = CONN_DATA;
 	conn_send(c, &out, srv->arena->fd);
+}
+
+void server_attached(void *conn, int rc, const struct proto_welcome *welcome, const char *text)
+{
+	struct conn *c = conn;
+	if (c->state != CONN_ATTACHING)
+		return;
+	if (rc < 0) {
+		conn_error(c, c->hello_request_id, -rc, text);
+		return;
+	}
+	struct proto_msg out;
+	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = c->hello_request_id};
+	out.u.welcome = *welcome;
+	c->state = CONN_DATA;
+	conn_send(c, &out, -1); /* device delivery: the ring's handles are in the frame */
 }
 
 static void handle_status(struct conn *c, const struct proto_msg *in)
@@ -176,11 +204,17 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 		protocol_error(c, m->hdr.request_id, why);
 		return;
 	}
+	if (c->state == CONN_ATTACHING && type != PROTO_BYE) {
+		snprintf(why, sizeof(why), "%s frame before WELCOME", proto_type_name(type));
+		protocol_error(c, m->hdr.request_id, why);
+		return;
+	}
 	switch (type) {
 	case PROTO_RELEASE:
 		sched_release(c->srv->sched, c->client, &m->u.release);
 		return;
 	case PROTO_BYE:
+		c->said_bye = true;
 		conn_close(c);
 		return;
 	default:
@@ -398,7 +432,7 @@ void server_shutdown(struct server *srv)
 		unlink(srv->path);
 	}
 	for (struct conn *c = srv->conns; c; c = c->next) {
-		if (c->state == CONN_DATA)
+		if (c->state == CONN_DATA || c->state == CONN_ATTACHING)
 			conn_error(c, 0, ESHUTDOWN, "daemon shutting down");
 		else
 			conn_close(c);

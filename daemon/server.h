@@ -44,6 +44,7 @@ void server_shutdown(struct server *srv);
 void server_free(struct server *srv);
 
 /* sched_ops implementation (daemon/sched.h). */
+void server_attached(void *conn, int rc, const struct proto_welcome *welcome, const char *text);
 void server_send_ready(void *conn, const struct proto_ready *ready);
 void server_fail_client(void *conn, int code, const char *text);
 

@@ -9,7 +9,7 @@
  *
  * Random bytes rarely make a valid frame, so with LOADERD_FUZZ_SEED_DIR=DIR
  * in the environment the harness first writes one valid frame of every type
- * into DIR; pass DIR as the corpus:
+ * into DIR, and a WELCOME of each delivery; pass DIR as the corpus:
  *   LOADERD_FUZZ_SEED_DIR=corpus fuzz_proto -max_total_time=60 corpus
  */
 #include <fcntl.h>
@@ -44,17 +44,58 @@ static int same_msg(const struct proto_msg *a, const struct proto_msg *b)
 	}
 }
 
-static void write_seed(const char *dir, const struct proto_msg *m)
+static void write_seed(const char *dir, const char *name, const struct proto_msg *m)
 {
 	char path[4096];
 	int n = proto_encode(m, frame, sizeof(frame)), fd;
 	if (n < 0)
 		abort();
-	snprintf(path, sizeof(path), "%s/seed-%s", dir, proto_type_name(m->hdr.type));
+	snprintf(path, sizeof(path), "%s/seed-%s", dir, name);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0 || write(fd, frame, (size_t)n) != n)
 		abort();
 	close(fd);
+}
+
+/* A host WELCOME (the arena fd rides along): two tensors, depth 4. */
+static void make_welcome(struct proto_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = PROTO_WELCOME;
+	m->hdr.request_id = PROTO_WELCOME;
+	m->hdr.flags = PROTO_FLAG_FD;
+	m->u.welcome = (struct proto_welcome){.arena_bytes = 1 << 24,
+		.slot_bytes = 1 << 20, .n_samples = 1000, .batch_size = 4,
+		.world = 1, .depth = 4, .shuffle = 1, .n_tensors = 2,
+		.delivery = PROTO_DELIVERY_HOST};
+	for (int t = 0; t < 2; t++) {
+		struct proto_tensor *x = &m->u.welcome.tensors[t];
+		strcpy(x->name, t ? "labels" : "data");
+		x->dtype = t ? PROTO_DTYPE_INT64 : PROTO_DTYPE_UINT8;
+		x->ndim = t ? 1 : 4;
+		x->shape[0] = 4;
+		for (uint32_t d = 1; d < x->ndim; d++)
+			x->shape[d] = 8;
+		x->offset = t ? 4096 : 0;
+	}
+}
+
+/* The same WELCOME with device delivery: no fd, a ring of depth (4) slots
+ * and its IPC handles, which the codec carries as opaque bytes. */
+static void make_device_welcome(struct proto_msg *m)
+{
+	struct proto_device *d = &m->u.welcome.device;
+	make_welcome(m);
+	m->hdr.flags = 0;
+	m->u.welcome.delivery = PROTO_DELIVERY_DEVICE;
+	d->slots = m->u.welcome.depth;
+	d->slot_bytes = 8192;
+	d->ring_bytes = 2 << 20;
+	memset(d->mem_handle, 0x11, sizeof(d->mem_handle));
+	for (uint32_t i = 0; i < d->slots; i++) {
+		memset(d->ready[i], 0x20 + (int)i, PROTO_IPC_HANDLE_BYTES);
+		memset(d->released[i], 0x30 + (int)i, PROTO_IPC_HANDLE_BYTES);
+	}
 }
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -75,20 +116,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			strcpy(m->u.hello.resume, "ldr1:0:1000:0:0");
 			break;
 		case PROTO_WELCOME:
-			m->hdr.flags = PROTO_FLAG_FD;
-			m->u.welcome = (struct proto_welcome){.arena_bytes = 1 << 24,
-				.slot_bytes = 1 << 20, .n_samples = 1000, .batch_size = 4,
-				.world = 1, .depth = 4, .shuffle = 1, .n_tensors = 2};
-			for (int t = 0; t < 2; t++) {
-				struct proto_tensor *x = &m->u.welcome.tensors[t];
-				strcpy(x->name, t ? "labels" : "data");
-				x->dtype = t ? PROTO_DTYPE_INT64 : PROTO_DTYPE_UINT8;
-				x->ndim = t ? 1 : 4;
-				x->shape[0] = 4;
-				for (uint32_t d = 1; d < x->ndim; d++)
-					x->shape[d] = 8;
-				x->offset = t ? 4096 : 0;
-			}
+			make_welcome(m);
 			break;
 		case PROTO_READY:
 			m->u.ready = (struct proto_ready){.seq = 1, .batch = 1, .first = 4,
@@ -108,8 +136,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			break;
 		default: break;
 		}
-		write_seed(dir, m);
+		write_seed(dir, proto_type_name(type), m);
 	}
+	make_device_welcome(m);
+	write_seed(dir, "WELCOME-device", m);
 	return 0;
 }
 

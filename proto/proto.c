@@ -276,14 +276,39 @@ static int check_tensor(const struct proto_welcome *m, uint32_t t, char *why, si
 			return -EPROTO;
 		}
 	}
-	if (x->offset > m->slot_bytes || bytes > m->slot_bytes - x->offset) {
+	/* With device delivery the tensors must fit a device slot too. */
+	uint64_t limit = m->slot_bytes;
+	if (m->delivery == PROTO_DELIVERY_DEVICE && m->device.slot_bytes < limit)
+		limit = m->device.slot_bytes;
+	if (x->offset > limit || bytes > limit - x->offset) {
 		set_why(why, cap,
 			"WELCOME: tensor %u (%llu bytes at offset %llu) outside slot_bytes %llu",
 			t, (unsigned long long)bytes, (unsigned long long)x->offset,
-			(unsigned long long)m->slot_bytes);
+			(unsigned long long)limit);
 		return -EPROTO;
 	}
 	return 0;
+}
+
+static int check_device(const struct proto_welcome *m, char *why, size_t cap)
+{
+	const struct proto_device *d = &m->device;
+	uint64_t ring;
+	if (d->slots < 1 || d->slots > PROTO_DEVICE_SLOTS_MAX)
+		set_why(why, cap, "WELCOME: device slots %u not in 1..%d", d->slots,
+			PROTO_DEVICE_SLOTS_MAX);
+	else if (d->slots != m->depth)
+		set_why(why, cap, "WELCOME: device slots %u differ from depth %u", d->slots, m->depth);
+	else if (d->slot_bytes == 0 || __builtin_mul_overflow(d->slot_bytes, (uint64_t)d->slots, &ring) ||
+		 ring > d->ring_bytes)
+		set_why(why, cap, "WELCOME: %u device slots of %llu bytes do not fit a ring of %llu",
+			d->slots, (unsigned long long)d->slot_bytes, (unsigned long long)d->ring_bytes);
+	else if (d->slot_bytes > m->slot_bytes)
+		set_why(why, cap, "WELCOME: device slot_bytes %llu over staging slot_bytes %llu",
+			(unsigned long long)d->slot_bytes, (unsigned long long)m->slot_bytes);
+	else
+		return 0;
+	return -EPROTO;
 }
 
 static int check_welcome(const struct proto_welcome *m, char *why, size_t cap)
@@ -304,6 +329,10 @@ static int check_welcome(const struct proto_welcome *m, char *why, size_t cap)
 	else if (m->slot_bytes > m->arena_bytes)
 		set_why(why, cap, "WELCOME: slot_bytes %llu over arena_bytes %llu",
 			(unsigned long long)m->slot_bytes, (unsigned long long)m->arena_bytes);
+	else if (m->delivery > PROTO_DELIVERY_MAX)
+		set_why(why, cap, "WELCOME: delivery %u unknown (0 host, 1 device)", m->delivery);
+	else if (m->delivery == PROTO_DELIVERY_DEVICE && check_device(m, why, cap) < 0)
+		return -EPROTO;
 	else {
 		for (uint32_t t = 0; t < m->n_tensors; t++) {
 			int rc = check_tensor(m, t, why, cap);
@@ -416,6 +445,18 @@ static void put_welcome(struct writer *w, const struct proto_welcome *m)
 			wr_u64(w, x->shape[d]);
 		wr_u64(w, x->offset);
 	}
+	wr_u32(w, m->delivery);
+	if (m->delivery != PROTO_DELIVERY_DEVICE)
+		return;
+	const struct proto_device *d = &m->device;
+	wr_u32(w, d->slots);
+	wr_u64(w, d->slot_bytes);
+	wr_u64(w, d->ring_bytes);
+	wr_bytes(w, d->mem_handle, PROTO_IPC_HANDLE_BYTES);
+	for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
+		wr_bytes(w, d->ready[i], PROTO_IPC_HANDLE_BYTES);
+	for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
+		wr_bytes(w, d->released[i], PROTO_IPC_HANDLE_BYTES);
 }
 
 static void get_welcome(struct reader *r, struct proto_welcome *m)
@@ -449,6 +490,20 @@ static void get_welcome(struct reader *r, struct proto_welcome *m)
 			rd_u64(r, "tensor shape", &x->shape[d]);
 		rd_u64(r, "tensor offset", &x->offset);
 	}
+	rd_u32(r, "delivery", &m->delivery);
+	if (r->err || m->delivery != PROTO_DELIVERY_DEVICE)
+		return; /* an unknown delivery is refused by check_welcome */
+	struct proto_device *d = &m->device;
+	rd_u32(r, "device slots", &d->slots);
+	if (!r->err && (d->slots < 1 || d->slots > PROTO_DEVICE_SLOTS_MAX))
+		rd_fail(r, "device slots %u not in 1..%d", d->slots, PROTO_DEVICE_SLOTS_MAX);
+	rd_u64(r, "device slot_bytes", &d->slot_bytes);
+	rd_u64(r, "device ring_bytes", &d->ring_bytes);
+	rd_bytes(r, "device mem_handle", d->mem_handle, PROTO_IPC_HANDLE_BYTES);
+	for (uint32_t i = 0; i < d->slots && !r->err; i++)
+		rd_bytes(r, "device ready event", d->ready[i], PROTO_IPC_HANDLE_BYTES);
+	for (uint32_t i = 0; i < d->slots && !r->err; i++)
+		rd_bytes(r, "device released event", d->released[i], PROTO_IPC_HANDLE_BYTES);
 }
 
 static void put_ready(struct writer *w, const struct proto_ready *m)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 1
+#define PROTO_VERSION 2
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
@@ -36,6 +36,8 @@
 #define PROTO_ERROR_TEXT_MAX 1024
 #define PROTO_STATUS_TEXT_MAX (PROTO_MAX_PAYLOAD - 8)
 #define PROTO_UUID_BYTES 16
+#define PROTO_DEVICE_SLOTS_MAX 32  /* device ring slots per client */
+#define PROTO_IPC_HANDLE_BYTES 64  /* a CUDA IPC memory or event handle */
 
 enum proto_type {
 	PROTO_HELLO = 1,      /* client -> daemon, first frame of a data session */
@@ -54,8 +56,8 @@ enum proto_type {
 #define PROTO_FLAGS_KNOWN PROTO_FLAG_FD
 
 enum proto_delivery {
-	PROTO_DELIVERY_HOST = 0,   /* batches stay in shared memory (this version) */
-	PROTO_DELIVERY_DEVICE = 1, /* batches on the client's GPU (not yet served) */
+	PROTO_DELIVERY_HOST = 0,   /* batches stay in shared memory */
+	PROTO_DELIVERY_DEVICE = 1, /* batches on the client's GPU, through CUDA IPC */
 	PROTO_DELIVERY_MAX = PROTO_DELIVERY_DEVICE,
 };
 
@@ -105,6 +107,20 @@ struct proto_tensor {
 	uint64_t offset;                  /* byte offset of the tensor in a staging slot */
 };
 
+/* Device delivery: the client's ring on its GPU, exported once at attach.
+ * Device slot d starts at byte d * slot_bytes of the ring; tensor offsets
+ * are the same as within a staging slot. ready[d] is recorded by the
+ * daemon after its copy into slot d; the client records released[d] when
+ * its work on the slot is enqueued. Both are the daemon's events. */
+struct proto_device {
+	uint32_t slots;      /* 1..PROTO_DEVICE_SLOTS_MAX, = the granted depth */
+	uint64_t slot_bytes; /* bytes between consecutive device slots */
+	uint64_t ring_bytes; /* the allocation's size, >= slots * slot_bytes */
+	uint8_t mem_handle[PROTO_IPC_HANDLE_BYTES];
+	uint8_t ready[PROTO_DEVICE_SLOTS_MAX][PROTO_IPC_HANDLE_BYTES];
+	uint8_t released[PROTO_DEVICE_SLOTS_MAX][PROTO_IPC_HANDLE_BYTES];
+};
+
 struct proto_welcome {
 	uint64_t session;     /* daemon-unique id of this attachment */
 	uint64_t arena_bytes; /* size of the shared-memory arena (fd in this frame) */
@@ -121,6 +137,8 @@ struct proto_welcome {
 	uint32_t drop_last;   /* 0 or 1 */
 	uint32_t n_tensors;   /* 1..PROTO_TENSORS_MAX */
 	struct proto_tensor tensors[PROTO_TENSORS_MAX];
+	uint32_t delivery;    /* enum proto_delivery: host carries the arena fd */
+	struct proto_device device; /* delivery device only; zero otherwise */
 };
 
 #define PROTO_READY_LAST_IN_EPOCH 0x1u
@@ -131,8 +149,8 @@ struct proto_ready {
 	uint64_t epoch_offset; /* the segment start g of this epoch (sampler.h) */
 	uint64_t batch;      /* batch index within the segment */
 	uint64_t first;      /* rank-local index j of the batch's first sample */
-	uint64_t slot_offset; /* arena byte offset of the staging slot */
-	uint32_t slot;       /* staging slot index */
+	uint64_t slot_offset; /* byte offset of the slot: in the arena (host), in the ring (device) */
+	uint32_t slot;       /* staging slot index (host), device slot index (device) */
 	uint32_t generation; /* slot generation, echoed by RELEASE */
 	uint32_t rows;       /* samples in this batch, 1..batch_size */
 	uint32_t flags;      /* PROTO_READY_* */

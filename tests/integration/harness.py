@@ -218,7 +218,7 @@ def check_permutation(order, n, what):
 _SUMMARY_RE = re.compile(
     r"^consume: pipeline=(\S+) rank=(\d+) world=(\d+) epochs=(\d+) batches=(\d+) "
     r"samples=(\d+) bytes=(\d+) seconds=(\d+\.\d{3}) batches_per_s=(\S+) "
-    r"samples_per_s=(\S+) MB_per_s=(\S+)$")
+    r"samples_per_s=(\S+) MB_per_s=(\S+) device=(host|GPU-[0-9a-f-]{36}) call_us=(\S+)$")
 
 
 def parse_consume_output(stdout):
@@ -228,11 +228,11 @@ def parse_consume_output(stdout):
     m = _SUMMARY_RE.match(lines[0])
     check(m is not None, "consume summary line does not match the contract: %r" % lines[0])
     keys = ["pipeline", "rank", "world", "epochs", "batches", "samples", "bytes", "seconds",
-            "batches_per_s", "samples_per_s", "MB_per_s"]
+            "batches_per_s", "samples_per_s", "MB_per_s", "device", "call_us"]
     summary = dict(zip(keys, m.groups()))
     for k in ("rank", "world", "epochs", "batches", "samples", "bytes"):
         summary[k] = int(summary[k])
-    for k in ("seconds", "batches_per_s", "samples_per_s", "MB_per_s"):
+    for k in ("seconds", "batches_per_s", "samples_per_s", "MB_per_s", "call_us"):
         summary[k] = float(summary[k])
     check(lines[1].startswith("position: "), "second stdout line is not 'position: TOKEN': %r" % lines[1])
     token = lines[1][len("position: "):]
@@ -247,7 +247,10 @@ _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) infl
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
                           r"shuffle ([01]) drop_last ([01])$")
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"([^\"]*)\" pipeline (\S+) rank (\d+) "
-                        r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+)$")
+                        r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+)"
+                        r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+))?$")
+_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
+                     r"device_bytes (\d+)$")
 
 
 def parse_status(text):
@@ -266,7 +269,13 @@ def parse_status(text):
 
     m = expect(_STATUS_HEAD_RE, "version")
     st["version"], st["pid"], st["uptime"] = m.group(1), int(m.group(2)), float(m.group(3))
-    st["delivery"] = expect(re.compile(r"^delivery: (\S+)$"), "delivery").group(1)
+    st["delivery"] = expect(re.compile(r"^delivery: (host.*)$"), "delivery").group(1)
+    st["gpus"] = []
+    n_gpus = int(expect(re.compile(r"^gpus: (\d+)$"), "gpus").group(1))
+    for _ in range(n_gpus):
+        m = expect(_GPU_RE, "gpu")
+        st["gpus"].append({"index": int(m.group(1)), "uuid": m.group(2), "name": m.group(3),
+                           "clients": int(m.group(4)), "device_bytes": int(m.group(5))})
     m = expect(_ARENA_RE, "arena")
     st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"] = (int(x) for x in m.groups())
     n_workers = int(expect(re.compile(r"^workers: (\d+)$"), "workers").group(1))
@@ -289,7 +298,9 @@ def parse_status(text):
         st["clients"].append({
             "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
-            "released": int(g[9]), "in_flight": int(g[10])})
+            "released": int(g[9]), "in_flight": int(g[10]), "gpu": g[11],
+            "stream_depth": None if g[12] is None else int(g[12]),
+            "bytes_moved": None if g[13] is None else int(g[13])})
     st["read_errors"] = int(expect(re.compile(r"^errors: read (\d+)$"), "errors").group(1))
     return st
 

@@ -329,7 +329,7 @@ static void test_welcome_without_fd(void **state)
 	send_welcome(p, &w, -1);
 	struct ldr_attach_opts o = { .pipeline = "p" };
 	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "no arena fd"));
+	assert_non_null(strstr(ldr_error(p->c), "without an arena fd"));
 }
 
 static void test_ready_out_of_sequence(void **state)

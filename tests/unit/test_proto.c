@@ -62,7 +62,7 @@ static void make_welcome(struct proto_welcome *w, uint32_t n_tensors, uint32_t n
 			x->shape[d] = 2 + d + t;
 		x->offset = (uint64_t)t << 20;
 	}
-	if (n_tensors == 1) { /* payload of exactly 122 bytes, see the patch tests */
+	if (n_tensors == 1) { /* payload of exactly 126 bytes, see the patch tests */
 		w->rank = 0;
 		w->world = 1;
 		w->tensors[0].shape[1] = 96;
@@ -212,7 +212,7 @@ static void test_round_trip(void **state)
 static void test_golden_bytes(void **state)
 {
 	static const uint8_t release[] = {
-		'L', 'D', 'R', 'D', 1, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+		'L', 'D', 'R', 'D', 2, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
 		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0};
 	static const uint8_t hello_payload[] = {
 		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
@@ -259,7 +259,7 @@ static void test_bad_header(void **state)
 		expect(decode(n), -EBADMSG, "short frame");
 	frame[0] ^= 1;
 	expect(decode(len), -EBADMSG, "magic");
-	for (uint16_t v = 0; v < 4; v += 2) { /* 0 and 2 */
+	for (uint16_t v = 0; v < 4; v += 3) { /* 0 and 3: only PROTO_VERSION (2) is spoken */
 		len = encode_sample(S_RELEASE);
 		put_le(frame + 4, v, 2);
 		expect(decode(len), -EPROTONOSUPPORT, "version");
@@ -328,8 +328,9 @@ static void test_bad_hello(void **state)
 	expect(patched(S_HELLO_MAX, 164 + 126, 0, 1), -EPROTO, "resume contains a NUL");
 }
 
-/* S_WELCOME_MIN payload: fixed fields 0..83, n_tensors at 80, then tensor 0:
- * name length 84, "data" 86, dtype 90, ndim 94, shape 98 and 106, offset 114. */
+/* S_WELCOME_MIN payload (host delivery): fixed fields 0..83, n_tensors at 80,
+ * then tensor 0: name length 84, "data" 86, dtype 90, ndim 94, shape 98 and
+ * 106, offset 114; then delivery 122. Device delivery: test_proto_device.c. */
 static void test_bad_welcome(void **state)
 {
 	(void)state;

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# gpu-check.sh: build loaderd on a GPU machine that has a compiler, cmake and
+# the CUDA toolkit but none of loaderd's -dev packages, then run the whole
+# test suite (GPU tests included) and the GPU transfer benchmark.
+#
+# The Debian -dev packages travel as .deb files in .gpu/debs (fetch them
+# with `scripts/gpu-check.sh --fetch` on a Debian machine) and are unpacked
+# into a private prefix, never into /; the build links them statically.
+#
+# LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_ALL_TESTS=0 skip a part.
+# Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
+# gpu-tests.log, bench/ and tests.log (the rest of the suite), in that order.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0"
+if [ "${1:-}" = "--fetch" ]; then
+	mkdir -p .gpu/debs && cd .gpu/debs && exec apt-get download $DEBS
+fi
+OUT=${OUT:-/tmp/loaderd-gpu-out}
+B=${LOADERD_GPU_BUILD:-/tmp/loaderd-gpu-build}
+D=/tmp/loaderd-deps
+mkdir -p "$OUT" "$D"
+for f in .gpu/debs/*.deb; do dpkg -x "$f" "$D"; done
+export PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_LIBDIR=$D/usr/lib/x86_64-linux-gnu/pkgconfig
+export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export PATH=/usr/local/cuda/bin:$PATH
+nproc=$(nproc)
+{ cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DLOADERD_STATIC_DEPS=ON -DLOADERD_WERROR=ON \
+	&& cmake --build "$B" -j"$nproc"; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
+"$B/bin/loaderd" --version | tee "$OUT/version.txt"
+nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv >> "$OUT/version.txt" 2>&1
+rc=0
+if [ "${LOADERD_GPU_TESTS:-1}" = 1 ]; then
+	ctest --test-dir "$B" -L gpu --output-on-failure --timeout 300 > "$OUT/gpu-tests.log" 2>&1 || rc=1
+	grep -E "tests passed|Failed|Passed|Not Run|Skipped" "$OUT/gpu-tests.log" | tail -20
+fi
+if [ "${LOADERD_GPU_BENCH:-1}" = 1 ]; then
+	mkdir -p "$OUT/bench"
+	python3 bench/gpu_bench.py --build "$B" --out "$OUT/bench" ${LOADERD_BENCH_ARGS:-} 2>&1 | tail -40 || rc=1
+fi
+if [ "${LOADERD_GPU_ALL_TESTS:-1}" = 1 ]; then
+	ctest --test-dir "$B" -LE gpu -j"$nproc" --output-on-failure > "$OUT/tests.log" 2>&1 || rc=1
+	grep -E "tests passed|\*\*\*Failed|Timeout" "$OUT/tests.log" | tail -10
+fi
+exit $rc
