@@ -12,12 +12,12 @@
 
 #include "common/gpu_uuid.h"
 #include "common/log.h"
+#include "daemon/copyteam.h"
 #include "daemon/status.h"
 
 #define PINNER_DEVICES_MAX 16
 #define RING_ALIGN (2u << 20)              /* device rings are rounded up to 2 MiB */
 #define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
-#define TEAM_MIN_PART (1u << 20)            /* smaller copies are not split */
 #define TEXT_MAX 512
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
@@ -77,20 +77,6 @@ struct queue {
 	struct msg *head, *tail;
 };
 
-/* pin = copy: threads that share one staging -> pinned memcpy. */
-struct team {
-	pthread_t *threads;
-	uint32_t n; /* helper threads; the pinning thread does part 0 */
-	pthread_mutex_t mu;
-	pthread_cond_t go, done;
-	uint64_t round;
-	uint32_t pending;
-	bool quit;
-	const uint8_t *src;
-	uint8_t *dst;
-	size_t part, bytes;
-};
-
 struct pinner {
 	uv_loop_t *loop;
 	const struct config *cfg;
@@ -147,6 +133,15 @@ static struct msg *queue_take_all(struct queue *q)
 	return m;
 }
 
+static void msgs_free(struct msg *m)
+{
+	while (m) {
+		struct msg *next = m->next;
+		free(m);
+		m = next;
+	}
+}
+
 static struct msg *msg_new(enum msg_kind kind)
 {
 	struct msg *m = calloc(1, sizeof(*m));
@@ -195,99 +190,6 @@ static int cuda_errno(cudaError_t e)
 	default:
 		return -EIO;
 	}
-}
-
-/* ---- the copy team (pin = copy) ---- */
-
-static void team_part(struct team *t, uint32_t k)
-{
-	size_t off = (size_t)k * t->part;
-	if (off < t->bytes)
-		memcpy(t->dst + off, t->src + off, t->bytes - off < t->part ? t->bytes - off : t->part);
-}
-
-static void *team_main(void *arg)
-{
-	struct team *t = arg;
-	uint32_t k = 0;
-	pthread_mutex_lock(&t->mu);
-	for (uint32_t i = 0; i < t->n; i++)
-		if (pthread_equal(t->threads[i], pthread_self()))
-			k = i + 1;
-	uint64_t seen = t->round;
-	for (;;) {
-		while (t->round == seen && !t->quit)
-			pthread_cond_wait(&t->go, &t->mu);
-		if (t->quit)
-			break;
-		seen = t->round;
-		pthread_mutex_unlock(&t->mu);
-		team_part(t, k);
-		pthread_mutex_lock(&t->mu);
-		if (--t->pending == 0)
-			pthread_cond_signal(&t->done);
-	}
-	pthread_mutex_unlock(&t->mu);
-	return NULL;
-}
-
-static int team_start(struct team *t, uint32_t threads)
-{
-	pthread_mutex_init(&t->mu, NULL);
-	pthread_cond_init(&t->go, NULL);
-	pthread_cond_init(&t->done, NULL);
-	t->n = 0;
-	if (threads <= 1)
-		return 0;
-	t->threads = calloc(threads - 1, sizeof(pthread_t));
-	if (!t->threads)
-		return -ENOMEM;
-	pthread_mutex_lock(&t->mu); /* team_main finds its index once all exist */
-	for (uint32_t i = 0; i < threads - 1; i++) {
-		if (pthread_create(&t->threads[i], NULL, team_main, t) != 0)
-			break;
-		pthread_setname_np(t->threads[i], "loaderd-pincopy");
-		t->n++;
-	}
-	pthread_mutex_unlock(&t->mu);
-	return 0;
-}
-
-static void team_copy(struct team *t, uint8_t *dst, const uint8_t *src, size_t bytes)
-{
-	uint32_t parts = t->n + 1;
-	if (t->n == 0 || bytes < (size_t)TEAM_MIN_PART * parts) {
-		memcpy(dst, src, bytes);
-		return;
-	}
-	pthread_mutex_lock(&t->mu);
-	t->dst = dst;
-	t->src = src;
-	t->bytes = bytes;
-	t->part = ((bytes + parts - 1) / parts + 4095) & ~(size_t)4095;
-	t->pending = t->n;
-	t->round++;
-	pthread_cond_broadcast(&t->go);
-	pthread_mutex_unlock(&t->mu);
-	team_part(t, 0);
-	pthread_mutex_lock(&t->mu);
-	while (t->pending > 0)
-		pthread_cond_wait(&t->done, &t->mu);
-	pthread_mutex_unlock(&t->mu);
-}
-
-static void team_stop(struct team *t)
-{
-	pthread_mutex_lock(&t->mu);
-	t->quit = true;
-	pthread_cond_broadcast(&t->go);
-	pthread_mutex_unlock(&t->mu);
-	for (uint32_t i = 0; i < t->n; i++)
-		pthread_join(t->threads[i], NULL);
-	free(t->threads);
-	pthread_mutex_destroy(&t->mu);
-	pthread_cond_destroy(&t->go);
-	pthread_cond_destroy(&t->done);
 }
 
 /* ---- start-up (pinning thread) ---- */
@@ -747,17 +649,9 @@ static void shutdown_gpu(struct pinner *p)
 	}
 	/* Callbacks that ran during the synchronisations queued messages. */
 	pthread_mutex_lock(&p->mu);
-	struct msg *m = queue_take_all(&p->in);
+	msgs_free(queue_take_all(&p->in));
 	pthread_mutex_unlock(&p->mu);
-	while (m) {
-		struct msg *next = m->next;
-		free(m);
-		m = next;
-	}
-	for (struct msg *w = queue_take_all(&p->copy_wait); w; w = m) {
-		m = w->next;
-		free(w);
-	}
+	msgs_free(queue_take_all(&p->copy_wait));
 	for (int i = 0; i < p->n_gpus; i++)
 		if (p->gpus[i].aux) {
 			cudaSetDevice(i);
@@ -914,13 +808,8 @@ void pinner_stop(struct pinner *p)
 	pthread_join(p->thread, NULL);
 	p->thread_started = false;
 	pthread_mutex_lock(&p->out_mu);
-	struct msg *m = queue_take_all(&p->out);
+	msgs_free(queue_take_all(&p->out));
 	pthread_mutex_unlock(&p->out_mu);
-	while (m) {
-		struct msg *next = m->next;
-		free(m);
-		m = next;
-	}
 	uv_close((uv_handle_t *)&p->async, NULL);
 }
 
@@ -928,10 +817,7 @@ void pinner_free(struct pinner *p)
 {
 	if (!p)
 		return;
-	for (struct msg *m = queue_take_all(&p->in), *next; m; m = next) {
-		next = m->next; /* posted after the thread stopped */
-		free(m);
-	}
+	msgs_free(queue_take_all(&p->in)); /* posted after the thread stopped */
 	free(p->pinned);
 	free(p->pinned_free);
 	free(p->clients);
