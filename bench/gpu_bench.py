@@ -42,6 +42,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from host_bench import cpu_model, read_file_gbps  # noqa: E402  (this directory)
+
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TORCH_PEER = os.path.join(ROOT, "bench", "torch_peer.py")
 MIB = 1 << 20
@@ -139,17 +142,6 @@ def wait_for(cond, timeout_s, what, interval_s=0.05):
 
 # ---------------------------------------------------------------- machine
 
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def usable_cores():
     try:
         return len(os.sched_getaffinity(0))
@@ -226,23 +218,6 @@ def write_dataset(path, total_bytes, threads):
                 pass
     finally:
         os.close(fd)
-
-
-def read_file_gbps(path):
-    """One sequential pass (puts the file in the page cache); GB/s."""
-    view = memoryview(bytearray(WRITE_BLOCK))
-    total = 0
-    start = time.perf_counter()
-    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    try:
-        while True:
-            n = os.readv(fd, [view])
-            if n == 0:
-                break
-            total += n
-    finally:
-        os.close(fd)
-    return total / (time.perf_counter() - start) / 1e9
 
 
 # ---------------------------------------------------------------- loaderd

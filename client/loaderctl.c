@@ -232,7 +232,8 @@ static int dump_batch(FILE *f, struct ldr_client *c, const struct ldr_batch *b,
 		*copy = grown;
 		*copy_cap = total;
 	}
-	for (unsigned t = 0, at = 0; t < b->n_tensors; t++) {
+	size_t at = 0;
+	for (unsigned t = 0; t < b->n_tensors; t++) {
 		data[t] = b->tensors[t].data;
 		if (!b->on_device)
 			continue;
@@ -241,7 +242,7 @@ static int dump_batch(FILE *f, struct ldr_client *c, const struct ldr_batch *b,
 			return -1;
 		}
 		data[t] = *copy + at;
-		at += (unsigned)b->tensors[t].bytes;
+		at += b->tensors[t].bytes;
 	}
 	for (unsigned row = 0; row < b->rows; row++) {
 		uint32_t crc = 0;

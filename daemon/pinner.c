@@ -61,6 +61,7 @@ enum msg_kind {
 /* One message, reused along a batch's way (M_COPY -> M_SLOT_FREE -> ...). */
 struct msg {
 	struct msg *next;
+	struct pinner *owner; /* for the CUDA host callback: whose queue */
 	enum msg_kind kind;
 	void *tag;
 	struct pinner_client *pc;
@@ -403,26 +404,23 @@ static void client_fail(struct pinner *p, struct pinner_client *pc, const char *
 	post_out(p, r);
 }
 
+/* Runs on a CUDA thread: only queues (no CUDA call is allowed here). */
 static void CUDART_CB on_stream_point(void *arg)
 {
 	struct msg *m = arg;
-	struct pinner *p = (struct pinner *)m->tag;
-	m->tag = m->pc->tag;
-	post_in(p, m);
+	post_in(m->owner, m);
 }
 
 /* Queues a host callback at this point of pc's stream, reporting `kind`
- * with m (whose tag is borrowed to carry the pinner). */
+ * with m. */
 static cudaError_t stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
 				enum msg_kind kind)
 {
 	m->kind = kind;
 	m->pc = pc;
-	m->tag = p;
-	cudaError_t e = cudaLaunchHostFunc(pc->stream, on_stream_point, m);
-	if (e != cudaSuccess)
-		m->tag = pc->tag;
-	return e;
+	m->tag = pc->tag;
+	m->owner = p;
+	return cudaLaunchHostFunc(pc->stream, on_stream_point, m);
 }
 
 static void staging_free(struct pinner *p, struct msg *m)

@@ -6,7 +6,8 @@ GPU UUID) gets ERROR EOPNOTSUPP naming why: `gpu = off`, or, from a daemon
 with `gpu = auto` on a machine without a usable GPU, the reason the GPU is
 unavailable (when this machine has a GPU that daemon offers device delivery
 and the case is skipped). A HELLO for device delivery with a zero UUID gets
-EINVAL. Host clients of the same daemons are served as before, and
+EINVAL; a --device that is neither an ordinal nor a UUID is refused by the
+client, naming it. Host clients of the same daemons are served as before, and
 `gpu = required` without a usable GPU makes the daemon exit 1 at start with
 the reason.
 """
@@ -61,6 +62,9 @@ def body(env):
           "gpu = off: ERROR %d %r, expected EOPNOTSUPP naming gpu = off" % (code, text))
     r = env.loaderctl(harness.consume_args(d.socket, "p", epochs=1))
     check(r.returncode == 0, "host consume from the gpu = off daemon failed: %s" % r.stderr)
+    r = env.loaderctl(harness.consume_args(d.socket, "p", epochs=1, extra=["--device", "gpu0"]))
+    check(r.returncode == 1 and 'device "gpu0" is neither a CUDA device ordinal nor a GPU UUID'
+          in r.stderr, "consume --device gpu0: rc %d, stderr %r" % (r.returncode, r.stderr))
     d.stop()
 
     if gpus_seen() > 0:
