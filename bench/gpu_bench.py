@@ -5,9 +5,10 @@ compares with a framework DataLoader, measured in one run on one machine.
 For raw batches of 1 MiB records (--sizes-mib, default 4, 16 and 64 MiB):
   (a) ceiling: pinned host-to-device cudaMemcpyAsync rate of this bus
       (build/bin/loaderd-h2d-ceiling, median of repeats);
-  (b) loaderd's delivered GB/s to one client, in each pin mode (register,
-      copy): one daemon per mode with one shuffled raw pipeline per batch
-      size on the same file; `loaderctl consume --device D --batches N
+  (b) loaderd's delivered GB/s to one client, in each mode: pin register,
+      pin copy, and direct (pin register with `direct = on` pipelines:
+      straight from the page-locked file, daemon/direct.h): one daemon per
+      mode with one shuffled raw pipeline per batch size on the same file; `loaderctl consume --device D --batches N
       --quiet` after a warm-up consume; MB_per_s of its summary;
   (c) (b) / (a);
   (d) the client's own cost per batch (ldr_next + ldr_stream_wait +
@@ -15,7 +16,8 @@ For raw batches of 1 MiB records (--sizes-mib, default 4, 16 and 64 MiB):
       ready: two runs of different lengths, whose difference cancels the
       first batch's wait;
   (e) a torch DataLoader on the same records with as many workers
-      (bench/torch_peer.py, in its own process), and loaderd / DataLoader.
+      (bench/torch_peer.py, in its own process), and loaderd / DataLoader,
+      with the bound no loader can pass here: ceiling / DataLoader.
 It prints a markdown table, the machine, the date and a goal line; --out DIR
 keeps the table, every command's output and loaderd's logs. Exit codes: 0
 (all measured), 1 (some measurement failed: "error: ..." in its cell), 77
@@ -50,7 +52,7 @@ TORCH_PEER = os.path.join(ROOT, "bench", "torch_peer.py")
 MIB = 1 << 20
 GIB = 1 << 30
 RECORD_BYTES = MIB
-MODES = ("register", "copy")
+MODES = ("register", "copy", "direct")
 EXIT_SKIP = 77
 
 WRITE_BLOCK = 16 << 20      # bytes of os.urandom per write
@@ -232,6 +234,7 @@ class Daemon:
     def __init__(self, ctx, mode):
         self.ctx = ctx
         self.mode = mode
+        self.pin = "register" if mode == "direct" else mode
         self.socket = os.path.join(ctx.workdir, "loaderd-%s.sock" % mode)
         self.config = os.path.join(ctx.logdir, "loaderd-%s.ini" % mode)
         self.log_path = os.path.join(ctx.logdir, "loaderd-%s.log" % mode)
@@ -250,7 +253,7 @@ class Daemon:
                  "staging_slots = %d" % STAGING_SLOTS,
                  "max_depth = %d" % max(16, a.depth),
                  "gpu = required",
-                 "pin = %s" % self.mode,
+                 "pin = %s" % self.pin,
                  "device_slots = %d" % a.depth,
                  "log_level = info",
                  ""]
@@ -259,6 +262,7 @@ class Daemon:
                       "source = raw:%s" % self.ctx.data,
                       "record_bytes = %d" % RECORD_BYTES,
                       "batch_size = %d" % (mib * MIB // RECORD_BYTES),
+                      "direct = %s" % ("on" if self.mode == "direct" else "off"),
                       ""]
         with open(self.config, "w") as f:
             f.write("\n".join(lines))
@@ -282,14 +286,14 @@ class Daemon:
     def start(self):
         self.write_config()
         cmd = [os.path.join(self.ctx.bindir, "loaderd"), "--config", self.config]
-        self.ctx.log.write("\n$ %s    # loaderd, pin %s, log in %s\n"
+        self.ctx.log.write("\n$ %s    # loaderd, mode %s, log in %s\n"
                            % (shlex.join(cmd), self.mode, self.log_path))
         with open(self.log_path, "wb") as logf:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
 
         def up():
             if self.proc.poll() is not None:
-                raise StepError("loaderd (pin %s) exited %d at start: %s"
+                raise StepError("loaderd (mode %s) exited %d at start: %s"
                                 % (self.mode, self.proc.returncode, self.log_tail()))
             try:
                 text = self.status()
@@ -298,15 +302,20 @@ class Daemon:
             # The socket answers while the GPU is still being set up.
             return text if text and "(GPU starting)" not in text else None
 
-        text = wait_for(up, START_TIMEOUT_S, "loaderd (pin %s) to start its GPU delivery" % self.mode)
+        text = wait_for(up, START_TIMEOUT_S, "loaderd (mode %s) to start its GPU delivery" % self.mode)
         self.ctx.log.write("status:\n%s" % text)
         m = re.search(r"^delivery: (.*)$", text, re.M)
-        if m and "pin %s" % self.mode not in m.group(1):
-            raise StepError("loaderd delivers %s, not to the GPU with pin %s" % (m.group(1), self.mode))
+        if m and "pin %s" % self.pin not in m.group(1):
+            raise StepError("loaderd delivers %s, not to the GPU with pin %s" % (m.group(1), self.pin))
+        if self.mode == "direct":
+            with open(self.log_path, errors="replace") as f:
+                refused = [ln for ln in f if "its device clients go through staging" in ln]
+            if refused:
+                raise StepError("direct delivery refused: %s" % refused[0].strip())
 
     def check_alive(self):
         if self.proc is None or self.proc.poll() is not None:
-            raise StepError("loaderd (pin %s) is not running: %s" % (self.mode, self.log_tail()))
+            raise StepError("loaderd (mode %s) is not running: %s" % (self.mode, self.log_tail()))
 
     def stop(self):
         """SIGTERM, then a bounded wait; SIGKILL only if that runs out."""
@@ -315,11 +324,11 @@ class Daemon:
         self.proc.send_signal(signal.SIGTERM)
         try:
             rc = self.proc.wait(timeout=30)
-            self.ctx.log.write("loaderd (pin %s) exited %d after SIGTERM\n" % (self.mode, rc))
+            self.ctx.log.write("loaderd (mode %s) exited %d after SIGTERM\n" % (self.mode, rc))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait(timeout=30)
-            self.ctx.log.say("loaderd (pin %s) did not exit within 30 s of SIGTERM; killed" % self.mode)
+            self.ctx.log.say("loaderd (mode %s) did not exit within 30 s of SIGTERM; killed" % self.mode)
 
 
 def consume(ctx, daemon, mib, batches, timeout_s, what, step_ms=0):
@@ -330,7 +339,7 @@ def consume(ctx, daemon, mib, batches, timeout_s, what, step_ms=0):
            "--name", "gpu-bench", "--quiet"]
     if step_ms:
         cmd += ["--step-ms", str(step_ms)]
-    r = run(ctx.log, "%s, %d MiB, pin %s" % (what, mib, daemon.mode), cmd, timeout_s)
+    r = run(ctx.log, "%s, %d MiB, %s" % (what, mib, daemon.mode), cmd, timeout_s)
     if r.returncode != 0:
         raise StepError("consume exited %d: %s" % (r.returncode, last_line(r.stderr) or daemon.log_tail()))
     m = SUMMARY_RE.search(r.stdout)
@@ -358,9 +367,9 @@ def measure_loaderd(ctx, daemon, mib):
         timed = consume(ctx, daemon, mib, n, int(60 + 5 * n * batch_bytes / rate), "timed")
         gbps = timed["GB_per_s"]
     except StepError as e:
-        ctx.log.say("%d MiB, pin %s: %s" % (mib, daemon.mode, e))
+        ctx.log.say("%d MiB, %s: %s" % (mib, daemon.mode, e))
         return Failed("error: %s" % e), Failed("error: no throughput figure")
-    ctx.log.say("%d MiB, pin %s: %.2f GB/s (%d batches in %.2f s)"
+    ctx.log.say("%d MiB, %s: %.2f GB/s (%d batches in %.2f s)"
                 % (mib, daemon.mode, gbps, timed["batches"], timed["seconds"]))
 
     # A step well above the time one batch takes to arrive keeps the ring
@@ -375,10 +384,10 @@ def measure_loaderd(ctx, daemon, mib):
         runs = [consume(ctx, daemon, mib, k, int(60 + 3 * k * step_ms / 1e3), "per-batch cost", step_ms)
                 for k in (short_n, long_n)]
     except StepError as e:
-        ctx.log.say("%d MiB, pin %s, per-batch cost: %s" % (mib, daemon.mode, e))
+        ctx.log.say("%d MiB, %s, per-batch cost: %s" % (mib, daemon.mode, e))
         return gbps, Failed("error: %s" % e)
     call_us = (long_n * runs[1]["call_us"] - short_n * runs[0]["call_us"]) / (long_n - short_n)
-    ctx.log.say("%d MiB, pin %s: next+release %.1f us per batch (step %d ms; call_us %.1f over %d, "
+    ctx.log.say("%d MiB, %s: next+release %.1f us per batch (step %d ms; call_us %.1f over %d, "
                 "%.1f over %d batches)" % (mib, daemon.mode, call_us, step_ms, runs[0]["call_us"], short_n,
                                            runs[1]["call_us"], long_n))
     return gbps, call_us
@@ -474,19 +483,23 @@ def report(ctx, res):
            % (ctx.data_bytes / GIB, ctx.data_dir_kind, plural(a.workers, "worker"), a.depth,
               STAGING_SLOTS, a.workers),
            "",
-           "| batch MiB | ceiling GB/s | register GB/s | ratio | copy GB/s | ratio | next+release us "
-           "| DataLoader GB/s | register / DataLoader |",
-           "|---|---|---|---|---|---|---|---|---|"]
+           "| batch MiB | ceiling GB/s | register GB/s | ratio | copy GB/s | ratio | direct GB/s "
+           "| ratio | next+release us | DataLoader GB/s | register / DataLoader "
+           "| direct / DataLoader | ceiling / DataLoader |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     notes = Notes()
     for mib in a.sizes:
-        c, r, p, t = res["ceiling"][mib], res["register"][mib], res["copy"][mib], res["torch"][mib]
-        cells = [notes.cell(c, "%.2f"), notes.cell(r, "%.2f"), ratio(r, c, "%.2f"),
-                 notes.cell(p, "%.2f"), ratio(p, c, "%.2f"),
-                 " / ".join(notes.cell(res["call_" + mode][mib], "%.1f") for mode in MODES),
-                 notes.cell(t, "%.2f"), ratio(r, t, "%.1fx")]
+        c, t = res["ceiling"][mib], res["torch"][mib]
+        cells = [notes.cell(c, "%.2f")]
+        for mode in MODES:
+            cells += [notes.cell(res[mode][mib], "%.2f"), ratio(res[mode][mib], c, "%.2f")]
+        cells += [" / ".join(notes.cell(res["call_" + mode][mib], "%.1f") for mode in MODES),
+                  notes.cell(t, "%.2f"), ratio(res["register"][mib], t, "%.1fx"),
+                  ratio(res["direct"][mib], t, "%.1fx"), ratio(c, t, "%.1fx")]
         out.append("| %d | %s |" % (mib, " | ".join(cells)))
     out += [""] + notes.lines() + [
-            "next+release us: register / copy; ratio: to the ceiling of the same size.",
+            "next+release us: register / copy / direct; ratio: to the ceiling of the same size; "
+            "ceiling / DataLoader: the most any loader could deliver over the DataLoader here.",
             "",
             "goal: >= %d%% of ceiling and >= %dx DataLoader at %d MiB and above"
             % (GOAL_CEILING * 100, GOAL_DATALOADER, GOAL_FROM_MIB)]
@@ -627,7 +640,7 @@ def main():
                 for mib in a.sizes:
                     res[mode][mib], res["call_" + mode][mib] = measure_loaderd(ctx, daemon, mib)
             except StepError as e:
-                ctx.log.say("pin %s: %s" % (mode, e))
+                ctx.log.say("%s: %s" % (mode, e))
                 for mib in a.sizes:
                     res[mode].setdefault(mib, Failed("error: %s" % e))
                     res["call_" + mode].setdefault(mib, Failed("error: %s" % e))

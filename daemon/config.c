@@ -126,7 +126,7 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 
 enum pipeline_key {
 	PK_SOURCE, PK_BATCH_SIZE, PK_SHUFFLE, PK_SEED, PK_DROP_LAST, PK_CHUNK,
-	PK_RECORD_BYTES, PK_TOKEN_DTYPE, PK_SEQ_LEN, PK_TOKEN_OUTPUT, PK_COUNT,
+	PK_RECORD_BYTES, PK_TOKEN_DTYPE, PK_SEQ_LEN, PK_TOKEN_OUTPUT, PK_DIRECT, PK_COUNT,
 };
 
 #define KEY_ANY_KIND (KEY_RAW | KEY_TOKENS)
@@ -147,6 +147,8 @@ static const struct key_spec pipeline_keys[PK_COUNT] = {
 	/* also not narrower than token_dtype, checked at the end of the section */
 	[PK_TOKEN_OUTPUT] = {"token_output", VALUE_TOKEN_OUTPUT, PIPELINE(token_out_dtype), 0, 0,
 			     KEY_TOKENS},
+	/* tokens: also only when delivered as stored, checked at the end of the section */
+	[PK_DIRECT] = {"direct", VALUE_BOOL, PIPELINE(direct), 0, 0, KEY_ANY_KIND},
 };
 
 /* token_dtype / token_output names; the first two are storable. */
@@ -463,6 +465,10 @@ static void pipeline_end(struct config_parse *p)
 	else if (token_types[out].bytes < pl->token_bytes)
 		config_fail(p, line[PK_TOKEN_OUTPUT],
 			    "%s token_output: \"%s\" is narrower than token_dtype %s", p->label,
+			    token_types[out].name, token_types[stored].name);
+	else if (pl->direct && token_types[out].bytes != pl->token_bytes)
+		config_fail(p, line[PK_DIRECT], "%s direct: on needs tokens delivered as stored, but "
+			    "token_output %s widens token_dtype %s on the CPU", p->label,
 			    token_types[out].name, token_types[stored].name);
 }
 

@@ -40,6 +40,7 @@ struct pipeline_cfg {
 	uint64_t seed;             /* default 0 */
 	bool drop_last;            /* default false */
 	uint32_t chunk;            /* samples per work item, 0 = auto; <= WORK_CHUNK_MAX */
+	bool direct;               /* device delivery straight from the file (daemon/direct.h) */
 	/* raw */
 	uint64_t record_bytes;     /* required for raw, >= 1 */
 	/* tokens */

@@ -231,9 +231,9 @@ static void cb_gpu_started(void *ctx, int rc, const char *text)
 }
 
 static void cb_gpu_attached(void *ctx, void *tag, struct pinner_client *pc, int rc,
-			    const char *text, const struct proto_device *dev)
+			    const char *text, const struct proto_device *dev, bool direct)
 {
-	sched_device_attached(((struct daemon *)ctx)->sched, tag, pc, rc, text, dev);
+	sched_device_attached(((struct daemon *)ctx)->sched, tag, pc, rc, text, dev, direct);
 }
 
 static void cb_gpu_issued(void *ctx, void *tag, uint32_t device_slot)
@@ -256,16 +256,21 @@ static void cb_gpu_retired(void *ctx, void *tag)
 	sched_device_retired(((struct daemon *)ctx)->sched, tag);
 }
 
-static void dev_attach(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t slots,
-		       uint64_t slot_bytes)
+static void dev_attach(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES],
+		       uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
 {
-	pinner_attach(ctx, tag, uuid, slots, slot_bytes);
+	pinner_attach(ctx, tag, uuid, pipeline, slots, slot_bytes);
 }
 
 static void dev_copy(void *ctx, void *pc, uint32_t d, uint32_t slot, uint32_t generation,
 		     uint64_t bytes)
 {
 	pinner_copy(ctx, pc, d, slot, generation, bytes);
+}
+
+static void dev_copy_direct(void *ctx, void *pc, uint32_t d, uint64_t *offsets, uint32_t rows)
+{
+	pinner_copy_direct(ctx, pc, d, offsets, rows);
 }
 
 static void dev_retire(void *ctx, void *pc)
@@ -289,13 +294,15 @@ static int start_gpu(struct daemon *d)
 	};
 	struct pinner_ops o = ops;
 	o.ctx = d;
-	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, &o, &d->pinner);
+	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &o,
+			      &d->pinner);
 	if (rc < 0) {
 		log_error("starting the pinning thread: %s", strerror(-rc));
 		return rc;
 	}
 	struct sched_device_ops dev = {
-		.ctx = d->pinner, .attach = dev_attach, .copy = dev_copy, .retire = dev_retire,
+		.ctx = d->pinner, .attach = dev_attach, .copy = dev_copy,
+		.copy_direct = dev_copy_direct, .retire = dev_retire,
 		.describe_client = dev_describe_client,
 	};
 	sched_set_device(d->sched, &dev);

@@ -1,184 +1,13 @@
 /* pinner: the pinning thread and every CUDA call of the daemon (pinner.h). */
 #include "daemon/pinner.h"
 
-#include <cuda_runtime_api.h>
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdatomic.h>
-#include <stdbool.h>
-#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "common/gpu_uuid.h"
-#include "common/log.h"
-#include "daemon/copyteam.h"
+#include "daemon/pinner_impl.h"
 #include "daemon/status.h"
-
-#define PINNER_DEVICES_MAX 16
-#define RING_ALIGN (2u << 20)              /* device rings are rounded up to 2 MiB */
-#define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
-#define TEXT_MAX 512
-
-_Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
-_Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
-
-struct gpu {
-	char uuid[GPU_UUID_TEXT_MAX];
-	uint8_t uuid_bytes[PROTO_UUID_BYTES];
-	char name[256];
-	cudaStream_t aux;         /* for unblocking records at retire; lazily created */
-	atomic_uint clients;
-	atomic_uint_least64_t device_bytes;
-};
-
-struct pinner_client {
-	void *tag;
-	int dev;
-	char uuid[GPU_UUID_TEXT_MAX]; /* set before the attach answer: the loop may read it */
-	uint32_t slots;
-	uint64_t slot_bytes, ring_bytes;
-	uint8_t *ring;
-	cudaStream_t stream;
-	cudaEvent_t ready[PROTO_DEVICE_SLOTS_MAX];
-	cudaEvent_t released[PROTO_DEVICE_SLOTS_MAX];
-	bool failed, retiring;
-	atomic_uint stream_depth;        /* copies issued, not yet complete */
-	atomic_uint_least64_t bytes_moved;
-};
-
-enum msg_kind {
-	/* loop -> thread */
-	M_ATTACH, M_COPY, M_RETIRE,
-	/* CUDA host callbacks -> thread */
-	M_SLOT_FREE,    /* copy mode: released[d] has fired, the pinned copy may start */
-	M_COPY_DONE,    /* the H2D copy of a batch has completed */
-	M_DRAINED,      /* a retiring client's stream has run dry */
-	/* thread -> loop */
-	R_STARTED, R_ATTACHED, R_ISSUED, R_STAGING_FREE, R_FAILED, R_RETIRED,
-};
-
-/* One message, reused along a batch's way (M_COPY -> M_SLOT_FREE -> ...). */
-struct msg {
-	struct msg *next;
-	struct pinner *owner; /* for the CUDA host callback: whose queue */
-	enum msg_kind kind;
-	void *tag;
-	struct pinner_client *pc;
-	uint32_t d, slot, generation, slots;
-	int pinned;  /* copy mode: pinned buffer index, -1 none */
-	int rc;
-	uint64_t bytes;
-	uint8_t uuid[PROTO_UUID_BYTES];
-	struct proto_device dev;
-	char text[TEXT_MAX];
-};
-
-struct queue {
-	struct msg *head, *tail;
-};
-
-struct pinner {
-	uv_loop_t *loop;
-	const struct config *cfg;
-	struct arena *arena;
-	struct pinner_ops ops;
-	uv_async_t async;
-	pthread_t thread;
-	bool thread_started;
-	bool loop_started, loop_ok; /* the loop thread's copy of the start-up result */
-	char loop_summary[TEXT_MAX];
-
-	/* loop and callbacks -> thread: `in`, under mu, signalled by cv */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct queue in;
-	bool stop;
-	/* thread -> loop: `out`, under out_mu, signalled by uv_async_send */
-	pthread_mutex_t out_mu;
-	struct queue out;
-
-	/* everything below: the pinning thread only, except the atomics and
-	 * what is set before `started` is posted (read by status afterwards) */
-	int n_gpus;
-	struct gpu gpus[PINNER_DEVICES_MAX];
-	bool ok; /* start-up succeeded */
-	char summary[TEXT_MAX];
-	uint8_t *registered;      /* pin = register: the staging slots' range */
-	size_t registered_bytes;
-	uint8_t **pinned;         /* pin = copy */
-	uint32_t n_pinned;
-	uint64_t pinned_bytes;
-	int *pinned_free;         /* stack of free buffer indexes */
-	atomic_uint pinned_free_count;
-	struct queue copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
-	struct team team;
-	struct pinner_client **clients; /* live ones, for cleanup at stop */
-	uint32_t n_clients, cap_clients;
-};
-
-static void queue_push(struct queue *q, struct msg *m)
-{
-	m->next = NULL;
-	if (q->tail)
-		q->tail->next = m;
-	else
-		q->head = m;
-	q->tail = m;
-}
-
-static struct msg *queue_take_all(struct queue *q)
-{
-	struct msg *m = q->head;
-	q->head = q->tail = NULL;
-	return m;
-}
-
-static void msgs_free(struct msg *m)
-{
-	while (m) {
-		struct msg *next = m->next;
-		free(m);
-		m = next;
-	}
-}
-
-static struct msg *msg_new(enum msg_kind kind)
-{
-	struct msg *m = calloc(1, sizeof(*m));
-	if (!m) {
-		log_error("pinner: out of memory");
-		abort(); /* a lost message would leak a staging slot or hang a client */
-	}
-	m->kind = kind;
-	m->pinned = -1;
-	return m;
-}
-
-static void post_in(struct pinner *p, struct msg *m)
-{
-	pthread_mutex_lock(&p->mu);
-	queue_push(&p->in, m);
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-}
-
-static void post_out(struct pinner *p, struct msg *m)
-{
-	pthread_mutex_lock(&p->out_mu);
-	queue_push(&p->out, m);
-	pthread_mutex_unlock(&p->out_mu);
-	uv_async_send(&p->async);
-}
-
-/* CUDA errors become text in exactly one place. */
-static bool cuda_failed(cudaError_t e, char *text, size_t cap, const char *what)
-{
-	if (e == cudaSuccess)
-		return false;
-	snprintf(text, cap, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-	return true;
-}
 
 static int cuda_errno(cudaError_t e)
 {
@@ -268,10 +97,28 @@ static int pin_memory(struct pinner *p, char *text, size_t cap)
 	return 0;
 }
 
+/* Registers the file of every pipeline with direct = on. A refusal is
+ * logged, and that pipeline's device clients go through staging. */
+static void register_direct(struct pinner *p)
+{
+	p->direct = calloc(p->n_sources, sizeof(*p->direct));
+	for (size_t i = 0; p->direct && i < p->n_sources; i++) {
+		const struct source *src = &p->sources[i];
+		if (!src->cfg->direct)
+			continue;
+		if (direct_register(&p->direct[i], src))
+			log_notice("pipeline \"%s\": direct device delivery from %s (%" PRIu64 " bytes "
+				   "locked in memory)", src->cfg->name, src->cfg->path, p->direct[i].bytes);
+		else
+			log_warning("%s; its device clients go through staging", p->direct[i].why);
+	}
+}
+
 /* ---- per client (pinning thread) ---- */
 
 static void client_free(struct pinner *p, struct pinner_client *pc)
 {
+	pinner_drop_waiting(p, pc);
 	cudaSetDevice(pc->dev);
 	for (uint32_t d = 0; d < pc->slots; d++) {
 		if (pc->ready[d])
@@ -281,6 +128,10 @@ static void client_free(struct pinner *p, struct pinner_client *pc)
 	}
 	if (pc->stream)
 		cudaStreamDestroy(pc->stream);
+	if (pc->done)
+		cudaStreamDestroy(pc->done);
+	if (pc->tail)
+		cudaEventDestroy(pc->tail);
 	if (pc->ring) {
 		cudaFree(pc->ring);
 		atomic_fetch_sub(&p->gpus[pc->dev].clients, 1);
@@ -335,6 +186,8 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 	p->clients[p->n_clients++] = pc;
 	pc->tag = m->tag;
 	pc->dev = dev;
+	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok)
+		pc->direct = &p->direct[m->pipeline];
 	memcpy(pc->uuid, p->gpus[dev].uuid, sizeof(pc->uuid));
 	pc->slots = m->slots;
 	pc->slot_bytes = m->bytes;
@@ -371,7 +224,11 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 	if (cuda_failed(e, m->text, sizeof(m->text), "cudaIpcGetMemHandle"))
 		goto fail;
 	e = cudaStreamCreateWithFlags(&pc->stream, cudaStreamNonBlocking);
-	if (cuda_failed(e, m->text, sizeof(m->text), "cudaStreamCreateWithFlags"))
+	if (e == cudaSuccess)
+		e = cudaStreamCreateWithFlags(&pc->done, cudaStreamNonBlocking);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&pc->tail, cudaEventDisableTiming);
+	if (cuda_failed(e, m->text, sizeof(m->text), "creating the client's streams"))
 		goto fail;
 	for (uint32_t d = 0; d < pc->slots; d++) {
 		unsigned flags = cudaEventInterprocess | cudaEventDisableTiming;
@@ -391,159 +248,6 @@ fail:
 	m->rc = cuda_errno(e);
 	client_free(p, pc);
 	return NULL;
-}
-
-static void client_fail(struct pinner *p, struct pinner_client *pc, const char *text)
-{
-	if (pc->failed)
-		return;
-	pc->failed = true;
-	struct msg *r = msg_new(R_FAILED);
-	r->tag = pc->tag;
-	snprintf(r->text, sizeof(r->text), "GPU %s: %s", p->gpus[pc->dev].uuid, text);
-	post_out(p, r);
-}
-
-/* Runs on a CUDA thread: only queues (no CUDA call is allowed here). */
-static void CUDART_CB on_stream_point(void *arg)
-{
-	struct msg *m = arg;
-	post_in(m->owner, m);
-}
-
-/* Queues a host callback at this point of pc's stream, reporting `kind`
- * with m. */
-static cudaError_t stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
-				enum msg_kind kind)
-{
-	m->kind = kind;
-	m->pc = pc;
-	m->tag = pc->tag;
-	m->owner = p;
-	return cudaLaunchHostFunc(pc->stream, on_stream_point, m);
-}
-
-static void staging_free(struct pinner *p, struct msg *m)
-{
-	struct msg *r = msg_new(R_STAGING_FREE);
-	r->slot = m->slot;
-	r->generation = m->generation;
-	post_out(p, r);
-}
-
-static void issued(struct pinner *p, struct msg *m)
-{
-	struct msg *r = msg_new(R_ISSUED);
-	r->tag = m->pc->tag;
-	r->d = m->d;
-	post_out(p, r);
-}
-
-/* Copy done or abandoned: the staging slot goes back (register mode) and
- * the message is finished. */
-static void batch_end(struct pinner *p, struct msg *m)
-{
-	staging_free(p, m);
-	free(m);
-}
-
-/* Enqueues H2D into device slot d from src, records ready[d] and a
- * completion callback, then reports the batch issued. On failure the
- * client is failed and the message is the caller's again. */
-static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
-{
-	struct pinner_client *pc = m->pc;
-	char text[TEXT_MAX];
-	const char *what = "cudaMemcpyAsync into the device ring";
-	cudaError_t e = cudaMemcpyAsync(pc->ring + (uint64_t)m->d * pc->slot_bytes, src, m->bytes,
-					cudaMemcpyHostToDevice, pc->stream);
-	if (e == cudaSuccess) {
-		what = "cudaEventRecord of the ready event";
-		e = cudaEventRecord(pc->ready[m->d], pc->stream);
-	}
-	if (e == cudaSuccess) {
-		atomic_fetch_add(&pc->stream_depth, 1);
-		issued(p, m);
-		what = "cudaLaunchHostFunc";
-		e = stream_point(p, pc, m, M_COPY_DONE);
-		if (e == cudaSuccess)
-			return true;
-		atomic_fetch_sub(&pc->stream_depth, 1);
-	}
-	cuda_failed(e, text, sizeof(text), what);
-	client_fail(p, pc, text);
-	cudaStreamSynchronize(pc->stream); /* nothing may still read the source */
-	return false;
-}
-
-/* pin = copy: runs the batches whose device slot is free, while pinned
- * buffers last, in arrival order. */
-static void run_copies(struct pinner *p)
-{
-	while (p->copy_wait.head && p->n_pinned > 0) {
-		struct msg *m = p->copy_wait.head;
-		p->copy_wait.head = m->next;
-		if (!p->copy_wait.head)
-			p->copy_wait.tail = NULL;
-		struct pinner_client *pc = m->pc;
-		if (pc->failed || pc->retiring) {
-			batch_end(p, m);
-			continue;
-		}
-		int k = p->pinned_free[--p->n_pinned];
-		atomic_fetch_sub(&p->pinned_free_count, 1);
-		m->pinned = k;
-		team_copy(&p->team, p->pinned[k], p->arena->base + arena_slot_offset(p->arena, m->slot),
-			  m->bytes);
-		staging_free(p, m);
-		if (!enqueue_copy(p, m, p->pinned[k])) {
-			p->pinned_free[p->n_pinned++] = k;
-			atomic_fetch_add(&p->pinned_free_count, 1);
-			free(m);
-		}
-	}
-}
-
-static void do_copy(struct pinner *p, struct msg *m)
-{
-	struct pinner_client *pc = m->pc;
-	char text[TEXT_MAX];
-	if (pc->failed) {
-		batch_end(p, m);
-		return;
-	}
-	cudaSetDevice(pc->dev);
-	cudaError_t e = cudaStreamWaitEvent(pc->stream, pc->released[m->d], 0);
-	if (cuda_failed(e, text, sizeof(text), "cudaStreamWaitEvent on the released event")) {
-		client_fail(p, pc, text);
-		batch_end(p, m);
-		return;
-	}
-	if (p->cfg->pin == PIN_COPY) {
-		e = stream_point(p, pc, m, M_SLOT_FREE);
-		if (cuda_failed(e, text, sizeof(text), "cudaLaunchHostFunc")) {
-			client_fail(p, pc, text);
-			batch_end(p, m);
-		}
-		return;
-	}
-	if (!enqueue_copy(p, m, p->arena->base + arena_slot_offset(p->arena, m->slot)))
-		batch_end(p, m);
-}
-
-static void copy_done(struct pinner *p, struct msg *m)
-{
-	struct pinner_client *pc = m->pc;
-	atomic_fetch_sub(&pc->stream_depth, 1);
-	atomic_fetch_add(&pc->bytes_moved, m->bytes);
-	if (m->pinned >= 0) {
-		p->pinned_free[p->n_pinned++] = m->pinned;
-		atomic_fetch_add(&p->pinned_free_count, 1);
-		free(m); /* the staging slot went back after the host copy */
-		run_copies(p);
-		return;
-	}
-	batch_end(p, m);
 }
 
 /* The device's spare stream, made on first use. */
@@ -568,36 +272,23 @@ static void do_retire(struct pinner *p, struct msg *m)
 	for (uint32_t d = 0; d < pc->slots && e == cudaSuccess; d++)
 		e = cudaEventRecord(pc->released[d], g->aux);
 	if (e == cudaSuccess)
-		e = stream_point(p, pc, m, M_DRAINED);
+		e = cudaEventRecord(pc->tail, pc->stream);
+	if (e == cudaSuccess)
+		e = pinner_stream_point(p, pc, m, M_DRAINED, pc->tail);
 	if (cuda_failed(e, text, sizeof(text), "retiring a client's ring")) {
 		/* Without the callback, wait here: the stream must be empty before
 		 * its ring is freed. */
-		log_warning("GPU %s: %s; synchronising its stream", g->uuid, text);
-		cudaStreamSynchronize(pc->stream);
+		log_warning("GPU %s: %s; synchronising its streams", g->uuid, text);
+		pinner_client_sync(pc);
 		m->kind = M_DRAINED;
 		m->tag = pc->tag;
 		post_in(p, m);
 	}
 }
 
-/* Gives back the staging slots of pc's batches still waiting for a
- * pinned buffer. */
-static void purge_copy_wait(struct pinner *p, struct pinner_client *pc)
-{
-	struct msg *m = queue_take_all(&p->copy_wait), *next;
-	for (; m; m = next) {
-		next = m->next;
-		if (m->pc == pc)
-			batch_end(p, m);
-		else
-			queue_push(&p->copy_wait, m);
-	}
-}
-
 static void drained(struct pinner *p, struct msg *m)
 {
 	void *tag = m->pc->tag;
-	purge_copy_wait(p, m->pc);
 	client_free(p, m->pc);
 	m->kind = R_RETIRED;
 	m->tag = tag;
@@ -610,18 +301,19 @@ static void handle(struct pinner *p, struct msg *m)
 	switch (m->kind) {
 	case M_ATTACH:
 		m->pc = do_attach(p, m);
+		m->direct = m->pc && m->pc->direct;
 		m->kind = R_ATTACHED;
 		post_out(p, m);
 		return;
 	case M_COPY:
-		do_copy(p, m);
+	case M_COPY_DIRECT:
+		pinner_do_copy(p, m);
 		return;
 	case M_SLOT_FREE:
-		queue_push(&p->copy_wait, m);
-		run_copies(p);
+		pinner_slot_free(p, m);
 		return;
 	case M_COPY_DONE:
-		copy_done(p, m);
+		pinner_copy_done(p, m);
 		return;
 	case M_RETIRE:
 		do_retire(p, m);
@@ -630,7 +322,7 @@ static void handle(struct pinner *p, struct msg *m)
 		drained(p, m);
 		return;
 	default:
-		free(m);
+		msg_free(m);
 		return;
 	}
 }
@@ -642,7 +334,7 @@ static void shutdown_gpu(struct pinner *p)
 		cudaSetDevice(pc->dev);
 		for (uint32_t d = 0; d < pc->slots && aux_stream(p, pc->dev) == cudaSuccess; d++)
 			cudaEventRecord(pc->released[d], p->gpus[pc->dev].aux);
-		cudaStreamSynchronize(pc->stream);
+		pinner_client_sync(pc);
 		client_free(p, pc);
 	}
 	/* Callbacks that ran during the synchronisations queued messages. */
@@ -657,6 +349,9 @@ static void shutdown_gpu(struct pinner *p)
 		}
 	if (p->registered)
 		cudaHostUnregister(p->registered);
+	for (size_t i = 0; p->direct && i < p->n_sources; i++)
+		direct_unregister(&p->direct[i]);
+	direct_scratch_free(&p->scratch);
 	for (uint32_t i = 0; p->pinned && i < p->cfg->pinned_slots; i++)
 		if (p->pinned[i])
 			cudaFreeHost(p->pinned[i]);
@@ -675,6 +370,8 @@ static void *pinner_main(void *arg)
 	}
 	if (r->rc == 0)
 		r->rc = pin_memory(p, r->text, sizeof(r->text));
+	if (r->rc == 0)
+		register_direct(p);
 	p->ok = r->rc == 0;
 	if (p->ok)
 		snprintf(r->text, sizeof(r->text), "%s", p->summary);
@@ -684,7 +381,13 @@ static void *pinner_main(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
-		while (!p->in.head && !p->stop)
+		if (p->n_deferring > 0 && !p->in.head && !p->stop) {
+			uint64_t until = pinner_now_ns() + p->poll_ns;
+			struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+					      .tv_nsec = (long)(until % 1000000000u)};
+			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
+		}
+		while (p->n_deferring == 0 && !p->in.head && !p->stop)
 			pthread_cond_wait(&p->cv, &p->mu);
 		struct msg *m = queue_take_all(&p->in);
 		bool stop = p->stop;
@@ -694,6 +397,8 @@ static void *pinner_main(void *arg)
 			handle(p, m);
 			m = next;
 		}
+		if (p->n_deferring > 0)
+			p->poll_ns = pinner_poll_deferred(p);
 		if (stop)
 			break;
 	}
@@ -719,7 +424,9 @@ static void on_async(uv_async_t *h)
 			snprintf(p->loop_summary, sizeof(p->loop_summary), "%s", m->text);
 			o->started(o->ctx, m->rc, m->text);
 			break;
-		case R_ATTACHED: o->attached(o->ctx, m->tag, m->pc, m->rc, m->text, &m->dev); break;
+		case R_ATTACHED:
+			o->attached(o->ctx, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct);
+			break;
 		case R_ISSUED: o->issued(o->ctx, m->tag, m->d); break;
 		case R_STAGING_FREE: o->staging_free(o->ctx, m->slot, m->generation); break;
 		case R_FAILED: o->failed(o->ctx, m->tag, m->text); break;
@@ -732,7 +439,8 @@ static void on_async(uv_async_t *h)
 }
 
 int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-		 const struct pinner_ops *ops, struct pinner **out)
+		 const struct source *sources, size_t n_sources, const struct pinner_ops *ops,
+		 struct pinner **out)
 {
 	struct pinner *p = calloc(1, sizeof(*p));
 	if (!p)
@@ -740,9 +448,15 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	p->loop = loop;
 	p->cfg = cfg;
 	p->arena = arena;
+	p->sources = sources;
+	p->n_sources = n_sources;
 	p->ops = *ops;
 	pthread_mutex_init(&p->mu, NULL);
-	pthread_cond_init(&p->cv, NULL);
+	pthread_condattr_t ca; /* timed waits (deferred batches) on the monotonic clock */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&p->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&p->out_mu, NULL);
 	snprintf(p->summary, sizeof(p->summary), "starting");
 	int rc = uv_async_init(loop, &p->async, on_async);
@@ -764,10 +478,11 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 }
 
 void pinner_attach(struct pinner *p, void *tag, const uint8_t uuid[PROTO_UUID_BYTES],
-		   uint32_t slots, uint64_t slot_bytes)
+		   uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
 {
 	struct msg *m = msg_new(M_ATTACH);
 	m->tag = tag;
+	m->pipeline = pipeline;
 	memcpy(m->uuid, uuid, PROTO_UUID_BYTES);
 	m->slots = slots;
 	m->bytes = slot_bytes;
@@ -784,6 +499,20 @@ void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d, uint32_
 	m->slot = staging_slot;
 	m->generation = staging_generation;
 	m->bytes = bytes;
+	post_in(p, m);
+}
+
+void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d, uint64_t *offsets,
+			uint32_t rows)
+{
+	struct msg *m = msg_new(M_COPY_DIRECT);
+	m->pc = pc;
+	m->tag = pc->tag;
+	m->d = d;
+	m->slot = NO_STAGING;
+	m->offsets = offsets;
+	m->rows = rows;
+	m->bytes = (uint64_t)rows * pc->direct->src->row_bytes[0];
 	post_in(p, m);
 }
 
@@ -818,6 +547,7 @@ void pinner_free(struct pinner *p)
 	msgs_free(queue_take_all(&p->in)); /* posted after the thread stopped */
 	free(p->pinned);
 	free(p->pinned_free);
+	free(p->direct);
 	free(p->clients);
 	pthread_mutex_destroy(&p->mu);
 	pthread_cond_destroy(&p->cv);
@@ -850,8 +580,9 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 
 void pinner_describe_client(struct pinner_client *pc, struct status_text *t)
 {
-	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64, pc->uuid,
-		      atomic_load(&pc->stream_depth), (uint64_t)atomic_load(&pc->bytes_moved));
+	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64 " path %s", pc->uuid,
+		      atomic_load(&pc->stream_depth), (uint64_t)atomic_load(&pc->bytes_moved),
+		      pc->direct ? "direct" : "staging");
 }
 
 void pinner_print_system(FILE *out)

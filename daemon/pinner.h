@@ -19,6 +19,20 @@
  *             the copy is done. A pinned buffer is taken only once slot d is
  *             free on the GPU, so a client with a busy GPU holds none.
  *
+ * wait(released[d]) is first a host-side query of the event: when the
+ * client's release has already completed, the copy goes without a
+ * GPU-side wait; else the batch (and the client's later ones, in order) is
+ * retried every 20 us for up to 2 ms before it is queued behind a GPU-side
+ * wait. A GPU-side wait on another process's event cost about 160 us of
+ * stream time per batch (pinner_batch.c). Completion callbacks run on a
+ * second stream per client that waits for ready[d], so the copy stream
+ * never stalls on the host.
+ *
+ * A pipeline with `direct = on` has its file page-locked at start
+ * (daemon/direct.h); its device clients' batches (pinner_copy_direct) skip
+ * staging: wait(released[d]) -> one batched copy of the samples from the
+ * file -> record ready[d] -> "issued". Whatever the pin mode.
+ *
  * Threads: the loop thread calls pinner_* (they queue work and return at
  * once); the pinning thread runs it; CUDA host callbacks only queue. Every
  * result comes back on the loop thread through pinner_ops, in order per
@@ -33,11 +47,14 @@
 #ifndef LDR_DAEMON_PINNER_H
 #define LDR_DAEMON_PINNER_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <uv.h>
 
 #include "daemon/config.h"
+#include "daemon/source.h"
 #include "proto/proto.h"
 #include "shm/arena.h"
 
@@ -50,9 +67,11 @@ struct pinner_ops {
 	/* Start-up finished: rc 0 (text describes what is offered) or -errno
 	 * (text says why GPU delivery is unavailable). */
 	void (*started)(void *ctx, int rc, const char *text);
-	/* pinner_attach's answer: pc and dev on success, else rc -errno and text. */
+	/* pinner_attach's answer: pc and dev on success, else rc -errno and
+	 * text. direct: the pipeline's file is registered, so batches go
+	 * through pinner_copy_direct. */
 	void (*attached)(void *ctx, void *tag, struct pinner_client *pc, int rc, const char *text,
-			 const struct proto_device *dev);
+			 const struct proto_device *dev, bool direct);
 	/* The batch is on its way to device slot d and ready[d] is recorded:
 	 * READY may be sent. */
 	void (*issued)(void *ctx, void *tag, uint32_t device_slot);
@@ -66,18 +85,27 @@ struct pinner_ops {
 };
 
 /* Starts the pinning thread; its start-up result arrives as ops->started.
- * 0 or -errno (thread or handle creation failed). */
+ * 0 or -errno (thread or handle creation failed). sources (the pipelines,
+ * in config order) must outlive the pinner. */
 int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-		 const struct pinner_ops *ops, struct pinner **out);
+		 const struct source *sources, size_t n_sources, const struct pinner_ops *ops,
+		 struct pinner **out);
 
 /* Allocates a ring of `slots` device slots of slot_bytes on the GPU with
- * this UUID and exports it; the answer is ops->attached(tag). */
+ * this UUID for a client of `pipeline` and exports it; the answer is
+ * ops->attached(tag). */
 void pinner_attach(struct pinner *p, void *tag, const uint8_t uuid[PROTO_UUID_BYTES],
-		   uint32_t slots, uint64_t slot_bytes);
+		   uint32_t pipeline, uint32_t slots, uint64_t slot_bytes);
 
 /* Copies `bytes` of staging slot `staging_slot` into device slot d. */
 void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d, uint32_t staging_slot,
 		 uint32_t staging_generation, uint64_t bytes);
+
+/* Direct clients: copies `rows` samples, sample i from file offset
+ * offsets[i], into device slot d. Takes ownership of offsets (malloc'd).
+ * Yields one issued, unless the client failed or is retiring. */
+void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d, uint64_t *offsets,
+			uint32_t rows);
 
 /* Frees the client's ring once its stream has drained (ops->retired). */
 void pinner_retire(struct pinner *p, struct pinner_client *pc);
@@ -89,7 +117,8 @@ void pinner_free(struct pinner *p);
 
 /* Status: the "delivery:" line and the "gpus:" section. */
 void pinner_describe(struct pinner *p, struct status_text *t);
-/* The client line's device fields: " gpu UUID stream_depth N bytes_moved N". */
+/* The client line's device fields:
+ * " gpu UUID stream_depth N bytes_moved N path direct|staging". */
 void pinner_describe_client(struct pinner_client *pc, struct status_text *t);
 
 /* For --version: CUDA runtime and driver versions and the GPUs this process

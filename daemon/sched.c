@@ -27,14 +27,19 @@ enum slot_state {
 
 enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
 
+/* Where a batch sits in its client's stream of batches: what READY says. */
+struct batch_pos {
+	uint64_t seq, epoch, g, batch, first;
+	uint32_t rows;
+	bool last;
+};
+
 /* A device slot of a client's ring, with the batch it holds (the staging
  * slot may be reused before READY goes out). */
 struct dev_slot {
 	enum dev_state state;
 	uint32_t generation;
-	uint64_t seq, epoch, g, batch, first;
-	uint32_t rows;
-	bool last;
+	struct batch_pos pos;
 };
 
 enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
@@ -49,9 +54,7 @@ struct slot {
 	enum slot_state state;
 	uint32_t generation;
 	struct sched_client *client;
-	uint64_t seq, epoch, g, batch, first;
-	uint32_t rows;
-	bool last;
+	struct batch_pos pos;
 	uint32_t n_items, items_done;
 	struct item *items;
 	int error;         /* first failure of an item: -errno */
@@ -76,6 +79,7 @@ struct sched_client {
 	/* device delivery */
 	bool device;
 	bool attaching;     /* waiting for the pinner's ring */
+	bool direct;        /* batches come from the page-locked file, not staging */
 	bool gone;          /* detached while attaching: retire once the ring exists */
 	void *pc;           /* the pinner's client, NULL until attached */
 	uint64_t pin_seq;   /* seq of the next batch to hand to the pinner */
@@ -216,39 +220,56 @@ static void slot_free(struct sched *s, struct slot *sl)
 	s->free_slots++;
 }
 
-/* Starts client c's next batch in slot sl and queues its items. */
-static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c)
+/* Advances client c to its next batch and says where that batch sits. */
+static struct batch_pos batch_next(struct sched_client *c)
 {
-	const struct source *src = &s->sources[c->pipeline];
 	if (c->next_batch >= c->segment_batches) {
 		c->epoch++;
 		c->g = 0;
 		c->next_batch = 0;
 		c->segment_batches = sampler_batches(&c->sampler, 0);
 	}
+	struct batch_pos pos = {
+		.seq = c->next_seq++, .epoch = c->epoch, .g = c->g, .batch = c->next_batch++,
+	};
+	pos.first = pos.batch * c->sampler.batch_size;
+	pos.rows = sampler_batch_rows(&c->sampler, c->g, pos.batch);
+	pos.last = pos.batch + 1 == c->segment_batches;
+	c->in_flight++;
+	return pos;
+}
+
+/* READY for the batch at pos, in the given slot. */
+static struct proto_ready ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
+				   uint64_t slot_offset)
+{
+	return (struct proto_ready){
+		.seq = pos->seq, .epoch = pos->epoch, .epoch_offset = pos->g, .batch = pos->batch,
+		.first = pos->first, .slot_offset = slot_offset, .slot = slot, .generation = generation,
+		.rows = pos->rows, .flags = pos->last ? PROTO_READY_LAST_IN_EPOCH : 0,
+	};
+}
+
+/* Starts client c's next batch in slot sl and queues its items. */
+static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
 	uint32_t slot_index = (uint32_t)(sl - s->slots);
 	sl->state = SLOT_FILLING;
 	sl->generation++;
 	sl->client = c;
-	sl->seq = c->next_seq++;
-	sl->epoch = c->epoch;
-	sl->g = c->g;
-	sl->batch = c->next_batch++;
-	sl->first = sl->batch * c->sampler.batch_size;
-	sl->rows = sampler_batch_rows(&c->sampler, c->g, sl->batch);
-	sl->last = sl->batch + 1 == c->segment_batches;
-	sl->n_items = (sl->rows + src->chunk - 1) / src->chunk;
+	sl->pos = batch_next(c);
+	sl->n_items = (sl->pos.rows + src->chunk - 1) / src->chunk;
 	sl->items_done = 0;
 	sl->error = 0;
 	for (uint32_t k = 0; k < sl->n_items; k++) {
 		struct item *it = &sl->items[k];
 		it->first_row = k * src->chunk;
-		it->count = sl->rows - it->first_row < src->chunk ? sl->rows - it->first_row : src->chunk;
+		it->count = sl->pos.rows - it->first_row < src->chunk ? sl->pos.rows - it->first_row : src->chunk;
 		it->state = ITEM_PENDING;
 		pending_push(&s->pending, ITEM_REF(slot_index, k), false);
 	}
 	s->free_slots--;
-	c->in_flight++;
 }
 
 /* The client that should get the next free slot: the one furthest below
@@ -258,7 +279,7 @@ static struct sched_client *neediest_client(struct sched *s)
 	struct sched_client *best = NULL;
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
-		if (c->failed || c->attaching || c->in_flight >= c->depth)
+		if (c->failed || c->attaching || c->direct || c->in_flight >= c->depth)
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;
@@ -266,8 +287,42 @@ static struct sched_client *neediest_client(struct sched *s)
 	return best;
 }
 
+/* A direct client's next batch, straight into a free device slot: the
+ * pinner copies its samples from the page-locked file. */
+static void direct_start(struct sched *s, struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	uint32_t d = 0;
+	while (d < c->depth && c->dev[d].state != DEV_FREE)
+		d++;
+	if (d == c->depth) /* cannot happen: in_flight < depth */
+		return;
+	struct dev_slot *ds = &c->dev[d];
+	ds->pos = batch_next(c);
+	uint64_t *offsets = malloc(ds->pos.rows * sizeof(*offsets));
+	if (!offsets) {
+		log_error("client %" PRIu64 " (pid %d): out of memory for a batch", c->session,
+			  (int)c->pid);
+		c->failed = true;
+		s->ops.fail(c->conn, ENOMEM, "loaderd is out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < ds->pos.rows; i++)
+		offsets[i] = sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i) *
+			     src->desc.sample_stride;
+	ds->state = DEV_COPYING;
+	ds->generation++;
+	c->pin_seq++;
+	s->dev_ops.copy_direct(s->dev_ops.ctx, c->pc, d, offsets, ds->pos.rows);
+}
+
 static void sched_fill(struct sched *s)
 {
+	for (uint32_t k = 0; k < s->n_clients; k++) {
+		struct sched_client *c = s->clients[k];
+		while (c->direct && !c->failed && c->in_flight < c->depth)
+			direct_start(s, c);
+	}
 	while (s->free_slots > 0 && s->n_clients > 0) {
 		struct sched_client *c = neediest_client(s);
 		if (!c)
@@ -312,8 +367,8 @@ void sched_pump(struct sched *s)
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
 		for (uint32_t i = 0; i < it->count; i++)
-			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->epoch, sl->g,
-							     sl->first + it->first_row + i);
+			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
+							     sl->pos.first + it->first_row + i);
 		if (!pool_submit(s->pool, &cmd))
 			break;
 		pending_pop(&s->pending);
@@ -327,7 +382,7 @@ static void fail_batch(struct sched *s, struct slot *sl)
 {
 	struct sched_client *c = sl->client;
 	const struct source *src = &s->sources[c->pipeline];
-	uint64_t index = sampler_sample(&c->sampler, sl->epoch, sl->g, sl->first + sl->bad_row);
+	uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + sl->bad_row);
 	uint64_t offset = index * src->desc.sample_stride;
 	char why[128], text[PROTO_ERROR_TEXT_MAX];
 	if (sl->error == -ENODATA)
@@ -366,7 +421,7 @@ static void client_flush_device(struct sched *s, struct sched_client *c)
 		struct slot *sl = NULL;
 		for (uint32_t i = 0; i < s->n_slots && !sl; i++) {
 			struct slot *x = &s->slots[i];
-			if (x->client == c && x->state == SLOT_DONE && x->seq == c->pin_seq)
+			if (x->client == c && x->state == SLOT_DONE && x->pos.seq == c->pin_seq)
 				sl = x;
 		}
 		if (!sl)
@@ -383,17 +438,11 @@ static void client_flush_device(struct sched *s, struct sched_client *c)
 		struct dev_slot *ds = &c->dev[d];
 		ds->state = DEV_COPYING;
 		ds->generation++;
-		ds->seq = sl->seq;
-		ds->epoch = sl->epoch;
-		ds->g = sl->g;
-		ds->batch = sl->batch;
-		ds->first = sl->first;
-		ds->rows = sl->rows;
-		ds->last = sl->last;
+		ds->pos = sl->pos;
 		sl->state = SLOT_PINNING;
 		c->pin_seq++;
 		s->dev_ops.copy(s->dev_ops.ctx, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
-				batch_copy_bytes(&s->sources[c->pipeline], sl->rows));
+				batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows));
 	}
 }
 
@@ -408,7 +457,7 @@ static void client_flush(struct sched *s, struct sched_client *c)
 		struct slot *sl = NULL;
 		for (uint32_t i = 0; i < s->n_slots; i++) {
 			struct slot *x = &s->slots[i];
-			if (x->client == c && x->state == SLOT_DONE && x->seq == c->send_seq) {
+			if (x->client == c && x->state == SLOT_DONE && x->pos.seq == c->send_seq) {
 				sl = x;
 				break;
 			}
@@ -420,12 +469,9 @@ static void client_flush(struct sched *s, struct sched_client *c)
 			return;
 		}
 		sl->state = SLOT_HELD;
-		struct proto_ready r = {
-			.seq = sl->seq, .epoch = sl->epoch, .epoch_offset = sl->g, .batch = sl->batch,
-			.first = sl->first, .slot_offset = arena_slot_offset(s->arena, (uint32_t)(sl - s->slots)),
-			.slot = (uint32_t)(sl - s->slots), .generation = sl->generation, .rows = sl->rows,
-			.flags = sl->last ? PROTO_READY_LAST_IN_EPOCH : 0,
-		};
+		uint32_t slot = (uint32_t)(sl - s->slots);
+		struct proto_ready r = ready_of(&sl->pos, slot, sl->generation,
+						arena_slot_offset(s->arena, slot));
 		c->send_seq++;
 		s->ops.ready(c->conn, &r);
 	}
@@ -463,7 +509,7 @@ void sched_item_done(struct sched *s, const struct work_done *done)
 	}
 	if (done->status < 0 && sl->error == 0) {
 		sl->error = done->status;
-		sl->bad_row = done->bad_row < sl->rows ? done->bad_row : it->first_row;
+		sl->bad_row = done->bad_row < sl->pos.rows ? done->bad_row : it->first_row;
 		sl->error_detail = done->detail;
 	}
 	if (++sl->items_done < sl->n_items)
@@ -606,7 +652,8 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 		log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" on GPU %s: %u "
 			 "device slots of %" PRIu64 " bytes", c->session, (int)pid, c->name[0] ? ", " : "",
 			 c->name, src->cfg->name, uuid, c->depth, c->dev_slot_bytes);
-		s->dev_ops.attach(s->dev_ops.ctx, c, hello->device_uuid, c->depth, c->dev_slot_bytes);
+		s->dev_ops.attach(s->dev_ops.ctx, c, hello->device_uuid, c->pipeline, c->depth,
+				  c->dev_slot_bytes);
 		return SCHED_ATTACH_PENDING;
 	}
 	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\" as rank %u of %u, "
@@ -671,7 +718,7 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 static void release_device(struct sched *s, struct sched_client *c, const struct proto_release *r)
 {
 	struct dev_slot *ds = r->slot < c->depth ? &c->dev[r->slot] : NULL;
-	if (!ds || ds->state != DEV_HELD || ds->generation != r->generation || ds->seq != r->seq) {
+	if (!ds || ds->state != DEV_HELD || ds->generation != r->generation || ds->pos.seq != r->seq) {
 		log_debug("client %" PRIu64 ": stale or duplicate RELEASE of device slot %u generation "
 			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return;
@@ -690,7 +737,7 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 	}
 	struct slot *sl = r->slot < s->n_slots ? &s->slots[r->slot] : NULL;
 	if (!sl || sl->state != SLOT_HELD || sl->client != c || sl->generation != r->generation ||
-	    sl->seq != r->seq) {
+	    sl->pos.seq != r->seq) {
 		log_debug("client %" PRIu64 ": stale or duplicate RELEASE of slot %u generation %u "
 			  "seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return;
@@ -735,11 +782,12 @@ void sched_describe(const struct sched *s, struct status_text *t)
 /* ---- device delivery: the pinner's answers ---- */
 
 void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const char *text,
-			   const struct proto_device *dev)
+			   const struct proto_device *dev, bool direct)
 {
 	struct sched_client *c = tag;
 	c->attaching = false;
 	c->pc = pc;
+	c->direct = direct;
 	if (c->gone) { /* never saw WELCOME: it holds no handle */
 		if (pc)
 			s->dev_ops.retire(s->dev_ops.ctx, pc);
@@ -767,12 +815,7 @@ void sched_device_issued(struct sched *s, void *tag, uint32_t d)
 		return;
 	struct dev_slot *ds = &c->dev[d];
 	ds->state = DEV_HELD;
-	struct proto_ready r = {
-		.seq = ds->seq, .epoch = ds->epoch, .epoch_offset = ds->g, .batch = ds->batch,
-		.first = ds->first, .slot_offset = (uint64_t)d * c->dev_slot_bytes, .slot = d,
-		.generation = ds->generation, .rows = ds->rows,
-		.flags = ds->last ? PROTO_READY_LAST_IN_EPOCH : 0,
-	};
+	struct proto_ready r = ready_of(&ds->pos, d, ds->generation, (uint64_t)d * c->dev_slot_bytes);
 	c->send_seq++;
 	s->ops.ready(c->conn, &r);
 }

@@ -24,6 +24,9 @@
  * slot) goes out once the copy is issued. The device slot is the client's
  * until its RELEASE. A client's in_flight counts its batches from start to
  * RELEASE, so a free device slot always exists when a batch is handed on.
+ * A direct client (its pipeline's file is page-locked, daemon/direct.h)
+ * uses no staging slot and no worker: each batch starts straight in a free
+ * device slot as the list of its samples' file offsets.
  *
  * Runs entirely on the loop thread.
  */
@@ -66,10 +69,14 @@ struct sched_ops {
  * delivery. Results come back through sched_device_* below. */
 struct sched_device_ops {
 	void *ctx;
-	void (*attach)(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t slots,
-		       uint64_t slot_bytes);
+	void (*attach)(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline,
+		       uint32_t slots, uint64_t slot_bytes);
 	void (*copy)(void *ctx, void *pc, uint32_t device_slot, uint32_t staging_slot,
 		     uint32_t staging_generation, uint64_t bytes);
+	/* A direct client's batch: offsets (malloc'd, handed over) of its rows
+	 * in the pipeline's file. */
+	void (*copy_direct)(void *ctx, void *pc, uint32_t device_slot, uint64_t *offsets,
+			    uint32_t rows);
 	void (*retire)(void *ctx, void *pc);
 	void (*describe_client)(void *pc, struct status_text *t);
 };
@@ -108,7 +115,7 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed);
 
 /* Pinner results (daemon/pinner.h), on the loop thread. */
 void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const char *text,
-			   const struct proto_device *dev);
+			   const struct proto_device *dev, bool direct);
 void sched_device_issued(struct sched *s, void *tag, uint32_t device_slot);
 void sched_device_staging_free(struct sched *s, uint32_t staging_slot, uint32_t generation);
 void sched_device_failed(struct sched *s, void *tag, const char *text);

@@ -2,13 +2,17 @@
 """Device delivery is byte-exact: the same bytes as host delivery.
 
 Three pipelines: raw records (1 MiB batches), uint16 tokens delivered as
-uint16 (256 KiB batches) and the same tokens widened to int32 (512 KiB).
+uint16 (256 KiB batches) and the same tokens widened to int32 (512 KiB);
+and the first two again with `direct = on` (device batches straight from
+the page-locked file), whose dumps must match theirs: same file, same
+seed, so the same batches.
 For each pin mode (a daemon with `pin = register`, then one with
 `pin = copy`; `gpu = required` so neither can fall back to host delivery),
 each pipeline is consumed for 2 epochs with `--device 0 --dump` and with
 host delivery. Every dump must cover each sample once per epoch with the
 CRC of its bytes in the file, and all four dumps of a pipeline (device and
-host, both pin modes) must be identical. A device summary must name the
+host, both pin modes, direct or not) must be identical; the daemon log
+must say each direct file was locked. A device summary must name the
 UUID `loaderd --version` gives GPU 0; a host one, `host`. When the
 consumers are gone, the GPU's device_bytes must be back to 0.
 """
@@ -41,22 +45,33 @@ def body(env):
         "tok16": dict(tok_keys),
         "tok32": dict(tok_keys, token_output="int32"),
     }
+    # name -> the pipeline whose dumps it must equal
+    same_as = {name: name for name in pipelines}
+    for name in ("raw", "tok16"):
+        pipelines[name + "_direct"] = dict(pipelines[name], direct="on")
+        same_as[name + "_direct"] = name
     # pipeline -> (samples, bytes per sample, CRC of every sample)
     expected = {
         "raw": (RAW_N, RAW_RECORD, harness.raw_sample_crcs(raw, RAW_RECORD)),
         "tok16": (TOK_N, (TOK_SEQ + 1) * 2, harness.token_sample_crcs(tok, 2, 2, TOK_SEQ)),
         "tok32": (TOK_N, (TOK_SEQ + 1) * 4, harness.token_sample_crcs(tok, 2, 4, TOK_SEQ)),
     }
+    for name, base in same_as.items():
+        expected[name] = expected[base]
     for name, (n, _, crcs) in expected.items():
         check(len(crcs) == n, "reference for %s has %d samples, expected %d" % (name, len(crcs), n))
 
-    dumps = {name: [] for name in pipelines}  # pipeline -> [(what, dump text)]
+    dumps = {name: [] for name in set(same_as.values())}  # base pipeline -> [(what, dump text)]
     for pin in PINS:
         cfg = gpu_harness.gpu_config(env, "dump-" + pin, pipelines, pin=pin, workers=4)
         d = gpu_harness.start_daemon(env, cfg)
         st = gpu_harness.check_delivery(d, pin)
         check(gpu_harness.gpu_by_uuid(st, uuid) is not None,
               "status lists GPUs %s, not %s" % ([g["uuid"] for g in st["gpus"]], uuid))
+        log = harness.read_text(d.log_path)
+        for name in ("raw_direct", "tok16_direct"):
+            check('pipeline "%s": direct device delivery from' % name in log,
+                  "pin %s: the daemon log does not say %s's file was locked:\n%s" % (pin, name, log))
         for name in pipelines:
             n, row_bytes, crcs = expected[name]
             for device in ("0", None):
@@ -73,7 +88,7 @@ def body(env):
                       % (what, summary, EPOCHS, EPOCHS * n, EPOCHS * n * row_bytes))
                 gpu_harness.check_epochs(rows, EPOCHS, n, what)
                 harness.check_dump_crcs(rows, crcs, what)
-                dumps[name].append((what, harness.read_text(dump)))
+                dumps[same_as[name]].append((what, harness.read_text(dump)))
         d.wait_status(lambda s: not s["clients"] and all(g["device_bytes"] == 0 for g in s["gpus"]),
                       15, "no client and every GPU's device_bytes 0 (pin %s)" % pin)
         d.stop()

@@ -4,8 +4,9 @@ by the ready and released events alone (stream_check).
 
 A raw pipeline of 16 MiB batches (256 KiB records, 64 per batch: a copy
 long enough for a kernel that skips the ready wait to overtake it),
-shuffled, device_slots 3, on a daemon with `pin = register` and then one
-with `pin = copy`. stream_check takes 300 batches with device "0" and, on its
+shuffled, device_slots 3, on a daemon with `pin = register`, one with
+`pin = copy`, and one whose pipeline has `direct = on` (copies straight
+from the page-locked file). stream_check takes 300 batches with device "0" and, on its
 own non-blocking stream, per batch: ldr_stream_wait, (--busy: a 2 ms spin
 kernel,) a kernel that checksums every row of the slot, ldr_release_stream;
 the host never waits for the GPU, so the daemon refills each slot as soon as
@@ -40,7 +41,9 @@ SLOTS = 3
 BATCHES = 300
 SPIN_US = 2000
 ELSEWHERE_BATCHES, ELSEWHERE_SPIN_US = 60, 20000
-PINS = ("register", "copy")
+# (label, pin, direct)
+MODES = (("pin register", "register", False), ("pin copy", "copy", False),
+         ("direct", "register", True))
 _RESULT_RE = re.compile(r"stream_check: batches=(\d+) rows=(\d+) mismatches=(\d+)\n")
 
 
@@ -74,30 +77,35 @@ def body(env):
     gpu_harness.require_gpus()
     prog = gpu_harness.program("stream_check")
     data = env.make_raw("data.bin", N, RECORD, seed=21)
-    pipelines = {"train": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
-                           "shuffle": "true", "seed": 8}}
+    train = {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
+             "shuffle": "true", "seed": 8}
 
-    for pin in PINS:
-        cfg = gpu_harness.gpu_config(env, "stream-" + pin, pipelines, pin=pin, workers=4,
-                                     staging_slots=6, device_slots=SLOTS)
+    for label, pin, direct in MODES:
+        pipelines = {"train": dict(train, direct="on") if direct else train}
+        cfg = gpu_harness.gpu_config(env, "stream-" + label.replace(" ", "-"), pipelines, pin=pin,
+                                     workers=4, staging_slots=6, device_slots=SLOTS)
         d = gpu_harness.start_daemon(env, cfg)
         gpu_harness.check_delivery(d, pin)
+        if direct:
+            log = harness.read_text(d.log_path)
+            check('pipeline "train": direct device delivery from' in log,
+                  "the daemon log does not say the file was locked:\n%s" % log)
 
         positives = [("--busy", BATCHES, SPIN_US), ("--idle", BATCHES, SPIN_US),
                      ("--busy", ELSEWHERE_BATCHES, ELSEWHERE_SPIN_US)]
         for mode, batches, spin_us in positives:
-            what = "pin %s, %s%s" % (pin, mode, ", spin %d us" % spin_us if mode == "--busy" else "")
+            what = "%s, %s%s" % (label, mode, ", spin %d us" % spin_us if mode == "--busy" else "")
             mismatches, err = stream_check(prog, d, data, what, [mode], batches=batches,
                                            spin_us=spin_us)
             check(mismatches == 0, "%s: %d rows differ from the data file:\n%s"
                   % (what, mismatches, err))
 
-        what = "pin %s, --idle --no-ready-wait" % pin
+        what = "%s, --idle --no-ready-wait" % label
         mismatches, err = stream_check(prog, d, data, what, ["--idle", "--no-ready-wait"])
         check(mismatches > 0, "%s: no mismatch although the kernels did not wait for the daemon's "
               "copies: the check is not sensitive to a missing ldr_stream_wait\n%s" % (what, err))
 
-        what = "pin %s, --busy --release-elsewhere" % pin
+        what = "%s, --busy --release-elsewhere" % label
         mismatches, err = stream_check(prog, d, data, what, ["--busy", "--release-elsewhere"],
                                        batches=ELSEWHERE_BATCHES, spin_us=ELSEWHERE_SPIN_US)
         check(mismatches > 0, "%s: no mismatch although the slots were released on an idle "
@@ -105,7 +113,7 @@ def body(env):
               "released event on the wrong stream\n%s" % (what, err))
 
         d.wait_status(lambda s: not s["clients"] and all(g["device_bytes"] == 0 for g in s["gpus"]),
-                      15, "no client and every GPU's device_bytes 0 (pin %s)" % pin)
+                      15, "no client and every GPU's device_bytes 0 (%s)" % label)
         d.stop()
 
 

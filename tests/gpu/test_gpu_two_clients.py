@@ -3,7 +3,9 @@
 the other device client on the GPU goes on unharmed.
 
 Two pipelines on different data files, each consumed by a
-`loaderctl consume --device 0 --dump`: the survivor (pipeline "keep", 4
+`loaderctl consume --device 0 --dump`, the victim's with `direct = on`
+(status must give it path direct, the survivor path staging), so a
+direct client dies with copies in flight: the survivor (pipeline "keep", 4
 epochs at 100 ms a step, about 5 s) starts first; once it has been sent 3
 batches the GPU's device_bytes is noted as the survivor's alone. The victim
 (pipeline "lose") starts next and is SIGKILLed once status shows it was
@@ -37,7 +39,7 @@ def body(env):
         "keep": {"source": "raw:" + keep, "record_bytes": KEEP_RECORD, "batch_size": KEEP_BATCH,
                  "seed": 1},
         "lose": {"source": "raw:" + lose, "record_bytes": LOSE_RECORD, "batch_size": LOSE_BATCH,
-                 "seed": 2},
+                 "seed": 2, "direct": "on"},
     }
     d = gpu_harness.start_daemon(env, gpu_harness.gpu_config(env, "two", pipelines, workers=2,
                                                              device_slots=4))
@@ -70,6 +72,10 @@ def body(env):
         d.socket, "lose", device="0", epochs=100, dump=env.path("lose.dump"),
         extra=["--step-ms", "20", "--depth", str(DEPTH), "--name", "victim"]))
     st = d.wait_status(sent(victim.pid, 4), 30, "the victim to be sent 4 batches")
+    paths = {x["name"]: x["path"] for x in st["clients"]}
+    check(paths == {"survivor": "staging", "victim": "direct"},
+          "status gives the clients' paths %s; expected the survivor staging, the victim direct"
+          % paths)
     both_bytes = gpu(st)["device_bytes"]
     print("device_bytes: survivor alone %d, with the victim %d" % (survivor_bytes, both_bytes))
     check(both_bytes > survivor_bytes, "device_bytes did not grow (%d -> %d) with a second device "

@@ -248,7 +248,8 @@ _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_s
                           r"shuffle ([01]) drop_last ([01])$")
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"([^\"]*)\" pipeline (\S+) rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+)"
-                        r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+))?$")
+                        r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
+                        r"path (direct|staging))?$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
                      r"device_bytes (\d+)$")
 
@@ -300,7 +301,7 @@ def parse_status(text):
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
             "released": int(g[9]), "in_flight": int(g[10]), "gpu": g[11],
             "stream_depth": None if g[12] is None else int(g[12]),
-            "bytes_moved": None if g[13] is None else int(g[13])})
+            "bytes_moved": None if g[13] is None else int(g[13]), "path": g[14]})
     st["read_errors"] = int(expect(re.compile(r"^errors: read (\d+)$"), "errors").group(1))
     return st
 

@@ -7,7 +7,8 @@ with `gpu = auto` on a machine without a usable GPU, the reason the GPU is
 unavailable (when this machine has a GPU that daemon offers device delivery
 and the case is skipped). A HELLO for device delivery with a zero UUID gets
 EINVAL; a --device that is neither an ordinal nor a UUID is refused by the
-client, naming it. Host clients of the same daemons are served as before, and
+client, naming it. Host clients of the same daemons are served as before
+(the pipeline has `direct = on`, which only concerns device clients), and
 `gpu = required` without a usable GPU makes the daemon exit 1 at start with
 the reason.
 """
@@ -53,7 +54,8 @@ def gpus_seen():
 
 def body(env):
     data = env.make_raw("data.bin", N, RECORD)
-    pipelines = {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH}}
+    pipelines = {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
+                       "direct": "on"}}
 
     d = env.start_daemon(env.config("off", pipelines, gpu="off"))
     check(d.status()["delivery"] == "host (GPU off)", "status delivery line: %r" % d.status()["delivery"])

@@ -214,6 +214,27 @@ static void test_token_output(void **state)
 		     "[pipeline.t] token_output: \"uint16\" is narrower than token_dtype uint32");
 }
 
+/* direct = on: raw, and tokens delivered in their stored width; widened
+ * tokens need the CPU, so direct is refused on the direct line. */
+static void test_direct(void **state)
+{
+	assert_int_equal(load_text("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"), 0);
+	assert_false(cfg->pipelines[0].direct);
+	assert_int_equal(load_text("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+				   "direct = on\n"), 0);
+	assert_true(cfg->pipelines[0].direct);
+	assert_int_equal(load_text("[pipeline.t]\ndirect = yes\nsource = tokens:/t\nbatch_size = 1\n"
+				   "token_dtype = uint32\ntoken_output = int32\nseq_len = 8\n"), 0);
+	assert_true(cfg->pipelines[0].direct);
+	expect_error("[pipeline.t]\nsource = tokens:/t\nbatch_size = 1\ndirect = on\n"
+		     "token_dtype = uint16\nseq_len = 8\ntoken_output = int32\n", 4,
+		     "[pipeline.t] direct: on needs tokens delivered as stored, but token_output "
+		     "int32 widens token_dtype uint16 on the CPU");
+	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+		     "direct = sometimes\n", 5,
+		     "[pipeline.r] direct: \"sometimes\" is not a boolean");
+}
+
 /* A default default_depth yields to a smaller max_depth; an explicit one
  * must not exceed it. */
 static void test_depths(void **state)
@@ -600,6 +621,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_full_file),
+		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_errors),

@@ -1,0 +1,293 @@
+/* pinner_batch: one batch's way to the GPU, on the pinning thread
+ * (pinner.h describes the path; pinner_impl.h the shared state). */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <time.h>
+
+#include "daemon/pinner_impl.h"
+
+/* A batch whose device slot the client has released, but whose released
+ * event has not completed yet, is retried every POLL_NS for up to
+ * DEFER_MAX_NS, then queued behind a GPU-side wait on the event.
+ * Why: a GPU-side wait on an event recorded by another process cost
+ * about 160 us of stream time per batch on the H100 host, even for an
+ * event completed long before (one client at 16 MiB: 35 GB/s with the
+ * wait, 51-54 without); a host-side query of the same event is cheap. */
+#define POLL_NS 20000
+#define DEFER_MAX_NS 2000000
+
+/* Runs on a CUDA thread: only queues (no CUDA call is allowed here). */
+static void CUDART_CB on_stream_point(void *arg)
+{
+	struct msg *m = arg;
+	post_in(m->owner, m);
+}
+
+/* Queues a host callback reporting `kind` with m: on pc's stream at this
+ * point (stream stalls until it has run), or, with `after`, on pc's done
+ * stream once `after` (just recorded on pc's stream) has completed. */
+cudaError_t pinner_stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
+				enum msg_kind kind, cudaEvent_t after)
+{
+	m->kind = kind;
+	m->pc = pc;
+	m->tag = pc->tag;
+	m->owner = p;
+	if (!after)
+		return cudaLaunchHostFunc(pc->stream, on_stream_point, m);
+	cudaError_t e = cudaStreamWaitEvent(pc->done, after, 0);
+	return e != cudaSuccess ? e : cudaLaunchHostFunc(pc->done, on_stream_point, m);
+}
+
+void pinner_client_sync(struct pinner_client *pc)
+{
+	cudaStreamSynchronize(pc->stream);
+	cudaStreamSynchronize(pc->done);
+}
+
+static void staging_free(struct pinner *p, struct msg *m)
+{
+	struct msg *r = msg_new(R_STAGING_FREE);
+	r->slot = m->slot;
+	r->generation = m->generation;
+	post_out(p, r);
+}
+
+static void issued(struct pinner *p, struct msg *m)
+{
+	struct msg *r = msg_new(R_ISSUED);
+	r->tag = m->pc->tag;
+	r->d = m->d;
+	post_out(p, r);
+}
+
+/* Copy done or abandoned: the staging slot goes back (register mode) and
+ * the message is finished. */
+static void batch_end(struct pinner *p, struct msg *m)
+{
+	if (m->slot != NO_STAGING)
+		staging_free(p, m);
+	msg_free(m);
+}
+
+/* Enqueues H2D into device slot d from src, records ready[d] and a
+ * completion callback, then reports the batch issued. On failure the
+ * client is failed and the message is the caller's again. */
+static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
+{
+	struct pinner_client *pc = m->pc;
+	char text[TEXT_MAX];
+	const char *what = NULL; /* the failing call; NULL: text already says it */
+	uint8_t *dst = pc->ring + (uint64_t)m->d * pc->slot_bytes;
+	cudaError_t e;
+	if (m->offsets) {
+		e = direct_copy(pc->direct, &p->scratch, pc->stream, dst, m->offsets, m->rows, text,
+				sizeof(text));
+		free(m->offsets); /* the batched copy has taken its own copy of the list */
+		m->offsets = NULL;
+	} else {
+		what = "cudaMemcpyAsync into the device ring";
+		e = cudaMemcpyAsync(dst, src, m->bytes, cudaMemcpyHostToDevice, pc->stream);
+	}
+	if (e == cudaSuccess) {
+		what = "cudaEventRecord of the ready event";
+		e = cudaEventRecord(pc->ready[m->d], pc->stream);
+	}
+	if (e == cudaSuccess) {
+		atomic_fetch_add(&pc->stream_depth, 1);
+		issued(p, m);
+		what = "cudaLaunchHostFunc";
+		e = pinner_stream_point(p, pc, m, M_COPY_DONE, pc->ready[m->d]);
+		if (e == cudaSuccess)
+			return true;
+		atomic_fetch_sub(&pc->stream_depth, 1);
+	}
+	if (what)
+		cuda_failed(e, text, sizeof(text), what);
+	client_fail(p, pc, text);
+	pinner_client_sync(pc); /* nothing may still read the source */
+	return false;
+}
+
+/* pin = copy: runs the batches whose device slot is free, while pinned
+ * buffers last, in arrival order. */
+static void run_copies(struct pinner *p)
+{
+	while (p->copy_wait.head && p->n_pinned > 0) {
+		struct msg *m = p->copy_wait.head;
+		p->copy_wait.head = m->next;
+		if (!p->copy_wait.head)
+			p->copy_wait.tail = NULL;
+		struct pinner_client *pc = m->pc;
+		if (pc->failed || pc->retiring) {
+			batch_end(p, m);
+			continue;
+		}
+		int k = p->pinned_free[--p->n_pinned];
+		atomic_fetch_sub(&p->pinned_free_count, 1);
+		m->pinned = k;
+		team_copy(&p->team, p->pinned[k], p->arena->base + arena_slot_offset(p->arena, m->slot),
+			  m->bytes);
+		staging_free(p, m);
+		if (!enqueue_copy(p, m, p->pinned[k])) {
+			p->pinned_free[p->n_pinned++] = k;
+			atomic_fetch_add(&p->pinned_free_count, 1);
+			msg_free(m);
+		}
+	}
+}
+
+uint64_t pinner_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* Starts batch m once its device slot is free on the GPU: at once when
+ * released[d] has completed; else, with gpu_wait, behind a GPU-side wait
+ * on it; else not (false: retry later). */
+static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
+{
+	struct pinner_client *pc = m->pc;
+	char text[TEXT_MAX];
+	cudaSetDevice(pc->dev);
+	cudaError_t e = cudaEventQuery(pc->released[m->d]);
+	bool free_now = e == cudaSuccess;
+	if (e == cudaErrorNotReady) {
+		if (!gpu_wait)
+			return false;
+		e = cudaStreamWaitEvent(pc->stream, pc->released[m->d], 0);
+	}
+	if (cuda_failed(e, text, sizeof(text), "waiting for the released event")) {
+		client_fail(p, pc, text);
+		batch_end(p, m);
+		return true;
+	}
+	if (p->cfg->pin == PIN_COPY && !m->offsets) {
+		/* In order: behind an earlier batch's callback, this one's goes
+		 * through the stream too. */
+		if (free_now && pc->slot_free_pending == 0) {
+			m->kind = M_SLOT_FREE;
+			queue_push(&p->copy_wait, m);
+			run_copies(p);
+			return true;
+		}
+		e = pinner_stream_point(p, pc, m, M_SLOT_FREE, NULL);
+		if (cuda_failed(e, text, sizeof(text), "cudaLaunchHostFunc")) {
+			client_fail(p, pc, text);
+			batch_end(p, m);
+		} else {
+			pc->slot_free_pending++;
+		}
+		return true;
+	}
+	const void *src = m->offsets ? NULL : p->arena->base + arena_slot_offset(p->arena, m->slot);
+	if (!enqueue_copy(p, m, src))
+		batch_end(p, m);
+	return true;
+}
+
+/* Starts, in order, the deferred batches of pc whose slots are free. A
+ * started message is off the queue before it starts: its next field is
+ * the copy path's from then on (a callback may already reuse it). */
+static void run_deferred(struct pinner *p, struct pinner_client *pc, uint64_t now)
+{
+	while (pc->deferred.head) {
+		struct msg *m = pc->deferred.head;
+		pc->deferred.head = m->next;
+		if (!pc->deferred.head)
+			pc->deferred.tail = NULL;
+		if (pc->failed || pc->retiring) {
+			batch_end(p, m);
+		} else if (start_copy(p, m, now - pc->deferred_since >= DEFER_MAX_NS)) {
+			pc->deferred_since = now;
+		} else { /* back at the head */
+			m->next = pc->deferred.head;
+			pc->deferred.head = m;
+			if (!pc->deferred.tail)
+				pc->deferred.tail = m;
+			return;
+		}
+	}
+	p->n_deferring--;
+}
+
+void pinner_do_copy(struct pinner *p, struct msg *m)
+{
+	struct pinner_client *pc = m->pc;
+	if (pc->failed) {
+		batch_end(p, m);
+		return;
+	}
+	if (!pc->deferred.head) {
+		if (start_copy(p, m, false))
+			return;
+		p->n_deferring++;
+		pc->deferred_since = pinner_now_ns();
+	}
+	queue_push(&pc->deferred, m);
+}
+
+/* Retries every client's deferred batches. */
+uint64_t pinner_poll_deferred(struct pinner *p)
+{
+	uint64_t now = pinner_now_ns();
+	for (uint32_t i = 0; i < p->n_clients && p->n_deferring > 0; i++)
+		if (p->clients[i]->deferred.head)
+			run_deferred(p, p->clients[i], now);
+	return POLL_NS;
+}
+
+void pinner_slot_free(struct pinner *p, struct msg *m)
+{
+	m->pc->slot_free_pending--;
+	queue_push(&p->copy_wait, m);
+	run_copies(p);
+}
+
+void pinner_copy_done(struct pinner *p, struct msg *m)
+{
+	struct pinner_client *pc = m->pc;
+	atomic_fetch_sub(&pc->stream_depth, 1);
+	atomic_fetch_add(&pc->bytes_moved, m->bytes);
+	if (m->pinned >= 0) {
+		p->pinned_free[p->n_pinned++] = m->pinned;
+		atomic_fetch_add(&p->pinned_free_count, 1);
+		msg_free(m); /* the staging slot went back after the host copy */
+		run_copies(p);
+		return;
+	}
+	batch_end(p, m);
+}
+
+static void drop_deferred(struct pinner *p, struct pinner_client *pc)
+{
+	if (!pc->deferred.head)
+		return;
+	struct msg *m = queue_take_all(&pc->deferred), *next;
+	for (; m; m = next) {
+		next = m->next;
+		batch_end(p, m);
+	}
+	p->n_deferring--;
+}
+
+static void purge_copy_wait(struct pinner *p, struct pinner_client *pc)
+{
+	struct msg *m = queue_take_all(&p->copy_wait), *next;
+	for (; m; m = next) {
+		next = m->next;
+		if (m->pc == pc)
+			batch_end(p, m);
+		else
+			queue_push(&p->copy_wait, m);
+	}
+}
+
+void pinner_drop_waiting(struct pinner *p, struct pinner_client *pc)
+{
+	drop_deferred(p, pc);
+	purge_copy_wait(p, pc);
+}

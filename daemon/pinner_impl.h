@@ -1,0 +1,246 @@
+/*
+ * pinner_impl.h: the pinning thread's internals, shared by pinner.c
+ * (start-up, attach, retire, the thread and the loop side) and
+ * pinner_batch.c (one batch's way to the GPU). Nothing else includes it.
+ */
+#ifndef LDR_DAEMON_PINNER_IMPL_H
+#define LDR_DAEMON_PINNER_IMPL_H
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "common/gpu_uuid.h"
+#include "common/log.h"
+#include "daemon/copyteam.h"
+#include "daemon/direct.h"
+#include "daemon/pinner.h"
+
+#define PINNER_DEVICES_MAX 16
+#define RING_ALIGN (2u << 20)              /* device rings are rounded up to 2 MiB */
+#define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
+#define TEXT_MAX 512
+#define NO_STAGING UINT32_MAX             /* a direct batch holds no staging slot */
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
+_Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
+
+struct gpu {
+	char uuid[GPU_UUID_TEXT_MAX];
+	uint8_t uuid_bytes[PROTO_UUID_BYTES];
+	char name[256];
+	cudaStream_t aux;         /* for unblocking records at retire; lazily created */
+	atomic_uint clients;
+	atomic_uint_least64_t device_bytes;
+};
+
+struct queue {
+	struct msg *head, *tail;
+};
+
+struct pinner_client {
+	void *tag;
+	int dev;
+	char uuid[GPU_UUID_TEXT_MAX]; /* set before the attach answer: the loop may read it */
+	uint32_t slots;
+	uint64_t slot_bytes, ring_bytes;
+	uint8_t *ring;
+	cudaStream_t stream;
+	/* Completion callbacks run on `done`, which waits for each copy's
+	 * ready event: a host function on `stream` itself would stall the
+	 * next copy until the callback has run (54.5 -> 42.0 GB/s, loaderd-bus-probe
+	 * at 16 MiB batches). */
+	cudaStream_t done;
+	cudaEvent_t tail; /* retire: the end of `stream` */
+	cudaEvent_t ready[PROTO_DEVICE_SLOTS_MAX];
+	cudaEvent_t released[PROTO_DEVICE_SLOTS_MAX];
+	const struct direct_source *direct; /* its pipeline's file, when registered */
+	bool failed, retiring;
+	struct queue deferred;           /* batches waiting for released[d], in order */
+	uint32_t slot_free_pending;      /* copy mode: M_SLOT_FREE callbacks not yet run */
+	uint64_t deferred_since;         /* when the head was deferred, ns */
+	atomic_uint stream_depth;        /* copies issued, not yet complete */
+	atomic_uint_least64_t bytes_moved;
+};
+
+enum msg_kind {
+	/* loop -> thread */
+	M_ATTACH, M_COPY, M_COPY_DIRECT, M_RETIRE,
+	/* CUDA host callbacks -> thread */
+	M_SLOT_FREE,    /* copy mode: released[d] has fired, the pinned copy may start */
+	M_COPY_DONE,    /* the H2D copy of a batch has completed */
+	M_DRAINED,      /* a retiring client's stream has run dry */
+	/* thread -> loop */
+	R_STARTED, R_ATTACHED, R_ISSUED, R_STAGING_FREE, R_FAILED, R_RETIRED,
+};
+
+/* One message, reused along a batch's way (M_COPY -> M_SLOT_FREE -> ...). */
+struct msg {
+	struct msg *next;
+	struct pinner *owner; /* for the CUDA host callback: whose queue */
+	enum msg_kind kind;
+	void *tag;
+	struct pinner_client *pc;
+	uint32_t d, slot, generation, slots;
+	uint32_t pipeline;  /* M_ATTACH */
+	bool direct;        /* R_ATTACHED: batches come from the registered file */
+	uint64_t *offsets;  /* M_COPY_DIRECT: each sample's file offset, `rows` of them */
+	uint32_t rows;
+	int pinned;  /* copy mode: pinned buffer index, -1 none */
+	int rc;
+	uint64_t bytes;
+	uint8_t uuid[PROTO_UUID_BYTES];
+	struct proto_device dev;
+	char text[TEXT_MAX];
+};
+
+struct pinner {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct arena *arena;
+	const struct source *sources;
+	size_t n_sources;
+	struct pinner_ops ops;
+	uv_async_t async;
+	pthread_t thread;
+	bool thread_started;
+	bool loop_started, loop_ok; /* the loop thread's copy of the start-up result */
+	char loop_summary[TEXT_MAX];
+
+	/* loop and callbacks -> thread: `in`, under mu, signalled by cv */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct queue in;
+	bool stop;
+	/* thread -> loop: `out`, under out_mu, signalled by uv_async_send */
+	pthread_mutex_t out_mu;
+	struct queue out;
+
+	/* everything below: the pinning thread only, except the atomics and
+	 * what is set before `started` is posted (read by status afterwards) */
+	int n_gpus;
+	struct gpu gpus[PINNER_DEVICES_MAX];
+	bool ok; /* start-up succeeded */
+	char summary[TEXT_MAX];
+	uint8_t *registered;      /* pin = register: the staging slots' range */
+	size_t registered_bytes;
+	uint8_t **pinned;         /* pin = copy */
+	uint32_t n_pinned;
+	uint64_t pinned_bytes;
+	int *pinned_free;         /* stack of free buffer indexes */
+	atomic_uint pinned_free_count;
+	struct queue copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
+	uint32_t n_deferring;     /* clients with deferred batches */
+	uint64_t poll_ns;         /* retry interval for them */
+	struct team team;
+	struct direct_source *direct; /* one per source; .ok where registered */
+	struct direct_scratch scratch;
+	struct pinner_client **clients; /* live ones, for cleanup at stop */
+	uint32_t n_clients, cap_clients;
+};
+
+static inline void queue_push(struct queue *q, struct msg *m)
+{
+	m->next = NULL;
+	if (q->tail)
+		q->tail->next = m;
+	else
+		q->head = m;
+	q->tail = m;
+}
+
+static struct msg *queue_take_all(struct queue *q)
+{
+	struct msg *m = q->head;
+	q->head = q->tail = NULL;
+	return m;
+}
+
+static inline void msg_free(struct msg *m)
+{
+	free(m->offsets);
+	free(m);
+}
+
+static inline void msgs_free(struct msg *m)
+{
+	while (m) {
+		struct msg *next = m->next;
+		msg_free(m);
+		m = next;
+	}
+}
+
+static struct msg *msg_new(enum msg_kind kind)
+{
+	struct msg *m = calloc(1, sizeof(*m));
+	if (!m) {
+		log_error("pinner: out of memory");
+		abort(); /* a lost message would leak a staging slot or hang a client */
+	}
+	m->kind = kind;
+	m->pinned = -1;
+	return m;
+}
+
+static inline void post_in(struct pinner *p, struct msg *m)
+{
+	pthread_mutex_lock(&p->mu);
+	queue_push(&p->in, m);
+	pthread_cond_signal(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
+static inline void post_out(struct pinner *p, struct msg *m)
+{
+	pthread_mutex_lock(&p->out_mu);
+	queue_push(&p->out, m);
+	pthread_mutex_unlock(&p->out_mu);
+	uv_async_send(&p->async);
+}
+
+/* CUDA errors become text in exactly one place. */
+static inline bool cuda_failed(cudaError_t e, char *text, size_t cap, const char *what)
+{
+	if (e == cudaSuccess)
+		return false;
+	snprintf(text, cap, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
+	return true;
+}
+
+static inline void client_fail(struct pinner *p, struct pinner_client *pc, const char *text)
+{
+	if (pc->failed)
+		return;
+	pc->failed = true;
+	struct msg *r = msg_new(R_FAILED);
+	r->tag = pc->tag;
+	snprintf(r->text, sizeof(r->text), "GPU %s: %.440s", p->gpus[pc->dev].uuid, text);
+	post_out(p, r);
+}
+
+/* ---- the batch path (pinner_batch.c), on the pinning thread ---- */
+
+/* Queues a host callback reporting `kind` with m (pinner_batch.c). */
+cudaError_t pinner_stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
+				enum msg_kind kind, cudaEvent_t after);
+/* Waits until nothing is queued on either of pc's streams. */
+void pinner_client_sync(struct pinner_client *pc);
+/* M_COPY, M_COPY_DIRECT: starts the batch, or defers it until its slot is free. */
+void pinner_do_copy(struct pinner *p, struct msg *m);
+/* M_SLOT_FREE: copy mode, the slot is free on the GPU. */
+void pinner_slot_free(struct pinner *p, struct msg *m);
+/* M_COPY_DONE: the H2D copy of a batch has completed. */
+void pinner_copy_done(struct pinner *p, struct msg *m);
+/* Retries deferred batches; called while n_deferring > 0, again after the
+ * interval (ns) it returns. */
+uint64_t pinner_poll_deferred(struct pinner *p);
+uint64_t pinner_now_ns(void);
+/* Retire and shutdown: give back the staging slots of pc's batches that
+ * wait for a pinned buffer or for their slot. */
+void pinner_drop_waiting(struct pinner *p, struct pinner_client *pc);
+
+#endif
