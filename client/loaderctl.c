@@ -33,6 +33,7 @@ struct consume_opts {
 	const char *pipeline;
 	const char *resume;
 	const char *dump;
+	const char *dump_data;
 	const char *name;
 	const char *device;
 	uint64_t rank;
@@ -63,14 +64,16 @@ static void on_stop_signal(int sig)
 static const char usage_text[] =
 	"Usage: loaderctl [--socket PATH] status\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
-	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE]\n"
+	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
 	"       loaderctl --help | --version\n"
 	"\n"
 	"  status     print the daemon's status\n"
 	"  consume    attach to a pipeline like a training process and consume batches\n"
 	"             (default: one epoch); prints a summary and the resumable position;\n"
-	"             --device N|GPU-UUID receives the batches on that GPU\n";
+	"             --device N|GPU-UUID receives the batches on that GPU;\n"
+	"             --dump FILE writes a line per row (epoch, batch, sample, CRC-32C);\n"
+	"             --dump-data FILE the rows' bytes, every tensor's in turn, in that order\n";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -167,6 +170,7 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 		{ "--pipeline", &o->pipeline },
 		{ "--resume", &o->resume },
 		{ "--dump", &o->dump },
+		{ "--dump-data", &o->dump_data },
 		{ "--name", &o->name },
 		{ "--device", &o->device },
 	};
@@ -198,6 +202,8 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 	}
 	if (!o->pipeline)
 		return usage_error("consume needs --pipeline NAME");
+	if (o->dump_data && !o->dump)
+		return usage_error("--dump-data needs --dump (its lines say which sample each row is)");
 	if (o->epochs && o->batches)
 		return usage_error("options '--epochs' and '--batches' exclude each other");
 	if (!o->epochs && !o->batches)
@@ -214,9 +220,10 @@ static void step_sleep(uint64_t step_ms)
 		;
 }
 
-/* One dump line per row: the CRC-32C of the row of every tensor, chained.
- * Device batches are copied back first (into *copy, grown as needed). */
-static int dump_batch(FILE *f, struct ldr_client *c, const struct ldr_batch *b,
+/* One dump line per row: the CRC-32C of the row of every tensor, chained;
+ * with data, the row's bytes of every tensor too, in tensor order. Device
+ * batches are copied back first (into *copy, grown as needed). */
+static int dump_batch(FILE *f, FILE *data_f, struct ldr_client *c, const struct ldr_batch *b,
 		      uint8_t **copy, size_t *copy_cap)
 {
 	const uint8_t *data[LDR_TENSORS_MAX];
@@ -249,6 +256,10 @@ static int dump_batch(FILE *f, struct ldr_client *c, const struct ldr_batch *b,
 		for (unsigned t = 0; t < b->n_tensors; t++) {
 			size_t row_bytes = b->tensors[t].bytes / b->rows;
 			crc = crc32c(crc, data[t] + row * row_bytes, row_bytes);
+			if (data_f && fwrite(data[t] + row * row_bytes, 1, row_bytes, data_f) != row_bytes) {
+				fprintf(stderr, "loaderctl: writing --dump-data: %s\n", strerror(errno));
+				return -1;
+			}
 		}
 		fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", b->epoch, b->index,
 			ldr_sample_index(c, b, row), crc);
@@ -271,7 +282,7 @@ static int install_stop_handlers(void)
 /* Receives, checks off and releases batches until done or stopped;
  * 0, or -1 after printing the reason. */
 static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE *dump,
-			struct consume_stats *st)
+			FILE *dump_data, struct consume_stats *st)
 {
 	double last_progress = now_s();
 	struct consume_stats at_progress = *st;
@@ -293,7 +304,7 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE
 			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
 			goto free_copy;
 		}
-		if (dump && dump_batch(dump, c, &b, &copy, &copy_cap) < 0)
+		if (dump && dump_batch(dump, dump_data, c, &b, &copy, &copy_cap) < 0)
 			goto free_copy;
 		if (o->step_ms)
 			step_sleep(o->step_ms);
@@ -341,7 +352,7 @@ static int run_consume(const struct consume_opts *o)
 {
 	struct ldr_client *c;
 	struct consume_stats st = { 0 };
-	FILE *dump = NULL;
+	FILE *dump = NULL, *dump_data = NULL;
 	int rc = 1;
 	if (o->dump) { /* before attaching: a bad path should not cost the daemon a client */
 		dump = fopen(o->dump, "we");
@@ -349,6 +360,10 @@ static int run_consume(const struct consume_opts *o)
 			fprintf(stderr, "loaderctl: %s: %s\n", o->dump, strerror(errno));
 			goto close_dump;
 		}
+	}
+	if (o->dump_data && !(dump_data = fopen(o->dump_data, "we"))) {
+		fprintf(stderr, "loaderctl: %s: %s\n", o->dump_data, strerror(errno));
+		goto close_dump;
 	}
 	if (ldr_connect(o->socket, &c) < 0) {
 		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
@@ -367,10 +382,18 @@ static int run_consume(const struct consume_opts *o)
 		goto close_client;
 
 	double start = now_s();
-	if (consume_loop(c, o, dump, &st) < 0)
+	if (consume_loop(c, o, dump, dump_data, &st) < 0)
 		goto close_client;
 	double seconds = now_s() - start;
 
+	if (dump_data) {
+		int r = fclose(dump_data);
+		dump_data = NULL;
+		if (r != 0) {
+			fprintf(stderr, "loaderctl: %s: %s\n", o->dump_data, strerror(errno));
+			goto close_client;
+		}
+	}
 	if (dump) {
 		int r = fclose(dump);
 		dump = NULL;
@@ -399,6 +422,8 @@ close_client:
 close_dump:
 	if (dump)
 		fclose(dump);
+	if (dump_data)
+		fclose(dump_data);
 	return rc;
 }
 

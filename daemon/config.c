@@ -26,6 +26,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <ini.h>
+#include <math.h>
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -34,6 +35,8 @@
 #include <strings.h>
 #include <sys/un.h>
 #include <unistd.h>
+
+#include "image/transform.h"
 
 /* Longest physical line accepted: room for "source = tokens:" and a path
  * of ARENA_PATH_MAX - 1 bytes, with spaces and a comment. */
@@ -60,12 +63,15 @@ enum value_type {
 	VALUE_TOKEN_STORED, /* uint16|uint32 -> token_bytes 2|4 */
 	VALUE_TOKEN_OUTPUT, /* uint16|uint32|int32|int64 -> enum proto_dtype */
 	VALUE_CHOICE,       /* one of key_spec.choices -> its index, into a uint32_t */
+	VALUE_TRANSFORM,    /* a transform chain (image/transform.h), kept as text */
+	VALUE_RGB,          /* three decimal numbers "R,G,B", into a double[3] */
 };
 
 /* Pipeline keys: the source kinds a key applies to, and whether one of
  * those kinds requires it. */
 #define KEY_RAW 0x1u
 #define KEY_TOKENS 0x2u
+#define KEY_IMAGE 0x8u
 #define KEY_REQUIRED 0x4u
 
 struct key_spec {
@@ -81,6 +87,9 @@ struct key_spec {
 /* Names in the order of the enums they set (config.h). */
 static const char *const gpu_choices[] = {"auto", "off", "required", NULL};
 static const char *const pin_choices[] = {"register", "copy", NULL};
+static const char *const layout_choices[] = {"nchw", "nhwc", NULL};
+static const char *const dtype_choices[] = {"uint8", "float16", "float32", NULL};
+static const char *const on_error_choices[] = {"substitute", "fail", NULL};
 
 _Static_assert(sizeof(enum log_level) == sizeof(uint32_t), "set_value stores it as uint32_t");
 _Static_assert(sizeof(enum gpu_mode) == sizeof(uint32_t) && sizeof(enum pin_mode) == sizeof(uint32_t),
@@ -126,10 +135,11 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 
 enum pipeline_key {
 	PK_SOURCE, PK_BATCH_SIZE, PK_SHUFFLE, PK_SEED, PK_DROP_LAST, PK_CHUNK,
-	PK_RECORD_BYTES, PK_TOKEN_DTYPE, PK_SEQ_LEN, PK_TOKEN_OUTPUT, PK_DIRECT, PK_COUNT,
+	PK_RECORD_BYTES, PK_TOKEN_DTYPE, PK_SEQ_LEN, PK_TOKEN_OUTPUT, PK_DIRECT, PK_TRANSFORM,
+	PK_LAYOUT, PK_DTYPE, PK_MEAN, PK_STD, PK_ON_ERROR, PK_MAX_IMAGE_PIXELS, PK_COUNT,
 };
 
-#define KEY_ANY_KIND (KEY_RAW | KEY_TOKENS)
+#define KEY_ANY_KIND (KEY_RAW | KEY_TOKENS | KEY_IMAGE)
 static const struct key_spec pipeline_keys[PK_COUNT] = {
 	[PK_SOURCE] = {"source", VALUE_SOURCE, PIPELINE(path), 0, 0, KEY_ANY_KIND | KEY_REQUIRED},
 	[PK_BATCH_SIZE] = {"batch_size", VALUE_UINT, PIPELINE(batch_size), 1, BATCH_SIZE_MAX,
@@ -148,7 +158,18 @@ static const struct key_spec pipeline_keys[PK_COUNT] = {
 	[PK_TOKEN_OUTPUT] = {"token_output", VALUE_TOKEN_OUTPUT, PIPELINE(token_out_dtype), 0, 0,
 			     KEY_TOKENS},
 	/* tokens: also only when delivered as stored, checked at the end of the section */
-	[PK_DIRECT] = {"direct", VALUE_BOOL, PIPELINE(direct), 0, 0, KEY_ANY_KIND},
+	[PK_DIRECT] = {"direct", VALUE_BOOL, PIPELINE(direct), 0, 0, KEY_RAW | KEY_TOKENS},
+	[PK_TRANSFORM] = {"transform", VALUE_TRANSFORM, PIPELINE(transform), 0, 0,
+			  KEY_IMAGE | KEY_REQUIRED},
+	[PK_LAYOUT] = {"layout", VALUE_CHOICE, PIPELINE(layout), 0, 0, KEY_IMAGE, layout_choices},
+	/* mean and std also need a float dtype, checked at the end of the section */
+	[PK_DTYPE] = {"dtype", VALUE_CHOICE, PIPELINE(dtype), 0, 0, KEY_IMAGE, dtype_choices},
+	[PK_MEAN] = {"mean", VALUE_RGB, PIPELINE(mean), 0, 0, KEY_IMAGE},
+	[PK_STD] = {"std", VALUE_RGB, PIPELINE(std), 1, 0, KEY_IMAGE},
+	[PK_ON_ERROR] = {"on_error", VALUE_CHOICE, PIPELINE(on_error), 0, 0, KEY_IMAGE,
+			 on_error_choices},
+	[PK_MAX_IMAGE_PIXELS] = {"max_image_pixels", VALUE_UINT, PIPELINE(max_image_pixels), 1,
+				 1ull << 32, KEY_IMAGE},
 };
 
 /* token_dtype / token_output names; the first two are storable. */
@@ -301,9 +322,12 @@ static void set_source(struct config_parse *p, const char *value)
 	} else if (strncmp(value, "tokens:", 7) == 0) {
 		pl->kind = SOURCE_TOKENS;
 		path = value + 7;
+	} else if (strncmp(value, "imagefolder:", 12) == 0) {
+		pl->kind = SOURCE_IMAGEFOLDER;
+		path = value + 12;
 	} else {
-		config_fail(p, p->lineno, "%s source: \"%s\" is not raw:PATH or tokens:PATH",
-			    p->label, value);
+		config_fail(p, p->lineno, "%s source: \"%s\" is not raw:PATH, tokens:PATH or "
+			    "imagefolder:ROOT", p->label, value);
 		return;
 	}
 	if (*path == '\0') {
@@ -408,6 +432,36 @@ static void set_value(struct config_parse *p, const struct key_spec *k, void *ba
 			v = stored ? token_types[i].bytes : token_types[i].dtype;
 		break;
 	}
+	case VALUE_TRANSFORM: {
+		struct tf_chain chain;
+		char text[256];
+		if (strlen(value) >= CONFIG_TRANSFORM_MAX) {
+			snprintf(why, sizeof(why), "is too long (at most %d bytes)", CONFIG_TRANSFORM_MAX - 1);
+			break;
+		}
+		if (tf_parse(value, &chain, text, sizeof(text)) < 0) {
+			config_fail(p, p->lineno, "%s transform: %s", p->label, text);
+			return;
+		}
+		memcpy(field, value, strlen(value) + 1);
+		return;
+	}
+	case VALUE_RGB: {
+		double rgb[3];
+		const char *s = value;
+		char *end = NULL;
+		for (int c = 0; c < 3 && !why[0]; c++) {
+			rgb[c] = strtod(s, &end);
+			if (end == s || !isfinite(rgb[c]) || (min && rgb[c] <= 0) ||
+			    *end != (c < 2 ? ',' : '\0'))
+				snprintf(why, sizeof(why), "is not three %snumbers R,G,B",
+					 min ? "positive " : "");
+			s = end + 1;
+		}
+		if (!why[0])
+			memcpy(field, rgb, sizeof(rgb));
+		break;
+	}
 	case VALUE_CHOICE: {
 		size_t n = 0, len = 0;
 		while (k->choices[n] && strcmp(k->choices[n], value) != 0)
@@ -424,6 +478,8 @@ static void set_value(struct config_parse *p, const struct key_spec *k, void *ba
 	}
 	if (why[0])
 		config_fail(p, p->lineno, "%s %s: \"%s\" %s", p->label, k->name, value, why);
+	else if (k->type == VALUE_RGB)
+		return;
 	else if (k->size == sizeof(uint64_t))
 		*(uint64_t *)field = v;
 	else if (k->size == sizeof(uint32_t)) /* also enum log_level */
@@ -439,7 +495,7 @@ static void pipeline_end(struct config_parse *p)
 {
 	struct pipeline_cfg *pl = p->pipeline;
 	const int *line = p->pipeline_key_line;
-	unsigned kind = pl->kind == SOURCE_RAW ? KEY_RAW : KEY_TOKENS;
+	unsigned kind = pl->kind == SOURCE_RAW ? KEY_RAW : pl->kind == SOURCE_TOKENS ? KEY_TOKENS : KEY_IMAGE;
 	size_t bad = line[PK_SOURCE] ? PK_COUNT : PK_SOURCE;
 	for (size_t k = 0; k < PK_COUNT && bad == PK_COUNT; k++)
 		if (!line[k] && (pipeline_keys[k].flags & kind) && (pipeline_keys[k].flags & KEY_REQUIRED))
@@ -453,8 +509,16 @@ static void pipeline_end(struct config_parse *p)
 		if (line[k] && !(pipeline_keys[k].flags & kind) && (bad == PK_COUNT || line[k] < line[bad]))
 			bad = k;
 	if (bad != PK_COUNT) {
-		config_fail(p, line[bad], "%s %s does not apply to a %s source", p->label,
-			    pipeline_keys[bad].name, kind == KEY_RAW ? "raw" : "tokens");
+		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
+			    pipeline_keys[bad].name, kind == KEY_RAW ? " raw" : kind == KEY_TOKENS ?
+			    " tokens" : "n imagefolder");
+		return;
+	}
+	if (kind == KEY_IMAGE) {
+		int at = line[PK_MEAN] ? line[PK_MEAN] : line[PK_STD];
+		if (at && pl->dtype == IMAGE_UINT8)
+			config_fail(p, at, "%s %s needs dtype float16 or float32 (uint8 images are not "
+				    "normalised)", p->label, line[PK_MEAN] ? "mean" : "std");
 		return;
 	}
 	if (kind == KEY_RAW)
@@ -517,6 +581,9 @@ static void pipeline_begin(struct config_parse *p, const char *name, size_t len)
 	memcpy(pl->name, name, len);
 	pl->line = p->lineno;
 	pl->shuffle = true;
+	pl->max_image_pixels = IMAGE_PIXELS_DEFAULT;
+	for (int k = 0; k < 3; k++)
+		pl->std[k] = 1.0;
 	p->pipeline = pl;
 	p->section = SECTION_PIPELINE;
 	snprintf(p->label, sizeof(p->label), "[pipeline.%s]", pl->name);

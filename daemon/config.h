@@ -26,9 +26,21 @@
 #include "shm/layout.h"
 
 enum source_kind {
-	SOURCE_RAW = 1,    /* source = raw:PATH */
-	SOURCE_TOKENS = 2, /* source = tokens:PATH */
+	SOURCE_RAW = 1,         /* source = raw:PATH */
+	SOURCE_TOKENS = 2,      /* source = tokens:PATH */
+	SOURCE_IMAGEFOLDER = 3, /* source = imagefolder:ROOT (ROOT/CLASS/...jpg) */
 };
+
+/* Image pipelines: names in config.c's choice lists, in this order. */
+enum image_layout { IMAGE_NCHW = 0, IMAGE_NHWC = 1 };
+enum image_dtype { IMAGE_UINT8 = 0, IMAGE_FLOAT16 = 1, IMAGE_FLOAT32 = 2 };
+enum on_error {
+	ON_ERROR_SUBSTITUTE = 0, /* a bad image is replaced by another sample, deterministically */
+	ON_ERROR_FAIL = 1,       /* the client gets an error naming the file */
+};
+
+#define CONFIG_TRANSFORM_MAX 512
+#define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
 
 struct pipeline_cfg {
 	char name[PROTO_NAME_MAX];
@@ -47,6 +59,13 @@ struct pipeline_cfg {
 	uint32_t token_bytes;      /* token_dtype: uint16 -> 2, uint32 -> 4; required */
 	uint32_t token_out_dtype;  /* token_output: enum proto_dtype; default = stored */
 	uint64_t seq_len;          /* required for tokens, >= 1 */
+	/* imagefolder */
+	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
+	uint32_t layout;           /* enum image_layout, default nchw */
+	uint32_t dtype;            /* enum image_dtype, default uint8 */
+	uint32_t on_error;         /* enum on_error, default substitute */
+	uint64_t max_image_pixels; /* default IMAGE_PIXELS_DEFAULT */
+	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */
 };
 
 enum gpu_mode {

@@ -324,7 +324,13 @@ static int open_sources(struct daemon *d)
 	return rc;
 }
 
-/* Sizes the arena for the largest batch and fills in the pipeline table. */
+static uint64_t align_arena(uint64_t v)
+{
+	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+}
+
+/* Sizes the arena for the largest batch and the image file lists, and fills
+ * in the pipeline table and the lists. */
 static int create_arena(struct daemon *d)
 {
 	uint64_t slot_bytes = ARENA_ALIGN;
@@ -332,15 +338,25 @@ static int create_arena(struct daemon *d)
 		if (d->sources[i].batch_bytes > slot_bytes)
 			slot_bytes = d->sources[i].batch_bytes;
 	slot_bytes = (slot_bytes + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+	/* Image pipelines' sample lists: entries, then paths, each aligned. */
+	uint64_t index_at[ARENA_PIPELINES_MAX], indexes_bytes = 0;
+	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
+		const struct image_index *ix = &d->sources[i].index;
+		index_at[i] = indexes_bytes;
+		indexes_bytes += align_arena(ix->n * sizeof(struct arena_image)) +
+				 align_arena(ix->paths_bytes);
+	}
 	struct arena_plan plan = {
 		.n_pipelines = (uint32_t)d->cfg.n_pipelines, .n_workers = d->cfg.workers,
 		.n_slots = d->cfg.staging_slots, .slot_bytes = slot_bytes,
+		.indexes_bytes = indexes_bytes,
 	};
 	uint64_t need = arena_plan_bytes(&plan);
 	if (need > d->cfg.shm_bytes) {
-		log_error("shared memory: %u staging slots of %" PRIu64 " bytes (the largest batch) need %"
+		log_error("shared memory: %u staging slots of %" PRIu64 " bytes (the largest batch)%s need %"
 			  PRIu64 " bytes, over shm_bytes = %" PRIu64 "; raise shm_bytes or lower "
-			  "staging_slots or batch_size", plan.n_slots, slot_bytes, need, d->cfg.shm_bytes);
+			  "staging_slots or batch_size", plan.n_slots, slot_bytes,
+			  indexes_bytes ? " and the image file lists" : "", need, d->cfg.shm_bytes);
 		return -ENOSPC;
 	}
 	int rc = arena_create(&plan, &d->arena);
@@ -349,8 +365,28 @@ static int create_arena(struct daemon *d)
 			  rc == -ENOSPC ? " (is /dev/shm large enough?)" : "");
 		return rc;
 	}
-	for (size_t i = 0; i < d->cfg.n_pipelines; i++)
-		*arena_pipeline(&d->arena, (uint32_t)i) = d->sources[i].desc;
+	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
+		struct source *src = &d->sources[i];
+		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
+			struct arena_image_params *ip = &src->desc.image;
+			ip->index_offset = arena_indexes_offset(&d->arena) + index_at[i];
+			ip->paths_offset = ip->index_offset +
+					   align_arena(src->index.n * sizeof(struct arena_image));
+			ip->paths_bytes = src->index.paths_bytes;
+			memcpy(d->arena.base + ip->index_offset, src->index.entries,
+			       src->index.n * sizeof(struct arena_image));
+			memcpy(d->arena.base + ip->paths_offset, src->index.paths, ip->paths_bytes);
+			if (src->index.other_images)
+				log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG "
+					    "(.png, .bmp, ...) are left out; torchvision's ImageFolder would "
+					    "count them, so its sample numbers differ", src->cfg->name,
+					    src->cfg->path, src->index.other_images);
+			log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s",
+				 src->cfg->name, src->index.n, src->index.n_classes, src->cfg->path);
+			source_close(src); /* the arena holds the list from here on */
+		}
+		*arena_pipeline(&d->arena, (uint32_t)i) = src->desc;
+	}
 	return 0;
 }
 

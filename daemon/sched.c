@@ -116,6 +116,9 @@ struct sched {
 	uint32_t fair_start; /* rotates to break ties between equal clients */
 	uint64_t next_session;
 	uint64_t read_errors;
+	uint64_t bad_images;      /* image samples that could not be used, each time met */
+	uint64_t substituted;     /* of those, replaced by another sample */
+	uint8_t *bad_seen[ARENA_PIPELINES_MAX]; /* image pipelines: a bit per sample, logged once */
 };
 
 #define ITEM_REF(slot, item) (((uint32_t)(slot) << 16) | (uint32_t)(item))
@@ -207,6 +210,8 @@ void sched_free(struct sched *s)
 		s->retiring = c->retiring_next;
 		free(c);
 	}
+	for (size_t i = 0; i < ARENA_PIPELINES_MAX; i++)
+		free(s->bad_seen[i]);
 	free(s->slots);
 	free(s->clients);
 	free(s->pending.refs);
@@ -366,6 +371,7 @@ void sched_pump(struct sched *s)
 		cmd.slot_offset = arena_slot_offset(s->arena, ref >> 16);
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
+		cmd.epoch = sl->pos.epoch;
 		for (uint32_t i = 0; i < it->count; i++)
 			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
 							     sl->pos.first + it->first_row + i);
@@ -376,6 +382,50 @@ void sched_pump(struct sched *s)
 	}
 }
 
+/* An image pipeline's file of sample index, relative to its root. */
+static const char *image_path(const struct sched *s, uint32_t pipeline, uint64_t index)
+{
+	const struct arena_image_params *ip = &arena_pipeline(s->arena, pipeline)->image;
+	const struct arena_image *e = arena_range(s->arena, ip->index_offset +
+						  index * sizeof(struct arena_image), sizeof(*e));
+	if (!e || e->path_offset >= ip->paths_bytes)
+		return "?";
+	return (const char *)s->arena->base + ip->paths_offset + e->path_offset;
+}
+
+static const char *image_why(int status)
+{
+	switch (status) {
+	case -EBADMSG: return "corrupt, or not a JPEG";
+	case -ENODATA: return "empty or truncated";
+	case -EFBIG: return "larger than max_image_pixels, or a file over 64 MiB";
+	default: return strerror(-status);
+	}
+}
+
+/* Bad images a work item met: n of them, counted each time (substituted:
+ * each was replaced); the first (index, status its -errno) is logged once
+ * per file. The others of the same item are logged when an item meets
+ * them first. */
+static void note_bad_image(struct sched *s, uint32_t pipeline, uint64_t index, int status,
+			   uint32_t n, bool substituted)
+{
+	const struct source *src = &s->sources[pipeline];
+	s->bad_images += n;
+	s->substituted += substituted ? n : 0;
+	if (index >= src->n_samples)
+		return;
+	if (!s->bad_seen[pipeline] && !(s->bad_seen[pipeline] = calloc(src->n_samples / 8 + 1, 1)))
+		return;
+	uint8_t *seen = &s->bad_seen[pipeline][index / 8];
+	if (*seen & (1u << (index % 8)))
+		return;
+	*seen |= (uint8_t)(1u << (index % 8));
+	log_warning("pipeline \"%s\": %s/%s: %s%s", src->cfg->name, src->cfg->path,
+		    image_path(s, pipeline, index), image_why(status),
+		    substituted ? "; replaced by another sample (on_error = substitute)" : "");
+}
+
 /* The ERROR text for a batch whose item failed: names pipeline, file,
  * sample and byte range. Logged here, once, where the decision is made. */
 static void fail_batch(struct sched *s, struct slot *sl)
@@ -383,6 +433,17 @@ static void fail_batch(struct sched *s, struct slot *sl)
 	struct sched_client *c = sl->client;
 	const struct source *src = &s->sources[c->pipeline];
 	uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + sl->bad_row);
+	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
+		char text[PROTO_ERROR_TEXT_MAX];
+		snprintf(text, sizeof(text), "pipeline \"%s\": %.300s/%.300s: sample %" PRIu64 ": %s "
+			 "(on_error = fail)", src->cfg->name, src->cfg->path,
+			 image_path(s, c->pipeline, index), index, image_why(sl->error));
+		log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+		s->read_errors++;
+		c->failed = true;
+		s->ops.fail(c->conn, sl->error == -EBADMSG ? EBADMSG : EIO, text);
+		return;
+	}
 	uint64_t offset = index * src->desc.sample_stride;
 	char why[128], text[PROTO_ERROR_TEXT_MAX];
 	if (sl->error == -ENODATA)
@@ -502,6 +563,11 @@ void sched_item_done(struct sched *s, const struct work_done *done)
 		return;
 	}
 	it->state = ITEM_DONE;
+	uint32_t pipeline = sl->client ? sl->client->pipeline : UINT32_MAX;
+	if (pipeline < s->n_sources && done->n_bad > 0 && done->status == 0)
+		note_bad_image(s, pipeline, done->bad_index, done->bad_status, done->n_bad, true);
+	else if (pipeline < s->n_sources && done->bad_status < 0)
+		note_bad_image(s, pipeline, done->bad_index, done->bad_status, done->n_bad + 1, false);
 	if (sl->state == SLOT_ORPHAN) {
 		orphan_item_done(s, sl);
 		sched_fill(s);
@@ -761,7 +827,8 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		const struct source *src = &s->sources[i];
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
 			      "drop_last %d\n", src->cfg->name,
-			      src->cfg->kind == SOURCE_RAW ? "raw" : "tokens", src->cfg->path,
+			      src->cfg->kind == SOURCE_RAW ? "raw" : src->cfg->kind == SOURCE_TOKENS ?
+			      "tokens" : "imagefolder", src->cfg->path,
 			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
 	}
 	status_printf(t, "clients: %u\n", s->n_clients);
@@ -776,7 +843,8 @@ void sched_describe(const struct sched *s, struct status_text *t)
 			s->dev_ops.describe_client(c->pc, t);
 		status_printf(t, "\n");
 	}
-	status_printf(t, "errors: read %" PRIu64 "\n", s->read_errors);
+	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",
+		      s->read_errors, s->bad_images, s->substituted);
 }
 
 /* ---- device delivery: the pinner's answers ---- */

@@ -9,10 +9,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image/transform.h"
+
 /* Work items aim at about this many bytes, so that every worker has a share
  * of the batch a client needs next while each item still amortises its
  * command and completion. */
 #define SOURCE_ITEM_TARGET_BYTES (256u * 1024u)
+/* Images per work item: decoding dominates, so small items spread a batch
+ * over every worker. */
+#define SOURCE_IMAGE_CHUNK 2u
 
 static uint64_t align_tensor(uint64_t v)
 {
@@ -26,25 +31,78 @@ static int fail(char *err, size_t cap, const struct pipeline_cfg *cfg, int code,
 	return code;
 }
 
-static void add_tensor(struct source *s, const char *name, uint32_t dtype, uint64_t row_elems)
+/* A tensor [batch_size, dims...] (n_dims of them, 0..3) after the others. */
+static void add_tensor_dims(struct source *s, const char *name, uint32_t dtype,
+			    const uint64_t *dims, uint32_t n_dims)
 {
 	struct proto_tensor *t = &s->tensors[s->n_tensors];
 	snprintf(t->name, sizeof(t->name), "%s", name);
 	t->dtype = dtype;
-	t->ndim = 2;
+	t->ndim = 1 + n_dims;
 	t->shape[0] = s->cfg->batch_size;
-	t->shape[1] = row_elems;
+	uint64_t row_elems = 1;
+	for (uint32_t d = 0; d < n_dims; d++) {
+		t->shape[1 + d] = dims[d];
+		row_elems *= dims[d];
+	}
 	t->offset = s->batch_bytes;
 	s->row_bytes[s->n_tensors] = row_elems * proto_dtype_bytes(dtype);
 	s->batch_bytes = align_tensor(t->offset + s->row_bytes[s->n_tensors] * s->cfg->batch_size);
 	s->n_tensors++;
 }
 
-int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap)
+static void add_tensor(struct source *s, const char *name, uint32_t dtype, uint64_t row_elems)
+{
+	add_tensor_dims(s, name, dtype, &row_elems, 1);
+}
+
+static const uint32_t image_dtypes[] = {
+	[IMAGE_UINT8] = PROTO_DTYPE_UINT8, [IMAGE_FLOAT16] = PROTO_DTYPE_FLOAT16,
+	[IMAGE_FLOAT32] = PROTO_DTYPE_FLOAT32,
+};
+
+/* imagefolder: the sample list, tensors "image" and "label", and what the
+ * workers need. The index's place in the arena is filled in by the caller
+ * that copies it there. */
+static int open_images(const struct pipeline_cfg *cfg, struct source *out, char *err,
+		       size_t err_cap)
+{
+	char reason[512];
+	struct tf_chain chain;
+	if (tf_parse(cfg->transform, &chain, reason, sizeof(reason)) < 0)
+		return fail(err, err_cap, cfg, -EINVAL, reason);
+	int rc = imagefolder_scan(cfg->path, &out->index, reason, sizeof(reason));
+	if (rc < 0)
+		return fail(err, err_cap, cfg, rc, reason);
+	out->n_samples = out->index.n;
+	uint64_t dims[3] = {3, chain.out_h, chain.out_w};
+	if (cfg->layout == IMAGE_NHWC)
+		dims[0] = chain.out_h, dims[1] = chain.out_w, dims[2] = 3;
+	add_tensor_dims(out, "image", image_dtypes[cfg->dtype], dims, 3);
+	add_tensor_dims(out, "label", PROTO_DTYPE_INT64, NULL, 0);
+	struct arena_pipeline *d = &out->desc;
+	d->kind = ARENA_SOURCE_IMAGES;
+	struct arena_image_params *ip = &d->image;
+	ip->seed = cfg->seed;
+	ip->max_pixels = cfg->max_image_pixels;
+	ip->out_h = chain.out_h;
+	ip->out_w = chain.out_w;
+	ip->layout = cfg->layout;
+	ip->dtype = image_dtypes[cfg->dtype];
+	ip->on_error = cfg->on_error;
+	for (int c = 0; c < 3; c++) {
+		ip->mean[c] = (float)cfg->mean[c];
+		ip->std[c] = (float)cfg->std[c];
+	}
+	snprintf(ip->transform, sizeof(ip->transform), "%s", cfg->transform);
+	return 0;
+}
+
+/* raw and tokens: the data file's size against the layout. */
+static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, char *err,
+			  size_t err_cap)
 {
 	char reason[160];
-	memset(out, 0, sizeof(*out));
-	out->cfg = cfg;
 
 	int fd = open(cfg->path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -95,16 +153,32 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		d->in_elem_bytes = (uint32_t)tb;
 		d->out_elem_bytes = (uint32_t)proto_dtype_bytes(cfg->token_out_dtype);
 	}
+	return 0;
+}
+
+int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap)
+{
+	char reason[160];
+	memset(out, 0, sizeof(*out));
+	out->cfg = cfg;
+	int rc = cfg->kind == SOURCE_IMAGEFOLDER ? open_images(cfg, out, err, err_cap) :
+		 open_data_file(cfg, out, err, err_cap);
+	if (rc < 0)
+		goto close_source;
 	if (out->n_samples < cfg->batch_size) {
 		snprintf(reason, sizeof(reason), "dataset has %" PRIu64 " samples, fewer than batch_size %u",
 			 out->n_samples, cfg->batch_size);
-		return fail(err, err_cap, cfg, -EINVAL, reason);
+		rc = fail(err, err_cap, cfg, -EINVAL, reason);
+		goto close_source;
 	}
+	struct arena_pipeline *d = &out->desc;
 
 	uint64_t sample_bytes = 0;
 	for (uint32_t t = 0; t < out->n_tensors; t++)
 		sample_bytes += out->row_bytes[t];
 	out->chunk = cfg->chunk;
+	if (out->chunk == 0 && cfg->kind == SOURCE_IMAGEFOLDER)
+		out->chunk = SOURCE_IMAGE_CHUNK;
 	if (out->chunk == 0) {
 		uint64_t c = SOURCE_ITEM_TARGET_BYTES / (sample_bytes ? sample_bytes : 1);
 		out->chunk = (uint32_t)(c < 1 ? 1 : c > WORK_CHUNK_MAX ? WORK_CHUNK_MAX : c);
@@ -120,4 +194,12 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
 	snprintf(d->path, sizeof(d->path), "%s", cfg->path);
 	return 0;
+close_source:
+	source_close(out);
+	return rc;
+}
+
+void source_close(struct source *s)
+{
+	image_index_free(&s->index);
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "daemon/config.h"
+#include "daemon/imagefolder.h"
 #include "proto/proto.h"
 #include "shm/layout.h"
 
@@ -29,13 +30,16 @@ struct source {
 	uint64_t row_bytes[PROTO_TENSORS_MAX];          /* bytes per sample per tensor */
 	uint64_t batch_bytes;  /* bytes of a full batch in a slot, tensors aligned */
 	struct arena_pipeline desc; /* what workers need; copied into the arena */
+	struct image_index index;   /* imagefolder: the sample list */
 };
 
 /*
- * Checks the pipeline's file and computes its layout. Returns 0, or -errno
+ * Checks the pipeline's file (an imagefolder's tree: daemon/imagefolder.h)
+ * and computes its layout. Returns 0, or -errno
  * with err = `pipeline "NAME": PATH: reason` (missing file, not a regular
  * file, size not fitting the layout, fewer samples than one batch).
  */
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
+void source_close(struct source *s);
 
 #endif

@@ -12,7 +12,7 @@
 # gpu-tests.log, bench/ and tests.log (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0"
+DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev"
 if [ "${1:-}" = "--fetch" ]; then
 	mkdir -p .gpu/debs && cd .gpu/debs && exec apt-get download $DEBS
 fi
@@ -22,6 +22,9 @@ D=/tmp/loaderd-deps
 mkdir -p "$OUT" "$D"
 for f in .gpu/debs/*.deb; do dpkg -x "$f" "$D"; done
 export PKG_CONFIG_SYSROOT_DIR=$D PKG_CONFIG_LIBDIR=$D/usr/lib/x86_64-linux-gnu/pkgconfig
+# Multiarch headers (jconfig.h) of the carried packages before the system's:
+# a jpeglib.h must come with the jconfig.h of the library it links.
+export CPATH=$D/usr/include/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=/usr/local/cuda/bin:$PATH
 nproc=$(nproc)

@@ -8,7 +8,8 @@ set -euo pipefail
 packages=(
 	build-essential cmake pkg-config
 	libuv1-dev liburing-dev libinih-dev libcmocka-dev
-	python3
+	libjpeg62-turbo-dev libpng-dev  # image pipelines: decode, loaderctl peek
+	python3 python3-pil python3-numpy  # tests: reference image decode
 	systemd          # systemd-analyze, to check the unit file
 	clang libclang-rt-14-dev  # libFuzzer harnesses
 )

@@ -33,7 +33,9 @@ static void plan_header(const struct arena_plan *plan, struct arena_header *h)
 				   (uint64_t)plan->n_pipelines * sizeof(struct arena_pipeline));
 	h->ring_pair_bytes = ring_pair_bytes();
 	h->n_workers_max = plan->n_workers;
-	h->slots_offset = h->rings_offset + (uint64_t)plan->n_workers * h->ring_pair_bytes;
+	h->indexes_offset = h->rings_offset + (uint64_t)plan->n_workers * h->ring_pair_bytes;
+	h->indexes_bytes = plan->indexes_bytes;
+	h->slots_offset = align_up(h->indexes_offset + plan->indexes_bytes);
 	h->slot_bytes = plan->slot_bytes;
 	h->n_slots = plan->n_slots;
 	/* Saturates rather than wraps: a plan too large for 64 bits must not
@@ -122,6 +124,7 @@ int arena_attach(int fd, bool writable, struct arena *out)
 	struct arena_plan plan = {
 		.n_pipelines = h->n_pipelines, .n_workers = h->n_workers_max,
 		.n_slots = h->n_slots, .slot_bytes = h->slot_bytes,
+		.indexes_bytes = h->indexes_bytes < (1ull << 48) ? h->indexes_bytes : 0,
 	};
 	struct arena_header expect;
 	plan_header(&plan, &expect);
@@ -172,6 +175,11 @@ struct ring arena_done_ring(const struct arena *a, uint32_t worker)
 	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
 	ring_view(&r, pair + align_up(ring_bytes(sizeof(struct work_cmd))), sizeof(struct work_done));
 	return r;
+}
+
+uint64_t arena_indexes_offset(const struct arena *a)
+{
+	return a->hdr->indexes_offset;
 }
 
 uint64_t arena_slot_offset(const struct arena *a, uint32_t slot)

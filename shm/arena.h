@@ -7,8 +7,8 @@
  * header and pipeline table. Workers inherit the fd and map it read-write;
  * clients receive the fd over the socket and map it read-only.
  *
- * Who writes what: the master writes the header and pipeline table before
- * spawning workers; a worker writes only into the staging slot rows named
+ * Who writes what: the master writes the header, the pipeline table and
+ * the indexes before spawning workers; a worker writes only into the staging slot rows named
  * by its commands and into its own rings' producer side.
  */
 #ifndef LDR_SHM_ARENA_H
@@ -33,6 +33,7 @@ struct arena_plan {
 	uint32_t n_workers;   /* ring pairs to reserve, <= ARENA_WORKERS_MAX */
 	uint32_t n_slots;
 	uint64_t slot_bytes;  /* a multiple of ARENA_ALIGN */
+	uint64_t indexes_bytes; /* image pipelines' sample lists, < 2^48 */
 };
 
 /* Bytes the arena of a plan occupies; UINT64_MAX when that overflows. */
@@ -55,6 +56,9 @@ struct arena_pipeline *arena_pipeline(const struct arena *a, uint32_t index);
 struct ring arena_cmd_ring(const struct arena *a, uint32_t worker);
 struct ring arena_done_ring(const struct arena *a, uint32_t worker);
 uint64_t arena_slot_offset(const struct arena *a, uint32_t slot);
+/* Start of the indexes region: the master copies each image pipeline's
+ * sample list there at start (arena_image_params says where). */
+uint64_t arena_indexes_offset(const struct arena *a);
 
 /* Pointer to [offset, offset+len) or NULL when that range is outside. */
 void *arena_range(const struct arena *a, uint64_t offset, uint64_t len);

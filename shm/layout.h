@@ -8,6 +8,7 @@
  *
  *   [arena_header][arena_pipeline x n_pipelines]
  *   [worker 0: cmd ring][worker 0: done ring] ... [worker W-1 ...]
+ *   [indexes: each image pipeline's arena_image entries and paths]
  *   [staging slot 0] ... [staging slot S-1]
  *
  * All multi-byte fields are native-endian: the arena never leaves the host.
@@ -22,7 +23,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 1
+#define ARENA_VERSION 2
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -34,6 +35,33 @@
 enum arena_source_kind {
 	ARENA_SOURCE_RAW = 1,    /* fixed-size records */
 	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens */
+	ARENA_SOURCE_IMAGES = 3, /* one JPEG file per sample (imagefolder) */
+};
+
+#define ARENA_TRANSFORM_MAX 512
+#define ARENA_IMAGE_FILE_MAX (64ull << 20) /* a bigger image file is a bad sample */
+
+/* One sample of an image pipeline, in the pipeline's index. */
+struct arena_image {
+	uint64_t path_offset; /* of its NUL-terminated path (relative to the root) in the paths */
+	uint64_t file_bytes;  /* size at start */
+	int64_t label;
+};
+
+/* What a worker needs for an image pipeline (ARENA_SOURCE_IMAGES). */
+struct arena_image_params {
+	uint64_t index_offset;  /* arena offset of n_samples struct arena_image */
+	uint64_t paths_offset;  /* arena offset of the paths */
+	uint64_t paths_bytes;
+	uint64_t seed;          /* per-sample randomness: (seed, epoch, sample index) */
+	uint64_t max_pixels;
+	uint32_t out_h, out_w;
+	uint32_t layout;        /* 0 NCHW, 1 NHWC */
+	uint32_t dtype;         /* enum proto_dtype: UINT8, FLOAT16 or FLOAT32 */
+	uint32_t on_error;      /* 0 substitute, 1 fail */
+	uint32_t reserved;
+	float mean[3], std[3];  /* float output: (x / 255 - mean) / std */
+	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
 };
 
 /* What a worker needs to produce sample i of a pipeline. */
@@ -48,8 +76,9 @@ struct arena_pipeline {
 	uint32_t out_elem_bytes;   /* tokens: delivered size (2|4|8); raw: 1 */
 	uint64_t tensor_offset[ARENA_TENSORS_MAX]; /* within a staging slot */
 	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
+	struct arena_image_params image;
 	char name[64];
-	char path[ARENA_PATH_MAX];
+	char path[ARENA_PATH_MAX]; /* data file, or the root directory of an image pipeline */
 };
 
 struct arena_header {
@@ -60,6 +89,8 @@ struct arena_header {
 	uint64_t pipelines_offset;
 	uint64_t rings_offset;
 	uint64_t ring_pair_bytes; /* one worker's cmd + done ring */
+	uint64_t indexes_offset;
+	uint64_t indexes_bytes;
 	uint64_t slots_offset;
 	uint64_t slot_bytes;
 	uint32_t n_slots;
@@ -79,6 +110,7 @@ struct work_cmd {
 	uint64_t slot_offset; /* arena offset of the staging slot */
 	uint32_t first_row;   /* batch row of sample_index[0] */
 	uint32_t count;       /* 1..WORK_CHUNK_MAX */
+	uint64_t epoch;       /* for per-sample randomness */
 	uint64_t sample_index[WORK_CHUNK_MAX];
 };
 
@@ -93,8 +125,12 @@ struct work_done {
 	int32_t status;      /* 0, WORK_STATUS_READY, or -errno of the first failure */
 	uint32_t bad_row;    /* on failure: the batch row that failed */
 	uint32_t flags;      /* WORK_FLAG_* */
-	uint32_t reserved;
+	uint32_t n_bad;      /* bad images replaced (on_error = substitute), each try counted */
 	uint64_t detail;     /* on failure: bytes read before a short read, else 0 */
+	uint64_t bad_index;  /* n_bad > 0, or an image failure: the first bad sample */
+	int32_t bad_status;  /* its -errno: -EBADMSG corrupt, -ENODATA empty or
+			      * truncated, -EFBIG too large, else the read's */
+	uint32_t reserved;
 };
 
 /* A single-producer single-consumer ring header (shm/ring.h). head is
@@ -107,11 +143,14 @@ struct ring_header {
 	uint8_t pad1[60];
 };
 
-_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 64 + ARENA_PATH_MAX,
-	       "arena_pipeline layout");
-_Static_assert(sizeof(struct arena_header) == 72, "arena_header layout");
-_Static_assert(sizeof(struct work_cmd) == 32 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
-_Static_assert(sizeof(struct work_done) == 32, "work_done layout");
+_Static_assert(sizeof(struct arena_image) == 24, "arena_image layout");
+_Static_assert(sizeof(struct arena_image_params) == 64 + 24 + ARENA_TRANSFORM_MAX,
+	       "arena_image_params layout");
+_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
+	       64 + ARENA_PATH_MAX, "arena_pipeline layout");
+_Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
+_Static_assert(sizeof(struct work_cmd) == 40 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "rings need lock-free 32-bit atomics across processes");
 

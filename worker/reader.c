@@ -16,12 +16,14 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "worker/image_sample.h"
 
 #define READER_URING_DEPTH 256
 #define READER_ITEMS RING_ENTRIES
 #define READER_READS_MAX (READER_ITEMS * WORK_CHUNK_MAX)
 #define READER_RETRIES_MAX 64      /* -EAGAIN/-EINTR/-ECANCELED in a row on one read */
 #define READER_READ_MAX (1u << 30) /* bytes per read call; a longer sample takes several */
+#define READER_IMAGE_ATTEMPTS 8    /* on_error = substitute: replacements tried per bad image */
 
 /* user_data of the command eventfd's requests; a sample read carries a
  * pointer, which is never this small. */
@@ -32,7 +34,14 @@
  * fields it has validated, and the table is read-only after start. */
 struct reader_pipeline {
 	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
-	int fd;    /* data file, -1 until the pipeline is first used */
+	int fd;    /* data file (images: the root directory), -1 until first used */
+	uint32_t kind; /* enum arena_source_kind */
+	/* images: the sample list in the arena, the label tensor, the decoder */
+	const struct arena_image *index;
+	const char *paths;
+	uint64_t paths_bytes;
+	uint64_t label_offset;
+	struct image_sampler *img;
 	uint32_t in_elem_bytes;
 	uint32_t out_elem_bytes;
 	uint64_t n_samples;
@@ -46,12 +55,20 @@ struct reader_pipeline {
 
 struct reader_item;
 
-/* One sample: pipe->read_bytes from the file at offset into dst. */
+/* One sample: len bytes from fd at offset into buf (images: the whole
+ * file, decoded into dst once read) or straight into dst. */
 struct reader_read {
 	struct reader_item *item;
 	uint8_t *dst;
+	uint8_t *buf;     /* images: the file's bytes (owned), else NULL */
+	int fd;           /* images: the sample's file (owned), else the pipeline's */
+	uint64_t len;
 	uint64_t offset;
 	uint64_t done_bytes;
+	uint64_t sample;  /* images: the sample being read (a replacement after a bad one) */
+	uint64_t asked;   /* images: the sample the command named */
+	uint8_t *label;   /* images: the row's int64 label */
+	uint32_t attempt; /* images: replacements tried */
 	uint32_t row;
 	uint32_t retries;
 };
@@ -64,6 +81,10 @@ struct reader_item {
 	int32_t status;   /* 0 or -errno of the lowest failing row */
 	uint32_t bad_row;
 	uint64_t detail;
+	uint32_t n_bad;      /* images replaced */
+	int32_t bad_status;  /* first bad image: its -errno and sample */
+	uint64_t bad_index;
+	uint64_t epoch;
 	struct reader_read reads[WORK_CHUNK_MAX];
 };
 
@@ -102,9 +123,51 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
+/* An image pipeline: its sample list inside the arena, its two tensors
+ * inside a slot, a transform the worker can run. */
+static int image_pipeline_check(const struct reader *r, const struct arena_pipeline *p,
+				struct reader_pipeline *out)
+{
+	const struct arena_image_params *ip = &p->image;
+	uint64_t index_bytes, row_bytes = 0;
+	if (p->n_tensors != 2 || p->n_samples == 0 ||
+	    __builtin_mul_overflow(p->n_samples, sizeof(struct arena_image), &index_bytes) ||
+	    !arena_range(r->arena, ip->index_offset, index_bytes) || ip->paths_bytes == 0 ||
+	    !arena_range(r->arena, ip->paths_offset, ip->paths_bytes) ||
+	    r->arena->base[ip->paths_offset + ip->paths_bytes - 1] != '\0' ||
+	    p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
+		return -EINVAL;
+	struct image_sampler *img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	int err = image_sampler_init(img, ip, &row_bytes);
+	if (err == 0 && (p->tensor_row_bytes[0] != row_bytes || p->tensor_row_bytes[1] != 8 ||
+			 p->tensor_offset[0] > r->slot_bytes || p->tensor_offset[1] > r->slot_bytes ||
+			 row_bytes > r->slot_bytes || p->tensor_offset[1] % 8 != 0))
+		err = -EINVAL;
+	if (err < 0) {
+		image_sampler_free(img);
+		free(img);
+		return err;
+	}
+	out->kind = ARENA_SOURCE_IMAGES;
+	out->n_samples = p->n_samples;
+	out->index = (const struct arena_image *)(r->arena->base + ip->index_offset);
+	out->paths = (const char *)r->arena->base + ip->paths_offset;
+	out->paths_bytes = ip->paths_bytes;
+	out->tensor_offset = p->tensor_offset[0];
+	out->row_bytes = row_bytes;
+	out->out_row_bytes = row_bytes;
+	out->label_offset = p->tensor_offset[1];
+	out->img = img;
+	return 0;
+}
+
 static int pipeline_check(const struct reader *r, const struct arena_pipeline *p,
 			  struct reader_pipeline *out)
 {
+	if (p->kind == ARENA_SOURCE_IMAGES)
+		return image_pipeline_check(r, p, out);
 	uint32_t in = p->in_elem_bytes;
 	uint32_t elem_out = p->out_elem_bytes;
 	if (p->kind == ARENA_SOURCE_RAW) {
@@ -127,6 +190,7 @@ static int pipeline_check(const struct reader *r, const struct arena_pipeline *p
 		return -EINVAL;
 	if (p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
 		return -EINVAL;
+	out->kind = p->kind;
 	out->in_elem_bytes = in;
 	out->out_elem_bytes = elem_out;
 	out->n_samples = p->n_samples;
@@ -152,7 +216,8 @@ static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0) {
-		int fd = open(p->path, O_RDONLY | O_CLOEXEC);
+		int fd = open(p->path, O_RDONLY | O_CLOEXEC |
+			      (rp->kind == ARENA_SOURCE_IMAGES ? O_DIRECTORY : 0));
 		if (fd < 0)
 			return -errno;
 		rp->fd = fd;
@@ -172,10 +237,37 @@ static bool slot_valid(const struct reader *r, uint64_t slot_offset)
 	return rel % r->slot_bytes == 0 && rel / r->slot_bytes < r->n_slots;
 }
 
+/* An image row: the image and label rows inside the slot; the file is
+ * opened when the item starts (image_arm). */
+static int image_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
+		      uint32_t k, struct reader_read *rd)
+{
+	const struct reader_pipeline *p = it->pipe;
+	uint64_t sample = cmd->sample_index[k];
+	uint64_t row = (uint64_t)cmd->first_row + k;
+	uint64_t start, end, label_start;
+	if (sample >= p->n_samples || __builtin_mul_overflow(row, p->row_bytes, &start) ||
+	    __builtin_add_overflow(start, p->tensor_offset, &start) ||
+	    __builtin_add_overflow(start, p->row_bytes, &end) || end > r->slot_bytes ||
+	    __builtin_mul_overflow(row, 8, &label_start) ||
+	    __builtin_add_overflow(label_start, p->label_offset, &label_start) ||
+	    label_start + 8 > r->slot_bytes)
+		return -EINVAL;
+	uint8_t *dst = arena_range(r->arena, cmd->slot_offset + start, p->row_bytes);
+	uint8_t *label = arena_range(r->arena, cmd->slot_offset + label_start, 8);
+	if (dst == NULL || label == NULL)
+		return -EINVAL;
+	*rd = (struct reader_read){.item = it, .dst = dst, .label = label, .fd = -1,
+				   .sample = sample, .asked = sample, .row = (uint32_t)row};
+	return 0;
+}
+
 static int read_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
 		     uint32_t k, struct reader_read *rd)
 {
 	const struct reader_pipeline *p = it->pipe;
+	if (p->kind == ARENA_SOURCE_IMAGES)
+		return image_plan(r, it, cmd, k, rd);
 	uint64_t sample = cmd->sample_index[k];
 	uint64_t row = (uint64_t)cmd->first_row + k;
 	uint64_t offset, file_end, row_start, row_end;
@@ -190,7 +282,8 @@ static int read_plan(const struct reader *r, struct reader_item *it, const struc
 	uint8_t *dst = arena_range(r->arena, cmd->slot_offset + row_start, p->out_row_bytes);
 	if (dst == NULL)
 		return -EINVAL;
-	*rd = (struct reader_read){.item = it, .dst = dst, .offset = offset, .row = (uint32_t)row};
+	*rd = (struct reader_read){.item = it, .dst = dst, .fd = p->fd, .len = p->read_bytes,
+				   .offset = offset, .row = (uint32_t)row};
 	return 0;
 }
 
@@ -210,7 +303,7 @@ static void item_fail(struct reader_item *it, uint32_t row, int status, uint64_t
  * bad anywhere writes nothing. A failed plan leaves count = pending = 0. */
 static void item_plan(struct reader *r, struct reader_item *it, const struct work_cmd *cmd)
 {
-	*it = (struct reader_item){.item_id = cmd->item_id};
+	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch};
 	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
 	    !slot_valid(r, cmd->slot_offset)) {
 		item_fail(it, cmd->first_row, -EINVAL, 0);
@@ -258,17 +351,104 @@ static void widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
 	}
 }
 
+/* ---- image rows: open, read whole, decode; a bad image is replaced
+ * (on_error = substitute) or fails the item ---- */
+
+static void image_release(struct reader_read *rd)
+{
+	if (rd->fd >= 0 && rd->item->pipe->kind == ARENA_SOURCE_IMAGES) {
+		close(rd->fd);
+		rd->fd = -1;
+	}
+	free(rd->buf);
+	rd->buf = NULL;
+}
+
+/* Opens rd->sample's file and sizes its buffer: 0, or the -errno that
+ * makes this sample bad. */
+static int image_arm(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	const struct arena_image *e = &p->index[rd->sample];
+	image_release(rd);
+	rd->len = rd->done_bytes = rd->offset = 0;
+	rd->retries = 0;
+	if (e->path_offset >= p->paths_bytes)
+		return -EINVAL;
+	if (e->file_bytes == 0)
+		return -ENODATA;
+	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
+		return -EFBIG;
+	int fd = openat(p->fd, p->paths + e->path_offset, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	rd->buf = malloc(e->file_bytes);
+	if (!rd->buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	rd->fd = fd;
+	rd->len = e->file_bytes;
+	return 0;
+}
+
+/* rd's sample is bad (status): with on_error = substitute and attempts
+ * left, rd moves to a replacement, armed (true: read it); else the item
+ * fails on this row (false). */
+static bool image_retry(struct reader_read *rd, int status)
+{
+	struct reader_item *it = rd->item;
+	const struct reader_pipeline *p = it->pipe;
+	for (;;) {
+		if (it->bad_status == 0) {
+			it->bad_status = status;
+			it->bad_index = rd->sample;
+		}
+		image_release(rd);
+		if (p->img->params.on_error != 0 || rd->attempt >= READER_IMAGE_ATTEMPTS ||
+		    status == -ENOMEM || p->n_samples < 2) {
+			rd->len = 0;
+			item_fail(it, rd->row, status, 0);
+			return false;
+		}
+		it->n_bad++;
+		rd->attempt++;
+		rd->sample = image_substitute(p->img, it->epoch, rd->asked, rd->attempt, p->n_samples);
+		status = image_arm(rd);
+		if (status == 0)
+			return true;
+	}
+}
+
+/* The whole file is in: decode it into the row. True when a replacement
+ * must be read. */
+static bool image_finish(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
+	if (status < 0)
+		return image_retry(rd, status);
+	int64_t label = p->index[rd->sample].label;
+	memcpy(rd->label, &label, sizeof(label));
+	image_release(rd);
+	return false;
+}
+
 /* Applies the result of one read call (bytes, or -errno) to rd. Returns
- * true when rd needs another call (short read, transient error). */
+ * true when rd needs another call (short read, transient error, an image
+ * replaced by another). */
 static bool read_progress(struct reader_read *rd, int64_t res)
 {
 	struct reader_item *it = rd->item;
 	const struct reader_pipeline *p = it->pipe;
+	bool image = p->kind == ARENA_SOURCE_IMAGES;
 	if (res > 0) {
 		rd->done_bytes += (uint64_t)res;
 		rd->retries = 0;
-		if (rd->done_bytes < p->read_bytes)
+		if (rd->done_bytes < rd->len)
 			return true;
+		if (image)
+			return image_finish(rd);
 		if (p->out_elem_bytes > p->in_elem_bytes)
 			widen_row(rd->dst, p->read_bytes / p->in_elem_bytes, p->in_elem_bytes,
 				  p->out_elem_bytes);
@@ -276,19 +456,33 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 	}
 	if (res == 0) {
 		/* The file shrank after start. */
+		if (image)
+			return image_retry(rd, -ENODATA);
 		item_fail(it, rd->row, -ENODATA, rd->done_bytes);
 		return false;
 	}
 	if ((res == -EAGAIN || res == -EINTR || res == -ECANCELED) &&
 	    ++rd->retries < READER_RETRIES_MAX)
 		return true;
+	if (image)
+		return image_retry(rd, (int)res);
 	item_fail(it, rd->row, (int)res, 0);
 	return false;
 }
 
+/* Starts an image row: its file open and buffer ready (true), or given up
+ * on (false: the item has failed on it). Other rows are always ready. */
+static bool read_arm(struct reader_read *rd)
+{
+	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES)
+		return true;
+	int status = image_arm(rd);
+	return status == 0 || image_retry(rd, status);
+}
+
 static size_t read_len(const struct reader_read *rd)
 {
-	uint64_t left = rd->item->pipe->read_bytes - rd->done_bytes;
+	uint64_t left = rd->len - rd->done_bytes;
 	return left > READER_READ_MAX ? READER_READ_MAX : (size_t)left;
 }
 
@@ -328,6 +522,9 @@ static int item_post(struct reader *r, struct reader_item *it)
 		.status = it->status,
 		.bad_row = it->status != 0 ? it->bad_row : 0,
 		.detail = it->status != 0 ? it->detail : 0,
+		.n_bad = it->n_bad,
+		.bad_index = it->bad_index,
+		.bad_status = it->bad_status,
 	};
 	r->free_items[r->n_free++] = it;
 	return done_push(r, &d);
@@ -338,6 +535,7 @@ static int item_post(struct reader *r, struct reader_item *it)
 static int read_retire(struct reader *r, struct reader_read *rd)
 {
 	struct reader_item *it = rd->item;
+	image_release(rd);
 	if (--it->pending == 0)
 		return item_post(r, it);
 	return 0;
@@ -354,8 +552,16 @@ static int uring_start(struct reader *r, struct reader_item *it)
 {
 	if (it->pending == 0)
 		return item_post(r, it);
-	for (uint32_t k = 0; k < it->count; k++)
-		queue_push(r, &it->reads[k]);
+	for (uint32_t k = 0; k < it->count; k++) {
+		struct reader_read *rd = &it->reads[k];
+		if (read_arm(rd)) {
+			queue_push(r, rd);
+			continue;
+		}
+		int err = read_retire(r, rd);
+		if (err < 0)
+			return err;
+	}
 	return 0;
 }
 
@@ -363,12 +569,14 @@ static int pread_item(struct reader *r, struct reader_item *it)
 {
 	for (uint32_t k = 0; k < it->count; k++) {
 		struct reader_read *rd = &it->reads[k];
-		bool more = true;
+		bool more = read_arm(rd);
 		while (more) {
-			ssize_t n = pread(it->pipe->fd, rd->dst + rd->done_bytes, read_len(rd),
+			uint8_t *to = rd->buf ? rd->buf : rd->dst;
+			ssize_t n = pread(rd->fd, to + rd->done_bytes, read_len(rd),
 					  (off_t)(rd->offset + rd->done_bytes));
 			more = read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
 		}
+		image_release(rd);
 	}
 	int err = item_post(r, it);
 	if (err == 0)
@@ -422,8 +630,9 @@ static int uring_flush(struct reader *r)
 			continue;
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
-		io_uring_prep_read(sqe, rd->item->pipe->fd, rd->dst + rd->done_bytes,
-				   (unsigned)read_len(rd), rd->offset + rd->done_bytes);
+		uint8_t *to = rd->buf ? rd->buf : rd->dst;
+		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)read_len(rd),
+				   rd->offset + rd->done_bytes);
 		io_uring_sqe_set_data(sqe, rd);
 		r->inflight++;
 	}
@@ -566,6 +775,10 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 	for (uint32_t i = 0; i < ARENA_PIPELINES_MAX; i++) {
 		if (r->pipes[i].fd >= 0)
 			close(r->pipes[i].fd);
+		if (r->pipes[i].img) {
+			image_sampler_free(r->pipes[i].img);
+			free(r->pipes[i].img);
+		}
 	}
 	free(r);
 	return err;

@@ -302,7 +302,8 @@ def parse_status(text):
             "released": int(g[9]), "in_flight": int(g[10]), "gpu": g[11],
             "stream_depth": None if g[12] is None else int(g[12]),
             "bytes_moved": None if g[13] is None else int(g[13]), "path": g[14]})
-    st["read_errors"] = int(expect(re.compile(r"^errors: read (\d+)$"), "errors").group(1))
+    m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
+    st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     return st
 
 

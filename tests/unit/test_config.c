@@ -235,6 +235,49 @@ static void test_direct(void **state)
 		     "[pipeline.r] direct: \"sometimes\" is not a boolean");
 }
 
+/* imagefolder: its keys, defaults and cross-checks; the transform text is
+ * checked by image/transform.h and its message kept. */
+static void test_images(void **state)
+{
+	assert_int_equal(load_text("[pipeline.i]\nsource = imagefolder:/data/train\nbatch_size = 8\n"
+				   "transform = random_resized_crop(224) hflip(0.5)\n"), 0);
+	const struct pipeline_cfg *pl = &cfg->pipelines[0];
+	assert_int_equal(pl->kind, SOURCE_IMAGEFOLDER);
+	assert_string_equal(pl->path, "/data/train");
+	assert_int_equal(pl->layout, IMAGE_NCHW);
+	assert_int_equal(pl->dtype, IMAGE_UINT8);
+	assert_int_equal(pl->on_error, ON_ERROR_SUBSTITUTE);
+	assert_int_equal(pl->max_image_pixels, IMAGE_PIXELS_DEFAULT);
+	assert_true(pl->std[0] == 1.0 && pl->mean[2] == 0.0);
+	assert_int_equal(load_text("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+				   "transform = resize(256) center_crop(224)\ndtype = float16\n"
+				   "layout = nhwc\nmean = 0.485,0.456,0.406\nstd = 0.229,0.224,0.225\n"
+				   "on_error = fail\nmax_image_pixels = 1000\n"), 0);
+	pl = &cfg->pipelines[0];
+	assert_int_equal(pl->dtype, IMAGE_FLOAT16);
+	assert_int_equal(pl->layout, IMAGE_NHWC);
+	assert_int_equal(pl->on_error, ON_ERROR_FAIL);
+	assert_true(pl->mean[1] == 0.456 && pl->std[2] == 0.225);
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n", 1,
+		     "[pipeline.i] missing required key \"transform\"");
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\ntransform = resize(256)\n",
+		     4, "[pipeline.i] transform: ");
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\ntransform = blur(3)\n",
+		     4, "[pipeline.i] transform: ");
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+		     "transform = center_crop(8)\nmean = 0.5,0.5,0.5\n", 5,
+		     "[pipeline.i] mean needs dtype float16 or float32");
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+		     "transform = center_crop(8)\ndtype = float32\nstd = 1,0,1\n", 6,
+		     "[pipeline.i] std: \"1,0,1\" is not three positive numbers R,G,B");
+	expect_error("[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+		     "transform = center_crop(8)\ndirect = on\n", 5,
+		     "[pipeline.i] direct does not apply to an imagefolder source");
+	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+		     "transform = center_crop(8)\n", 5,
+		     "[pipeline.r] transform does not apply to a raw source");
+}
+
 /* A default default_depth yields to a smaller max_depth; an explicit one
  * must not exceed it. */
 static void test_depths(void **state)
@@ -349,11 +392,11 @@ static const struct error_case {
 	{"[pipeline.a]\ntoken_dtype = int32\n", 2, "token_dtype: \"int32\" is not one of uint16|uint32"},
 	{"[pipeline.a]\ntoken_output = float32\n", 2,
 	 "token_output: \"float32\" is not one of uint16|uint32|int32|int64"},
-	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH or tokens:PATH"},
-	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH or tokens:PATH"},
+	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
+	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
 	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
 	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
-	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH or tokens:PATH"},
+	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
 	/* Only the first error is reported, whatever its kind. */
 	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
 	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},
@@ -622,6 +665,7 @@ int main(void)
 		cmocka_unit_test(test_defaults),
 		cmocka_unit_test(test_full_file),
 		cmocka_unit_test(test_direct),
+		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_errors),

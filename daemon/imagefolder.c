@@ -1,0 +1,283 @@
+/* imagefolder: the sample list of an imagefolder source (imagefolder.h). */
+#include "daemon/imagefolder.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define DEPTH_MAX 64 /* directory levels under a class */
+
+/* A growable array of strings (owned copies). */
+struct names {
+	char **v;
+	size_t n, cap;
+};
+
+static int names_add(struct names *a, const char *s)
+{
+	if (a->n == a->cap) {
+		size_t cap = a->cap ? a->cap * 2 : 64;
+		char **v = realloc(a->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		a->v = v;
+		a->cap = cap;
+	}
+	if (!(a->v[a->n] = strdup(s)))
+		return -ENOMEM;
+	a->n++;
+	return 0;
+}
+
+static void names_free(struct names *a)
+{
+	for (size_t i = 0; i < a->n; i++)
+		free(a->v[i]);
+	free(a->v);
+	memset(a, 0, sizeof(*a));
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool has_suffix(const char *name, const char *suffix)
+{
+	size_t n = strlen(name), k = strlen(suffix);
+	return n >= k && strcasecmp(name + n - k, suffix) == 0;
+}
+
+static bool is_jpeg_name(const char *name)
+{
+	return has_suffix(name, ".jpg") || has_suffix(name, ".jpeg");
+}
+
+/* The other extensions torchvision's ImageFolder accepts. */
+static bool is_other_image_name(const char *name)
+{
+	static const char *const other[] = {".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp"};
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++)
+		if (has_suffix(name, other[i]))
+			return true;
+	return false;
+}
+
+struct scan {
+	int root_fd;
+	struct image_index *ix;
+	uint64_t cap_entries, cap_paths;
+	char *err;
+	size_t err_cap;
+};
+
+static int fail(struct scan *s, int code, const char *path, const char *why)
+{
+	snprintf(s->err, s->err_cap, "%s: %s", path, why);
+	return code;
+}
+
+/* Every directory under (and including) rel, directory symlinks followed;
+ * ancestors[] holds the inodes of the path down to rel, to refuse loops. */
+static int collect_dirs(struct scan *s, const char *rel, struct stat *ancestors, int depth,
+			struct names *dirs)
+{
+	int err = names_add(dirs, rel);
+	if (err < 0)
+		return err;
+	int fd = openat(s->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(s, -errno, rel, strerror(errno));
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		err = -errno;
+		close(fd);
+		return fail(s, err, rel, strerror(-err));
+	}
+	struct names subdirs = {0};
+	struct dirent *e;
+	while (err == 0 && (errno = 0, e = readdir(d))) {
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode))
+			err = names_add(&subdirs, e->d_name);
+	}
+	if (err == 0 && errno != 0)
+		err = fail(s, -errno, rel, strerror(errno));
+	closedir(d);
+	for (size_t i = 0; err == 0 && i < subdirs.n; i++) {
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", rel, subdirs.v[i]) >= (int)sizeof(path)) {
+			err = fail(s, -ENAMETOOLONG, rel, "a path under it is too long");
+			break;
+		}
+		struct stat st;
+		if (fstatat(s->root_fd, path, &st, 0) < 0)
+			continue; /* gone since readdir */
+		for (int k = 0; k <= depth && err == 0; k++)
+			if (ancestors[k].st_dev == st.st_dev && ancestors[k].st_ino == st.st_ino)
+				err = fail(s, -ELOOP, path, "a directory loop (a symlink to a parent)");
+		if (err == 0 && depth + 1 >= DEPTH_MAX)
+			err = fail(s, -ELOOP, path, "more than 64 directory levels under its class");
+		if (err == 0) {
+			ancestors[depth + 1] = st;
+			err = collect_dirs(s, path, ancestors, depth + 1, dirs);
+		}
+	}
+	names_free(&subdirs);
+	return err;
+}
+
+static int add_entry(struct scan *s, const char *path, uint64_t file_bytes, int64_t label)
+{
+	struct image_index *ix = s->ix;
+	size_t len = strlen(path) + 1;
+	if (ix->n == s->cap_entries) {
+		uint64_t cap = s->cap_entries ? s->cap_entries * 2 : 1024;
+		struct arena_image *v = realloc(ix->entries, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ix->entries = v;
+		s->cap_entries = cap;
+	}
+	while (ix->paths_bytes + len > s->cap_paths) {
+		uint64_t cap = s->cap_paths ? s->cap_paths * 2 : 65536;
+		char *p = realloc(ix->paths, cap);
+		if (!p)
+			return -ENOMEM;
+		ix->paths = p;
+		s->cap_paths = cap;
+	}
+	ix->entries[ix->n++] = (struct arena_image){
+		.path_offset = ix->paths_bytes, .file_bytes = file_bytes, .label = label,
+	};
+	memcpy(ix->paths + ix->paths_bytes, path, len);
+	ix->paths_bytes += len;
+	return 0;
+}
+
+/* The JPEG files directly in directory rel, sorted by name. */
+static int add_files(struct scan *s, const char *rel, int64_t label)
+{
+	int fd = openat(s->root_fd, rel, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return fail(s, -errno, rel, strerror(errno));
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int err = -errno;
+		close(fd);
+		return fail(s, err, rel, strerror(-err));
+	}
+	struct names files = {0};
+	struct dirent *e;
+	int err = 0;
+	while (err == 0 && (errno = 0, e = readdir(d))) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+		    (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode)))
+			continue;
+		if (is_jpeg_name(e->d_name))
+			err = names_add(&files, e->d_name);
+		else if (is_other_image_name(e->d_name))
+			s->ix->other_images++;
+	}
+	if (err == 0 && errno != 0)
+		err = fail(s, -errno, rel, strerror(errno));
+	qsort(files.v, files.n, sizeof(*files.v), cmp_names);
+	for (size_t i = 0; err == 0 && i < files.n; i++) {
+		char path[PATH_MAX];
+		if (snprintf(path, sizeof(path), "%s/%s", rel, files.v[i]) >= (int)sizeof(path)) {
+			err = fail(s, -ENAMETOOLONG, rel, "a path under it is too long");
+			break;
+		}
+		/* A file that cannot be stat'ed (a dangling symlink) stays in the
+		 * list, as in ImageFolder; reading it fails and on_error applies. */
+		struct stat st;
+		uint64_t bytes = fstatat(dirfd(d), files.v[i], &st, 0) == 0 ? (uint64_t)st.st_size : 0;
+		err = add_entry(s, path, bytes, label);
+	}
+	closedir(d);
+	names_free(&files);
+	return err;
+}
+
+static int scan_class(struct scan *s, const char *name, int64_t label)
+{
+	struct stat ancestors[DEPTH_MAX + 1];
+	if (fstatat(s->root_fd, name, &ancestors[0], 0) < 0)
+		return fail(s, -errno, name, strerror(errno));
+	struct names dirs = {0};
+	int err = collect_dirs(s, name, ancestors, 0, &dirs);
+	if (err == 0)
+		qsort(dirs.v, dirs.n, sizeof(*dirs.v), cmp_names);
+	uint64_t before = s->ix->n;
+	for (size_t i = 0; err == 0 && i < dirs.n; i++)
+		err = add_files(s, dirs.v[i], label);
+	names_free(&dirs);
+	if (err == 0 && s->ix->n == before)
+		err = fail(s, -ENOENT, name, "class directory with no .jpg or .jpeg file");
+	return err;
+}
+
+int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap)
+{
+	memset(out, 0, sizeof(*out));
+	struct scan s = {.ix = out, .err = err, .err_cap = err_cap};
+	s.root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.root_fd < 0) {
+		snprintf(err, err_cap, "%s", strerror(errno));
+		return -errno;
+	}
+	int rc = 0;
+	struct names classes = {0};
+	DIR *d = fdopendir(fcntl(s.root_fd, F_DUPFD_CLOEXEC, 0));
+	if (!d) {
+		rc = -errno;
+		snprintf(err, err_cap, "%s", strerror(-rc));
+		goto close_root;
+	}
+	struct dirent *e;
+	while (rc == 0 && (errno = 0, e = readdir(d))) {
+		struct stat st;
+		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+		    fstatat(s.root_fd, e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode))
+			rc = names_add(&classes, e->d_name);
+	}
+	closedir(d);
+	if (rc == 0 && classes.n == 0) {
+		rc = -ENOENT;
+		snprintf(err, err_cap, "no class directory in it (expected ROOT/CLASS/IMAGE.jpg)");
+	}
+	if (rc == 0 && classes.n > INT32_MAX) {
+		rc = -E2BIG;
+		snprintf(err, err_cap, "%zu class directories, too many", classes.n);
+	}
+	qsort(classes.v, classes.n, sizeof(*classes.v), cmp_names);
+	for (size_t i = 0; rc == 0 && i < classes.n; i++)
+		rc = scan_class(&s, classes.v[i], (int64_t)i);
+	if (rc == -ENOMEM)
+		snprintf(err, err_cap, "out of memory for the file list");
+	out->n_classes = (uint32_t)classes.n;
+	names_free(&classes);
+	if (rc < 0)
+		image_index_free(out);
+close_root:
+	close(s.root_fd);
+	return rc;
+}
+
+void image_index_free(struct image_index *ix)
+{
+	free(ix->entries);
+	free(ix->paths);
+	memset(ix, 0, sizeof(*ix));
+}

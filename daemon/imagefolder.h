@@ -1,0 +1,42 @@
+/*
+ * imagefolder: the sample list of `source = imagefolder:ROOT`, built once
+ * at start from directory entries and file sizes, never file contents.
+ *
+ * The list is the one torchvision.datasets.ImageFolder builds on the same
+ * tree, restricted to JPEG files, so labels and sample indexes agree:
+ *  - classes are ROOT's subdirectories (symlinks to directories count),
+ *    sorted by name; a class's label is its index in that order;
+ *  - a class's files are every file under it at any depth (directory
+ *    symlinks followed), directories in sorted path order and files in
+ *    sorted name order within each, keeping names that end (any case) in
+ *    .jpg or .jpeg;
+ *  - a class with no such file is an error (ImageFolder refuses it too).
+ * Files with another extension ImageFolder accepts (.png, .bmp, ...) are
+ * not JPEGs this pipeline can decode: they are counted in other_images and
+ * left out, so sample numbers then differ from ImageFolder's (the daemon
+ * warns). Sorting is by bytes, which is Python's order for UTF-8 names.
+ */
+#ifndef LDR_DAEMON_IMAGEFOLDER_H
+#define LDR_DAEMON_IMAGEFOLDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/layout.h"
+
+struct image_index {
+	struct arena_image *entries; /* n of them, in sample order */
+	uint64_t n;
+	char *paths;                 /* NUL-terminated paths relative to ROOT */
+	uint64_t paths_bytes;
+	uint32_t n_classes;
+	uint64_t other_images;       /* files ImageFolder would take that are not JPEGs */
+};
+
+/* Scans root. 0, or -errno with err naming the directory and the reason
+ * (missing root, no class directory, an empty class, a directory loop,
+ * too many files). */
+int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap);
+void image_index_free(struct image_index *ix);
+
+#endif

@@ -1,0 +1,124 @@
+/*
+ * jpeg: JPEG decoding for image pipelines, through libjpeg-turbo's libjpeg
+ * API, where the work per image follows the output size rather than the
+ * file size: a call decodes only the box of the image a sample needs, at
+ * the smallest DCT scale (1/8, 2/8, 4/8 or 8/8) that still gives the
+ * resampler at least as many pixels as it outputs, and only the rows and
+ * columns that box (plus the filter's margin) covers.
+ *
+ * Input is untrusted. No file, however broken, crashes, hangs or leaks:
+ * every libjpeg error and every libjpeg warning about the data ends the
+ * call with a -errno and a message (warnings too, because libjpeg would
+ * otherwise carry on and pad what it could not decode with gray). Limits:
+ * the caller's pixel count (checked right after the header, before any
+ * large allocation), a memory ceiling for libjpeg derived from the image's
+ * dimensions, and at most JD_MAX_SCANS scans (a progressive file with
+ * thousands of scans is the known way to make a small file cost minutes).
+ *
+ * Pure: no I/O, no logging, no global state. Messages never name the file;
+ * the caller, which knows the path, prefixes it and logs once.
+ *
+ * Threads: calls touch only their arguments. One jd_scratch per thread
+ * (or per caller that serialises its calls).
+ */
+#ifndef LDR_IMAGE_JPEG_H
+#define LDR_IMAGE_JPEG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Scans a file may have. libjpeg's simple progression writes 10 (6 for
+ * grayscale); only a progression that sends coefficients one at a time in
+ * successive-approximation steps, which no encoder in use does, comes near
+ * this (several hundred scans per component). */
+#define JD_MAX_SCANS 500
+
+/* Working memory, owned by the caller: zero-initialise, pass to every call,
+ * release with jd_scratch_free. It grows to the largest region decoded and
+ * is reused, so steady-state calls make no large allocation of their own.
+ * The fields are the decoder's own. */
+struct jd_scratch {
+	uint8_t *buf;
+	size_t cap;
+};
+
+/*
+ * A decoded region. rgb points into the scratch and stays valid until the
+ * next call with that scratch or jd_scratch_free. Pixels are RGB, 3 bytes,
+ * interleaved; rows are stride bytes apart (stride >= 3 * w).
+ *
+ * Coordinates: the image was decoded at sx decoded pixels per source pixel
+ * across and sy down (sx == sy == M/8); rgb[0] is decoded pixel (x0, y0).
+ * A box (x, y, w, h) in source pixels is therefore, in rgb's own
+ * coordinates, (x * sx - x0, y * sy - y0, w * sx, h * sy).
+ */
+struct jd_image {
+	const uint8_t *rgb;
+	uint32_t w, h;
+	size_t stride;
+	double sx, sy; /* decoded px per source px, x and y */
+	int32_t x0, y0; /* origin of rgb in decoded-image px */
+};
+
+/*
+ * Reads the header of the JPEG in data[0..len) and stores its size in
+ * source pixels in *w and *h. On failure writes a message (without a file
+ * name) into err[0..err_cap) when err_cap > 0, and returns:
+ *   -ENODATA  len == 0 ("empty file"), or the data ends before the header
+ *             does ("truncated")
+ *   -EBADMSG  not a JPEG, or a corrupt header (libjpeg's message)
+ *   -ENOMEM   out of memory
+ *   -EINVAL   a NULL pointer
+ * Cheap: allocates a few kilobytes inside libjpeg and reads no entropy data.
+ */
+int jd_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h, char *err,
+	      size_t err_cap);
+
+/*
+ * Decodes the part of the JPEG in data[0..len) that the box (x, y, w, h),
+ * in full-resolution source pixels, covers, for a resampler that will make
+ * out_w x out_h pixels of that box. The box may extend beyond the image.
+ *
+ * Scale: the smallest M in {1, 2, 4, 8} with w * M/8 >= out_w and
+ * h * M/8 >= out_h; M = 8 when even that falls short (upscaling).
+ *
+ * Region: the box at that scale, widened on each side by the resampling
+ * filter's reach (image/resize.h: a triangle of radius max(1, scale) with
+ * scale = box span / output size, which reaches max(1, scale)/2 + 1/2
+ * pixels past the box; never less than 2 pixels), rounded out to whole
+ * pixels and clipped to the image. A box wholly outside the image still
+ * yields at least the one row or column on the nearest edge.
+ *
+ * Pixels are exactly those a full decode at the same scale has there
+ * (libjpeg defaults: JDCT_ISLOW, fancy upsampling), with interblock
+ * smoothing off, which only changes progressive files that never send the
+ * low AC coefficients in full (see jpeg.c). Grayscale becomes R = G = B;
+ * CMYK and YCCK become RGB as jpeg.c describes.
+ *
+ * max_pixels: the caller's limit on width * height of the source image
+ * (config max_image_pixels), checked before anything large is allocated.
+ *
+ * Returns 0 and fills *out, or, with a message in err as for jd_header:
+ *   -EINVAL   a NULL pointer, out_w or out_h 0, w or h not > 0, or a
+ *             coordinate that is not finite
+ *   -ENODATA  empty, or truncated before the end of the header
+ *   -EFBIG    width * height > max_pixels
+ *             ("W x H pixels, over max_image_pixels N")
+ *   -EBADMSG  not a JPEG; corrupt header or data; data that ends early
+ *             ("premature end of data"); any libjpeg warning about corrupt
+ *             data ("Corrupt JPEG data: ..."); a color space other than
+ *             grayscale, YCbCr, RGB, CMYK or YCCK; more than JD_MAX_SCANS
+ *             scans
+ *   -ENOMEM   out of memory, or over libjpeg's memory ceiling
+ * Data after the last row the region needs is not read, so a file damaged
+ * only there decodes (except progressive files, which are read whole).
+ * On failure *out is zeroed.
+ */
+int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w, double h,
+		  uint32_t out_w, uint32_t out_h, uint64_t max_pixels, struct jd_image *out,
+		  struct jd_scratch *s, char *err, size_t err_cap);
+
+/* Frees what the scratch holds and zeroes it; accepts a zeroed scratch. */
+void jd_scratch_free(struct jd_scratch *s);
+
+#endif

@@ -1,0 +1,159 @@
+/* image_sample: one image sample into its slot row (image_sample.h). */
+#include "worker/image_sample.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/proto.h"
+
+#define ERR_TEXT 256
+
+int image_sampler_init(struct image_sampler *s, const struct arena_image_params *params,
+		       uint64_t *row_bytes)
+{
+	memset(s, 0, sizeof(*s));
+	char err[ERR_TEXT];
+	if (memchr(params->transform, '\0', sizeof(params->transform)) == NULL ||
+	    tf_parse(params->transform, &s->chain, err, sizeof(err)) < 0 ||
+	    s->chain.out_h != params->out_h || s->chain.out_w != params->out_w ||
+	    params->layout > 1 || params->on_error > 1 || params->max_pixels == 0)
+		return -EINVAL;
+	uint64_t elem;
+	if (params->dtype == PROTO_DTYPE_UINT8)
+		elem = 1;
+	else if (params->dtype == PROTO_DTYPE_FLOAT16)
+		elem = 2;
+	else if (params->dtype == PROTO_DTYPE_FLOAT32)
+		elem = 4;
+	else
+		return -EINVAL;
+	for (int c = 0; c < 3; c++)
+		if (!isfinite(params->mean[c]) || !isfinite(params->std[c]) || !(params->std[c] > 0))
+			return -EINVAL;
+	s->params = *params;
+	uint64_t pixels = (uint64_t)params->out_h * params->out_w;
+	s->rgb = malloc(pixels * 3);
+	if (!s->rgb)
+		return -ENOMEM;
+	*row_bytes = pixels * 3 * elem;
+	return 0;
+}
+
+void image_sampler_free(struct image_sampler *s)
+{
+	jd_scratch_free(&s->jd);
+	rs_scratch_free(&s->rs);
+	free(s->rgb);
+	s->rgb = NULL;
+}
+
+/* IEEE half from float, rounding to nearest even (values here are small
+ * and finite). */
+static uint16_t half_from_float(float f)
+{
+	uint32_t x;
+	memcpy(&x, &f, sizeof(x));
+	uint32_t sign = (x >> 16) & 0x8000u;
+	int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
+	uint32_t mant = x & 0x7fffffu;
+	if (exp >= 31) /* overflow (or inf/nan, which cannot occur here) */
+		return (uint16_t)(sign | 0x7c00u);
+	if (exp <= 0) { /* subnormal or zero */
+		if (exp < -10)
+			return (uint16_t)sign;
+		mant |= 0x800000u;
+		uint32_t shift = (uint32_t)(14 - exp);
+		uint32_t half = mant >> shift;
+		uint32_t rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
+		if (rest > mid || (rest == mid && (half & 1)))
+			half++;
+		return (uint16_t)(sign | half);
+	}
+	uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
+	uint32_t rest = mant & 0x1fffu;
+	if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+		half++; /* may carry into the exponent: still correct */
+	return (uint16_t)(sign | half);
+}
+
+/* s->rgb (HWC uint8) into row, in the pipeline's layout and dtype. */
+static void store(const struct image_sampler *s, uint8_t *row)
+{
+	const struct arena_image_params *p = &s->params;
+	size_t pixels = (size_t)p->out_h * p->out_w;
+	const uint8_t *rgb = s->rgb;
+	if (p->dtype == PROTO_DTYPE_UINT8) {
+		if (p->layout == 1) {
+			memcpy(row, rgb, pixels * 3);
+			return;
+		}
+		for (size_t i = 0; i < pixels; i++)
+			for (int c = 0; c < 3; c++)
+				row[c * pixels + i] = rgb[i * 3 + (size_t)c];
+		return;
+	}
+	float scale[3], shift[3]; /* (x / 255 - mean) / std = x * scale + shift */
+	for (int c = 0; c < 3; c++) {
+		scale[c] = 1.0f / (255.0f * p->std[c]);
+		shift[c] = -p->mean[c] / p->std[c];
+	}
+	for (size_t i = 0; i < pixels; i++) {
+		for (int c = 0; c < 3; c++) {
+			float v = (float)rgb[i * 3 + (size_t)c] * scale[c] + shift[c];
+			size_t at = p->layout == 1 ? i * 3 + (size_t)c : (size_t)c * pixels + i;
+			if (p->dtype == PROTO_DTYPE_FLOAT32) {
+				memcpy(row + at * 4, &v, sizeof(v));
+			} else {
+				uint16_t h = half_from_float(v);
+				memcpy(row + at * 2, &h, sizeof(h));
+			}
+		}
+	}
+}
+
+int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
+		 uint64_t index, uint8_t *row)
+{
+	char err[ERR_TEXT];
+	uint32_t w = 0, h = 0;
+	int rc = jd_header(data, len, &w, &h, err, sizeof(err));
+	if (rc < 0)
+		return rc;
+	if ((uint64_t)w * h > s->params.max_pixels)
+		return -EFBIG;
+	struct tf_plan plan;
+	tf_plan_sample(&s->chain, s->params.seed, epoch, index, w, h, &plan);
+	struct jd_image img;
+	rc = jd_decode_box(data, len, plan.x, plan.y, plan.w, plan.h, plan.out_w, plan.out_h,
+			   s->params.max_pixels, &img, &s->jd, err, sizeof(err));
+	if (rc < 0)
+		return rc;
+	rc = rs_resize_rgb(img.rgb, img.w, img.h, img.stride, plan.x * img.sx - img.x0,
+			   plan.y * img.sy - img.y0, plan.w * img.sx, plan.h * img.sy, s->rgb,
+			   plan.out_w, plan.out_h, (size_t)plan.out_w * 3, plan.flip, &s->rs);
+	if (rc < 0)
+		return rc == -EINVAL ? -EBADMSG : rc;
+	store(s, row);
+	return 0;
+}
+
+/* splitmix64: a well-mixed hash of the inputs. */
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+uint64_t image_substitute(const struct image_sampler *s, uint64_t epoch, uint64_t index,
+			  uint32_t attempt, uint64_t n_samples)
+{
+	if (n_samples < 2)
+		return index;
+	uint64_t h = mix(mix(mix(s->params.seed ^ 0x5eedull) ^ epoch) ^ index) ^ attempt;
+	uint64_t other = mix(h) % (n_samples - 1); /* bias below 2^-40 for any real dataset */
+	return other >= index ? other + 1 : other;
+}

@@ -1,0 +1,49 @@
+/*
+ * image_sample: one image sample, from the bytes of its JPEG file to its
+ * row of the staging slot, in the worker: header, the transform chain's
+ * plan for (seed, epoch, sample index), region decode at the DCT scale the
+ * output needs (image/jpeg.h), antialiased resize and flip
+ * (image/resize.h), then the pipeline's layout and dtype (uint8, or
+ * (x / 255 - mean) / std as float16 or float32).
+ *
+ * Pure computation: no I/O, no logging; a bad image is a -errno
+ * (image/jpeg.h's codes) the reader turns into a substitution or a failed
+ * item. The scratch buffers grow to the largest image met and are reused.
+ */
+#ifndef LDR_WORKER_IMAGE_SAMPLE_H
+#define LDR_WORKER_IMAGE_SAMPLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "image/jpeg.h"
+#include "image/resize.h"
+#include "image/transform.h"
+#include "shm/layout.h"
+
+struct image_sampler {
+	struct tf_chain chain;
+	struct arena_image_params params; /* checked copy */
+	struct jd_scratch jd;
+	struct rs_scratch rs;
+	uint8_t *rgb; /* out_h x out_w x 3, before layout and dtype */
+};
+
+/* Checks params (transform, sizes, dtype, layout) and prepares s. 0 or
+ * -EINVAL. row_bytes: what one image row of the slot must hold. */
+int image_sampler_init(struct image_sampler *s, const struct arena_image_params *params,
+		       uint64_t *row_bytes);
+void image_sampler_free(struct image_sampler *s);
+
+/* Writes sample `index` of `epoch`, decoded from data[0..len), into row.
+ * 0, or -errno (-EBADMSG, -ENODATA, -EFBIG, -ENOMEM). */
+int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
+		 uint64_t index, uint8_t *row);
+
+/* The sample that replaces bad sample `index` at the given attempt (1, 2,
+ * ...): deterministic in (seed, epoch, index, attempt), never index itself
+ * when n > 1. */
+uint64_t image_substitute(const struct image_sampler *s, uint64_t epoch, uint64_t index,
+			  uint32_t attempt, uint64_t n_samples);
+
+#endif
