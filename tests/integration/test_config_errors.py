@@ -4,7 +4,8 @@
 `loaderd --check-config --config F` must exit non-zero and print
 `F:LINE: ...` with the right line for each syntax or value error (the bad
 line sits at a different place in each file), and `pipeline "NAME": PATH:
-...` for each data-file error; a valid file passes with exit 0 and says so.
+...` for each data-file error (imagefolder trees too: a missing root, no
+class directory, a class without a JPEG, a directory loop); a valid file passes with exit 0 and says so.
 Starting loaderd for real on a bad file must fail the same way.
 """
 
@@ -98,6 +99,28 @@ def body(env):
          few, "dataset has 3 samples, fewer than batch_size 64"),
         ("odd token file", tokens_cfg("tokodd", tok_odd, "uint16", 4), tok_odd, None),
         ("short token file", tokens_cfg("tokshort", tok_short, "uint16", 8), tok_short, None),
+    ]
+    # imagefolder trees: no root, no class, a class without JPEG, a loop
+    trees = {name: env.path(name) for name in ("noclass", "emptyclass", "loop")}
+    os.makedirs(trees["noclass"])
+    os.makedirs(os.path.join(trees["emptyclass"], "cat"))
+    with open(os.path.join(trees["emptyclass"], "cat", "a.txt"), "w") as f:
+        f.write("not an image\n")
+    os.makedirs(os.path.join(trees["loop"], "cat"))
+    open(os.path.join(trees["loop"], "cat", "a.jpg"), "wb").close()
+    os.symlink("..", os.path.join(trees["loop"], "cat", "up"))
+
+    def images_cfg(name, root):
+        return {name: {"source": "imagefolder:" + root, "batch_size": 1,
+                       "transform": "center_crop(8)"}}
+    data_cases += [
+        ("missing image root", images_cfg("imgmiss", missing), missing, "No such file or directory"),
+        ("no class directory", images_cfg("noclass", trees["noclass"]), trees["noclass"],
+         "no class directory in it"),
+        ("class without JPEG", images_cfg("emptycls", trees["emptyclass"]), trees["emptyclass"],
+         "cat: class directory with no .jpg or .jpeg file"),
+        ("directory loop", images_cfg("loop", trees["loop"]), trees["loop"],
+         "cat/up/cat: a directory loop (a symlink to a parent)"),
     ]
     for what, pipelines, path, message in data_cases:
         name = next(iter(pipelines))
