@@ -50,6 +50,14 @@ static int cmp_names(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+/* Sorted by bytes, Python's order for UTF-8 names (an empty list has no
+ * array: qsort must not see its NULL). */
+static void names_sort(struct names *a)
+{
+	if (a->n > 1)
+		qsort(a->v, a->n, sizeof(*a->v), cmp_names);
+}
+
 static bool has_suffix(const char *name, const char *suffix)
 {
 	size_t n = strlen(name), k = strlen(suffix);
@@ -192,7 +200,7 @@ static int add_files(struct scan *s, const char *rel, int64_t label)
 	}
 	if (err == 0 && errno != 0)
 		err = fail(s, -errno, rel, strerror(errno));
-	qsort(files.v, files.n, sizeof(*files.v), cmp_names);
+	names_sort(&files);
 	for (size_t i = 0; err == 0 && i < files.n; i++) {
 		char path[PATH_MAX];
 		if (snprintf(path, sizeof(path), "%s/%s", rel, files.v[i]) >= (int)sizeof(path)) {
@@ -218,7 +226,7 @@ static int scan_class(struct scan *s, const char *name, int64_t label)
 	struct names dirs = {0};
 	int err = collect_dirs(s, name, ancestors, 0, &dirs);
 	if (err == 0)
-		qsort(dirs.v, dirs.n, sizeof(*dirs.v), cmp_names);
+		names_sort(&dirs);
 	uint64_t before = s->ix->n;
 	for (size_t i = 0; err == 0 && i < dirs.n; i++)
 		err = add_files(s, dirs.v[i], label);
@@ -261,7 +269,7 @@ int imagefolder_scan(const char *root, struct image_index *out, char *err, size_
 		rc = -E2BIG;
 		snprintf(err, err_cap, "%zu class directories, too many", classes.n);
 	}
-	qsort(classes.v, classes.n, sizeof(*classes.v), cmp_names);
+	names_sort(&classes);
 	for (size_t i = 0; rc == 0 && i < classes.n; i++)
 		rc = scan_class(&s, classes.v[i], (int64_t)i);
 	if (rc == -ENOMEM)
