@@ -36,6 +36,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "daemon/tarshard.h"
 #include "image/transform.h"
 
 /* Longest physical line accepted: room for "source = tokens:" and a path
@@ -310,7 +311,18 @@ static int config_dir(const char *file, char *dir, size_t cap)
 	return (m < 0 || (size_t)m >= cap - n) ? -ENAMETOOLONG : 0;
 }
 
-/* "raw:PATH" or "tokens:PATH"; a relative PATH is taken relative to the
+const char *config_source_name(enum source_kind kind)
+{
+	switch (kind) {
+	case SOURCE_RAW: return "raw";
+	case SOURCE_TOKENS: return "tokens";
+	case SOURCE_IMAGEFOLDER: return "imagefolder";
+	case SOURCE_TAR: return "tar";
+	}
+	return "?";
+}
+
+/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT" or "tar:PATTERN"; a relative PATH is taken relative to the
  * directory of the config file. */
 static void set_source(struct config_parse *p, const char *value)
 {
@@ -325,9 +337,12 @@ static void set_source(struct config_parse *p, const char *value)
 	} else if (strncmp(value, "imagefolder:", 12) == 0) {
 		pl->kind = SOURCE_IMAGEFOLDER;
 		path = value + 12;
+	} else if (strncmp(value, "tar:", 4) == 0) {
+		pl->kind = SOURCE_TAR;
+		path = value + 4;
 	} else {
-		config_fail(p, p->lineno, "%s source: \"%s\" is not raw:PATH, tokens:PATH or "
-			    "imagefolder:ROOT", p->label, value);
+		config_fail(p, p->lineno, "%s source: \"%s\" is not raw:PATH, tokens:PATH, "
+			    "imagefolder:ROOT or tar:PATTERN", p->label, value);
 		return;
 	}
 	if (*path == '\0') {
@@ -344,9 +359,23 @@ static void set_source(struct config_parse *p, const char *value)
 		return;
 	}
 	int n = snprintf(pl->path, sizeof(pl->path), "%s%s%s", dir, *path == '/' ? "" : "/", path);
-	if (n < 0 || (size_t)n >= sizeof(pl->path))
+	if (n < 0 || (size_t)n >= sizeof(pl->path)) {
 		config_fail(p, p->lineno, "%s source: \"%s\": the path is too long (at most %d bytes)",
 			    p->label, value, ARENA_PATH_MAX - 1);
+		return;
+	}
+	/* A tar pattern's syntax is checked here, where the line is known;
+	 * the shards themselves at start (daemon/tarshard.h). */
+	char **shards, why[256];
+	size_t n_shards;
+	if (pl->kind == SOURCE_TAR) {
+		int rc = tar_pattern_expand(pl->path, &shards, &n_shards, why, sizeof(why));
+		if (rc < 0)
+			config_fail(p, p->lineno, "%s source: \"%s\": %s", p->label, value,
+				    rc == -ENOMEM ? strerror(ENOMEM) : why);
+		else
+			tar_pattern_free(shards, n_shards);
+	}
 }
 
 /* Index of name in token_types[0..n), or -1. */
@@ -511,7 +540,7 @@ static void pipeline_end(struct config_parse *p)
 	if (bad != PK_COUNT) {
 		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
 			    pipeline_keys[bad].name, kind == KEY_RAW ? " raw" : kind == KEY_TOKENS ?
-			    " tokens" : "n imagefolder");
+			    " tokens" : pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
 		return;
 	}
 	if (kind == KEY_IMAGE) {

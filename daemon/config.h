@@ -29,6 +29,7 @@ enum source_kind {
 	SOURCE_RAW = 1,         /* source = raw:PATH */
 	SOURCE_TOKENS = 2,      /* source = tokens:PATH */
 	SOURCE_IMAGEFOLDER = 3, /* source = imagefolder:ROOT (ROOT/CLASS/...jpg) */
+	SOURCE_TAR = 4,         /* source = tar:PATTERN (WebDataset shards, daemon/tarshard.h) */
 };
 
 /* Image pipelines: names in config.c's choice lists, in this order. */
@@ -46,7 +47,7 @@ struct pipeline_cfg {
 	char name[PROTO_NAME_MAX];
 	int line;                  /* line of the [pipeline.NAME] header */
 	enum source_kind kind;
-	char path[ARENA_PATH_MAX]; /* the part of `source` after "kind:" */
+	char path[ARENA_PATH_MAX]; /* the part of `source` after "kind:" (tar: a pattern) */
 	uint32_t batch_size;       /* required, 1..65536 */
 	bool shuffle;              /* default true */
 	uint64_t seed;             /* default 0 */
@@ -59,7 +60,7 @@ struct pipeline_cfg {
 	uint32_t token_bytes;      /* token_dtype: uint16 -> 2, uint32 -> 4; required */
 	uint32_t token_out_dtype;  /* token_output: enum proto_dtype; default = stored */
 	uint64_t seq_len;          /* required for tokens, >= 1 */
-	/* imagefolder */
+	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */
 	uint32_t dtype;            /* enum image_dtype, default uint8 */
@@ -116,5 +117,8 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap);
 int config_parse_size(const char *text, uint64_t *out);
 
 const struct pipeline_cfg *config_pipeline(const struct config *c, const char *name);
+
+/* "raw", "tokens", "imagefolder" or "tar": the kind as `source` spells it. */
+const char *config_source_name(enum source_kind kind);
 
 #endif

@@ -145,10 +145,27 @@ static int collect_dirs(struct scan *s, const char *rel, struct stat *ancestors,
 	return err;
 }
 
+int image_index_add_path(struct image_index *ix, uint64_t *cap, const char *name,
+			 uint64_t *offset)
+{
+	size_t len = strlen(name) + 1;
+	while (ix->paths_bytes + len > *cap) {
+		uint64_t grown = *cap ? *cap * 2 : 65536;
+		char *p = realloc(ix->paths, grown);
+		if (!p)
+			return -ENOMEM;
+		ix->paths = p;
+		*cap = grown;
+	}
+	*offset = ix->paths_bytes;
+	memcpy(ix->paths + ix->paths_bytes, name, len);
+	ix->paths_bytes += len;
+	return 0;
+}
+
 static int add_entry(struct scan *s, const char *path, uint64_t file_bytes, int64_t label)
 {
 	struct image_index *ix = s->ix;
-	size_t len = strlen(path) + 1;
 	if (ix->n == s->cap_entries) {
 		uint64_t cap = s->cap_entries ? s->cap_entries * 2 : 1024;
 		struct arena_image *v = realloc(ix->entries, cap * sizeof(*v));
@@ -157,19 +174,13 @@ static int add_entry(struct scan *s, const char *path, uint64_t file_bytes, int6
 		ix->entries = v;
 		s->cap_entries = cap;
 	}
-	while (ix->paths_bytes + len > s->cap_paths) {
-		uint64_t cap = s->cap_paths ? s->cap_paths * 2 : 65536;
-		char *p = realloc(ix->paths, cap);
-		if (!p)
-			return -ENOMEM;
-		ix->paths = p;
-		s->cap_paths = cap;
-	}
+	uint64_t at;
+	int err = image_index_add_path(ix, &s->cap_paths, path, &at);
+	if (err < 0)
+		return err;
 	ix->entries[ix->n++] = (struct arena_image){
-		.path_offset = ix->paths_bytes, .file_bytes = file_bytes, .label = label,
+		.path_offset = at, .file_bytes = file_bytes, .label = label,
 	};
-	memcpy(ix->paths + ix->paths_bytes, path, len);
-	ix->paths_bytes += len;
 	return 0;
 }
 
@@ -286,6 +297,7 @@ close_root:
 void image_index_free(struct image_index *ix)
 {
 	free(ix->entries);
+	free(ix->shards);
 	free(ix->paths);
 	memset(ix, 0, sizeof(*ix));
 }

@@ -24,13 +24,17 @@
 
 #include "shm/layout.h"
 
+/* The sample list of an image source (imagefolder here, tar in
+ * daemon/tarshard.h), as it is copied into the arena. */
 struct image_index {
 	struct arena_image *entries; /* n of them, in sample order */
 	uint64_t n;
-	char *paths;                 /* NUL-terminated paths relative to ROOT */
+	struct arena_shard *shards;  /* tar: n_shards of them; imagefolder: none */
+	uint32_t n_shards;
+	char *paths;                 /* NUL-terminated names the entries and shards point to */
 	uint64_t paths_bytes;
-	uint32_t n_classes;
-	uint64_t other_images;       /* files ImageFolder would take that are not JPEGs */
+	uint32_t n_classes;          /* imagefolder: class directories; tar: distinct labels */
+	uint64_t other_images;       /* images that are not JPEGs, left out */
 };
 
 /* Scans root. 0, or -errno with err naming the directory and the reason
@@ -38,5 +42,10 @@ struct image_index {
  * too many files). */
 int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap);
 void image_index_free(struct image_index *ix);
+
+/* Appends a name to ix->paths (capacity *cap, grown as needed); its offset
+ * goes to *offset. 0 or -ENOMEM. */
+int image_index_add_path(struct image_index *ix, uint64_t *cap, const char *name,
+			 uint64_t *offset);
 
 #endif

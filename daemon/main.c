@@ -329,6 +329,27 @@ static uint64_t align_arena(uint64_t v)
 	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
 }
 
+/* The start-up lines of an image pipeline's sample list. */
+static void log_image_index(const struct source *src)
+{
+	const struct image_index *ix = &src->index;
+	const char *name = src->cfg->name, *path = src->cfg->path;
+	if (src->cfg->kind == SOURCE_TAR) {
+		if (ix->other_images)
+			log_warning("pipeline \"%s\": %s: %" PRIu64 " samples whose image is not a JPEG "
+				    "(.png, .webp, ...) are left out", name, path, ix->other_images);
+		log_info("pipeline \"%s\": %" PRIu64 " images with %u distinct labels in %u tar "
+			 "shards (%s)", name, ix->n, ix->n_classes, ix->n_shards, path);
+		return;
+	}
+	if (ix->other_images)
+		log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG (.png, "
+			    ".bmp, ...) are left out; torchvision's ImageFolder would count them, so its "
+			    "sample numbers differ", name, path, ix->other_images);
+	log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s", name, ix->n,
+		 ix->n_classes, path);
+}
+
 /* Sizes the arena for the largest batch and the image file lists, and fills
  * in the pipeline table and the lists. */
 static int create_arena(struct daemon *d)
@@ -344,6 +365,7 @@ static int create_arena(struct daemon *d)
 		const struct image_index *ix = &d->sources[i].index;
 		index_at[i] = indexes_bytes;
 		indexes_bytes += align_arena(ix->n * sizeof(struct arena_image)) +
+				 align_arena(ix->n_shards * sizeof(struct arena_shard)) +
 				 align_arena(ix->paths_bytes);
 	}
 	struct arena_plan plan = {
@@ -370,19 +392,18 @@ static int create_arena(struct daemon *d)
 		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
 			struct arena_image_params *ip = &src->desc.image;
 			ip->index_offset = arena_indexes_offset(&d->arena) + index_at[i];
-			ip->paths_offset = ip->index_offset +
-					   align_arena(src->index.n * sizeof(struct arena_image));
-			ip->paths_bytes = src->index.paths_bytes;
-			memcpy(d->arena.base + ip->index_offset, src->index.entries,
-			       src->index.n * sizeof(struct arena_image));
-			memcpy(d->arena.base + ip->paths_offset, src->index.paths, ip->paths_bytes);
-			if (src->index.other_images)
-				log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG "
-					    "(.png, .bmp, ...) are left out; torchvision's ImageFolder would "
-					    "count them, so its sample numbers differ", src->cfg->name,
-					    src->cfg->path, src->index.other_images);
-			log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s",
-				 src->cfg->name, src->index.n, src->index.n_classes, src->cfg->path);
+			const struct image_index *ix = &src->index;
+			ip->shards_offset = ip->index_offset + align_arena(ix->n * sizeof(struct arena_image));
+			ip->paths_offset = ip->shards_offset +
+					   align_arena(ix->n_shards * sizeof(struct arena_shard));
+			ip->paths_bytes = ix->paths_bytes;
+			memcpy(d->arena.base + ip->index_offset, ix->entries,
+			       ix->n * sizeof(struct arena_image));
+			if (ix->n_shards)
+				memcpy(d->arena.base + ip->shards_offset, ix->shards,
+				       ix->n_shards * sizeof(struct arena_shard));
+			memcpy(d->arena.base + ip->paths_offset, ix->paths, ip->paths_bytes);
+			log_image_index(src);
 			source_close(src); /* the arena holds the list from here on */
 		}
 		*arena_pipeline(&d->arena, (uint32_t)i) = src->desc;

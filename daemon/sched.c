@@ -382,15 +382,30 @@ void sched_pump(struct sched *s)
 	}
 }
 
-/* An image pipeline's file of sample index, relative to its root. */
-static const char *image_path(const struct sched *s, uint32_t pipeline, uint64_t index)
+/* Where an image pipeline's sample index lives, for messages: the file
+ * (ROOT/CLASS/NAME.jpg), or the tar shard, member and its data offset. */
+static const char *image_where(const struct sched *s, uint32_t pipeline, uint64_t index,
+			       char *buf, size_t cap)
 {
-	const struct arena_image_params *ip = &arena_pipeline(s->arena, pipeline)->image;
+	const struct arena_pipeline *p = arena_pipeline(s->arena, pipeline);
+	const struct arena_image_params *ip = &p->image;
+	const char *paths = (const char *)s->arena->base + ip->paths_offset;
 	const struct arena_image *e = arena_range(s->arena, ip->index_offset +
 						  index * sizeof(struct arena_image), sizeof(*e));
-	if (!e || e->path_offset >= ip->paths_bytes)
-		return "?";
-	return (const char *)s->arena->base + ip->paths_offset + e->path_offset;
+	if (!e || e->path_offset >= ip->paths_bytes) {
+		snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
+		return buf;
+	}
+	if (ip->n_shards == 0) {
+		snprintf(buf, cap, "%.1000s/%.1000s", p->path, paths + e->path_offset);
+		return buf;
+	}
+	const struct arena_shard *sh = arena_range(s->arena, ip->shards_offset +
+						   (uint64_t)e->shard * sizeof(*sh), sizeof(*sh));
+	snprintf(buf, cap, "%.1000s: member %.1000s (data at offset %" PRIu64 ")",
+		 sh && sh->path_offset < ip->paths_bytes ? paths + sh->path_offset : p->path,
+		 paths + e->path_offset, e->data_offset);
+	return buf;
 }
 
 static const char *image_why(int status)
@@ -421,8 +436,9 @@ static void note_bad_image(struct sched *s, uint32_t pipeline, uint64_t index, i
 	if (*seen & (1u << (index % 8)))
 		return;
 	*seen |= (uint8_t)(1u << (index % 8));
-	log_warning("pipeline \"%s\": %s/%s: %s%s", src->cfg->name, src->cfg->path,
-		    image_path(s, pipeline, index), image_why(status),
+	char where[2200];
+	log_warning("pipeline \"%s\": %s: %s%s", src->cfg->name,
+		    image_where(s, pipeline, index, where, sizeof(where)), image_why(status),
 		    substituted ? "; replaced by another sample (on_error = substitute)" : "");
 }
 
@@ -434,10 +450,11 @@ static void fail_batch(struct sched *s, struct slot *sl)
 	const struct source *src = &s->sources[c->pipeline];
 	uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + sl->bad_row);
 	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
-		char text[PROTO_ERROR_TEXT_MAX];
-		snprintf(text, sizeof(text), "pipeline \"%s\": %.300s/%.300s: sample %" PRIu64 ": %s "
-			 "(on_error = fail)", src->cfg->name, src->cfg->path,
-			 image_path(s, c->pipeline, index), index, image_why(sl->error));
+		char text[PROTO_ERROR_TEXT_MAX], where[2200];
+		snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 ": %s "
+			 "(on_error = fail)", src->cfg->name,
+			 image_where(s, c->pipeline, index, where, sizeof(where)), index,
+			 image_why(sl->error));
 		log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
 		s->read_errors++;
 		c->failed = true;
@@ -827,8 +844,7 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		const struct source *src = &s->sources[i];
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
 			      "drop_last %d\n", src->cfg->name,
-			      src->cfg->kind == SOURCE_RAW ? "raw" : src->cfg->kind == SOURCE_TOKENS ?
-			      "tokens" : "imagefolder", src->cfg->path,
+			      config_source_name(src->cfg->kind), src->cfg->path,
 			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
 	}
 	status_printf(t, "clients: %u\n", s->n_clients);

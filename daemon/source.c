@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/tarshard.h"
 #include "image/transform.h"
 
 /* Work items aim at about this many bytes, so that every worker has a share
@@ -61,17 +63,18 @@ static const uint32_t image_dtypes[] = {
 	[IMAGE_FLOAT32] = PROTO_DTYPE_FLOAT32,
 };
 
-/* imagefolder: the sample list, tensors "image" and "label", and what the
+/* imagefolder and tar: the sample list, tensors "image" and "label", and what the
  * workers need. The index's place in the arena is filled in by the caller
  * that copies it there. */
 static int open_images(const struct pipeline_cfg *cfg, struct source *out, char *err,
 		       size_t err_cap)
 {
-	char reason[512];
+	char reason[1024];
 	struct tf_chain chain;
 	if (tf_parse(cfg->transform, &chain, reason, sizeof(reason)) < 0)
 		return fail(err, err_cap, cfg, -EINVAL, reason);
-	int rc = imagefolder_scan(cfg->path, &out->index, reason, sizeof(reason));
+	int rc = cfg->kind == SOURCE_TAR ? tar_scan(cfg->path, &out->index, reason, sizeof(reason)) :
+		 imagefolder_scan(cfg->path, &out->index, reason, sizeof(reason));
 	if (rc < 0)
 		return fail(err, err_cap, cfg, rc, reason);
 	out->n_samples = out->index.n;
@@ -90,6 +93,7 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	ip->layout = cfg->layout;
 	ip->dtype = image_dtypes[cfg->dtype];
 	ip->on_error = cfg->on_error;
+	ip->n_shards = out->index.n_shards;
 	for (int c = 0; c < 3; c++) {
 		ip->mean[c] = (float)cfg->mean[c];
 		ip->std[c] = (float)cfg->std[c];
@@ -161,7 +165,8 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 	char reason[160];
 	memset(out, 0, sizeof(*out));
 	out->cfg = cfg;
-	int rc = cfg->kind == SOURCE_IMAGEFOLDER ? open_images(cfg, out, err, err_cap) :
+	bool images = cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR;
+	int rc = images ? open_images(cfg, out, err, err_cap) :
 		 open_data_file(cfg, out, err, err_cap);
 	if (rc < 0)
 		goto close_source;
@@ -177,7 +182,7 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 	for (uint32_t t = 0; t < out->n_tensors; t++)
 		sample_bytes += out->row_bytes[t];
 	out->chunk = cfg->chunk;
-	if (out->chunk == 0 && cfg->kind == SOURCE_IMAGEFOLDER)
+	if (out->chunk == 0 && images)
 		out->chunk = SOURCE_IMAGE_CHUNK;
 	if (out->chunk == 0) {
 		uint64_t c = SOURCE_ITEM_TARGET_BYTES / (sample_bytes ? sample_bytes : 1);

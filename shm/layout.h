@@ -8,7 +8,8 @@
  *
  *   [arena_header][arena_pipeline x n_pipelines]
  *   [worker 0: cmd ring][worker 0: done ring] ... [worker W-1 ...]
- *   [indexes: each image pipeline's arena_image entries and paths]
+ *   [indexes: each image pipeline's arena_image entries, arena_shard table
+ *    (tar sources) and paths]
  *   [staging slot 0] ... [staging slot S-1]
  *
  * All multi-byte fields are native-endian: the arena never leaves the host.
@@ -23,7 +24,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 2
+#define ARENA_VERSION 3
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -35,7 +36,7 @@
 enum arena_source_kind {
 	ARENA_SOURCE_RAW = 1,    /* fixed-size records */
 	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens */
-	ARENA_SOURCE_IMAGES = 3, /* one JPEG file per sample (imagefolder) */
+	ARENA_SOURCE_IMAGES = 3, /* one JPEG per sample: a file (imagefolder) or a tar member */
 };
 
 #define ARENA_TRANSFORM_MAX 512
@@ -43,14 +44,27 @@ enum arena_source_kind {
 
 /* One sample of an image pipeline, in the pipeline's index. */
 struct arena_image {
-	uint64_t path_offset; /* of its NUL-terminated path (relative to the root) in the paths */
-	uint64_t file_bytes;  /* size at start */
+	uint64_t path_offset; /* of its NUL-terminated name in the paths: imagefolder, the
+			       * file's path relative to the root; tar, the member's name */
+	uint64_t file_bytes;  /* bytes of the JPEG (the file's size at start, or the member's) */
 	int64_t label;
+	uint64_t data_offset; /* tar: the member's data offset in its shard; imagefolder: 0 */
+	uint32_t shard;       /* tar: index into the shard table; imagefolder: 0 */
+	uint32_t reserved;
+};
+
+/* One tar shard of an image pipeline: its samples are the contiguous range
+ * [first_sample, first_sample + n_samples) of the index. */
+struct arena_shard {
+	uint64_t path_offset; /* of its NUL-terminated absolute path in the paths */
+	uint64_t first_sample;
+	uint64_t n_samples;
 };
 
 /* What a worker needs for an image pipeline (ARENA_SOURCE_IMAGES). */
 struct arena_image_params {
 	uint64_t index_offset;  /* arena offset of n_samples struct arena_image */
+	uint64_t shards_offset; /* tar: arena offset of n_shards struct arena_shard */
 	uint64_t paths_offset;  /* arena offset of the paths */
 	uint64_t paths_bytes;
 	uint64_t seed;          /* per-sample randomness: (seed, epoch, sample index) */
@@ -59,7 +73,7 @@ struct arena_image_params {
 	uint32_t layout;        /* 0 NCHW, 1 NHWC */
 	uint32_t dtype;         /* enum proto_dtype: UINT8, FLOAT16 or FLOAT32 */
 	uint32_t on_error;      /* 0 substitute, 1 fail */
-	uint32_t reserved;
+	uint32_t n_shards;      /* tar: shards (>= 1); imagefolder: 0 (files under the root) */
 	float mean[3], std[3];  /* float output: (x / 255 - mean) / std */
 	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
 };
@@ -78,7 +92,7 @@ struct arena_pipeline {
 	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
 	struct arena_image_params image;
 	char name[64];
-	char path[ARENA_PATH_MAX]; /* data file, or the root directory of an image pipeline */
+	char path[ARENA_PATH_MAX]; /* data file; imagefolder: the root; tar: the shard pattern */
 };
 
 struct arena_header {
@@ -143,8 +157,9 @@ struct ring_header {
 	uint8_t pad1[60];
 };
 
-_Static_assert(sizeof(struct arena_image) == 24, "arena_image layout");
-_Static_assert(sizeof(struct arena_image_params) == 64 + 24 + ARENA_TRANSFORM_MAX,
+_Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
+_Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
+_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
 	       64 + ARENA_PATH_MAX, "arena_pipeline layout");

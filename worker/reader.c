@@ -16,77 +16,18 @@
 #include <unistd.h>
 
 #include "common/log.h"
-#include "worker/image_sample.h"
+#include "worker/reader_impl.h"
 
 #define READER_URING_DEPTH 256
 #define READER_ITEMS RING_ENTRIES
 #define READER_READS_MAX (READER_ITEMS * WORK_CHUNK_MAX)
 #define READER_RETRIES_MAX 64      /* -EAGAIN/-EINTR/-ECANCELED in a row on one read */
 #define READER_READ_MAX (1u << 30) /* bytes per read call; a longer sample takes several */
-#define READER_IMAGE_ATTEMPTS 8    /* on_error = substitute: replacements tried per bad image */
 
 /* user_data of the command eventfd's requests; a sample read carries a
  * pointer, which is never this small. */
 #define TAG_CMD_READ 1u
 #define TAG_CMD_POLL 2u
-
-/* A pipeline table entry, checked once and copied: the worker acts only on
- * fields it has validated, and the table is read-only after start. */
-struct reader_pipeline {
-	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
-	int fd;    /* data file (images: the root directory), -1 until first used */
-	uint32_t kind; /* enum arena_source_kind */
-	/* images: the sample list in the arena, the label tensor, the decoder */
-	const struct arena_image *index;
-	const char *paths;
-	uint64_t paths_bytes;
-	uint64_t label_offset;
-	struct image_sampler *img;
-	uint32_t in_elem_bytes;
-	uint32_t out_elem_bytes;
-	uint64_t n_samples;
-	uint64_t file_bytes;
-	uint64_t read_bytes;
-	uint64_t stride;
-	uint64_t tensor_offset;
-	uint64_t row_bytes;
-	uint64_t out_row_bytes; /* bytes a row takes once widened */
-};
-
-struct reader_item;
-
-/* One sample: len bytes from fd at offset into buf (images: the whole
- * file, decoded into dst once read) or straight into dst. */
-struct reader_read {
-	struct reader_item *item;
-	uint8_t *dst;
-	uint8_t *buf;     /* images: the file's bytes (owned), else NULL */
-	int fd;           /* images: the sample's file (owned), else the pipeline's */
-	uint64_t len;
-	uint64_t offset;
-	uint64_t done_bytes;
-	uint64_t sample;  /* images: the sample being read (a replacement after a bad one) */
-	uint64_t asked;   /* images: the sample the command named */
-	uint8_t *label;   /* images: the row's int64 label */
-	uint32_t attempt; /* images: replacements tried */
-	uint32_t row;
-	uint32_t retries;
-};
-
-struct reader_item {
-	uint64_t item_id;
-	struct reader_pipeline *pipe;
-	uint32_t count;   /* reads planned */
-	uint32_t pending; /* reads queued or in flight (io_uring mode) */
-	int32_t status;   /* 0 or -errno of the lowest failing row */
-	uint32_t bad_row;
-	uint64_t detail;
-	uint32_t n_bad;      /* images replaced */
-	int32_t bad_status;  /* first bad image: its -errno and sample */
-	uint64_t bad_index;
-	uint64_t epoch;
-	struct reader_read reads[WORK_CHUNK_MAX];
-};
 
 struct reader {
 	struct arena *arena;
@@ -123,51 +64,11 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
-/* An image pipeline: its sample list inside the arena, its two tensors
- * inside a slot, a transform the worker can run. */
-static int image_pipeline_check(const struct reader *r, const struct arena_pipeline *p,
-				struct reader_pipeline *out)
-{
-	const struct arena_image_params *ip = &p->image;
-	uint64_t index_bytes, row_bytes = 0;
-	if (p->n_tensors != 2 || p->n_samples == 0 ||
-	    __builtin_mul_overflow(p->n_samples, sizeof(struct arena_image), &index_bytes) ||
-	    !arena_range(r->arena, ip->index_offset, index_bytes) || ip->paths_bytes == 0 ||
-	    !arena_range(r->arena, ip->paths_offset, ip->paths_bytes) ||
-	    r->arena->base[ip->paths_offset + ip->paths_bytes - 1] != '\0' ||
-	    p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
-		return -EINVAL;
-	struct image_sampler *img = calloc(1, sizeof(*img));
-	if (!img)
-		return -ENOMEM;
-	int err = image_sampler_init(img, ip, &row_bytes);
-	if (err == 0 && (p->tensor_row_bytes[0] != row_bytes || p->tensor_row_bytes[1] != 8 ||
-			 p->tensor_offset[0] > r->slot_bytes || p->tensor_offset[1] > r->slot_bytes ||
-			 row_bytes > r->slot_bytes || p->tensor_offset[1] % 8 != 0))
-		err = -EINVAL;
-	if (err < 0) {
-		image_sampler_free(img);
-		free(img);
-		return err;
-	}
-	out->kind = ARENA_SOURCE_IMAGES;
-	out->n_samples = p->n_samples;
-	out->index = (const struct arena_image *)(r->arena->base + ip->index_offset);
-	out->paths = (const char *)r->arena->base + ip->paths_offset;
-	out->paths_bytes = ip->paths_bytes;
-	out->tensor_offset = p->tensor_offset[0];
-	out->row_bytes = row_bytes;
-	out->out_row_bytes = row_bytes;
-	out->label_offset = p->tensor_offset[1];
-	out->img = img;
-	return 0;
-}
-
 static int pipeline_check(const struct reader *r, const struct arena_pipeline *p,
 			  struct reader_pipeline *out)
 {
 	if (p->kind == ARENA_SOURCE_IMAGES)
-		return image_pipeline_check(r, p, out);
+		return image_pipeline_check(r->arena, r->slot_bytes, p, out);
 	uint32_t in = p->in_elem_bytes;
 	uint32_t elem_out = p->out_elem_bytes;
 	if (p->kind == ARENA_SOURCE_RAW) {
@@ -215,7 +116,7 @@ static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline
 		rp->state = pipeline_check(r, p, rp) == 0 ? 1 : -EINVAL;
 	if (rp->state < 0)
 		return rp->state;
-	if (rp->fd < 0) {
+	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */
 		int fd = open(p->path, O_RDONLY | O_CLOEXEC |
 			      (rp->kind == ARENA_SOURCE_IMAGES ? O_DIRECTORY : 0));
 		if (fd < 0)
@@ -237,37 +138,12 @@ static bool slot_valid(const struct reader *r, uint64_t slot_offset)
 	return rel % r->slot_bytes == 0 && rel / r->slot_bytes < r->n_slots;
 }
 
-/* An image row: the image and label rows inside the slot; the file is
- * opened when the item starts (image_arm). */
-static int image_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
-		      uint32_t k, struct reader_read *rd)
-{
-	const struct reader_pipeline *p = it->pipe;
-	uint64_t sample = cmd->sample_index[k];
-	uint64_t row = (uint64_t)cmd->first_row + k;
-	uint64_t start, end, label_start;
-	if (sample >= p->n_samples || __builtin_mul_overflow(row, p->row_bytes, &start) ||
-	    __builtin_add_overflow(start, p->tensor_offset, &start) ||
-	    __builtin_add_overflow(start, p->row_bytes, &end) || end > r->slot_bytes ||
-	    __builtin_mul_overflow(row, 8, &label_start) ||
-	    __builtin_add_overflow(label_start, p->label_offset, &label_start) ||
-	    label_start + 8 > r->slot_bytes)
-		return -EINVAL;
-	uint8_t *dst = arena_range(r->arena, cmd->slot_offset + start, p->row_bytes);
-	uint8_t *label = arena_range(r->arena, cmd->slot_offset + label_start, 8);
-	if (dst == NULL || label == NULL)
-		return -EINVAL;
-	*rd = (struct reader_read){.item = it, .dst = dst, .label = label, .fd = -1,
-				   .sample = sample, .asked = sample, .row = (uint32_t)row};
-	return 0;
-}
-
 static int read_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
 		     uint32_t k, struct reader_read *rd)
 {
 	const struct reader_pipeline *p = it->pipe;
 	if (p->kind == ARENA_SOURCE_IMAGES)
-		return image_plan(r, it, cmd, k, rd);
+		return image_plan(r->arena, r->slot_bytes, it, cmd, k, rd);
 	uint64_t sample = cmd->sample_index[k];
 	uint64_t row = (uint64_t)cmd->first_row + k;
 	uint64_t offset, file_end, row_start, row_end;
@@ -287,10 +163,10 @@ static int read_plan(const struct reader *r, struct reader_item *it, const struc
 	return 0;
 }
 
-/* Keeps the failure of the lowest row. Every read of a failed item still
- * runs to its end, so which row is named does not depend on the order in
- * which reads complete, nor on io_uring versus pread. */
-static void item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail)
+/* Every read of a failed item still runs to its end, so which row is
+ * named does not depend on the order in which reads complete, nor on
+ * io_uring versus pread. */
+void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail)
 {
 	if (it->status != 0 && it->bad_row <= row)
 		return;
@@ -306,18 +182,18 @@ static void item_plan(struct reader *r, struct reader_item *it, const struct wor
 	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch};
 	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
 	    !slot_valid(r, cmd->slot_offset)) {
-		item_fail(it, cmd->first_row, -EINVAL, 0);
+		reader_item_fail(it, cmd->first_row, -EINVAL, 0);
 		return;
 	}
 	int err = pipeline_get(r, cmd->pipeline, &it->pipe);
 	if (err < 0) {
-		item_fail(it, cmd->first_row, err, 0);
+		reader_item_fail(it, cmd->first_row, err, 0);
 		return;
 	}
 	for (uint32_t k = 0; k < cmd->count; k++) {
 		err = read_plan(r, it, cmd, k, &it->reads[k]);
 		if (err < 0) {
-			item_fail(it, cmd->first_row + k, err, 0);
+			reader_item_fail(it, cmd->first_row + k, err, 0);
 			return;
 		}
 	}
@@ -351,89 +227,6 @@ static void widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
 	}
 }
 
-/* ---- image rows: open, read whole, decode; a bad image is replaced
- * (on_error = substitute) or fails the item ---- */
-
-static void image_release(struct reader_read *rd)
-{
-	if (rd->fd >= 0 && rd->item->pipe->kind == ARENA_SOURCE_IMAGES) {
-		close(rd->fd);
-		rd->fd = -1;
-	}
-	free(rd->buf);
-	rd->buf = NULL;
-}
-
-/* Opens rd->sample's file and sizes its buffer: 0, or the -errno that
- * makes this sample bad. */
-static int image_arm(struct reader_read *rd)
-{
-	const struct reader_pipeline *p = rd->item->pipe;
-	const struct arena_image *e = &p->index[rd->sample];
-	image_release(rd);
-	rd->len = rd->done_bytes = rd->offset = 0;
-	rd->retries = 0;
-	if (e->path_offset >= p->paths_bytes)
-		return -EINVAL;
-	if (e->file_bytes == 0)
-		return -ENODATA;
-	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
-		return -EFBIG;
-	int fd = openat(p->fd, p->paths + e->path_offset, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	rd->buf = malloc(e->file_bytes);
-	if (!rd->buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	rd->fd = fd;
-	rd->len = e->file_bytes;
-	return 0;
-}
-
-/* rd's sample is bad (status): with on_error = substitute and attempts
- * left, rd moves to a replacement, armed (true: read it); else the item
- * fails on this row (false). */
-static bool image_retry(struct reader_read *rd, int status)
-{
-	struct reader_item *it = rd->item;
-	const struct reader_pipeline *p = it->pipe;
-	for (;;) {
-		if (it->bad_status == 0) {
-			it->bad_status = status;
-			it->bad_index = rd->sample;
-		}
-		image_release(rd);
-		if (p->img->params.on_error != 0 || rd->attempt >= READER_IMAGE_ATTEMPTS ||
-		    status == -ENOMEM || p->n_samples < 2) {
-			rd->len = 0;
-			item_fail(it, rd->row, status, 0);
-			return false;
-		}
-		it->n_bad++;
-		rd->attempt++;
-		rd->sample = image_substitute(p->img, it->epoch, rd->asked, rd->attempt, p->n_samples);
-		status = image_arm(rd);
-		if (status == 0)
-			return true;
-	}
-}
-
-/* The whole file is in: decode it into the row. True when a replacement
- * must be read. */
-static bool image_finish(struct reader_read *rd)
-{
-	const struct reader_pipeline *p = rd->item->pipe;
-	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
-	if (status < 0)
-		return image_retry(rd, status);
-	int64_t label = p->index[rd->sample].label;
-	memcpy(rd->label, &label, sizeof(label));
-	image_release(rd);
-	return false;
-}
-
 /* Applies the result of one read call (bytes, or -errno) to rd. Returns
  * true when rd needs another call (short read, transient error, an image
  * replaced by another). */
@@ -458,7 +251,7 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 		/* The file shrank after start. */
 		if (image)
 			return image_retry(rd, -ENODATA);
-		item_fail(it, rd->row, -ENODATA, rd->done_bytes);
+		reader_item_fail(it, rd->row, -ENODATA, rd->done_bytes);
 		return false;
 	}
 	if ((res == -EAGAIN || res == -EINTR || res == -ECANCELED) &&
@@ -466,7 +259,7 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 		return true;
 	if (image)
 		return image_retry(rd, (int)res);
-	item_fail(it, rd->row, (int)res, 0);
+	reader_item_fail(it, rd->row, (int)res, 0);
 	return false;
 }
 
@@ -476,8 +269,7 @@ static bool read_arm(struct reader_read *rd)
 {
 	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES)
 		return true;
-	int status = image_arm(rd);
-	return status == 0 || image_retry(rd, status);
+	return image_start(rd);
 }
 
 static size_t read_len(const struct reader_read *rd)
@@ -775,10 +567,7 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 	for (uint32_t i = 0; i < ARENA_PIPELINES_MAX; i++) {
 		if (r->pipes[i].fd >= 0)
 			close(r->pipes[i].fd);
-		if (r->pipes[i].img) {
-			image_sampler_free(r->pipes[i].img);
-			free(r->pipes[i].img);
-		}
+		image_pipeline_free(&r->pipes[i]);
 	}
 	free(r);
 	return err;

@@ -235,7 +235,7 @@ static void test_direct(void **state)
 		     "[pipeline.r] direct: \"sometimes\" is not a boolean");
 }
 
-/* imagefolder: its keys, defaults and cross-checks; the transform text is
+/* imagefolder and tar: their keys, defaults and cross-checks; the transform text is
  * checked by image/transform.h and its message kept. */
 static void test_images(void **state)
 {
@@ -276,6 +276,20 @@ static void test_images(void **state)
 	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
 		     "transform = center_crop(8)\n", 5,
 		     "[pipeline.r] transform does not apply to a raw source");
+	/* tar: the same keys; the pattern's braces checked on its line */
+	assert_int_equal(load_text("[pipeline.t]\nsource = tar:/s/train-{000..127}.tar\n"
+				   "batch_size = 8\ntransform = center_crop(8)\non_error = fail\n"), 0);
+	pl = &cfg->pipelines[0];
+	assert_int_equal(pl->kind, SOURCE_TAR);
+	assert_string_equal(pl->path, "/s/train-{000..127}.tar");
+	assert_int_equal(pl->on_error, ON_ERROR_FAIL);
+	expect_error("[pipeline.t]\nbatch_size = 8\nsource = tar:/s/train-{000..127.tar\n", 3,
+		     "[pipeline.t] source: \"tar:/s/train-{000..127.tar\": a '{' without its '}'");
+	expect_error("[pipeline.t]\nsource = tar:/s/{a,,b}.tar\n", 2,
+		     "a brace list has an empty item: \"{a,,b}\"");
+	expect_error("[pipeline.t]\nsource = tar:/s/a.tar\nbatch_size = 8\n"
+		     "transform = center_crop(8)\nrecord_bytes = 4\n", 5,
+		     "[pipeline.t] record_bytes does not apply to a tar source");
 }
 
 /* A default default_depth yields to a smaller max_depth; an explicit one
@@ -392,11 +406,11 @@ static const struct error_case {
 	{"[pipeline.a]\ntoken_dtype = int32\n", 2, "token_dtype: \"int32\" is not one of uint16|uint32"},
 	{"[pipeline.a]\ntoken_output = float32\n", 2,
 	 "token_output: \"float32\" is not one of uint16|uint32|int32|int64"},
-	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
-	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
+	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT or tar:PATTERN"},
+	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT or tar:PATTERN"},
 	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
 	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
-	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH or imagefolder:ROOT"},
+	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT or tar:PATTERN"},
 	/* Only the first error is reported, whatever its kind. */
 	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
 	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},

@@ -1,0 +1,242 @@
+/*
+ * image_rows: a worker's image rows (reader_impl.h). Each row's JPEG is
+ * read whole (a file under an imagefolder's root, or a member of a tar
+ * shard at its offset), decoded into the slot and labelled; a bad image is
+ * replaced (on_error = substitute) by a deterministic other sample of the
+ * same shard (imagefolder: of the whole list), or fails the item.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "worker/reader_impl.h"
+
+#define IMAGE_ATTEMPTS 8 /* on_error = substitute: replacements tried per bad image */
+
+/* The tar shard table inside the arena: every shard's path a string of
+ * the paths, its samples a range of the index. */
+static int shards_check(struct arena *arena, const struct arena_pipeline *p,
+			struct reader_pipeline *out)
+{
+	const struct arena_image_params *ip = &p->image;
+	const struct arena_shard *sh = arena_range(arena, ip->shards_offset,
+						   (uint64_t)ip->n_shards * sizeof(*sh));
+	if (!sh)
+		return -EINVAL;
+	for (uint32_t i = 0; i < ip->n_shards; i++)
+		if (sh[i].path_offset >= ip->paths_bytes || sh[i].first_sample > p->n_samples ||
+		    sh[i].n_samples > p->n_samples - sh[i].first_sample)
+			return -EINVAL;
+	out->shard_fds = malloc((size_t)ip->n_shards * sizeof(int));
+	if (!out->shard_fds)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < ip->n_shards; i++)
+		out->shard_fds[i] = -1;
+	out->shards = sh;
+	out->n_shards = ip->n_shards;
+	return 0;
+}
+
+int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
+			 struct reader_pipeline *out)
+{
+	const struct arena_image_params *ip = &p->image;
+	uint64_t index_bytes, row_bytes = 0;
+	if (p->n_tensors != 2 || p->n_samples == 0 ||
+	    __builtin_mul_overflow(p->n_samples, sizeof(struct arena_image), &index_bytes) ||
+	    !arena_range(arena, ip->index_offset, index_bytes) || ip->paths_bytes == 0 ||
+	    !arena_range(arena, ip->paths_offset, ip->paths_bytes) ||
+	    arena->base[ip->paths_offset + ip->paths_bytes - 1] != '\0' ||
+	    p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
+		return -EINVAL;
+	struct image_sampler *img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	int err = image_sampler_init(img, ip, &row_bytes);
+	if (err == 0 && (p->tensor_row_bytes[0] != row_bytes || p->tensor_row_bytes[1] != 8 ||
+			 p->tensor_offset[0] > slot_bytes || p->tensor_offset[1] > slot_bytes ||
+			 row_bytes > slot_bytes || p->tensor_offset[1] % 8 != 0))
+		err = -EINVAL;
+	if (err == 0 && ip->n_shards > 0)
+		err = shards_check(arena, p, out);
+	if (err < 0) {
+		image_sampler_free(img);
+		free(img);
+		return err;
+	}
+	out->kind = ARENA_SOURCE_IMAGES;
+	out->n_samples = p->n_samples;
+	out->index = (const struct arena_image *)(arena->base + ip->index_offset);
+	out->paths = (const char *)arena->base + ip->paths_offset;
+	out->paths_bytes = ip->paths_bytes;
+	out->tensor_offset = p->tensor_offset[0];
+	out->row_bytes = row_bytes;
+	out->out_row_bytes = row_bytes;
+	out->label_offset = p->tensor_offset[1];
+	out->img = img;
+	return 0;
+}
+
+void image_pipeline_free(struct reader_pipeline *p)
+{
+	for (uint32_t i = 0; p->shard_fds && i < p->n_shards; i++)
+		if (p->shard_fds[i] >= 0)
+			close(p->shard_fds[i]);
+	free(p->shard_fds);
+	p->shard_fds = NULL;
+	if (p->img) {
+		image_sampler_free(p->img);
+		free(p->img);
+		p->img = NULL;
+	}
+}
+
+int image_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
+	       const struct work_cmd *cmd, uint32_t k, struct reader_read *rd)
+{
+	const struct reader_pipeline *p = it->pipe;
+	uint64_t sample = cmd->sample_index[k];
+	uint64_t row = (uint64_t)cmd->first_row + k;
+	uint64_t start, end, label_start;
+	if (sample >= p->n_samples || __builtin_mul_overflow(row, p->row_bytes, &start) ||
+	    __builtin_add_overflow(start, p->tensor_offset, &start) ||
+	    __builtin_add_overflow(start, p->row_bytes, &end) || end > slot_bytes ||
+	    __builtin_mul_overflow(row, 8, &label_start) ||
+	    __builtin_add_overflow(label_start, p->label_offset, &label_start) ||
+	    label_start + 8 > slot_bytes)
+		return -EINVAL;
+	uint8_t *dst = arena_range(arena, cmd->slot_offset + start, p->row_bytes);
+	uint8_t *label = arena_range(arena, cmd->slot_offset + label_start, 8);
+	if (dst == NULL || label == NULL)
+		return -EINVAL;
+	*rd = (struct reader_read){.item = it, .dst = dst, .label = label, .fd = -1,
+				   .sample = sample, .asked = sample, .row = (uint32_t)row};
+	return 0;
+}
+
+void image_release(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	if (p->kind != ARENA_SOURCE_IMAGES)
+		return;
+	if (rd->fd >= 0 && p->n_shards == 0)
+		close(rd->fd);
+	rd->fd = -1;
+	free(rd->buf);
+	rd->buf = NULL;
+}
+
+/* Shard i's descriptor, opened on first use and kept. When the process is
+ * out of descriptors, the kept ones are closed and the open tried again. */
+static int shard_fd(struct reader_pipeline *p, uint32_t i)
+{
+	if (p->shard_fds[i] >= 0)
+		return p->shard_fds[i];
+	const char *path = p->paths + p->shards[i].path_offset;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+		for (uint32_t k = 0; k < p->n_shards; k++)
+			if (p->shard_fds[k] >= 0) {
+				close(p->shard_fds[k]);
+				p->shard_fds[k] = -1;
+			}
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	}
+	if (fd < 0)
+		return -errno;
+	p->shard_fds[i] = fd;
+	return fd;
+}
+
+/* Opens rd->sample's file (or finds its shard) and sizes its buffer: 0, or
+ * the -errno that makes this sample bad. */
+static int image_arm(struct reader_read *rd)
+{
+	struct reader_pipeline *p = rd->item->pipe;
+	const struct arena_image *e = &p->index[rd->sample];
+	image_release(rd);
+	rd->len = rd->done_bytes = rd->offset = 0;
+	rd->retries = 0;
+	if (e->path_offset >= p->paths_bytes || (p->n_shards > 0 && e->shard >= p->n_shards))
+		return -EINVAL;
+	if (e->file_bytes == 0)
+		return -ENODATA;
+	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
+		return -EFBIG;
+	int fd = p->n_shards > 0 ? shard_fd(p, e->shard) :
+		 openat(p->fd, p->paths + e->path_offset, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return p->n_shards > 0 ? fd : -errno;
+	rd->buf = malloc(e->file_bytes);
+	if (!rd->buf) {
+		if (p->n_shards == 0)
+			close(fd);
+		return -ENOMEM;
+	}
+	rd->fd = fd;
+	rd->len = e->file_bytes;
+	rd->offset = e->data_offset;
+	return 0;
+}
+
+/* The replacement for attempt: another sample of the asked one's shard
+ * (imagefolder: of the whole list; a shard of one sample: the whole list). */
+static uint64_t image_replacement(const struct reader_pipeline *p, uint64_t epoch,
+				  uint64_t asked, uint32_t attempt)
+{
+	uint64_t first = 0, n = p->n_samples;
+	if (p->n_shards > 0) {
+		const struct arena_shard *sh = &p->shards[p->index[asked].shard];
+		if (sh->n_samples >= 2 && asked >= sh->first_sample &&
+		    asked - sh->first_sample < sh->n_samples) {
+			first = sh->first_sample;
+			n = sh->n_samples;
+		}
+	}
+	return first + image_substitute(p->img, epoch, asked - first, attempt, n);
+}
+
+bool image_retry(struct reader_read *rd, int status)
+{
+	struct reader_item *it = rd->item;
+	const struct reader_pipeline *p = it->pipe;
+	for (;;) {
+		if (it->bad_status == 0) {
+			it->bad_status = status;
+			it->bad_index = rd->sample;
+		}
+		image_release(rd);
+		if (p->img->params.on_error != 0 || rd->attempt >= IMAGE_ATTEMPTS ||
+		    status == -ENOMEM || p->n_samples < 2) {
+			rd->len = 0;
+			reader_item_fail(it, rd->row, status, 0);
+			return false;
+		}
+		it->n_bad++;
+		rd->attempt++;
+		rd->sample = image_replacement(p, it->epoch, rd->asked, rd->attempt);
+		status = image_arm(rd);
+		if (status == 0)
+			return true;
+	}
+}
+
+bool image_start(struct reader_read *rd)
+{
+	int status = image_arm(rd);
+	return status == 0 || image_retry(rd, status);
+}
+
+bool image_finish(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
+	if (status < 0)
+		return image_retry(rd, status);
+	int64_t label = p->index[rd->sample].label;
+	memcpy(rd->label, &label, sizeof(label));
+	image_release(rd);
+	return false;
+}

@@ -1,0 +1,110 @@
+/*
+ * reader_impl: what the worker's event loop (reader.c) and its image rows
+ * (image_rows.c) share: the checked pipeline, a work item and its reads.
+ * Not an interface: nothing outside worker/reader*.c and image_rows.c
+ * includes it.
+ */
+#ifndef LDR_WORKER_READER_IMPL_H
+#define LDR_WORKER_READER_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "shm/arena.h"
+#include "shm/layout.h"
+#include "worker/image_sample.h"
+
+/* A pipeline table entry, checked once and copied: the worker acts only on
+ * fields it has validated, and the table is read-only after start. */
+struct reader_pipeline {
+	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
+	int fd;    /* data file (imagefolder: the root directory; tar: unused), -1 until first used */
+	uint32_t kind; /* enum arena_source_kind */
+	/* images: the sample list in the arena, the label tensor, the decoder */
+	const struct arena_image *index;
+	const struct arena_shard *shards; /* tar: n_shards of them */
+	uint32_t n_shards;
+	int *shard_fds;                   /* tar: each shard's descriptor, -1 until used */
+	const char *paths;
+	uint64_t paths_bytes;
+	uint64_t label_offset;
+	struct image_sampler *img;
+	uint32_t in_elem_bytes;
+	uint32_t out_elem_bytes;
+	uint64_t n_samples;
+	uint64_t file_bytes;
+	uint64_t read_bytes;
+	uint64_t stride;
+	uint64_t tensor_offset;
+	uint64_t row_bytes;
+	uint64_t out_row_bytes; /* bytes a row takes once widened */
+};
+
+struct reader_item;
+
+/* One sample: len bytes from fd at offset into buf (images: the whole
+ * file, decoded into dst once read) or straight into dst. */
+struct reader_read {
+	struct reader_item *item;
+	uint8_t *dst;
+	uint8_t *buf;     /* images: the file's bytes (owned), else NULL */
+	int fd;           /* imagefolder: the sample's file (owned); tar: its shard's;
+			   * else the pipeline's */
+	uint64_t len;
+	uint64_t offset;
+	uint64_t done_bytes;
+	uint64_t sample;  /* images: the sample being read (a replacement after a bad one) */
+	uint64_t asked;   /* images: the sample the command named */
+	uint8_t *label;   /* images: the row's int64 label */
+	uint32_t attempt; /* images: replacements tried */
+	uint32_t row;
+	uint32_t retries;
+};
+
+struct reader_item {
+	uint64_t item_id;
+	struct reader_pipeline *pipe;
+	uint32_t count;   /* reads planned */
+	uint32_t pending; /* reads queued or in flight (io_uring mode) */
+	int32_t status;   /* 0 or -errno of the lowest failing row */
+	uint32_t bad_row;
+	uint64_t detail;
+	uint32_t n_bad;      /* images replaced */
+	int32_t bad_status;  /* first bad image: its -errno and sample */
+	uint64_t bad_index;
+	uint64_t epoch;
+	struct reader_read reads[WORK_CHUNK_MAX];
+};
+
+/* Keeps the failure of the lowest row (reader.c). */
+void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail);
+
+/* ---- image rows (image_rows.c) ---- */
+
+/* An image pipeline: its sample list (and tar shards) inside the arena, its
+ * two tensors inside a slot of slot_bytes, a transform the worker can run.
+ * 0 or -EINVAL / -ENOMEM. */
+int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
+			 struct reader_pipeline *out);
+void image_pipeline_free(struct reader_pipeline *p);
+
+/* Row k of cmd: its image and label rows inside the slot. 0 or -EINVAL. */
+int image_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
+	       const struct work_cmd *cmd, uint32_t k, struct reader_read *rd);
+
+/* Starts an image row: its file (or shard) open and buffer ready (true), or
+ * given up on (false: the item has failed on it). */
+bool image_start(struct reader_read *rd);
+
+/* The whole JPEG is in: decoded into the row. True when a replacement must
+ * be read (on_error = substitute). */
+bool image_finish(struct reader_read *rd);
+
+/* rd's sample is bad (status, -errno): true when a replacement is armed and
+ * must be read, false when the item has failed on this row. */
+bool image_retry(struct reader_read *rd, int status);
+
+/* Frees rd's buffer and closes its file (not a shard's). */
+void image_release(struct reader_read *rd);
+
+#endif
