@@ -3,12 +3,15 @@
  *
  *   loaderctl [--socket PATH] status
  *   loaderctl [--socket PATH] consume --pipeline NAME [...]
+ *   loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png
  *
  * `consume` attaches exactly like a training process (host delivery, or
  * device delivery with --device), so it is both a load generator and the
  * reference consumer the tests check delivered bytes with (--dump; on a
- * GPU each batch is copied back to compute the same CRCs). Exit codes: 0 success, 1 an error
- * (message on stderr starting "loaderctl: "), 2 a usage error.
+ * GPU each batch is copied back to compute the same CRCs). `peek` attaches
+ * the same way (host delivery) and writes one batch of an image pipeline
+ * as a PNG contact sheet, rendered by peek.c. Exit codes: 0 success, 1 an
+ * error (message on stderr starting "loaderctl: "), 2 a usage error.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,6 +26,7 @@
 
 #include "common/crc32c.h"
 #include "loaderd.h"
+#include "peek.h"
 
 #define EXIT_USAGE 2
 #define DUMP_BUFFER_BYTES (1u << 20)
@@ -43,6 +47,14 @@ struct consume_opts {
 	uint64_t batches; /* 0: not given */
 	uint64_t step_ms;
 	bool quiet;
+};
+
+struct peek_opts {
+	const char *socket;
+	const char *pipeline;
+	const char *out;
+	uint64_t batch;
+	uint64_t columns; /* 0: the default */
 };
 
 struct consume_stats {
@@ -66,6 +78,7 @@ static const char usage_text[] =
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
+	"       loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png\n"
 	"       loaderctl --help | --version\n"
 	"\n"
 	"  status     print the daemon's status\n"
@@ -73,7 +86,11 @@ static const char usage_text[] =
 	"             (default: one epoch); prints a summary and the resumable position;\n"
 	"             --device N|GPU-UUID receives the batches on that GPU;\n"
 	"             --dump FILE writes a line per row (epoch, batch, sample, CRC-32C);\n"
-	"             --dump-data FILE the rows' bytes, every tensor's in turn, in that order\n";
+	"             --dump-data FILE the rows' bytes, every tensor's in turn, in that order\n"
+	"  peek       write batch N (default 0) of epoch 0 of an image pipeline as a PNG\n"
+	"             contact sheet: a tile per image, its label under it; --columns C\n"
+	"             (default ceil(sqrt(batch)), at most 16); float images are shown with\n"
+	"             each channel stretched from the batch's min..max to 0..255\n";
 
 static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
@@ -148,50 +165,38 @@ out_of_range:
 	return -1;
 }
 
-/* Parses consume's options from argv[first..]; 0, or an exit code. */
-static int parse_consume(int argc, char **argv, int first, struct consume_opts *o)
+/* An option of a command: a flag, a non-empty string or a number in
+ * [min, max], whichever destination is set. */
+struct option_spec {
+	const char *name;
+	bool *flag;
+	const char **string;
+	uint64_t *number;
+	uint64_t min, max;
+};
+
+/* Parses argv[first..] against specs; 0, or an exit code. */
+static int parse_options(int argc, char **argv, int first, const struct option_spec *specs,
+			 size_t n_specs)
 {
-	const struct {
-		const char *name;
-		uint64_t min, max;
-		uint64_t *dst;
-	} numbers[] = {
-		{ "--rank", 0, UINT32_MAX - 1, &o->rank },
-		{ "--world", 1, UINT32_MAX, &o->world },
-		{ "--depth", 0, UINT32_MAX, &o->depth },
-		{ "--epochs", 1, UINT64_MAX, &o->epochs },
-		{ "--batches", 1, UINT64_MAX, &o->batches },
-		{ "--step-ms", 0, 86400000, &o->step_ms },
-	};
-	const struct {
-		const char *name;
-		const char **dst;
-	} strings[] = {
-		{ "--pipeline", &o->pipeline },
-		{ "--resume", &o->resume },
-		{ "--dump", &o->dump },
-		{ "--dump-data", &o->dump_data },
-		{ "--name", &o->name },
-		{ "--device", &o->device },
-	};
 	for (int i = first; i < argc; i++) {
-		const char *value;
 		int r = 0;
-		if (strcmp(argv[i], "--quiet") == 0) {
-			o->quiet = true;
-			continue;
-		}
-		for (size_t k = 0; k < sizeof strings / sizeof strings[0] && r == 0; k++) {
-			r = take_value(argc, argv, &i, strings[k].name, &value);
-			if (r == 1 && value[0] == '\0')
-				return usage_error("option '%s' needs a non-empty value", strings[k].name);
-			if (r == 1)
-				*strings[k].dst = value;
-		}
-		for (size_t k = 0; k < sizeof numbers / sizeof numbers[0] && r == 0; k++) {
-			r = take_value(argc, argv, &i, numbers[k].name, &value);
-			if (r == 1 && parse_number(numbers[k].name, value, numbers[k].min,
-						   numbers[k].max, numbers[k].dst) < 0)
+		for (size_t k = 0; k < n_specs && r == 0; k++) {
+			const struct option_spec *sp = &specs[k];
+			const char *value;
+			if (sp->flag) {
+				r = strcmp(argv[i], sp->name) == 0;
+				if (r)
+					*sp->flag = true;
+				continue;
+			}
+			r = take_value(argc, argv, &i, sp->name, &value);
+			if (r == 1 && sp->string && value[0] == '\0')
+				return usage_error("option '%s' needs a non-empty value", sp->name);
+			if (r == 1 && sp->string)
+				*sp->string = value;
+			if (r == 1 && sp->number &&
+			    parse_number(sp->name, value, sp->min, sp->max, sp->number) < 0)
 				return EXIT_USAGE;
 		}
 		if (r < 0)
@@ -200,6 +205,30 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 			return usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
 					   "unexpected argument '%s'", argv[i]);
 	}
+	return 0;
+}
+
+/* Parses consume's options from argv[first..]; 0, or an exit code. */
+static int parse_consume(int argc, char **argv, int first, struct consume_opts *o)
+{
+	const struct option_spec specs[] = {
+		{ "--quiet", .flag = &o->quiet },
+		{ "--pipeline", .string = &o->pipeline },
+		{ "--resume", .string = &o->resume },
+		{ "--dump", .string = &o->dump },
+		{ "--dump-data", .string = &o->dump_data },
+		{ "--name", .string = &o->name },
+		{ "--device", .string = &o->device },
+		{ "--rank", .number = &o->rank, .max = UINT32_MAX - 1 },
+		{ "--world", .number = &o->world, .min = 1, .max = UINT32_MAX },
+		{ "--depth", .number = &o->depth, .max = UINT32_MAX },
+		{ "--epochs", .number = &o->epochs, .min = 1, .max = UINT64_MAX },
+		{ "--batches", .number = &o->batches, .min = 1, .max = UINT64_MAX },
+		{ "--step-ms", .number = &o->step_ms, .max = 86400000 },
+	};
+	int r = parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
+	if (r != 0)
+		return r;
 	if (!o->pipeline)
 		return usage_error("consume needs --pipeline NAME");
 	if (o->dump_data && !o->dump)
@@ -208,6 +237,23 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 		return usage_error("options '--epochs' and '--batches' exclude each other");
 	if (!o->epochs && !o->batches)
 		o->epochs = 1;
+	return 0;
+}
+
+/* Parses peek's options from argv[first..]; 0, or an exit code. */
+static int parse_peek(int argc, char **argv, int first, struct peek_opts *o)
+{
+	const struct option_spec specs[] = {
+		{ "--pipeline", .string = &o->pipeline },
+		{ "--out", .string = &o->out },
+		{ "--batch", .number = &o->batch, .max = UINT64_MAX },
+		{ "--columns", .number = &o->columns, .min = 1, .max = 4096 },
+	};
+	int r = parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
+	if (r != 0)
+		return r;
+	if (!o->pipeline || !o->out)
+		return usage_error("peek needs --pipeline NAME and --out FILE.png");
 	return 0;
 }
 
@@ -427,6 +473,96 @@ close_dump:
 	return rc;
 }
 
+/* Takes batches 0..o->batch into *b (releasing the others) and finds the
+ * images of the last; each batch is checked, so a pipeline without images
+ * fails at its first. 0, or -1 after printing the reason. */
+static int peek_fetch(struct ldr_client *c, const struct peek_opts *o, struct ldr_batch *b,
+		      struct peek_image *img)
+{
+	uint64_t n = ldr_batches_in_epoch(c, 0);
+	if (o->batch >= n) {
+		fprintf(stderr, "loaderctl: pipeline %s has %" PRIu64 " batches per epoch; there is "
+			"no batch %" PRIu64 "\n", o->pipeline, n, o->batch);
+		return -1;
+	}
+	for (uint64_t k = 0;; k++) {
+		int r;
+		while ((r = ldr_next(c, b, NEXT_WAIT_MS)) == -ETIMEDOUT || r == -EINTR)
+			if (stop_requested)
+				goto stopped;
+		if (r < 0) {
+			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			return -1;
+		}
+		r = peek_find_image(b, img);
+		if (r == -ENOENT || r == -EINVAL) {
+			fprintf(stderr, r == -ENOENT ?
+				"loaderctl: pipeline %s has no image tensor; peek shows image pipelines\n" :
+				"loaderctl: pipeline %s: its image tensor is not [B,3,H,W] or [B,H,W,3] "
+				"of uint8, float16 or float32\n", o->pipeline);
+			return -1;
+		}
+		if (k == o->batch)
+			return 0;
+		if (ldr_release(c, b) < 0) {
+			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			return -1;
+		}
+		if (stop_requested)
+			goto stopped;
+	}
+stopped:
+	fprintf(stderr, "loaderctl: peek interrupted\n");
+	return -1;
+}
+
+static int run_peek(const struct peek_opts *o)
+{
+	struct peek_output out;
+	struct ldr_client *c;
+	struct ldr_batch b;
+	struct peek_image img;
+	struct peek_sheet sheet;
+	char err[512];
+	int rc = 1;
+	/* The signal handlers first: a stop must still remove the temporary file. */
+	if (install_stop_handlers() < 0)
+		return 1;
+	if (peek_output_open(&out, o->out, err, sizeof err) < 0) { /* before attaching */
+		fprintf(stderr, "loaderctl: %s\n", err);
+		return 1;
+	}
+	struct ldr_attach_opts ao = { .pipeline = o->pipeline, .client_name = "peek" };
+	if (ldr_connect(o->socket, &c) < 0 || ldr_attach(c, &ao) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		goto close_client;
+	}
+	if (peek_fetch(c, o, &b, &img) < 0)
+		goto close_client;
+	if (peek_layout(&img, (unsigned)o->columns, &sheet) < 0) {
+		fprintf(stderr, "loaderctl: pipeline %s: a sheet of %u images %ux%u is over %u "
+			"pixels a side; try --columns\n", o->pipeline, img.count, img.width,
+			img.height, PEEK_SHEET_MAX);
+		goto close_client;
+	}
+	if (peek_output_commit(&out, &img, &sheet, err, sizeof err) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", err);
+		goto close_client;
+	}
+	if (ldr_release(c, &b) < 0) {
+		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		goto close_client;
+	}
+	printf("peek: pipeline %s batch %" PRIu64 ": %u images %ux%u -> %s (%ux%u tiles)\n",
+	       o->pipeline, o->batch, img.count, img.width, img.height, o->out, sheet.columns,
+	       sheet.tile_rows);
+	rc = fflush(stdout) == 0 ? 0 : 1;
+close_client:
+	ldr_close(c);
+	peek_output_discard(&out);
+	return rc;
+}
+
 static int run_status(const char *socket)
 {
 	char *text;
@@ -466,7 +602,7 @@ int main(int argc, char **argv)
 			return usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return usage_error("no command given (status or consume)");
+		return usage_error("no command given (status, consume or peek)");
 	if (strcmp(argv[i], "status") == 0) {
 		if (i + 1 < argc)
 			return usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
@@ -480,5 +616,10 @@ int main(int argc, char **argv)
 			return r;
 		return run_consume(&o);
 	}
-	return usage_error("unknown command '%s' (status or consume)", argv[i]);
+	if (strcmp(argv[i], "peek") == 0) {
+		struct peek_opts o = { .socket = socket };
+		int r = parse_peek(argc, argv, i + 1, &o);
+		return r != 0 ? r : run_peek(&o);
+	}
+	return usage_error("unknown command '%s' (status, consume or peek)", argv[i]);
 }
