@@ -1,0 +1,625 @@
+#!/usr/bin/env python3
+"""image_bench: loaderd's image pipeline against torchvision's ImageFolder
+and DataLoader on the same JPEGs, and single-core decoding against
+torchvision's, measured in one run on one machine.
+
+  dataset  an ImageNet-like tree made by `BUILD/bin/mkjpeg --tree ROOT
+           --classes 100 --per-class N/100 --min-side 300 --max-side 600
+           --seed S` (quality 90, mkjpeg's default; about 80 KB a file) in
+           --data-dir (default /dev/shm/loaderd-image-bench, so no disk is
+           measured), reused when a stamp file there says it was made with
+           the same parameters, removed at the end unless --keep;
+  loaderd  for each worker count W, one daemon (workers = W) with one
+           imagefolder pipeline: shuffle, batch_size 256, drop_last (as the
+           DataLoader), `random_resized_crop(224) hflip(0.5)`, uint8 NCHW,
+           16 staging slots; a warm-up `loaderctl consume --epochs 1`, then a
+           timed `loaderctl consume --pipeline train --epochs E --device D
+           --quiet` (host memory with --host); samples_per_s of its summary;
+  peer     bench/torch_image_peer.py in its own process: ImageFolder with
+           Compose([RandomResizedCrop(224), RandomHorizontalFlip(),
+           PILToTensor()]), DataLoader(batch_size=256, shuffle=True,
+           num_workers=W, pin_memory=True, persistent_workers=True,
+           prefetch_factor=4, drop_last=True), every batch's images and
+           labels .to("cuda", non_blocking=True); max(8, W) warm-up batches,
+           then timed until E epochs or --seconds, torch.cuda.synchronize()
+           at the end (with --host: no pinning, no copy);
+  decode   single core (this process's third allowed CPU, else its last,
+           set with os.sched_setaffinity before the child starts, so the
+           child inherits it): `BUILD/bin/loaderd-decode-bench` on
+           --decode-files files of the tree held in memory (full-size RGB
+           with image/jpeg.h, then the worker's image_sample() with the
+           same transform) against torch_image_peer.py --decode-only on the
+           same files (torchvision.io.decode_jpeg, mode RGB, CPU,
+           torch.set_num_threads(1); then PIL + the transforms above, what
+           a DataLoader worker does per image).
+
+Cores: neither loader is confined. Both run W worker processes on the same
+machine, which has more cores than the largest W; loaderd adds its master
+(event loop) and its pinning thread, the DataLoader its main process and its
+pin-memory thread. The torch peer's docstring says what it does about
+torch's threads (the workers run with torch.set_num_threads(1)).
+
+E: --epochs, or else, for loaderd, enough epochs for about --seconds
+(default 15) at the warm-up epoch's rate; the DataLoader runs for --seconds
+(and at most --epochs when given). At 10,000 images, 4, 8 and 15 workers, a
+run takes about 3-5 minutes on a 16-core machine, the dataset included.
+
+It prints a markdown table, the decode lines, the machine, the date and a
+goal line; --out DIR keeps the table (table.md), every command's output
+(bench.log), the daemon configs and logs. Exit codes: 0 (all measured), 1
+(a measurement failed: "error: ..." in its cell), 77 (no GPU and no --host:
+loaderd --version reports none).
+
+    bench/image_bench.py --build BUILD [--out DIR] [--data-dir DIR] [--keep]
+                         [--images 10000] [--workers 4,8,15] [--epochs E]
+                         [--seconds 15] [--skip-torch] [--host] [--device 0]
+"""
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_bench import (EXIT_SKIP, Failed, Notes, StepError, last_line, loaderd_gpus,  # noqa: E402
+                       nvidia_smi, raise_memlock, ratio, run, usable_cores, wait_for)
+from host_bench import cpu_model  # noqa: E402  (this directory)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+PEER = os.path.join(ROOT, "bench", "torch_image_peer.py")
+
+CLASSES = 100
+MIN_SIDE, MAX_SIDE, QUALITY = 300, 600, 90
+MEAN_KB_LO, MEAN_KB_HI = 70, 110  # what an ImageNet-like set of this size should average
+BATCH = 256
+SIZE = 224
+TRANSFORM = "random_resized_crop(%d) hflip(0.5)" % SIZE
+STAGING_SLOTS = 16
+START_TIMEOUT_S = 90       # loaderd start: the file list, CUDA init, rings, workers
+MIN_RATE = 50.0            # images/s below which a run is taken to be stuck
+MAX_EPOCHS = 1000
+DECODE_SECONDS = 2.0
+DECODE_CPU_INDEX = 2       # "taskset -c 2" where the machine has a third CPU
+GOAL_DATALOADER = 3.0
+
+SUMMARY_RE = re.compile(r"^consume: .* epochs=(\d+) batches=(\d+) samples=(\d+) bytes=\d+ seconds=(\S+) "
+                        r"batches_per_s=\S+ samples_per_s=(\S+) MB_per_s=\S+ device=(\S+) call_us=\S+$",
+                        re.M)
+TORCH_RE = re.compile(r"^torch_images: images_per_s=(\S+)$", re.M)
+DECODE_RE = re.compile(r"^decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", re.M)
+DECODE_TF_RE = re.compile(r"^decode\+transform: images_per_s=(\S+)$", re.M)
+TORCH_DECODE_RE = re.compile(r"^torch_decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", re.M)
+TORCH_DECODE_TF_RE = re.compile(r"^torch_decode_transform: images_per_s=(\S+)$", re.M)
+
+
+class Log:
+    """Progress on stdout; progress and every command's output in --out."""
+
+    def __init__(self, path):
+        self.f = open(path, "w") if path else None
+
+    def write(self, text):
+        if self.f:
+            self.f.write(text)
+            self.f.flush()
+
+    def say(self, text):
+        print("image_bench: " + text, flush=True)
+        self.write("image_bench: " + text + "\n")
+
+    def close(self):
+        if self.f:
+            self.f.close()
+
+
+class Context:
+    """What every step needs: options, paths, the log."""
+
+
+def plural(n, word):
+    return "%d %s%s" % (n, word, "" if n == 1 else "s")
+
+
+# ---------------------------------------------------------------- dataset
+
+def stamp_text(a):
+    return ("mkjpeg --tree --classes %d --per-class %d --min-side %d --max-side %d --quality %d --seed %d\n"
+            % (CLASSES, a.images // CLASSES, MIN_SIDE, MAX_SIDE, QUALITY, a.seed))
+
+
+def jpeg_files(tree):
+    """Every file of the tree, sorted (ImageFolder's order)."""
+    found = []
+    for d, dirs, files in os.walk(tree):
+        dirs.sort()
+        found += [os.path.join(d, f) for f in sorted(files)]
+    return found
+
+
+def make_tree(ctx):
+    """Makes the tree, or reuses the one the stamp describes; its files."""
+    a = ctx.args
+    stamp = os.path.join(a.data_dir, "stamp")
+    try:
+        with open(stamp) as f:
+            same = f.read() == stamp_text(a)
+    except OSError:
+        same = False
+    if same and os.path.isdir(ctx.tree):
+        files = jpeg_files(ctx.tree)
+        if len(files) == a.images:
+            ctx.log.say("reusing %s (%s)" % (ctx.tree, stamp_text(a).strip()))
+            return files
+    for path in (stamp, ctx.tree):  # only what this script makes there
+        if os.path.isdir(path):
+            shutil.rmtree(path)
+        elif os.path.exists(path):
+            os.unlink(path)
+    os.makedirs(a.data_dir, exist_ok=True)
+    cmd = [os.path.join(ctx.bindir, "mkjpeg"), "--tree", ctx.tree, "--classes", str(CLASSES),
+           "--per-class", str(a.images // CLASSES), "--min-side", str(MIN_SIDE),
+           "--max-side", str(MAX_SIDE), "--quality", str(QUALITY), "--seed", str(a.seed)]
+    start = time.monotonic()
+    r = run(ctx.log, "mkjpeg", cmd, 120 + a.images // 20)
+    if r.returncode != 0:
+        raise StepError("mkjpeg exited %d: %s" % (r.returncode, last_line(r.stderr)))
+    ctx.log.say("mkjpeg: %s in %.1f s" % (last_line(r.stdout), time.monotonic() - start))
+    with open(stamp, "w") as f:
+        f.write(stamp_text(a))
+    return jpeg_files(ctx.tree)
+
+
+def remove_tree(ctx):
+    """Removes what make_tree made, and the data directory if that empties it."""
+    shutil.rmtree(ctx.tree, ignore_errors=True)
+    try:
+        os.unlink(os.path.join(ctx.args.data_dir, "stamp"))
+        os.rmdir(ctx.args.data_dir)
+    except OSError:
+        pass
+
+
+def describe_files(ctx, files):
+    total = sum(os.path.getsize(f) for f in files)
+    ctx.mean_kb = total / len(files) / 1e3
+    ctx.log.say("%d files, %.1f MB, mean file size %.1f KB (KB = 1000 bytes)"
+                % (len(files), total / 1e6, ctx.mean_kb))
+    if not MEAN_KB_LO <= ctx.mean_kb <= MEAN_KB_HI:
+        ctx.log.say("warning: mean file size %.1f KB is outside %d-%d KB, unlike ImageNet at this size"
+                    % (ctx.mean_kb, MEAN_KB_LO, MEAN_KB_HI))
+
+
+# ---------------------------------------------------------------- loaderd
+
+class Daemon:
+    """One loaderd with W workers and the one image pipeline, "train"."""
+
+    def __init__(self, ctx, workers):
+        self.ctx = ctx
+        self.workers = workers
+        self.socket = os.path.join(ctx.workdir, "loaderd-w%d.sock" % workers)
+        self.config = os.path.join(ctx.logdir, "loaderd-w%d.ini" % workers)
+        self.log_path = os.path.join(ctx.logdir, "loaderd-w%d.log" % workers)
+        self.proc = None
+
+    def write_config(self):
+        batch_bytes = BATCH * (3 * SIZE * SIZE + 8)  # the images and the int64 labels
+        # The arena holds its rings, the file list and STAGING_SLOTS slots;
+        # the margin covers the header, the rings and the list.
+        shm_bytes = (STAGING_SLOTS + 4) * batch_bytes + (256 << 20)
+        lines = ["[daemon]",
+                 "socket = %s" % self.socket,
+                 "workers = %d" % self.workers,
+                 "shm_bytes = %d" % shm_bytes,
+                 "staging_slots = %d" % STAGING_SLOTS,
+                 "gpu = %s" % ("off" if self.ctx.args.host else "required"),
+                 "log_level = info",
+                 "",
+                 "[pipeline.train]",
+                 "source = imagefolder:%s" % self.ctx.tree,
+                 "batch_size = %d" % BATCH,
+                 "shuffle = true",
+                 "drop_last = true",
+                 "transform = %s" % TRANSFORM,
+                 "dtype = uint8",
+                 "layout = nchw",
+                 ""]
+        with open(self.config, "w") as f:
+            f.write("\n".join(lines))
+
+    def log_tail(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return ""
+        # The reason is the last error, not the "stopped" that follows it.
+        errors = [ln for ln in text.splitlines() if re.match(r"^loaderd: (error|fatal|crit)", ln)
+                  and not ln.rstrip().endswith(": stopping")]
+        return errors[-1].strip() if errors else last_line(text)
+
+    def status(self):
+        r = subprocess.run([self.ctx.loaderctl, "--socket", self.socket, "status"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+        return r.stdout if r.returncode == 0 else None
+
+    def start(self):
+        self.write_config()
+        cmd = [os.path.join(self.ctx.bindir, "loaderd"), "--config", self.config]
+        self.ctx.log.write("\n$ %s    # loaderd, %d workers, log in %s\n"
+                           % (shlex.join(cmd), self.workers, self.log_path))
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise StepError("loaderd exited %d at start: %s" % (self.proc.returncode, self.log_tail()))
+            try:
+                text = self.status()
+            except subprocess.TimeoutExpired:
+                return None
+            # The socket answers while the GPU is still being set up.
+            return text if text and "(GPU starting)" not in text else None
+
+        text = wait_for(up, START_TIMEOUT_S, "loaderd (%d workers) to start" % self.workers)
+        self.ctx.log.write("status:\n%s" % text)
+        m = re.search(r"^delivery: (.*)$", text, re.M)
+        if not self.ctx.args.host and not (m and "device" in m.group(1)):
+            raise StepError("loaderd offers no device delivery: %s" % (m.group(1) if m else "no delivery line"))
+
+    def check_alive(self):
+        if self.proc is None or self.proc.poll() is not None:
+            raise StepError("loaderd is not running: %s" % self.log_tail())
+
+    def stop(self):
+        """SIGTERM, then a bounded wait; SIGKILL only if that runs out."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=30)
+            self.ctx.log.write("loaderd (%d workers) exited %d after SIGTERM\n" % (self.workers, rc))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=30)
+            self.ctx.log.say("loaderd (%d workers) did not exit within 30 s of SIGTERM; killed" % self.workers)
+
+
+def consume(ctx, daemon, epochs, timeout_s, what):
+    """One `loaderctl consume` of the train pipeline; its summary as a dict."""
+    daemon.check_alive()
+    cmd = [ctx.loaderctl, "--socket", daemon.socket, "consume", "--pipeline", "train",
+           "--epochs", str(epochs), "--name", "image-bench", "--quiet"]
+    if not ctx.args.host:
+        cmd += ["--device", str(ctx.args.device)]
+    r = run(ctx.log, "%s, %d workers" % (what, daemon.workers), cmd, timeout_s)
+    if r.returncode != 0:
+        raise StepError("consume exited %d: %s" % (r.returncode, last_line(r.stderr) or daemon.log_tail()))
+    m = SUMMARY_RE.search(r.stdout)
+    if not m:
+        raise StepError("no summary line from loaderctl consume")
+    s = {"epochs": int(m.group(1)), "batches": int(m.group(2)), "samples": int(m.group(3)),
+         "seconds": float(m.group(4)), "rate": float(m.group(5)), "device": m.group(6)}
+    if ctx.args.host != (s["device"] == "host"):
+        raise StepError("batches were delivered to %s" % s["device"])
+    if s["epochs"] != epochs or s["rate"] <= 0:
+        raise StepError("consume delivered %d of %d epochs at %.1f images/s" % (s["epochs"], epochs, s["rate"]))
+    return s
+
+
+def measure_loaderd(ctx, workers):
+    """images/s of one daemon with `workers` workers, or a Failed."""
+    a = ctx.args
+    daemon = Daemon(ctx, workers)
+    try:
+        daemon.start()
+        warm = consume(ctx, daemon, 1, 60 + int(a.images / MIN_RATE), "warm-up")
+        epochs = a.epochs or min(MAX_EPOCHS, max(1, math.ceil(a.seconds * warm["rate"] / a.images)))
+        timed = consume(ctx, daemon, epochs, 60 + int(3 * epochs * a.images / warm["rate"]), "timed")
+    except StepError as e:
+        ctx.log.say("loaderd, %d workers: %s" % (workers, e))
+        return Failed("error: %s" % e)
+    finally:
+        daemon.stop()
+    ctx.log.say("loaderd, %d workers: %.1f images/s (%s, %d images in %.2f s; warm-up epoch %.1f images/s)"
+                % (workers, timed["rate"], plural(timed["epochs"], "epoch"), timed["samples"], timed["seconds"],
+                   warm["rate"]))
+    return timed["rate"]
+
+
+# ---------------------------------------------------------------- peers
+
+def peer_result(ctx, what, r, regex):
+    """The figures regex finds in a peer's stdout, or a Failed (skipped: it
+    exited 77, error: otherwise)."""
+    m = regex.search(r.stdout)
+    if r.returncode == 0 and m:
+        return tuple(float(g) for g in m.groups())
+    detail = re.sub(r"^[\w-]+: ", "", last_line(r.stderr))
+    why = "%s: %s" % ("skipped" if r.returncode == EXIT_SKIP else "error: exited %d" % r.returncode, detail)
+    ctx.log.say("%s: %s" % (what, why))
+    return Failed(why)
+
+
+def measure_torch(ctx, workers):
+    a = ctx.args
+    what = "DataLoader, %d workers" % workers
+    cmd = [sys.executable, PEER, "--root", ctx.tree, "--workers", str(workers), "--batch-size", str(BATCH),
+           "--size", str(SIZE), "--device", str(a.device), "--seconds", str(a.seconds)]
+    timeout_s = 180 + int(2 * a.seconds)
+    if a.epochs:
+        cmd += ["--epochs", str(a.epochs)]
+        timeout_s = 180 + int(a.epochs * a.images / MIN_RATE)
+    if a.host:
+        cmd.append("--host")
+    try:
+        r = run(ctx.log, what, cmd, timeout_s)
+    except StepError as e:
+        ctx.log.say("%s: %s" % (what, e))
+        return Failed("error: %s" % e)
+    res = peer_result(ctx, what, r, TORCH_RE)
+    if isinstance(res, Failed):
+        return res
+    ctx.log.say("%s: %.1f images/s" % (what, res[0]))
+    return res[0]
+
+
+class pinned_to:
+    """This process (and so every child started meanwhile) on one CPU."""
+
+    def __init__(self, cpu):
+        self.cpu = cpu
+
+    def __enter__(self):
+        self.saved = os.sched_getaffinity(0)
+        os.sched_setaffinity(0, {self.cpu})
+
+    def __exit__(self, *exc):
+        os.sched_setaffinity(0, self.saved)
+
+
+def decode_sample(files, n):
+    """n files spread evenly over the tree (every class, small and large)."""
+    step = max(1, len(files) // n)
+    return files[::step][:n]
+
+
+def decode_run(ctx, what, cmd, figures):
+    """Runs one decode-only program; {key: tuple or Failed} for each (key, name, regex) of figures."""
+    try:
+        r = run(ctx.log, what, cmd, 180)
+    except StepError as e:
+        return {key: Failed("error: %s" % e) for key, _, _ in figures}
+    return {key: peer_result(ctx, name, r, regex) for key, name, regex in figures}
+
+
+def measure_decode(ctx, files):
+    """{"loaderd": (images/s, MP/s), "loaderd_tf": (images/s,), "torch": ..., "torch_tf": ...},
+    each a tuple or a Failed."""
+    a = ctx.args
+    exe = os.path.join(ctx.bindir, "loaderd-decode-bench")
+    with pinned_to(ctx.decode_cpu):
+        res = decode_run(ctx, "decode bench", [exe, "--seconds", str(DECODE_SECONDS), "--transform", TRANSFORM]
+                         + files, [("loaderd", "loaderd-decode-bench", DECODE_RE),
+                                   ("loaderd_tf", "loaderd-decode-bench", DECODE_TF_RE)])
+        if a.skip_torch:
+            res["torch"] = res["torch_tf"] = Failed("skipped: --skip-torch")
+        else:
+            res.update(decode_run(ctx, "torch decode", [sys.executable, PEER, "--decode-only", "--seconds",
+                                                        str(DECODE_SECONDS), "--size", str(SIZE)] + files,
+                                  [("torch", "torchvision decode_jpeg", TORCH_DECODE_RE),
+                                   ("torch_tf", "PIL + transforms", TORCH_DECODE_TF_RE)]))
+    for key, name in (("loaderd", "loaderd decode"), ("loaderd_tf", "loaderd decode+transform"),
+                      ("torch", "torchvision decode_jpeg"), ("torch_tf", "PIL + transforms")):
+        v = res[key]
+        if not isinstance(v, Failed):
+            ctx.log.say("%s, one core: %.1f images/s" % (name, v[0]))
+    return res
+
+
+# ---------------------------------------------------------------- report
+
+def first(v):
+    return v if isinstance(v, Failed) else v[0]
+
+
+def machine_line(ctx):
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / (1 << 30)
+    return ("machine: CPU %s, %d cores (%d usable), %.0f GiB, kernel %s; GPU %s"
+            % (cpu_model(), os.cpu_count() or 0, usable_cores(), mem, platform.release(),
+               ctx.gpu_desc or "none found"))
+
+
+def goal_line(ctx, res):
+    ratios, missing = [], []
+    for w in ctx.args.worker_counts:
+        lo, t = res["loaderd"][w], res["torch"][w]
+        if isinstance(lo, Failed) or isinstance(t, Failed):
+            missing.append(w)
+        else:
+            ratios.append((w, lo / t))
+    figures = ", ".join("%.2fx at %d" % (r, w) for w, r in ratios)
+    head = "goal: >= %gx the DataLoader at every worker count: " % GOAL_DATALOADER
+    if missing:
+        return head + "not determined (no figure with %s workers%s)" % (
+            ", ".join(map(str, missing)), "; " + figures if figures else "")
+    met = all(r >= GOAL_DATALOADER for _, r in ratios)
+    return head + "%s (%s)" % ("met" if met else "missed", figures)
+
+
+def decode_lines(ctx, dec, notes):
+    lo, t, lo_tf, t_tf = dec["loaderd"], dec["torch"], dec["loaderd_tf"], dec["torch_tf"]
+
+    def rate(v):
+        if isinstance(v, Failed):
+            return notes.cell(v, "")
+        return "%.1f images/s" % v[0] + (", %.1f megapixels/s" % v[1] if len(v) > 1 else "")
+
+    return ["decode only, one thread pinned to CPU %d, %d files of the tree in memory, full-size RGB:"
+            % (ctx.decode_cpu, len(ctx.decode_files)),
+            "  loaderd (image/jpeg.h, DCT scale 1): %s" % rate(lo),
+            "  torchvision.io.decode_jpeg (CPU, mode RGB, 1 thread): %s" % rate(t),
+            "  loaderd / torchvision: %s" % ratio(first(lo), first(t), "%.2fx"),
+            "decode+transform, the same files and core, %s, uint8 CHW:" % TRANSFORM,
+            "  loaderd (the worker's image_sample(): region decode at a reduced DCT scale, resize, flip): %s"
+            % rate(lo_tf),
+            "  PIL open + convert(\"RGB\") + the torchvision transforms (a DataLoader worker's path): %s"
+            % rate(t_tf),
+            "  loaderd / PIL + torchvision: %s" % ratio(first(lo_tf), first(t_tf), "%.2fx")]
+
+
+def report(ctx, res, dec):
+    a = ctx.args
+    where = "host memory (--host)" if a.host else "GPU %d" % a.device
+    out = [machine_line(ctx),
+           "date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+           "command: %s" % shlex.join([sys.argv[0]] + sys.argv[1:]),
+           "dataset: %d JPEGs in %d classes, %d-%d px, quality %d (mkjpeg --tree, seed %d), mean %.1f KB, in %s"
+           % (a.images, CLASSES, MIN_SIDE, MAX_SIDE, QUALITY, a.seed, ctx.mean_kb, a.data_dir),
+           "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
+           "warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, prefetch_factor 4, "
+           "max(8, W) warm-up batches, then %s"
+           % (BATCH, TRANSFORM, where, STAGING_SLOTS,
+              plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
+              "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
+              else "%g s" % a.seconds),
+           "",
+           "| workers | loaderd images/s | per worker | DataLoader images/s | per worker | loaderd / DataLoader |",
+           "|---|---|---|---|---|---|"]
+    notes = Notes()
+    for w in a.worker_counts:
+        lo, t = res["loaderd"][w], res["torch"][w]
+        per = [v if isinstance(v, Failed) else v / w for v in (lo, t)]
+        out.append("| %d | %s | %s | %s | %s | %s |"
+                   % (w, notes.cell(lo, "%.1f"), notes.cell(per[0], "%.1f"), notes.cell(t, "%.1f"),
+                      notes.cell(per[1], "%.1f"), ratio(lo, t, "%.2fx")))
+    out += [""] + decode_lines(ctx, dec, notes)
+    if notes.messages:
+        out += [""] + notes.lines()
+    out += ["", goal_line(ctx, res)]
+    return "\n".join(out) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree (default ./build)")
+    ap.add_argument("--out", help="directory for the table, the logs and loaderd's logs")
+    ap.add_argument("--data-dir", default="/dev/shm/loaderd-image-bench",
+                    help="where the JPEG tree is made (default /dev/shm/loaderd-image-bench)")
+    ap.add_argument("--keep", action="store_true", help="keep the tree for the next run")
+    ap.add_argument("--images", type=int, default=10000,
+                    help="images, a multiple of %d (default 10000)" % CLASSES)
+    ap.add_argument("--seed", type=int, default=1, help="mkjpeg seed (default 1)")
+    ap.add_argument("--workers", default="4,8,15", help="worker counts (default 4,8,15)")
+    ap.add_argument("--epochs", type=int, default=0,
+                    help="timed epochs (default: about --seconds worth for loaderd; the DataLoader "
+                    "runs --seconds)")
+    ap.add_argument("--seconds", type=float, default=15.0,
+                    help="target length of a measurement in seconds (default 15)")
+    ap.add_argument("--decode-files", type=int, default=256,
+                    help="files of the decode-only runs (default 256)")
+    ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    ap.add_argument("--host", action="store_true",
+                    help="deliver to host memory, no GPU needed (the DataLoader skips pinning and copies)")
+    ap.add_argument("--skip-torch", action="store_true", help="leave out every torch measurement")
+    a = ap.parse_args()
+    try:
+        a.worker_counts = [int(x) for x in a.workers.split(",") if x.strip()]
+    except ValueError:
+        ap.error("--workers: %r is not a list of integers" % a.workers)
+    if not a.worker_counts or min(a.worker_counts) < 1 or max(a.worker_counts) > 256:
+        ap.error("--workers: counts must be 1..256")
+    if a.images < CLASSES or a.images % CLASSES or a.images // CLASSES < 1:
+        ap.error("--images: a positive multiple of %d, please" % CLASSES)
+    if a.images // CLASSES > 100000 or a.epochs < 0 or a.seconds <= 0 or a.decode_files < 1 or a.seed < 0:
+        ap.error("--images at most %d, --epochs >= 0, --seconds > 0, --decode-files >= 1, --seed >= 0"
+                 % (CLASSES * 100000))
+    if a.images < BATCH:
+        ap.error("--images: at least one batch (%d)" % BATCH)
+    a.data_dir = os.path.abspath(a.data_dir)
+    return a
+
+
+def setup(a, bindir):
+    """The context, or an exit code when there is nothing to measure here."""
+    ctx = Context()
+    ctx.args = a
+    ctx.bindir = bindir
+    ctx.loaderctl = os.path.join(bindir, "loaderctl")
+    ctx.tree = os.path.join(a.data_dir, "tree")
+    ctx.mean_kb = 0.0
+    cpus = sorted(os.sched_getaffinity(0))
+    ctx.decode_cpu = cpus[DECODE_CPU_INDEX] if len(cpus) > DECODE_CPU_INDEX else cpus[-1]
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-image-bench-")
+    ctx.logdir = a.out or ctx.workdir
+    ctx.log = Log(os.path.join(a.out, "bench.log") if a.out else None)
+    return ctx
+
+
+def main():
+    a = parse_args()
+    bindir = os.path.join(os.path.abspath(a.build), "bin")
+    for exe in ("loaderd", "loaderd-worker", "loaderctl", "mkjpeg", "loaderd-decode-bench"):
+        if not os.access(os.path.join(bindir, exe), os.X_OK):
+            sys.exit("image_bench: %s/%s is missing; build first (cmake -S . -B build "
+                     "-DCMAKE_BUILD_TYPE=Release && cmake --build build -j)" % (bindir, exe))
+    version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
+    if not a.host and not gpus:
+        print("image_bench: skipped: %s --version %s (--host measures host delivery)"
+              % (os.path.join(bindir, "loaderd"), "reports gpus: 0" if gpus == 0 else "has no 'gpus:' line"))
+        return EXIT_SKIP
+    if not a.host and uuid is None:
+        sys.exit("image_bench: loaderd --version lists no gpu %d:\n%s" % (a.device, version))
+
+    ctx = setup(a, bindir)
+    ctx.log.write("loaderd --version:\n%s" % version)
+    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or ('"%s"' % name if name else "")
+    if not a.host:
+        raise_memlock(ctx.log)
+    res = {"loaderd": {}, "torch": {}}
+    try:
+        try:
+            files = make_tree(ctx)
+        except (StepError, OSError) as e:  # nothing can be measured without the files
+            ctx.log.say("making the dataset: %s" % e)
+            return 1
+        describe_files(ctx, files)
+        ctx.decode_files = decode_sample(files, a.decode_files)
+        dec = measure_decode(ctx, ctx.decode_files)
+        for w in a.worker_counts:
+            res["loaderd"][w] = measure_loaderd(ctx, w)
+            res["torch"][w] = Failed("skipped: --skip-torch") if a.skip_torch else measure_torch(ctx, w)
+    finally:
+        if not a.keep:
+            remove_tree(ctx)
+        # Sockets only; with no --out, also the configs and loaderd's logs.
+        shutil.rmtree(ctx.workdir, ignore_errors=True)
+
+    text = report(ctx, res, dec)
+    print()
+    print(text, end="")
+    ctx.log.write("\n" + text)
+    ctx.log.close()
+    if a.out:
+        with open(os.path.join(a.out, "table.md"), "w") as f:
+            f.write(text)
+    cells = list(res["loaderd"].values()) + list(res["torch"].values()) + list(dec.values())
+    failed = any(isinstance(v, Failed) and str(v).startswith("error:") for v in cells)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
