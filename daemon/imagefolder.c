@@ -163,25 +163,27 @@ int image_index_add_path(struct image_index *ix, uint64_t *cap, const char *name
 	return 0;
 }
 
-static int add_entry(struct scan *s, const char *path, uint64_t file_bytes, int64_t label)
+int image_index_append(struct image_index *ix, uint64_t *cap_entries, uint64_t *cap_paths,
+		       const char *name, struct arena_image entry)
 {
-	struct image_index *ix = s->ix;
-	if (ix->n == s->cap_entries) {
-		uint64_t cap = s->cap_entries ? s->cap_entries * 2 : 1024;
+	if (ix->n == *cap_entries) {
+		uint64_t cap = *cap_entries ? *cap_entries * 2 : 1024;
 		struct arena_image *v = realloc(ix->entries, cap * sizeof(*v));
 		if (!v)
 			return -ENOMEM;
 		ix->entries = v;
-		s->cap_entries = cap;
+		*cap_entries = cap;
 	}
-	uint64_t at;
-	int err = image_index_add_path(ix, &s->cap_paths, path, &at);
-	if (err < 0)
-		return err;
-	ix->entries[ix->n++] = (struct arena_image){
-		.path_offset = at, .file_bytes = file_bytes, .label = label,
-	};
-	return 0;
+	int err = image_index_add_path(ix, cap_paths, name, &entry.path_offset);
+	if (err == 0)
+		ix->entries[ix->n++] = entry;
+	return err;
+}
+
+static int add_entry(struct scan *s, const char *path, uint64_t file_bytes, int64_t label)
+{
+	return image_index_append(s->ix, &s->cap_entries, &s->cap_paths, path,
+				  (struct arena_image){.file_bytes = file_bytes, .label = label});
 }
 
 /* The JPEG files directly in directory rel, sorted by name. */

@@ -48,4 +48,10 @@ void image_index_free(struct image_index *ix);
 int image_index_add_path(struct image_index *ix, uint64_t *cap, const char *name,
 			 uint64_t *offset);
 
+/* Appends entry, its path_offset set to that of name, added to the paths;
+ * *cap_entries and *cap_paths are the capacities, grown as needed. 0 or
+ * -ENOMEM. */
+int image_index_append(struct image_index *ix, uint64_t *cap_entries, uint64_t *cap_paths,
+		       const char *name, struct arena_image entry);
+
 #endif

@@ -159,24 +159,10 @@ static int small_data(struct shard_scan *s, uint64_t header_offset, const unsign
 
 static int add_sample(struct shard_scan *s)
 {
-	struct image_index *ix = s->ix;
-	if (ix->n == s->cap_entries) {
-		uint64_t cap = s->cap_entries ? s->cap_entries * 2 : 1024;
-		struct arena_image *v = realloc(ix->entries, cap * sizeof(*v));
-		if (!v)
-			return -ENOMEM;
-		ix->entries = v;
-		s->cap_entries = cap;
-	}
-	uint64_t at;
-	int err = image_index_add_path(ix, &s->cap_paths, s->image_name, &at);
-	if (err < 0)
-		return err;
-	ix->entries[ix->n++] = (struct arena_image){
-		.path_offset = at, .file_bytes = s->image_bytes, .label = s->label,
-		.data_offset = s->image_offset, .shard = s->shard,
-	};
-	return 0;
+	return image_index_append(s->ix, &s->cap_entries, &s->cap_paths, s->image_name,
+				  (struct arena_image){.file_bytes = s->image_bytes, .label = s->label,
+						       .data_offset = s->image_offset,
+						       .shard = s->shard});
 }
 
 /* The sample being grouped is complete: checked and added (or counted as

@@ -279,30 +279,26 @@ static void test_malformed(void **state)
 	t.n -= 300; /* a header cut short */
 	expect_scan_error(&t, 2048, "the file ends inside a header (212 of 512 bytes)");
 
-	tb_file(&t, "a.jpg", "A");
-	tb_file(&t, "b.cls", "1");
-	expect_scan_error(&t, 0, "sample \"a\" has no .cls member");
-
-	tb_file(&t, "a.cls", "1");
-	tb_file(&t, "a.txt", "x");
-	expect_scan_error(&t, 0, "sample \"a\" has no .jpg or .jpeg member");
-
-	tb_file(&t, "a.jpg", "A");
-	tb_file(&t, "a.cls", "12x");
-	expect_scan_error(&t, 1024, "the label \"12x\" is not a decimal integer");
-
-	tb_file(&t, "a.jpg", "A");
-	tb_file(&t, "a.cls", "99999999999999999999");
-	expect_scan_error(&t, 1024, "is not a decimal integer");
-
-	tb_file(&t, "a.jpg", "A");
-	tb_file(&t, "a.cls", "1");
-	tb_file(&t, "a.cls", "2");
-	expect_scan_error(&t, 2048, "sample \"a\" has a second cls member");
-
-	tb_file(&t, "a.jpg", "A");
-	tb_file(&t, "a.JPEG", "A");
-	expect_scan_error(&t, 1024, "has a second image member");
+	/* archives of plain members: (name, data) pairs, the offset named */
+	static const struct {
+		const char *members[3][2];
+		uint64_t offset;
+		const char *message;
+	} plain[] = {
+		{{{"a.jpg", "A"}, {"b.cls", "1"}}, 0, "sample \"a\" has no .cls member"},
+		{{{"a.cls", "1"}, {"a.txt", "x"}}, 0, "sample \"a\" has no .jpg or .jpeg member"},
+		{{{"a.jpg", "A"}, {"a.cls", "12x"}}, 1024,
+		 "the label \"12x\" is not a decimal integer"},
+		{{{"a.jpg", "A"}, {"a.cls", "99999999999999999999"}}, 1024, "is not a decimal integer"},
+		{{{"a.jpg", "A"}, {"a.cls", "1"}, {"a.cls", "2"}}, 2048,
+		 "sample \"a\" has a second cls member"},
+		{{{"a.jpg", "A"}, {"a.JPEG", "A"}}, 1024, "has a second image member"},
+	};
+	for (size_t i = 0; i < sizeof(plain) / sizeof(plain[0]); i++) {
+		for (size_t k = 0; k < 3 && plain[i].members[k][0]; k++)
+			tb_file(&t, plain[i].members[k][0], plain[i].members[k][1]);
+		expect_scan_error(&t, plain[i].offset, plain[i].message);
+	}
 
 	tb_header(&t, "a.jpg", NULL, '0', 1, 0);
 	memcpy(t.b + 124, "12x45678901", 11);
