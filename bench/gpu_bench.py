@@ -38,13 +38,13 @@ import re
 import resource
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_daemon import LoaderdDaemon, Log, StepError, last_line  # noqa: E402  (this directory)
 from host_bench import cpu_model, read_file_gbps  # noqa: E402  (this directory)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -62,7 +62,6 @@ MIN_BATCHES = 16
 MAX_BATCHES = 1000000
 CALL_STEP_MS = 2            # the simulated step of the per-batch cost runs
 CALL_SECONDS = 1.5          # length of the longer of those two runs
-START_TIMEOUT_S = 90        # loaderd start: CUDA init, rings, workers
 GOAL_CEILING = 0.85
 GOAL_DATALOADER = 20.0
 GOAL_FROM_MIB = 16
@@ -74,43 +73,14 @@ H2D_RE = re.compile(r"^h2d: bytes=(\d+) GB_per_s=(\S+)$", re.M)
 TORCH_RE = re.compile(r"^torch: batch_bytes=(\d+) GB_per_s=(\S+)$", re.M)
 
 
-class StepError(Exception):
-    """One measurement failed; its message goes into the table's cell."""
-
-
 class Failed(str):
     """A cell that holds why there is no figure."""
-
-
-class Log:
-    """Progress on stdout; progress and every command's output in --out."""
-
-    def __init__(self, path):
-        self.f = open(path, "w") if path else None
-
-    def write(self, text):
-        if self.f:
-            self.f.write(text)
-            self.f.flush()
-
-    def say(self, text):
-        print("gpu_bench: " + text, flush=True)
-        self.write("gpu_bench: " + text + "\n")
-
-    def close(self):
-        if self.f:
-            self.f.close()
 
 
 def decode(out):
     if out is None:
         return ""
     return out.decode(errors="replace") if isinstance(out, bytes) else out
-
-
-def last_line(text):
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    return lines[-1] if lines else ""
 
 
 def run(log, what, cmd, timeout_s):
@@ -128,18 +98,6 @@ def run(log, what, cmd, timeout_s):
     log.write("exit %d after %.1f s\n--- stdout\n%s--- stderr\n%s"
               % (r.returncode, time.monotonic() - start, r.stdout, r.stderr))
     return r
-
-
-def wait_for(cond, timeout_s, what, interval_s=0.05):
-    """Polls cond() until it returns a true value, which is returned."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise StepError("timed out after %d s waiting for %s" % (timeout_s, what))
-        time.sleep(interval_s)
 
 
 # ---------------------------------------------------------------- machine
@@ -228,19 +186,17 @@ def pipeline_name(mib):
     return "raw%dm" % mib
 
 
-class Daemon:
+class Daemon(LoaderdDaemon):
     """One loaderd in one pin mode, with one pipeline per batch size."""
 
+    START_GOAL = "to start its GPU delivery"
+
     def __init__(self, ctx, mode):
-        self.ctx = ctx
+        super().__init__(ctx, mode, "mode %s" % mode)
         self.mode = mode
         self.pin = "register" if mode == "direct" else mode
-        self.socket = os.path.join(ctx.workdir, "loaderd-%s.sock" % mode)
-        self.config = os.path.join(ctx.logdir, "loaderd-%s.ini" % mode)
-        self.log_path = os.path.join(ctx.logdir, "loaderd-%s.log" % mode)
-        self.proc = None
 
-    def write_config(self):
+    def config_lines(self):
         a = self.ctx.args
         max_batch = max(a.sizes) * RECORD_BYTES
         # The arena holds its rings and STAGING_SLOTS slots of the largest
@@ -264,47 +220,10 @@ class Daemon:
                       "batch_size = %d" % (mib * MIB // RECORD_BYTES),
                       "direct = %s" % ("on" if self.mode == "direct" else "off"),
                       ""]
-        with open(self.config, "w") as f:
-            f.write("\n".join(lines))
+        return lines
 
-    def log_tail(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return ""
-        # The reason is the last error, not the "stopped" that follows it.
-        errors = [ln for ln in text.splitlines() if re.match(r"^loaderd: (error|fatal|crit)", ln)
-                  and not ln.rstrip().endswith(": stopping")]
-        return errors[-1].strip() if errors else last_line(text)
-
-    def status(self):
-        r = subprocess.run([self.ctx.loaderctl, "--socket", self.socket, "status"],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
-        return r.stdout if r.returncode == 0 else None
-
-    def start(self):
-        self.write_config()
-        cmd = [os.path.join(self.ctx.bindir, "loaderd"), "--config", self.config]
-        self.ctx.log.write("\n$ %s    # loaderd, mode %s, log in %s\n"
-                           % (shlex.join(cmd), self.mode, self.log_path))
-        with open(self.log_path, "wb") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
-
-        def up():
-            if self.proc.poll() is not None:
-                raise StepError("loaderd (mode %s) exited %d at start: %s"
-                                % (self.mode, self.proc.returncode, self.log_tail()))
-            try:
-                text = self.status()
-            except subprocess.TimeoutExpired:
-                return None
-            # The socket answers while the GPU is still being set up.
-            return text if text and "(GPU starting)" not in text else None
-
-        text = wait_for(up, START_TIMEOUT_S, "loaderd (mode %s) to start its GPU delivery" % self.mode)
-        self.ctx.log.write("status:\n%s" % text)
-        m = re.search(r"^delivery: (.*)$", text, re.M)
+    def check_started(self, status):
+        m = re.search(r"^delivery: (.*)$", status, re.M)
         if m and "pin %s" % self.pin not in m.group(1):
             raise StepError("loaderd delivers %s, not to the GPU with pin %s" % (m.group(1), self.pin))
         if self.mode == "direct":
@@ -312,23 +231,6 @@ class Daemon:
                 refused = [ln for ln in f if "its device clients go through staging" in ln]
             if refused:
                 raise StepError("direct delivery refused: %s" % refused[0].strip())
-
-    def check_alive(self):
-        if self.proc is None or self.proc.poll() is not None:
-            raise StepError("loaderd (mode %s) is not running: %s" % (self.mode, self.log_tail()))
-
-    def stop(self):
-        """SIGTERM, then a bounded wait; SIGKILL only if that runs out."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-            self.ctx.log.write("loaderd (mode %s) exited %d after SIGTERM\n" % (self.mode, rc))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-            self.ctx.log.say("loaderd (mode %s) did not exit within 30 s of SIGTERM; killed" % self.mode)
 
 
 def consume(ctx, daemon, mib, batches, timeout_s, what, step_ms=0):
@@ -614,7 +516,7 @@ def main():
     if a.out:
         os.makedirs(a.out, exist_ok=True)
     ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log(os.path.join(a.out, "bench.log") if a.out else None)
+    ctx.log = Log("gpu_bench", os.path.join(a.out, "bench.log") if a.out else None)
     ctx.log.write("loaderd --version:\n%s" % version)
     ctx.gpu_uuid = uuid
     ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or '"%s"' % name

@@ -63,15 +63,14 @@ import platform
 import re
 import shlex
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gpu_bench import (EXIT_SKIP, Failed, Notes, StepError, last_line, loaderd_gpus,  # noqa: E402
-                       nvidia_smi, raise_memlock, ratio, run, usable_cores, wait_for)
+from bench_daemon import LoaderdDaemon, Log, StepError, last_line  # noqa: E402  (this directory)
+from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
+                       ratio, run, usable_cores)
 from host_bench import cpu_model  # noqa: E402  (this directory)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -84,7 +83,6 @@ BATCH = 256
 SIZE = 224
 TRANSFORM = "random_resized_crop(%d) hflip(0.5)" % SIZE
 STAGING_SLOTS = 16
-START_TIMEOUT_S = 90       # loaderd start: the file list, CUDA init, rings, workers
 MIN_RATE = 50.0            # images/s below which a run is taken to be stuck
 MAX_EPOCHS = 1000
 DECODE_SECONDS = 2.0
@@ -99,26 +97,6 @@ DECODE_RE = re.compile(r"^decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", r
 DECODE_TF_RE = re.compile(r"^decode\+transform: images_per_s=(\S+)$", re.M)
 TORCH_DECODE_RE = re.compile(r"^torch_decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", re.M)
 TORCH_DECODE_TF_RE = re.compile(r"^torch_decode_transform: images_per_s=(\S+)$", re.M)
-
-
-class Log:
-    """Progress on stdout; progress and every command's output in --out."""
-
-    def __init__(self, path):
-        self.f = open(path, "w") if path else None
-
-    def write(self, text):
-        if self.f:
-            self.f.write(text)
-            self.f.flush()
-
-    def say(self, text):
-        print("image_bench: " + text, flush=True)
-        self.write("image_bench: " + text + "\n")
-
-    def close(self):
-        if self.f:
-            self.f.close()
 
 
 class Context:
@@ -200,18 +178,17 @@ def describe_files(ctx, files):
 
 # ---------------------------------------------------------------- loaderd
 
-class Daemon:
+class Daemon(LoaderdDaemon):
     """One loaderd with W workers and the one image pipeline, "train"."""
 
     def __init__(self, ctx, workers):
-        self.ctx = ctx
+        super().__init__(ctx, "w%d" % workers, "%d workers" % workers)
         self.workers = workers
-        self.socket = os.path.join(ctx.workdir, "loaderd-w%d.sock" % workers)
-        self.config = os.path.join(ctx.logdir, "loaderd-w%d.ini" % workers)
-        self.log_path = os.path.join(ctx.logdir, "loaderd-w%d.log" % workers)
-        self.proc = None
 
-    def write_config(self):
+    def error_name(self):
+        return "loaderd"  # the row of the table says how many workers
+
+    def config_lines(self):
         batch_bytes = BATCH * (3 * SIZE * SIZE + 8)  # the images and the int64 labels
         # The arena holds its rings, the file list and STAGING_SLOTS slots;
         # the margin covers the header, the rings and the list.
@@ -233,65 +210,12 @@ class Daemon:
                  "dtype = uint8",
                  "layout = nchw",
                  ""]
-        with open(self.config, "w") as f:
-            f.write("\n".join(lines))
+        return lines
 
-    def log_tail(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                text = f.read()
-        except OSError:
-            return ""
-        # The reason is the last error, not the "stopped" that follows it.
-        errors = [ln for ln in text.splitlines() if re.match(r"^loaderd: (error|fatal|crit)", ln)
-                  and not ln.rstrip().endswith(": stopping")]
-        return errors[-1].strip() if errors else last_line(text)
-
-    def status(self):
-        r = subprocess.run([self.ctx.loaderctl, "--socket", self.socket, "status"],
-                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
-        return r.stdout if r.returncode == 0 else None
-
-    def start(self):
-        self.write_config()
-        cmd = [os.path.join(self.ctx.bindir, "loaderd"), "--config", self.config]
-        self.ctx.log.write("\n$ %s    # loaderd, %d workers, log in %s\n"
-                           % (shlex.join(cmd), self.workers, self.log_path))
-        with open(self.log_path, "wb") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
-
-        def up():
-            if self.proc.poll() is not None:
-                raise StepError("loaderd exited %d at start: %s" % (self.proc.returncode, self.log_tail()))
-            try:
-                text = self.status()
-            except subprocess.TimeoutExpired:
-                return None
-            # The socket answers while the GPU is still being set up.
-            return text if text and "(GPU starting)" not in text else None
-
-        text = wait_for(up, START_TIMEOUT_S, "loaderd (%d workers) to start" % self.workers)
-        self.ctx.log.write("status:\n%s" % text)
-        m = re.search(r"^delivery: (.*)$", text, re.M)
+    def check_started(self, status):
+        m = re.search(r"^delivery: (.*)$", status, re.M)
         if not self.ctx.args.host and not (m and "device" in m.group(1)):
             raise StepError("loaderd offers no device delivery: %s" % (m.group(1) if m else "no delivery line"))
-
-    def check_alive(self):
-        if self.proc is None or self.proc.poll() is not None:
-            raise StepError("loaderd is not running: %s" % self.log_tail())
-
-    def stop(self):
-        """SIGTERM, then a bounded wait; SIGKILL only if that runs out."""
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            rc = self.proc.wait(timeout=30)
-            self.ctx.log.write("loaderd (%d workers) exited %d after SIGTERM\n" % (self.workers, rc))
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-            self.ctx.log.say("loaderd (%d workers) did not exit within 30 s of SIGTERM; killed" % self.workers)
 
 
 def consume(ctx, daemon, epochs, timeout_s, what):
@@ -565,7 +489,7 @@ def setup(a, bindir):
         os.makedirs(a.out, exist_ok=True)
     ctx.workdir = tempfile.mkdtemp(prefix="loaderd-image-bench-")
     ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log(os.path.join(a.out, "bench.log") if a.out else None)
+    ctx.log = Log("image_bench", os.path.join(a.out, "bench.log") if a.out else None)
     return ctx
 
 

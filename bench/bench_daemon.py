@@ -1,0 +1,154 @@
+"""bench_daemon: the loaderd a benchmark starts, waits for and stops, shared
+by gpu_bench.py and image_bench.py. Each subclasses LoaderdDaemon with the
+config lines of its daemon and the wording of its log lines; what a bench
+measures stays in the bench.
+
+Also here, since the daemon needs them and both benches import this
+module: Log, StepError, last_line and wait_for.
+"""
+
+import os
+import re
+import shlex
+import signal
+import subprocess
+import time
+
+START_TIMEOUT_S = 90        # loaderd start: the file list, CUDA init, rings, workers
+STOP_TIMEOUT_S = 30         # SIGTERM to exit, and SIGKILL to exit
+
+
+class Log:
+    """Progress on stdout, each line prefixed with the bench's name;
+    progress and every command's output in --out (path)."""
+
+    def __init__(self, prefix, path):
+        self.prefix = prefix + ": "
+        self.f = open(path, "w") if path else None
+
+    def write(self, text):
+        if self.f:
+            self.f.write(text)
+            self.f.flush()
+
+    def say(self, text):
+        print(self.prefix + text, flush=True)
+        self.write(self.prefix + text + "\n")
+
+    def close(self):
+        if self.f:
+            self.f.close()
+
+
+class StepError(Exception):
+    """One measurement failed; its message goes into the table's cell."""
+
+
+def last_line(text):
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    return lines[-1] if lines else ""
+
+
+def wait_for(cond, timeout_s, what, interval_s=0.05):
+    """Polls cond() until it returns a true value, which is returned."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = cond()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise StepError("timed out after %d s waiting for %s" % (timeout_s, what))
+        time.sleep(interval_s)
+
+
+class LoaderdDaemon:
+    """One loaderd with a config file, a log and a socket of its own.
+
+    ctx gives workdir (the socket), logdir (config and log), bindir,
+    loaderctl and log. A subclass supplies config_lines(), may check the
+    first status in check_started(), and sets the wording: label ("mode
+    copy", "4 workers") in its log lines, START_GOAL in the start timeout's
+    message, error_name() in the StepErrors that end up in table cells."""
+
+    START_GOAL = "to start"
+
+    def __init__(self, ctx, tag, label):
+        self.ctx = ctx
+        self.label = label
+        self.socket = os.path.join(ctx.workdir, "loaderd-%s.sock" % tag)
+        self.config = os.path.join(ctx.logdir, "loaderd-%s.ini" % tag)
+        self.log_path = os.path.join(ctx.logdir, "loaderd-%s.log" % tag)
+        self.proc = None
+
+    def config_lines(self):
+        """The config file's lines, [daemon] and the pipelines; the file is
+        these joined with newlines."""
+        raise NotImplementedError
+
+    def check_started(self, status):
+        """Raises StepError when the first full `loaderctl status` shows a
+        daemon that cannot deliver what the bench measures."""
+
+    def error_name(self):
+        return "loaderd (%s)" % self.label
+
+    def write_config(self):
+        with open(self.config, "w") as f:
+            f.write("\n".join(self.config_lines()))
+
+    def log_tail(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                text = f.read()
+        except OSError:
+            return ""
+        # The reason is the last error, not the "stopped" that follows it.
+        errors = [ln for ln in text.splitlines() if re.match(r"^loaderd: (error|fatal|crit)", ln)
+                  and not ln.rstrip().endswith(": stopping")]
+        return errors[-1].strip() if errors else last_line(text)
+
+    def status(self):
+        r = subprocess.run([self.ctx.loaderctl, "--socket", self.socket, "status"],
+                           stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=10)
+        return r.stdout if r.returncode == 0 else None
+
+    def start(self):
+        self.write_config()
+        cmd = [os.path.join(self.ctx.bindir, "loaderd"), "--config", self.config]
+        self.ctx.log.write("\n$ %s    # loaderd, %s, log in %s\n"
+                           % (shlex.join(cmd), self.label, self.log_path))
+        with open(self.log_path, "wb") as logf:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+
+        def up():
+            if self.proc.poll() is not None:
+                raise StepError("%s exited %d at start: %s"
+                                % (self.error_name(), self.proc.returncode, self.log_tail()))
+            try:
+                text = self.status()
+            except subprocess.TimeoutExpired:
+                return None
+            # The socket answers while the GPU is still being set up.
+            return text if text and "(GPU starting)" not in text else None
+
+        text = wait_for(up, START_TIMEOUT_S, "loaderd (%s) %s" % (self.label, self.START_GOAL))
+        self.ctx.log.write("status:\n%s" % text)
+        self.check_started(text)
+
+    def check_alive(self):
+        if self.proc is None or self.proc.poll() is not None:
+            raise StepError("%s is not running: %s" % (self.error_name(), self.log_tail()))
+
+    def stop(self):
+        """SIGTERM, then a bounded wait; SIGKILL only if that runs out."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            rc = self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self.ctx.log.write("loaderd (%s) exited %d after SIGTERM\n" % (self.label, rc))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(timeout=STOP_TIMEOUT_S)
+            self.ctx.log.say("loaderd (%s) did not exit within %d s of SIGTERM; killed"
+                             % (self.label, STOP_TIMEOUT_S))
