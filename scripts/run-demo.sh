@@ -3,11 +3,14 @@
 # streams from it with loaderctl so you can see what it does and how fast:
 #   1. installs missing build dependencies (scripts/install-deps.sh);
 #   2. configures and builds a Release tree in ./build;
-#   3. writes a 128 MiB raw dataset (32768 records of 4096 bytes) and 4M
-#      uint16 tokens into a temporary directory, with a config beside them;
+#   3. writes a 128 MiB raw dataset (32768 records of 4096 bytes), 4M
+#      uint16 tokens and an ImageFolder tree of 600 JPEGs (mkjpeg) into a
+#      temporary directory, with a config beside them;
 #   4. starts loaderd (workers = cores - 1) and waits until it answers;
-#   5. consumes 3 epochs of the raw pipeline and 1 of the token pipeline,
-#      printing throughput, then the daemon's status;
+#   5. consumes 3 epochs of the raw pipeline, 1 of the token pipeline and 2
+#      of the image pipeline, printing throughput; writes the image
+#      pipeline's first batch as a contact sheet to build/demo-batch0.png
+#      (loaderctl peek); prints the daemon's status;
 #   6. stops loaderd with SIGTERM and removes the temporary directory.
 # Exits non-zero if any step fails.
 set -euo pipefail
@@ -35,6 +38,7 @@ trap cleanup EXIT
 python3 tools/make_dataset.py raw --out "$work/images.bin" --records 32768 --record-bytes 4096 --seed 1
 python3 tools/make_dataset.py tokens --out "$work/tokens.bin" --tokens 4194304 --dtype uint16 \
 	--vocab 50257 --seed 2
+"$bin/mkjpeg" --tree "$work/tree" --classes 6 --per-class 100 --min-side 300 --max-side 600 --seed 3
 
 workers=$((cores > 1 ? cores - 1 : 1))
 sock=$work/loaderd.sock
@@ -56,6 +60,12 @@ seq_len = 2048
 token_output = int64
 batch_size = 8
 seed = 2
+
+[pipeline.train]
+source = imagefolder:$work/tree
+transform = random_resized_crop(224) hflip(0.5)
+batch_size = 64
+seed = 3
 INI
 echo "run-demo: config $work/loaderd.ini:"
 cat "$work/loaderd.ini"
@@ -81,6 +91,9 @@ echo "run-demo: 3 epochs of records (64 x 4096-byte records per batch)"
 "$bin/loaderctl" --socket "$sock" consume --pipeline records --epochs 3
 echo "run-demo: 1 epoch of tokens (8 x 2049 tokens per batch, widened to int64)"
 "$bin/loaderctl" --socket "$sock" consume --pipeline tokens --epochs 1
+echo "run-demo: 2 epochs of images (64 JPEGs per batch, random_resized_crop(224) hflip(0.5), uint8)"
+"$bin/loaderctl" --socket "$sock" consume --pipeline train --epochs 2
+"$bin/loaderctl" --socket "$sock" peek --pipeline train --columns 8 --out "$root/build/demo-batch0.png"
 "$bin/loaderctl" --socket "$sock" status
 
 kill -TERM "$daemon_pid"
