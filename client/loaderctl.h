@@ -1,0 +1,55 @@
+/*
+ * loaderctl.h: loaderctl's internals, shared by loaderctl.c (main, the
+ * usage text, option parsing, the stop flag, status, peek and the
+ * dispatch) and consume.c (the consume command). Nothing else includes it;
+ * it is not part of the client library.
+ *
+ * Exit codes, for every command: 0 success, 1 an error (message on stderr
+ * starting "loaderctl: "), EXIT_USAGE a usage error.
+ */
+#ifndef LDR_CLIENT_LOADERCTL_H
+#define LDR_CLIENT_LOADERCTL_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define EXIT_USAGE 2
+#define NEXT_WAIT_MS 1000 /* bounds how long a stop request waits to be seen */
+
+/* Set by SIGINT/SIGTERM once install_stop_handlers() has run; commands poll
+ * it between waits of at most NEXT_WAIT_MS. */
+extern volatile sig_atomic_t stop_requested;
+
+/* Sets stop_requested on SIGINT and SIGTERM (without SA_RESTART, so a
+ * blocked wait returns EINTR); 0, or -1 after printing the reason. */
+int install_stop_handlers(void);
+
+/* Monotonic clock, in seconds. */
+double now_s(void);
+
+/* Prints "loaderctl: " and the message, then the --help hint, to stderr;
+ * returns EXIT_USAGE. */
+int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* An option of a command: a flag, a non-empty string or a number in
+ * [min, max], whichever destination is set. */
+struct option_spec {
+	const char *name;
+	bool *flag;
+	const char **string;
+	uint64_t *number;
+	uint64_t min, max;
+};
+
+/* Parses argv[first..] against specs; 0, or an exit code. */
+int parse_options(int argc, char **argv, int first, const struct option_spec *specs,
+		  size_t n_specs);
+
+/* `loaderctl consume` (consume.c): parses its options from argv[first..]
+ * and runs it against the daemon at socket (NULL: the default); the exit
+ * code. */
+int consume_command(int argc, char **argv, int first, const char *socket);
+
+#endif
