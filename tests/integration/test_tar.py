@@ -22,7 +22,8 @@ with a warning, so sample numbers stay those of the tree.
   must replace it with another bee sample (label 2), where the imagefolder
   pipeline may take any class. Status counts them; the log names the shard
   and member of each bad one once.
-- on_error = fail: the client's error names the shard and member.
+- on_error = fail: the client's error names the shard and member, also
+  when the shard was removed after start (the worker's open fails).
 - Refused at start (`loaderd --check-config`): a shard the pattern names
   that does not exist, a damaged header checksum, a member cut short, a
   sample without .cls, a label that is not a number, a second .jpg in one
@@ -155,7 +156,28 @@ def body(env):
           "on_error = fail: consume exited %d, stderr %r; expected the shard and member"
           % (r.returncode, r.stderr))
     d.stop()
+    check_shard_gone(env, pattern, shards, common)
     check_refusals(env, shards)
+
+
+def check_shard_gone(env, pattern, shards, common):
+    """A shard removed after start: its samples cannot be read (no worker
+    has it open yet); on_error = fail names the shard, the member and the
+    reason."""
+    d = env.start_daemon(env.config("gone", {
+        "gone": dict(common, source="tar:" + pattern, on_error="fail", shuffle="false")},
+        workers=1))
+    gone = shards[0][0]
+    os.rename(gone, gone + ".away")
+    try:
+        r = test_images.consume(env, d, "gone", "gone", epochs=1, expect_ok=False)
+    finally:
+        os.rename(gone + ".away", gone)
+    check(r.returncode != 0 and "%s: member s00000.jpg (data at offset" % gone in r.stderr
+          and "No such file or directory" in r.stderr,
+          "a shard gone after start: consume exited %d, stderr %r; expected the shard, member "
+          "and reason" % (r.returncode, r.stderr))
+    d.stop()
 
 
 def damaged_copies(env, shards):
