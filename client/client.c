@@ -674,14 +674,24 @@ int ldr_release(struct ldr_client *c, const struct ldr_batch *b)
 
 int ldr_release_stream(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream)
 {
+	return ldr_release_streams(c, b, &cuda_stream, 1);
+}
+
+int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
+			unsigned n)
+{
 	struct held_batch *hb = held_batch(c, b);
 	if (!hb)
 		return -EINVAL;
+	if (n == 0) {
+		set_error(c, "ldr_release_streams: no stream given");
+		return -EINVAL;
+	}
 	/* The released event is recorded before RELEASE goes out: the daemon's
 	 * next copy into the slot waits for it. A failed record keeps the batch
 	 * held (the slot is not known to be free). */
 	if (c->ring) {
-		int r = device_release(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+		int r = device_release(c->ring, hb->slot, cuda_streams, n, c->error, sizeof c->error);
 		if (r < 0)
 			return r;
 	}
@@ -713,6 +723,24 @@ uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b,
 	if (!c || !c->attached || row >= b->rows || b->priv_epoch_offset >= c->welcome.n_samples)
 		return UINT64_MAX;
 	return sampler_sample(&c->sampler, b->epoch, b->priv_epoch_offset, b->priv_first + row);
+}
+
+int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap)
+{
+	if (cap)
+		buf[0] = '\0';
+	struct held_batch *hb = held_batch(c, b);
+	if (!hb)
+		return -EINVAL;
+	struct position p;
+	position_after_batch(c->welcome.seed, c->welcome.n_samples, c->welcome.world, hb->epoch,
+			     hb->epoch_offset, hb->first, hb->rows, hb->last, &p);
+	return position_format(&p, buf, cap);
+}
+
+size_t ldr_sizeof_batch(void)
+{
+	return sizeof(struct ldr_batch);
 }
 
 int ldr_position(const struct ldr_client *c, char *buf, size_t cap)

@@ -293,12 +293,20 @@ int device_wait(struct device_ring *r, uint32_t slot, void *stream, char *err, s
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuStreamWaitEvent on the ready event");
 }
 
-int device_release(struct device_ring *r, uint32_t slot, void *stream, char *err, size_t cap)
+int device_release(struct device_ring *r, uint32_t slot, void *const *streams, unsigned n,
+		   char *err, size_t cap)
 {
 	int rc = push(r, err, cap);
 	if (rc < 0)
 		return rc;
-	cu_result e = drv.event_record(r->released[slot], (cu_stream)stream);
+	/* Each further stream waits for the event as last recorded, then
+	 * records it again: it completes once every stream's work is done. */
+	cu_result e = drv.event_record(r->released[slot], (cu_stream)streams[0]);
+	for (unsigned i = 1; e == CU_SUCCESS && i < n; i++) {
+		e = drv.stream_wait_event((cu_stream)streams[i], r->released[slot], 0);
+		if (e == CU_SUCCESS)
+			e = drv.event_record(r->released[slot], (cu_stream)streams[i]);
+	}
 	pop();
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuEventRecord of the released event");
 }

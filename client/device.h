@@ -40,9 +40,12 @@ void device_close(struct device_ring *r);
 /* Device address of byte `offset` of the ring. */
 const void *device_ptr(const struct device_ring *r, uint64_t offset);
 
-/* stream waits for ready[slot] / records released[slot] on stream. */
+/* stream waits for ready[slot]. */
 int device_wait(struct device_ring *r, uint32_t slot, void *stream, char *err, size_t cap);
-int device_release(struct device_ring *r, uint32_t slot, void *stream, char *err, size_t cap);
+/* released[slot] completes once the work enqueued on every one of the n
+ * (>= 1) streams so far is done. */
+int device_release(struct device_ring *r, uint32_t slot, void *const *streams, unsigned n,
+		   char *err, size_t cap);
 
 /* Waits for ready[slot], then copies bytes at src (a device address in the
  * ring) to host memory dst. */

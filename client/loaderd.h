@@ -165,6 +165,12 @@ int ldr_release(struct ldr_client *c, const struct ldr_batch *b);
 int ldr_stream_wait(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream);
 int ldr_release_stream(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream);
 
+/* ldr_release_stream for a batch read on several streams (n >= 1): the
+ * slot becomes free once the work enqueued on every one of them before the
+ * call is done. Host delivery ignores the streams. */
+int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
+			unsigned n);
+
 /*
  * Copies tensor `tensor` of batch b (tensors[tensor].bytes bytes) into dst
  * in host memory and returns when the copy is done: for tools and tests
@@ -187,6 +193,17 @@ uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b,
 /* The position after the last released batch, as a token for
  * ldr_attach_opts.resume. 0 or -ENOSPC. */
 int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
+
+/* The position once held batch b (and every batch before it) is consumed,
+ * whether or not it was released yet: what a checkpoint taken while b is
+ * in use saves, so that resuming starts at the batch after b. 0, -EINVAL
+ * (b not held), -ENOSPC. */
+int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap);
+
+/* sizeof(struct ldr_batch) as this library was built: a binding that lays
+ * the struct out itself (the Python package, through ctypes) checks its
+ * layout against it. */
+size_t ldr_sizeof_batch(void);
 
 /* Text of the last failure on this handle ("" if none). */
 const char *ldr_error(const struct ldr_client *c);

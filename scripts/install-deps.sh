@@ -10,6 +10,7 @@ packages=(
 	libuv1-dev liburing-dev libinih-dev libcmocka-dev
 	libjpeg62-turbo-dev libpng-dev  # image pipelines: decode, loaderctl peek
 	python3 python3-pil python3-numpy  # tests: reference image decode
+	python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision  # the Python package: install, tests, examples
 	systemd          # systemd-analyze, to check the unit file
 	clang libclang-rt-14-dev  # libFuzzer harnesses
 )

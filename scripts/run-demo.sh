@@ -2,15 +2,18 @@
 # run-demo: builds loaderd, makes a sample dataset, starts the daemon and
 # streams from it with loaderctl so you can see what it does and how fast:
 #   1. installs missing build dependencies (scripts/install-deps.sh);
-#   2. configures and builds a Release tree in ./build;
+#   2. configures and builds a Release tree in ./build, and installs the
+#      Python package into build/venv;
 #   3. writes a 128 MiB raw dataset (32768 records of 4096 bytes), 4M
 #      uint16 tokens and an ImageFolder tree of 600 JPEGs (mkjpeg) into a
 #      temporary directory, with a config beside them;
 #   4. starts loaderd (workers = cores - 1) and waits until it answers;
 #   5. consumes 3 epochs of the raw pipeline, 1 of the token pipeline and 2
-#      of the image pipeline, printing throughput; writes the image
-#      pipeline's first batch as a contact sheet to build/demo-batch0.png
-#      (loaderctl peek); prints the daemon's status;
+#      of the image pipeline with loaderctl, printing throughput, then 2
+#      epochs of the raw pipeline from Python (the loaderd package in
+#      build/venv); writes the image pipeline's first batch as a contact
+#      sheet to build/demo-batch0.png (loaderctl peek); prints the daemon's
+#      status;
 #   6. stops loaderd with SIGTERM and removes the temporary directory.
 # Exits non-zero if any step fails.
 set -euo pipefail
@@ -23,6 +26,11 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$cores"
 bin=$root/build/bin
+# The Python package, into a virtual environment that also sees the
+# system's packages (numpy, torch where installed).
+[ -x build/venv/bin/python ] || python3 -m venv --system-site-packages build/venv
+build/venv/bin/python -m pip install --quiet --no-index --no-build-isolation --no-deps \
+	--force-reinstall build/python
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/loaderd-demo.XXXXXX")
 daemon_pid=
@@ -93,6 +101,23 @@ echo "run-demo: 1 epoch of tokens (8 x 2049 tokens per batch, widened to int64)"
 "$bin/loaderctl" --socket "$sock" consume --pipeline tokens --epochs 1
 echo "run-demo: 2 epochs of images (64 JPEGs per batch, random_resized_crop(224) hflip(0.5), uint8)"
 "$bin/loaderctl" --socket "$sock" consume --pipeline train --epochs 2
+echo "run-demo: 2 epochs of records from Python (build/venv: import loaderd)"
+build/venv/bin/python - "$sock" <<'PY'
+import sys, time
+import loaderd
+
+loader = loaderd.Loader("records", socket=sys.argv[1], device="cpu", framework="numpy")
+start, rows, nbytes = time.perf_counter(), 0, 0
+for epoch in range(2):
+    loader.set_epoch(epoch)
+    for batch in loader:
+        rows += batch.rows
+        nbytes += batch["data"].nbytes
+seconds = time.perf_counter() - start
+print("python: %d batches of %d, %d samples, %.0f samples/s, %.0f MB/s" %
+      (2 * len(loader), loader.batch_size, rows, rows / seconds, nbytes / seconds / 1e6))
+loader.close()
+PY
 "$bin/loaderctl" --socket "$sock" peek --pipeline train --columns 8 --out "$root/build/demo-batch0.png"
 "$bin/loaderctl" --socket "$sock" status
 

@@ -1,0 +1,20 @@
+"""loaderd: batches from the loaderd daemon as framework tensors.
+
+    import loaderd
+    loader = loaderd.Loader("train")            # rank, world size, GPU: from the job
+    for epoch in range(epochs):
+        loader.set_epoch(epoch)
+        for batch in loader:                    # {"image": Tensor, "label": Tensor}
+            step(batch["image"], batch["label"])
+
+Pure Python over the C client library (libloaderd_client.so, through
+ctypes). See loader.py for the lifetime and stream rules.
+"""
+
+from .errors import (BatchReleasedError, DaemonUnavailableError, DeviceUnavailableError,
+                     LoaderdError, PipelineNotFoundError)
+from .loader import Batch, Loader, default_rank_world, status
+
+__version__ = "0.1.0"
+__all__ = ["Batch", "BatchReleasedError", "DaemonUnavailableError", "DeviceUnavailableError",
+           "Loader", "LoaderdError", "PipelineNotFoundError", "default_rank_world", "status"]

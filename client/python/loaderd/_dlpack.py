@@ -1,0 +1,98 @@
+"""_dlpack: DLPack capsules for memory loaderd owns, built with ctypes.
+
+A capsule named "dltensor" holds a DLManagedTensor (dlpack.h, the
+unversioned ABI every consumer reads). The consumer (torch.from_dlpack,
+cupy.from_dlpack, jax.dlpack.from_dlpack) renames the capsule to
+"used_dltensor" and calls the tensor's deleter when its own tensor dies; a
+capsule nobody consumed calls the deleter from its destructor. Either way
+the deleter only drops the Python objects that hold the struct: the memory
+described is the daemon's slot, which the batch's release hands back.
+"""
+
+import ctypes
+
+KDL_CPU = 1
+KDL_CUDA = 2
+
+# The stream values DLPack reserves for CUDA (the array API's __dlpack__).
+STREAM_LEGACY = 1       # the legacy default stream
+STREAM_PER_THREAD = 2   # the per-thread default stream
+STREAM_NO_SYNC = -1     # the consumer orders the work itself
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
+class DLManagedTensor(ctypes.Structure):
+    pass
+
+
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [
+    ("dl_tensor", DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _DELETER),
+]
+
+_NAME = b"dltensor"
+_live = {}  # address of a DLManagedTensor -> the ctypes objects behind it
+
+
+@_DELETER
+def _delete(managed):
+    _live.pop(ctypes.addressof(managed.contents), None)
+
+
+_CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_api = ctypes.pythonapi
+_api.PyCapsule_New.restype = ctypes.py_object
+_api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_char_p, _CAPSULE_DESTRUCTOR]
+_api.PyCapsule_IsValid.restype = ctypes.c_int
+_api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+_api.PyCapsule_GetPointer.restype = ctypes.c_void_p
+_api.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+
+
+@_CAPSULE_DESTRUCTOR
+def _capsule_destructor(capsule):
+    # Still named "dltensor": never consumed, so the deleter is ours to call.
+    if _api.PyCapsule_IsValid(capsule, _NAME):
+        address = _api.PyCapsule_GetPointer(capsule, _NAME)
+        _live.pop(address, None)
+
+
+def capsule(data, shape, dtype_code, bits, device_type, device_id):
+    """A "dltensor" capsule describing the compact row-major array of the
+    given shape at address `data`."""
+    managed = DLManagedTensor()
+    dims = (ctypes.c_int64 * len(shape))(*shape)
+    t = managed.dl_tensor
+    t.data = data
+    t.device = DLDevice(device_type, device_id)
+    t.ndim = len(shape)
+    t.dtype = DLDataType(dtype_code, bits, 1)
+    t.shape = dims
+    t.strides = None  # compact, row-major
+    t.byte_offset = 0
+    managed.manager_ctx = None
+    managed.deleter = _delete
+    address = ctypes.addressof(managed)
+    _live[address] = (managed, dims)
+    return _api.PyCapsule_New(address, _NAME, _capsule_destructor)

@@ -1,0 +1,222 @@
+#!/usr/bin/env python3
+"""train_tokens: a small causal transformer language model trained on a
+loaderd tokens pipeline, timed the way train_resnet.py times its loop.
+
+    train_tokens.py --pipeline NAME [--socket PATH] [--vocab 65536]
+                    [--d-model 256] [--layers 4] [--heads 4] [--steps 100]
+                    [--warmup 10] [--device cuda|cuda:N|cpu]
+                    [--amp auto|bf16|fp16|off] [--lr 3e-4] [--json]
+
+The pipeline (`source = tokens:FILE`, `seq_len = L`, `token_dtype`) hands
+out rows of L+1 tokens; each row is one training sequence: input = row[:-1],
+target = row[1:], cross-entropy over the vocabulary. Deliver the tokens as
+`token_output = int64` (or int32): torch before 2.3 has no uint16/uint32
+tensors, so a pipeline delivering those is refused with that advice. The
+batch size and L come from the pipeline; the model is built for that L
+after the first batch arrives.
+
+The model, torch.nn only: token embedding plus a learned position
+embedding, --layers pre-norm nn.TransformerEncoderLayer blocks (--heads
+heads, feed-forward 4 x d_model, GELU, no dropout) under a causal mask, a
+final LayerNorm and an output layer tied to the embedding. AdamW; autocast
+as train_resnet.py (bf16 on a GPU that has it, else fp16 with a GradScaler;
+off on the CPU unless --amp asks). Every token of the first batch must be
+below --vocab (checked once, in the warm-up); the default 65536 holds any
+uint16 token.
+
+What is measured is exactly train_resnet.py's (its timed_steps() runs this
+loop; its docstring says what the window holds and why the data-wait
+fraction is the loader's share): --warmup untimed steps, then --steps
+between two torch.cuda.synchronize() calls; tokens/s = steps x batch x L
+/ window; data wait = host time inside next() (ldr_next, and the tensor's
+from_dlpack, which orders this stream after the daemon's copy).
+
+Output: a summary on stdout (with --json, instead, one JSON line of the
+figures); progress on stderr. Exit codes: 0; 1 an error (the message names
+it; the daemon's own for loaderd's); 2 bad arguments.
+"""
+
+import argparse
+import itertools
+import json
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from train_resnet import (IMPORT_ERROR, ExampleError, device_name, import_loaderd,  # noqa: E402
+                          loaderd_errors, make_optimizer_step, pick_amp, pick_device, say, timed_steps)
+
+if IMPORT_ERROR is None:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+PROG = "train_tokens"
+INT_DTYPES = ("torch.int32", "torch.int64")
+Module = nn.Module if IMPORT_ERROR is None else object  # main() says torch is missing
+
+
+class TinyLM(Module):
+    """Causal transformer LM: embeddings, pre-norm encoder blocks under a
+    causal mask, tied output layer."""
+
+    def __init__(self, vocab, seq_len, d_model, layers, heads):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.pos = nn.Parameter(torch.zeros(1, seq_len, d_model))
+        nn.init.normal_(self.embed.weight, std=0.02)
+        nn.init.normal_(self.pos, std=0.02)
+        block = nn.TransformerEncoderLayer(d_model, heads, dim_feedforward=4 * d_model, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        self.blocks = nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(d_model)
+        self.head = nn.Linear(d_model, vocab, bias=False)
+        self.head.weight = self.embed.weight
+        # True where attention is not allowed: each position sees itself and the past
+        self.register_buffer("mask", torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1),
+                             persistent=False)
+
+    def forward(self, tokens):
+        h = self.embed(tokens) + self.pos
+        h = self.blocks(h, mask=self.mask)
+        return self.head(self.norm(h))
+
+
+def token_batches(args, device):
+    """(iterator of int64 [B, L+1] tensors on the device, the loader)."""
+    loaderd = import_loaderd()
+    loader = loaderd.Loader(args.pipeline, socket=args.socket,
+                            device="cpu" if device.type == "cpu" else device.index,
+                            depth=args.depth, timeout=args.timeout, name="train_tokens")
+
+    def tokens_of(batch):
+        try:
+            t = batch["tokens"]
+        except loaderd.LoaderdError as e:
+            raise ExampleError("%s; set `token_output = int64` (or int32) in the pipeline" % e) from None
+        except KeyError as e:
+            raise ExampleError("pipeline %r is not a tokens pipeline: %s"
+                               % (args.pipeline, e.args[0])) from None
+        if str(t.dtype) not in INT_DTYPES:
+            raise ExampleError("pipeline %r delivers %s tokens; set `token_output = int64` (or int32)"
+                               % (args.pipeline, t.dtype))
+        if t.dim() != 2 or t.shape[1] < 2:
+            raise ExampleError("tokens tensor of shape %s: expected [B, seq_len + 1]" % list(t.shape))
+        return t.long()  # int64 (a copy unless delivered so); nothing writes to it
+
+    def batches():
+        try:
+            while True:  # each `for` is one epoch; the daemon runs on into the next
+                for batch in loader:
+                    yield tokens_of(batch)
+        finally:
+            loader.close()
+
+    say(PROG, "loaderd: pipeline %s, %d sequences, batch %d, delivered to %s"
+        % (args.pipeline, loader.dataset_size, loader.batch_size, loader.device))
+    return batches(), loader
+
+
+def train(args):
+    device = pick_device(args.device)
+    amp_dtype, use_scaler, amp_name = pick_amp(args.amp, device)
+    torch.manual_seed(args.seed)
+    if device.type == "cuda":
+        torch.zeros(1, device=device)  # the CUDA context exists before a loaderd attach
+    batches, loader = token_batches(args, device)
+    batch_size = loader.batch_size
+
+    first = next(batches)  # the model's length is the pipeline's
+    seq_len = first.shape[1] - 1
+    top = int(first.max())
+    if top >= args.vocab:
+        raise ExampleError("token %d in the first batch, but --vocab is %d" % (top, args.vocab))
+    model = TinyLM(args.vocab, seq_len, args.d_model, args.layers, args.heads).to(device).train()
+    params = sum(p.numel() for p in model.parameters())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
+    optimizer_step = make_optimizer_step(model, optimizer, amp_dtype, use_scaler, device)
+
+    def step(tokens):
+        inputs, targets = tokens[:, :-1], tokens[:, 1:]
+        return optimizer_step(lambda: F.cross_entropy(model(inputs).reshape(-1, args.vocab).float(),
+                                                      targets.reshape(-1)))
+
+    say(PROG, "transformer d_model %d, %d layers, %d heads, vocab %d, %.1fM parameters, %s, amp %s, "
+        "batch %d x %d tokens: %d warm-up steps, %d timed"
+        % (args.d_model, args.layers, args.heads, args.vocab, params / 1e6, device_name(device), amp_name,
+           batch_size, seq_len, args.warmup, args.steps))
+    seconds, wait_s, loss = timed_steps(itertools.chain([first], batches), step, device, args.warmup,
+                                        args.steps)
+    del first
+    batches.close()
+
+    tokens = args.steps * batch_size * seq_len
+    return {"model": "transformer", "loader": "loaderd", "pipeline": args.pipeline,
+            "device": device_name(device), "amp": amp_name, "d_model": args.d_model, "layers": args.layers,
+            "heads": args.heads, "vocab": args.vocab, "parameters": params, "batch_size": batch_size,
+            "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup, "tokens": tokens,
+            "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
+            "data_wait_s": round(wait_s, 4), "data_wait_fraction": round(wait_s / seconds, 4),
+            "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__}
+
+
+def summary(r):
+    return ("transformer (%.1fM parameters), pipeline %s, %s, amp %s, batch %d x %d: %d steps in %.2f s: "
+            "%.1f tokens/s, data wait %.1f%% of the time; loss %s"
+            % (r["parameters"] / 1e6, r["pipeline"], r["device"], r["amp"], r["batch_size"], r["seq_len"],
+               r["steps"], r["seconds"], r["tokens_per_s"], 100 * r["data_wait_fraction"], r["loss"]))
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pipeline", required=True, help="the tokens pipeline's name")
+    ap.add_argument("--socket",
+                    help="the daemon's socket (default $LOADERD_SOCKET, else the daemon's default)")
+    ap.add_argument("--vocab", type=int, default=65536, help="vocabulary size (default 65536)")
+    ap.add_argument("--d-model", type=int, default=256, help="model width (default 256)")
+    ap.add_argument("--layers", type=int, default=4, help="transformer blocks (default 4)")
+    ap.add_argument("--heads", type=int, default=4, help="attention heads (default 4)")
+    ap.add_argument("--steps", type=int, default=100, help="timed steps (default 100)")
+    ap.add_argument("--warmup", type=int, default=10, help="untimed steps first (default 10)")
+    ap.add_argument("--device", help="cuda, cuda:N or cpu (default cuda when available, else cpu)")
+    ap.add_argument("--amp", choices=("auto", "bf16", "fp16", "off"), default="auto",
+                    help="autocast dtype (default auto: bf16 on a GPU that has it, else fp16; "
+                    "off on the CPU)")
+    ap.add_argument("--lr", type=float, default=3e-4, help="AdamW learning rate (default 3e-4)")
+    ap.add_argument("--depth", type=int, default=0, help="batches prepared ahead (default: the daemon's)")
+    ap.add_argument("--timeout", type=float, default=300.0,
+                    help="seconds to wait for one batch before giving up (default 300)")
+    ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
+    ap.add_argument("--json", action="store_true",
+                    help="print one JSON line of figures instead of the summary")
+    a = ap.parse_args()
+    if a.steps < 1 or a.warmup < 0 or a.vocab < 2 or a.layers < 1 or a.heads < 1 or a.d_model < 1:
+        ap.error("--steps >= 1, --warmup >= 0, --vocab >= 2, --layers, --heads and --d-model >= 1")
+    if a.d_model % a.heads:
+        ap.error("--d-model %d is not a multiple of --heads %d" % (a.d_model, a.heads))
+    if a.depth < 0 or a.timeout <= 0:
+        ap.error("--depth >= 0 and --timeout > 0")
+    return a
+
+
+def main():
+    args = parse_args()
+    if IMPORT_ERROR is not None:
+        say(PROG, "needs torch: %s" % IMPORT_ERROR)
+        return 1
+    try:
+        result = train(args)
+    except (ExampleError, TimeoutError) + loaderd_errors() as e:
+        say(PROG, str(e))
+        return 1
+    if args.json:
+        say(PROG, summary(result))
+        print(json.dumps(result), flush=True)
+    else:
+        print(summary(result), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

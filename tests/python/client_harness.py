@@ -1,0 +1,93 @@
+"""client_harness: what the Python package's tests (tests/python, and
+tests/gpu/test_gpu_python.py) share on top of tests/integration/harness.py.
+
+- The package under test is the one the build staged ($LOADERD_BUILD_DIR/
+  python, with the client library next to it); CTest puts it on PYTHONPATH.
+- The frameworks a test runs its checks with: numpy always, torch when it
+  can be imported (Debian's python3-torch in CI). $LOADERD_TEST_FRAMEWORKS
+  narrows the list (the sanitizer build runs numpy only: torch's own
+  libraries are not built for AddressSanitizer).
+- Expected values come from the dataset file, read here independently of
+  the daemon: the bytes of sample i of a raw file are its i-th record.
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
+import harness  # noqa: E402  (tests/integration is put on the path just above)
+from harness import TestFailure, TestSkip, check  # noqa: E402,F401
+
+
+def import_loaderd():
+    try:
+        import loaderd
+    except ImportError as e:
+        raise TestFailure("cannot import the staged package (PYTHONPATH=%s): %s" %
+                          (os.environ.get("PYTHONPATH"), e)) from None
+    staged = os.path.join(harness.build_dir(), "python")
+    check(os.path.dirname(os.path.dirname(os.path.abspath(loaderd.__file__))) == os.path.abspath(staged),
+          "imported loaderd from %s, not the build's staged package in %s" % (loaderd.__file__, staged))
+    return loaderd
+
+
+def frameworks():
+    wanted = os.environ.get("LOADERD_TEST_FRAMEWORKS", "numpy,torch").split(",")
+    out = []
+    for name in wanted:
+        if name == "torch":
+            try:
+                import torch  # noqa: F401
+            except ImportError:
+                print("torch is not importable: its checks are skipped")
+                continue
+        out.append(name)
+    return out
+
+
+def records(path, record_bytes):
+    with open(path, "rb") as f:
+        data = f.read()
+    return [data[i:i + record_bytes] for i in range(0, len(data), record_bytes)]
+
+
+def host_bytes(t):
+    """The bytes of a host tensor or array, row-major."""
+    if hasattr(t, "numpy"):
+        t = t.numpy()
+    return t.tobytes()
+
+
+def row_bytes(t, row):
+    if hasattr(t, "cpu"):
+        t = t.cpu()
+    return host_bytes(t[row])
+
+
+def check_rows(batch, name, recs, what):
+    """Every row of tensor `name` equals the file's record of its sample."""
+    t = batch[name]
+    indices = batch.sample_indices()
+    check(len(indices) == batch.rows and t.shape[0] == batch.rows,
+          "%s: batch %d has %d rows, %d sample indices, tensor of %d rows" %
+          (what, batch.seq, batch.rows, len(indices), t.shape[0]))
+    for r, s in enumerate(indices):
+        got = row_bytes(t, r)
+        check(got == recs[s], "%s: batch %d (epoch %d, index %d) row %d: sample %d's bytes differ "
+              "from the file's record %d" % (what, batch.seq, batch.epoch, batch.index, r, s, s))
+    return indices
+
+
+def epoch_indices(loader, check_values=None):
+    """The sample indices of one epoch of the loader, batch by batch;
+    check_values(batch) runs on each batch."""
+    out = []
+    for b in loader:
+        if check_values:
+            check_values(b)
+        out.append(b.sample_indices())
+    return out
+
+
+def flat(batches):
+    return [s for b in batches for s in b]
