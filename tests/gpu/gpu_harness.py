@@ -15,7 +15,6 @@ tests/integration/harness.py.
   line-by-line conversation with a helper program over its stdin/stdout.
 """
 
-import contextlib
 import os
 import re
 import select
@@ -25,7 +24,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 import harness  # noqa: E402  (tests/integration is put on the path just above)
-from harness import TestFailure, TestSkip, check  # noqa: E402
+from harness import TestFailure, TestSkip, check, environ  # noqa: E402
 
 _GPUS_RE = re.compile(r"^gpus: (\d+)(?: \(.*\))?$", re.M)  # "gpus: 0 (REASON)" when none
 _GPU_RE = re.compile(r'^  gpu (\d+) (GPU-[0-9a-f-]{36}) "([^"]*)" memory (\d+) compute (\d+)\.(\d+)$')
@@ -44,27 +43,6 @@ def proc_env(overrides=None):
         else:
             env[k] = v
     return env
-
-
-@contextlib.contextmanager
-def environ(overrides):
-    """Applies overrides to os.environ for the duration of the block, so
-    that code which builds a child's environment from os.environ (as
-    harness.Daemon.start does) picks them up."""
-    saved = {k: os.environ.get(k) for k in overrides}
-    try:
-        for k, v in overrides.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def version_gpus(overrides=None):

@@ -72,6 +72,15 @@ def spin_cycles(torch, seconds):
     return int(cycles * seconds * 1000 / max(start.elapsed_time(end), 1e-3))
 
 
+def next_batch(loader, it):
+    """The next batch, into the next epoch when this one ends."""
+    try:
+        return it, next(it)
+    except StopIteration:
+        it = iter(loader)
+        return it, next(it)
+
+
 def check_clones(clones, recs, what):
     bad = 0
     for indices, t in clones:
@@ -118,11 +127,7 @@ def busy_stream(loaderd, torch, sock, recs, cycles, side):
         host_s = time.monotonic() - start
         still_busy = not stream.query()
         for _ in range(11):
-            try:
-                b = next(it)
-            except StopIteration:
-                it = iter(x)
-                b = next(it)
+            it, b = next_batch(x, it)
             clones.append((b.sample_indices(), b["data"].clone()))
         b.release()
     check(host_s < SPIN_S / 2 and still_busy, "%s: taking 2 batches took %.3f s of host time with a %.1f s "
@@ -145,11 +150,7 @@ def two_streams(loaderd, torch, sock, recs, cycles, release_on_idle_only):
         torch.cuda._sleep(cycles)
     it = iter(x)
     for _ in range(11):
-        try:
-            b = next(it)
-        except StopIteration:
-            it = iter(x)
-            b = next(it)
+        it, b = next_batch(x, it)
         with torch.cuda.stream(idle):
             b["data"].sum()
         with torch.cuda.stream(busy):

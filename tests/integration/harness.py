@@ -16,6 +16,7 @@ daemon: a pure-Python CRC-32C over the sample's bytes read from the data file
 delivered width, little-endian).
 """
 
+import contextlib
 import os
 import re
 import shutil
@@ -68,6 +69,27 @@ def check_no_sanitizer_report(text, what):
     then respawned: look for the report itself."""
     for marker in SANITIZER_MARKERS:
         check(marker not in (text or ""), "%s: a sanitizer report (%r):\n%s" % (what, marker, text))
+
+
+@contextlib.contextmanager
+def environ(overrides):
+    """Applies overrides to os.environ for the duration of the block, so
+    that code which builds a child's environment from os.environ (as
+    harness.Daemon.start does) picks them up."""
+    saved = {k: os.environ.get(k) for k in overrides}
+    try:
+        for k, v in overrides.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 def wait_for(cond, timeout_s, what, interval_s=0.02):

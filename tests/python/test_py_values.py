@@ -95,25 +95,18 @@ def two_ranks(loaderd, sock, fw, recs, perm):
 
 
 def env_ranks(loaderd, sock):
-    saved = {k: os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
-    try:
-        os.environ.update(RANK="1", WORLD_SIZE="2")
+    job = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": None, "LOCAL_WORLD_SIZE": None}
+    with harness.environ(job):
         x = loaderd.Loader("p", socket=sock, framework="numpy", device="cpu")
         check((x.rank, x.world_size) == (1, 2), "RANK=1 WORLD_SIZE=2 gave %d/%d" % (x.rank, x.world_size))
         check(len(x) == -(-((N + 1) // 2) // BATCH), "rank 1 of 2: len %d" % len(x))
         x.close()
-        os.environ.update(RANK="2", WORLD_SIZE="2")
+    with harness.environ(dict(job, RANK="2")):
         try:
             loaderd.Loader("p", socket=sock, framework="numpy", device="cpu")
             raise ch.TestFailure("RANK=2 WORLD_SIZE=2 was accepted")
         except ValueError as e:
             check("RANK=2" in str(e) and "WORLD_SIZE=2" in str(e), "refusal does not name the variables: %s" % e)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def body(env):
