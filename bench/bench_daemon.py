@@ -40,6 +40,24 @@ class Log:
             self.f.close()
 
 
+def publish(log, out_dir, text):
+    """Prints a benchmark's report, appends it to the log (which it
+    closes) and writes it to OUT/table.md when there is an --out."""
+    print()
+    print(text, end="")
+    log.write("\n" + text)
+    log.close()
+    if out_dir:
+        with open(os.path.join(out_dir, "table.md"), "w") as f:
+            f.write(text)
+
+
+def failed_exit(cells):
+    """1 when a cell says its measurement failed (a text "error: ...",
+    where a figure would be), else 0."""
+    return 1 if any(isinstance(v, str) and v.startswith("error:") for v in cells) else 0
+
+
 class StepError(Exception):
     """One measurement failed; its message goes into the table's cell."""
 

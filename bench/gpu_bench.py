@@ -44,7 +44,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_daemon import LoaderdDaemon, Log, StepError, last_line  # noqa: E402  (this directory)
+from bench_daemon import LoaderdDaemon, Log, StepError, failed_exit, last_line, publish  # noqa: E402  (this directory)
 from host_bench import cpu_model, read_file_gbps  # noqa: E402  (this directory)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -558,17 +558,8 @@ def main():
         # Sockets only; with no --out, also the configs and loaderd's logs.
         shutil.rmtree(ctx.workdir, ignore_errors=True)
 
-    text = report(ctx, res)
-    print()
-    print(text, end="")
-    ctx.log.write("\n" + text)
-    ctx.log.close()
-    if a.out:
-        with open(os.path.join(a.out, "table.md"), "w") as f:
-            f.write(text)
-    failed = any(str(v).startswith("error:") for table in res.values() for v in table.values()
-                 if isinstance(v, Failed))
-    return 1 if failed else 0
+    publish(ctx.log, a.out, report(ctx, res))
+    return failed_exit([v for table in res.values() for v in table.values()])
 
 
 if __name__ == "__main__":

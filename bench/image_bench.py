@@ -68,7 +68,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_daemon import LoaderdDaemon, Log, StepError, last_line  # noqa: E402  (this directory)
+from bench_daemon import LoaderdDaemon, Log, StepError, failed_exit, last_line, publish  # noqa: E402  (this directory)
 from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
                        ratio, run, usable_cores)
 from host_bench import cpu_model  # noqa: E402  (this directory)
@@ -532,17 +532,8 @@ def main():
         # Sockets only; with no --out, also the configs and loaderd's logs.
         shutil.rmtree(ctx.workdir, ignore_errors=True)
 
-    text = report(ctx, res, dec)
-    print()
-    print(text, end="")
-    ctx.log.write("\n" + text)
-    ctx.log.close()
-    if a.out:
-        with open(os.path.join(a.out, "table.md"), "w") as f:
-            f.write(text)
-    cells = list(res["loaderd"].values()) + list(res["torch"].values()) + list(dec.values())
-    failed = any(isinstance(v, Failed) and str(v).startswith("error:") for v in cells)
-    return 1 if failed else 0
+    publish(ctx.log, a.out, report(ctx, res, dec))
+    return failed_exit(list(res["loaderd"].values()) + list(res["torch"].values()) + list(dec.values()))
 
 
 if __name__ == "__main__":

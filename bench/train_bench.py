@@ -68,7 +68,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
-from bench_daemon import Log, StepError, last_line  # noqa: E402
+from bench_daemon import Log, StepError, failed_exit, last_line, publish  # noqa: E402
 from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
                        ratio, run)
 
@@ -355,19 +355,11 @@ def main():
             image_bench.remove_tree(ctx)
         shutil.rmtree(ctx.workdir, ignore_errors=True)  # the socket; with no --out, the logs too
 
-    text = report(ctx, res)
-    print()
-    print(text, end="")
-    ctx.log.write("\n" + text)
-    ctx.log.close()
+    publish(ctx.log, a.out, report(ctx, res))
     if a.out:
-        with open(os.path.join(a.out, "table.md"), "w") as f:
-            f.write(text)
         with open(os.path.join(a.out, "runs.jsonl"), "w") as f:
             f.writelines(json.dumps(r) + "\n" for r in ctx.runs)
-    cells = [v for r in res.values() for v in r.values()]
-    failed = any(isinstance(v, Failed) and str(v).startswith("error:") for v in cells)
-    return 1 if failed else 0
+    return failed_exit([v for r in res.values() for v in r.values()])
 
 
 if __name__ == "__main__":
