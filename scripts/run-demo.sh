@@ -26,9 +26,15 @@ scripts/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$cores"
 bin=$root/build/bin
-# The Python package, into a virtual environment that also sees the
-# system's packages (numpy, torch where installed).
-[ -x build/venv/bin/python ] || python3 -m venv --system-site-packages build/venv
+# The Python package, into a virtual environment over the interpreter the
+# build chose for the tests (the one with numpy and torch: tests/CMakeLists.txt),
+# seeing its packages. A venv left over from another interpreter is remade.
+python=$(sed -n 's/^Python3_EXECUTABLE:[A-Z]*=//p' build/CMakeCache.txt)
+python=${python:-python3}
+if [ ! -x build/venv/bin/python ] || ! build/venv/bin/python -c 'import numpy' 2>/dev/null; then
+	rm -rf build/venv
+	"$python" -m venv --system-site-packages build/venv
+fi
 build/venv/bin/python -m pip install --quiet --no-index --no-build-isolation --no-deps \
 	--force-reinstall build/python
 
@@ -43,8 +49,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 tools/make_dataset.py raw --out "$work/images.bin" --records 32768 --record-bytes 4096 --seed 1
-python3 tools/make_dataset.py tokens --out "$work/tokens.bin" --tokens 4194304 --dtype uint16 \
+"$python" tools/make_dataset.py raw --out "$work/images.bin" --records 32768 --record-bytes 4096 --seed 1
+"$python" tools/make_dataset.py tokens --out "$work/tokens.bin" --tokens 4194304 --dtype uint16 \
 	--vocab 50257 --seed 2
 "$bin/mkjpeg" --tree "$work/tree" --classes 6 --per-class 100 --min-side 300 --max-side 600 --seed 3
 

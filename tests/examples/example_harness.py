@@ -22,7 +22,7 @@ def example(name):
 
 
 def require_modules(*modules):
-    """Skips the test in a sanitizer build and where a module is missing."""
+    """Skips the test in a sanitizer build; a missing module fails it."""
     if os.environ.get("LOADERD_SANITIZE"):
         raise harness.TestSkip("sanitizer build (LOADERD_SANITIZE=%s): torch does not run under it"
                                % os.environ["LOADERD_SANITIZE"])
@@ -30,8 +30,8 @@ def require_modules(*modules):
         try:
             __import__(name)
         except Exception as e:  # noqa: BLE001  (a broken install raises more than ImportError)
-            raise harness.TestSkip("%s cannot be imported (%s): python3-torch and python3-torchvision"
-                                   % (name, e)) from None
+            raise harness.TestFailure("%s cannot be imported by %s (%s): scripts/install-deps.sh installs "
+                                      "python3-torch and python3-torchvision" % (name, sys.executable, e)) from None
 
 
 def run_example(script, args, what):

@@ -50,6 +50,21 @@ def check(cond, message):
         raise TestFailure(message)
 
 
+def import_or_fail(test, *modules):
+    """Imports the modules a test needs. scripts/install-deps.sh installs
+    them, so a missing one fails the test (exit 1) rather than skipping it:
+    a skip would hide that the test never ran."""
+    loaded = []
+    for name in modules:
+        try:
+            loaded.append(__import__(name, fromlist=["_"]))
+        except Exception as e:  # noqa: BLE001  (a broken install raises more than ImportError)
+            print("%s: FAIL: %s cannot be imported by %s (%s); scripts/install-deps.sh "
+                  "installs it from Debian" % (test, name, sys.executable, e), file=sys.stderr)
+            sys.exit(EXIT_FAIL)
+    return loaded[0] if len(loaded) == 1 else loaded
+
+
 def build_dir():
     d = os.environ.get("LOADERD_BUILD_DIR")
     if not d:

@@ -50,12 +50,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-try:
-    import numpy as np
-    from PIL import Image
-except ImportError as e:  # scripts/install-deps.sh installs both
-    print("test_images: skipped: %s (python3-numpy and python3-pil)" % e)
-    sys.exit(77)
+np, Image = harness.import_or_fail("test_images", "numpy", "PIL.Image")
 
 GOOD = [  # (class, relative path, mkjpeg arguments)
     ("ant", "ant/a1.jpg", ["--width", "320", "--height", "240"]),

@@ -42,12 +42,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-try:
-    import numpy as np
-    import test_images  # the tree and its reference order
-except ImportError as e:  # scripts/install-deps.sh installs numpy and Pillow
-    print("test_tar: skipped: %s (python3-numpy and python3-pil)" % e)
-    sys.exit(77)
+np = harness.import_or_fail("test_tar", "numpy")
+import test_images  # noqa: E402  (the tree and its reference order)
 
 FORMATS = (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT)
 EPOCHS = 2

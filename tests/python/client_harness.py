@@ -3,8 +3,8 @@ tests/gpu/test_gpu_python.py) share on top of tests/integration/harness.py.
 
 - The package under test is the one the build staged ($LOADERD_BUILD_DIR/
   python, with the client library next to it); CTest puts it on PYTHONPATH.
-- The frameworks a test runs its checks with: numpy always, torch when it
-  can be imported (Debian's python3-torch in CI). $LOADERD_TEST_FRAMEWORKS
+- The frameworks a test runs its checks with: numpy and torch (Debian's
+  python3-torch in CI; a missing one fails the test). $LOADERD_TEST_FRAMEWORKS
   narrows the list (the sanitizer build runs numpy only: torch's own
   libraries are not built for AddressSanitizer).
 - Expected values come from the dataset file, read here independently of
@@ -33,16 +33,14 @@ def import_loaderd():
 
 def frameworks():
     wanted = os.environ.get("LOADERD_TEST_FRAMEWORKS", "numpy,torch").split(",")
-    out = []
     for name in wanted:
-        if name == "torch":
-            try:
-                import torch  # noqa: F401
-            except ImportError:
-                print("torch is not importable: its checks are skipped")
-                continue
-        out.append(name)
-    return out
+        try:
+            __import__(name)
+        except Exception as e:  # noqa: BLE001  (a broken install raises more than ImportError)
+            raise TestFailure("%s cannot be imported by %s (%s); scripts/install-deps.sh installs it, "
+                              "and $LOADERD_TEST_FRAMEWORKS narrows the frameworks tested"
+                              % (name, sys.executable, e)) from None
+    return wanted
 
 
 def records(path, record_bytes):
