@@ -777,7 +777,10 @@ void ldr_close(struct ldr_client *c)
 	free(c);
 }
 
-int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap)
+/* One control session: sends the request frame `type` (no payload) and
+ * returns the STATUS text that answers it. */
+static int control_request(const char *socket_path, uint16_t type, char **text, char *err,
+			   size_t err_cap)
 {
 	struct ldr_client *c = client_new(); /* one frame buffer and error text */
 	int r;
@@ -791,9 +794,9 @@ int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap)
 	if (r < 0)
 		goto free_client;
 	memset(&c->msg, 0, sizeof c->msg);
-	c->msg.hdr.type = PROTO_STATUS_REQ;
+	c->msg.hdr.type = type;
 	c->msg.hdr.request_id = 1;
-	r = send_frame(c, "STATUS_REQ");
+	r = send_frame(c, proto_type_name(type));
 	if (r == 0)
 		r = recv_frame(c, CLIENT_STATUS_TIMEOUT_MS, NULL);
 	if (r < 0)
@@ -804,7 +807,8 @@ int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap)
 	}
 	if (c->msg.hdr.type != PROTO_STATUS || c->msg.hdr.request_id != 1 ||
 	    c->msg.u.status.text_len > PROTO_STATUS_TEXT_MAX) {
-		set_error(c, "bad answer to STATUS_REQ: %s", proto_type_name(c->msg.hdr.type));
+		set_error(c, "bad answer to %s: %s", proto_type_name(type),
+			  proto_type_name(c->msg.hdr.type));
 		r = -EPROTO;
 		goto free_client;
 	}
@@ -820,4 +824,14 @@ free_client:
 		snprintf(err, err_cap, "%s", c->error);
 	free(c);
 	return r;
+}
+
+int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap)
+{
+	return control_request(socket_path, PROTO_STATUS_REQ, text, err, err_cap);
+}
+
+int ldr_reload(const char *socket_path, char **text, char *err, size_t err_cap)
+{
+	return control_request(socket_path, PROTO_RELOAD_REQ, text, err, err_cap);
 }

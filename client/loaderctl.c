@@ -2,6 +2,7 @@
  * loaderctl: the operator's command-line client of loaderd.
  *
  *   loaderctl [--socket PATH] status
+ *   loaderctl [--socket PATH] reload
  *   loaderctl [--socket PATH] consume --pipeline NAME [...]
  *   loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png
  *
@@ -12,7 +13,7 @@
  * `peek` attaches the same way (host delivery) and writes one batch of an
  * image pipeline as a PNG contact sheet, rendered by peek.c. This file
  * holds main, the usage text, the option parser and the stop flag the
- * commands share (loaderctl.h), `status` and `peek`. Exit codes: 0 success,
+ * commands share (loaderctl.h), `status`, `reload` and `peek`. Exit codes: 0 success,
  * 1 an error (message on stderr starting "loaderctl: "), 2 a usage error.
  */
 #include <errno.h>
@@ -59,7 +60,7 @@ int install_stop_handlers(void)
 }
 
 static const char usage_text[] =
-	"Usage: loaderctl [--socket PATH] status\n"
+	"Usage: loaderctl [--socket PATH] status | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
@@ -67,6 +68,9 @@ static const char usage_text[] =
 	"       loaderctl --help | --version\n"
 	"\n"
 	"  status     print the daemon's status\n"
+	"  reload     make the daemon re-read its configuration file and print what\n"
+	"             changed (live: workers and log_level); a file with errors, or one\n"
+	"             changing anything else, is refused and nothing changes (exit 1)\n"
 	"  consume    attach to a pipeline like a training process and consume batches\n"
 	"             (default: one epoch); prints a summary and the resumable position;\n"
 	"             --device N|GPU-UUID receives the batches on that GPU;\n"
@@ -287,12 +291,15 @@ close_client:
 	return rc;
 }
 
-static int run_status(const char *socket)
+/* status and reload: one control request, its text on stdout. */
+static int run_control(const char *socket, bool reload)
 {
 	char *text;
 	char err[1280];
-	if (ldr_status(socket, &text, err, sizeof err) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", err);
+	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
+		       : ldr_status(socket, &text, err, sizeof err);
+	if (r < 0) {
+		fprintf(stderr, "loaderctl: %s%s\n", reload ? "reload: " : "", err);
 		return 1;
 	}
 	size_t len = strlen(text);
@@ -326,12 +333,12 @@ int main(int argc, char **argv)
 			return usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return usage_error("no command given (status, consume or peek)");
-	if (strcmp(argv[i], "status") == 0) {
+		return usage_error("no command given (status, reload, consume or peek)");
+	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
 		if (i + 1 < argc)
 			return usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
 					   "unexpected argument '%s'", argv[i + 1]);
-		return run_status(socket);
+		return run_control(socket, strcmp(argv[i], "reload") == 0);
 	}
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);
@@ -340,5 +347,5 @@ int main(int argc, char **argv)
 		int r = parse_peek(argc, argv, i + 1, &o);
 		return r != 0 ? r : run_peek(&o);
 	}
-	return usage_error("unknown command '%s' (status, consume or peek)", argv[i]);
+	return usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
 }

@@ -219,6 +219,13 @@ void ldr_close(struct ldr_client *c);
  * On failure, err (if not NULL) receives the reason. */
 int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap);
 
+/* Asks the daemon at socket_path (NULL: default) to reload its
+ * configuration file (only root and the daemon's own user may). On
+ * success *text (malloc'ed, the caller frees it) says what changed; on
+ * failure, err receives why nothing did (the file's FILE:LINE error, or the
+ * keys that take a restart) and the return value is -errno. */
+int ldr_reload(const char *socket_path, char **text, char *err, size_t err_cap);
+
 #ifdef __cplusplus
 }
 #endif

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +11,8 @@
 #include <unistd.h>
 
 static char log_ident[64] = "loaderd";
-static enum log_level log_max = LOG_LEVEL_INFO;
+/* Atomic: a reload changes it on the loop thread while the pinning thread logs. */
+static _Atomic int log_max = LOG_LEVEL_INFO;
 static int log_journal = -1; /* stderr is journald's stream: use <N> prefixes */
 
 /* systemd sets JOURNAL_STREAM=DEV:INO for the stream it connected; stderr
@@ -34,22 +36,32 @@ void log_init(const char *ident, enum log_level max_level)
 
 void log_set_level(enum log_level max_level)
 {
-	log_max = max_level;
+	atomic_store_explicit(&log_max, max_level, memory_order_relaxed);
+}
+
+static const struct {
+	const char *name;
+	enum log_level level;
+} level_names[] = {
+	{"error", LOG_LEVEL_ERROR}, {"warning", LOG_LEVEL_WARNING},
+	{"notice", LOG_LEVEL_NOTICE}, {"info", LOG_LEVEL_INFO},
+	{"debug", LOG_LEVEL_DEBUG},
+};
+#define N_LEVELS (sizeof(level_names) / sizeof(level_names[0]))
+
+const char *log_level_name(enum log_level level)
+{
+	for (size_t i = 0; i < N_LEVELS; i++)
+		if (level_names[i].level == level)
+			return level_names[i].name;
+	return "?";
 }
 
 int log_level_parse(const char *text, enum log_level *out)
 {
-	static const struct {
-		const char *name;
-		enum log_level level;
-	} names[] = {
-		{"error", LOG_LEVEL_ERROR}, {"warning", LOG_LEVEL_WARNING},
-		{"notice", LOG_LEVEL_NOTICE}, {"info", LOG_LEVEL_INFO},
-		{"debug", LOG_LEVEL_DEBUG},
-	};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-		if (strcmp(text, names[i].name) == 0) {
-			*out = names[i].level;
+	for (size_t i = 0; i < N_LEVELS; i++) {
+		if (strcmp(text, level_names[i].name) == 0) {
+			*out = level_names[i].level;
 			return 0;
 		}
 	}
@@ -64,7 +76,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	};
 	if (level < LOG_LEVEL_ERROR)
 		level = LOG_LEVEL_ERROR;
-	if (level > log_max)
+	if ((int)level > atomic_load_explicit(&log_max, memory_order_relaxed))
 		return;
 	int saved_errno = errno;
 	char line[2048];

@@ -22,6 +22,9 @@ enum log_level {
 void log_init(const char *ident, enum log_level max_level);
 void log_set_level(enum log_level max_level);
 
+/* The level's name as log_level_parse takes it ("info"). */
+const char *log_level_name(enum log_level level);
+
 /* Parses "error|warning|notice|info|debug"; returns 0 or -EINVAL. */
 int log_level_parse(const char *text, enum log_level *out);
 

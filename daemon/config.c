@@ -107,7 +107,7 @@ enum daemon_key {
 	DK_SOCKET, DK_WORKERS, DK_SHM_BYTES, DK_STAGING_SLOTS, DK_DEFAULT_DEPTH,
 	DK_MAX_DEPTH, DK_MAX_CLIENTS, DK_SOCKET_GROUP, DK_SOCKET_MODE,
 	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
-	DK_DEVICE_SLOTS, DK_COUNT,
+	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_COUNT,
 };
 
 static const struct key_spec daemon_keys[DK_COUNT] = {
@@ -132,6 +132,8 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 	[DK_PIN_THREADS] = {"pin_threads", VALUE_UINT, DAEMON(pin_threads), 1, PIN_THREADS_MAX, 0},
 	[DK_DEVICE_SLOTS] = {"device_slots", VALUE_UINT, DAEMON(device_slots), 1,
 			     PROTO_DEVICE_SLOTS_MAX, 0},
+	/* also >= workers, checked at the end of the file */
+	[DK_MAX_WORKERS] = {"max_workers", VALUE_UINT, DAEMON(max_workers), 1, ARENA_WORKERS_MAX, 0},
 };
 
 enum pipeline_key {
@@ -778,14 +780,18 @@ static char *config_read_line(char *str, int num, void *stream)
 	return str;
 }
 
-static uint32_t config_default_workers(void)
+/* CPUs loaderd may run on: its affinity mask, else the online count. */
+static long config_cpus(void)
 {
 	cpu_set_t set;
-	long cpus;
 	if (sched_getaffinity(0, sizeof(set), &set) == 0)
-		cpus = CPU_COUNT(&set);
-	else
-		cpus = sysconf(_SC_NPROCESSORS_ONLN);
+		return CPU_COUNT(&set);
+	return sysconf(_SC_NPROCESSORS_ONLN);
+}
+
+static uint32_t config_default_workers(void)
+{
+	long cpus = config_cpus();
 	if (cpus - 1 > ARENA_WORKERS_MAX)
 		return ARENA_WORKERS_MAX;
 	return cpus > 1 ? (uint32_t)(cpus - 1) : 1;
@@ -796,6 +802,7 @@ void config_defaults(struct config *c)
 	memset(c, 0, sizeof(*c));
 	c->socket_mode = 0660;
 	c->workers = config_default_workers();
+	c->max_workers = c->workers;
 	c->shm_bytes = 1ull << 30;
 	c->staging_slots = 16;
 	c->default_depth = 4;
@@ -809,10 +816,22 @@ void config_defaults(struct config *c)
 	c->device_slots = 4;
 }
 
-/* Checks that need the whole file. */
+/* Checks that need the whole file, and defaults that follow other keys. */
 static void config_finish(struct config_parse *p)
 {
 	struct config *c = p->c;
+	c->max_workers_given = p->daemon_key_line[DK_MAX_WORKERS] != 0;
+	if (!c->max_workers_given) { /* default: max(workers, CPUs), at most 256 */
+		long cpus = config_cpus();
+		c->max_workers = cpus > ARENA_WORKERS_MAX ? ARENA_WORKERS_MAX : cpus < 1 ? 1 : (uint32_t)cpus;
+		if (c->max_workers < c->workers)
+			c->max_workers = c->workers;
+	} else if (c->max_workers < c->workers) {
+		config_fail(p, p->daemon_key_line[DK_MAX_WORKERS],
+			    "[daemon] max_workers: \"%u\" is less than workers (%u)", c->max_workers,
+			    c->workers);
+		return;
+	}
 	int line = p->daemon_key_line[DK_DEFAULT_DEPTH];
 	if (c->default_depth <= c->max_depth)
 		return;
@@ -886,4 +905,42 @@ const struct pipeline_cfg *config_pipeline(const struct config *c, const char *n
 		if (strcmp(c->pipelines[i].name, name) == 0)
 			return &c->pipelines[i];
 	return NULL;
+}
+
+/* Whether key k holds the same value in the structs at a and b. */
+static bool key_equal(const struct key_spec *k, const void *a, const void *b)
+{
+	const char *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+	switch (k->type) {
+	case VALUE_STRING:
+	case VALUE_TRANSFORM:
+		return strcmp(fa, fb) == 0;
+	case VALUE_SOURCE:
+		return ((const struct pipeline_cfg *)a)->kind == ((const struct pipeline_cfg *)b)->kind &&
+		       strcmp(fa, fb) == 0;
+	default:
+		return memcmp(fa, fb, k->size) == 0;
+	}
+}
+
+void config_diff(const struct config *a, const struct config *b,
+		 void (*fn)(void *ctx, const char *pipeline, const char *key), void *ctx)
+{
+	for (size_t i = 0; i < DK_COUNT; i++)
+		if (!key_equal(&daemon_keys[i], a, b))
+			fn(ctx, NULL, daemon_keys[i].name);
+	for (size_t i = 0; i < a->n_pipelines; i++) {
+		const struct pipeline_cfg *pa = &a->pipelines[i];
+		const struct pipeline_cfg *pb = config_pipeline(b, pa->name);
+		if (!pb) {
+			fn(ctx, pa->name, "(removed)");
+			continue;
+		}
+		for (size_t k = 0; k < PK_COUNT; k++)
+			if (!key_equal(&pipeline_keys[k], pa, pb))
+				fn(ctx, pa->name, pipeline_keys[k].name);
+	}
+	for (size_t i = 0; i < b->n_pipelines; i++)
+		if (!config_pipeline(a, b->pipelines[i].name))
+			fn(ctx, b->pipelines[i].name, "(added)");
 }

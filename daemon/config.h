@@ -86,6 +86,9 @@ struct config {
 	char socket_group[64];     /* group owning the socket, "" = the daemon's */
 	uint32_t socket_mode;      /* default 0660 */
 	uint32_t workers;          /* default: online cores - 1, at least 1; max ARENA_WORKERS_MAX */
+	uint32_t max_workers;      /* ring pairs reserved: a reload may raise workers to this;
+				    * default max(workers, online cores) */
+	bool max_workers_given;    /* set in the file (else the default above) */
 	uint64_t shm_bytes;        /* arena size limit, default 1 GiB */
 	uint32_t staging_slots;    /* default 16 */
 	uint32_t default_depth;    /* prefetch depth for clients asking 0, default 4 */
@@ -117,6 +120,13 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap);
 int config_parse_size(const char *text, uint64_t *out);
 
 const struct pipeline_cfg *config_pipeline(const struct config *c, const char *name);
+
+/* Calls fn once for every key whose value differs between a and b, with
+ * the key's name as the file spells it: daemon keys (pipeline NULL), then
+ * each pipeline's keys; a pipeline in only one of them comes as the key
+ * "(removed)" (only in a) or "(added)" (only in b). */
+void config_diff(const struct config *a, const struct config *b,
+		 void (*fn)(void *ctx, const char *pipeline, const char *key), void *ctx);
 
 /* "raw", "tokens", "imagefolder" or "tar": the kind as `source` spells it. */
 const char *config_source_name(enum source_kind kind);

@@ -8,7 +8,8 @@
  *   pinning thread has started (or found no GPU: host delivery only)
  *
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
- * remove the socket, exit 0. Exit status 1: the configuration or the
+ * remove the socket, exit 0. SIGHUP (and `loaderctl reload`): reload the
+ * configuration (daemon/reload.h), between RELOADING=1 and READY=1. Exit status 1: the configuration or the
  * system does not let loaderd start (the message says which).
  */
 #include <errno.h>
@@ -20,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -32,6 +34,7 @@
 #if LOADERD_HAVE_CUDA
 #include "daemon/pinner.h"
 #endif
+#include "daemon/reload.h"
 #include "daemon/sched.h"
 #include "daemon/server.h"
 #include "daemon/source.h"
@@ -49,7 +52,8 @@ struct daemon {
 	struct pool *pool;
 	struct pinner *pinner;
 	struct exitwatch_set exits;
-	bool pool_ready, gpu_ready;
+	struct reload_log reloads;
+	bool pool_ready, gpu_ready, ready_logged;
 	char gpu_text[600]; /* the status "delivery:" line without a pinner */
 	char socket_path[PATH_MAX];
 	unsigned long long start_ms;
@@ -115,6 +119,7 @@ static void render_status(void *ctx, struct status_text *t)
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);
 	sched_describe(d->sched, t);
+	reload_describe(&d->cfg, &d->reloads, t);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -148,12 +153,35 @@ static void daemon_stop(struct daemon *d, const char *why)
 	pool_stop(d->pool, STOP_TIMEOUT_MS);
 }
 
+static void notify_ready(struct daemon *d);
+
+/* server_ops.reload, and SIGHUP. systemd hears RELOADING=1, then READY=1
+ * with the (maybe new) status line, whether or not the reload applied. */
+static int daemon_reload(void *ctx, char *text, size_t cap)
+{
+	struct daemon *d = ctx;
+	if (d->stopping || !d->pool) {
+		snprintf(text, cap, "loaderd is %s", d->stopping ? "stopping" : "starting");
+		return -EAGAIN;
+	}
+	struct timespec now;
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	char state[64];
+	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+		 (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
+	notify_send(state);
+	int rc = reload_run(&d->cfg, d->pool, &d->reloads, text, cap);
+	notify_ready(d);
+	return rc;
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
 	struct daemon *d = h->data;
 	if (signum == SIGHUP) {
-		log_notice("SIGHUP: reloading the configuration is not supported by this version; "
-			   "restart loaderd to apply changes");
+		char text[PROTO_ERROR_TEXT_MAX];
+		log_info("SIGHUP: reloading %s", d->cfg.file[0] ? d->cfg.file : "(no file)");
+		daemon_reload(d, text, sizeof(text)); /* reload_run logs the outcome */
 		return;
 	}
 	daemon_stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -172,7 +200,9 @@ static void notify_ready(struct daemon *d)
 	char state[256];
 	snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %zu pipeline%s with %u workers on %.180s",
 		 d->cfg.n_pipelines, d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->socket_path);
-	log_info("%s", strchr(state, '=') + 10);
+	if (!d->ready_logged) /* again after each reload, for systemd only */
+		log_info("%s", strchr(state, '=') + 10);
+	d->ready_logged = true;
 	notify_send(state);
 }
 
@@ -369,7 +399,7 @@ static int create_arena(struct daemon *d)
 				 align_arena(ix->paths_bytes);
 	}
 	struct arena_plan plan = {
-		.n_pipelines = (uint32_t)d->cfg.n_pipelines, .n_workers = d->cfg.workers,
+		.n_pipelines = (uint32_t)d->cfg.n_pipelines, .n_workers = d->cfg.max_workers,
 		.n_slots = d->cfg.staging_slots, .slot_bytes = slot_bytes,
 		.indexes_bytes = indexes_bytes,
 	};
@@ -424,7 +454,7 @@ static int start(struct daemon *d)
 		log_error("out of memory");
 		return -ENOMEM;
 	}
-	struct server_ops server_ops = {.ctx = d, .status = render_status};
+	struct server_ops server_ops = {.ctx = d, .status = render_status, .reload = daemon_reload};
 	int rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {

@@ -25,7 +25,11 @@ int notify_send(const char *state)
 	if (fd < 0)
 		return -errno;
 	socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + len);
-	ssize_t n = sendto(fd, state, strlen(state), MSG_NOSIGNAL, (struct sockaddr *)&addr, alen);
+	/* Never blocks the loop: a receiver that has stopped reading (its queue
+	 * is full) loses this notification (-EAGAIN) rather than stalling every
+	 * client. systemd reads its socket at once. */
+	ssize_t n = sendto(fd, state, strlen(state), MSG_NOSIGNAL | MSG_DONTWAIT,
+			   (struct sockaddr *)&addr, alen);
 	int rc = n < 0 ? -errno : 0;
 	close(fd);
 	return rc;

@@ -31,12 +31,15 @@ enum worker_state {
 	WORKER_FAILED,   /* exited with a fatal code; never respawned */
 	WORKER_STOPPING, /* told to exit */
 	WORKER_STOPPED,
+	WORKER_RETIRING, /* beyond the worker count after pool_resize: finishes its items, exits */
+	WORKER_RETIRED,  /* exited after retiring; spawned again if the count grows back */
 };
 
 static const char *const worker_state_names[] = {
 	[WORKER_STARTING] = "starting", [WORKER_RUNNING] = "running",
 	[WORKER_BACKOFF] = "backoff",   [WORKER_FAILED] = "failed",
 	[WORKER_STOPPING] = "stopping", [WORKER_STOPPED] = "stopped",
+	[WORKER_RETIRING] = "retiring", [WORKER_RETIRED] = "retired",
 };
 
 struct worker {
@@ -57,6 +60,7 @@ struct worker {
 	uint32_t restarts;
 	uint32_t quick_failures;
 	bool ready_this_run;
+	bool exit_sent;       /* WORK_EXIT is on its command ring (retiring, stopping) */
 	unsigned long long started_ms;
 	unsigned long long retry_at_ms;
 	char last_exit[64];
@@ -74,7 +78,9 @@ struct pool {
 	bool stopping;
 	uv_timer_t kill_timer;
 	unsigned handles_open;
-	uint32_t n;
+	uint32_t n;      /* the worker count: workers [0, n) run, the rest retire */
+	uint32_t n_init; /* workers whose fds and handles exist: [0, n_init) */
+	uint32_t cap;    /* ring pairs in the arena: n never exceeds it */
 	struct worker workers[];
 };
 
@@ -97,6 +103,19 @@ static void remove_outstanding(struct worker *w, uint64_t item_id)
 	}
 	log_warning("worker %u: completion for item %#" PRIx64 " it was not given; ignored",
 		    w->index, item_id);
+}
+
+/* Puts WORK_EXIT on the worker's command ring, behind the items it holds:
+ * it finishes those, then exits 0. */
+static void worker_send_exit(struct worker *w)
+{
+	static const struct work_cmd exit_cmd = {.op = WORK_EXIT};
+	if (w->exit_sent || !ring_push(&w->cmd, &exit_cmd))
+		return;
+	w->exit_sent = true;
+	uint64_t one = 1;
+	ssize_t wr = write(w->cmd_efd, &one, sizeof(one));
+	(void)wr; /* an eventfd write only fails when the counter would overflow */
 }
 
 /* Hands every completion in the worker's ring to the scheduler. */
@@ -134,6 +153,8 @@ static void on_done_readable(uv_poll_t *h, int status, int events)
 	struct worker *w = h->data;
 	drain_eventfd(w->done_efd);
 	worker_drain(w);
+	if (w->state == WORKER_RETIRING)
+		worker_send_exit(w);
 	w->pool->cb.capacity(w->pool->cb.ctx);
 }
 
@@ -157,14 +178,14 @@ static void pool_check_stopped(struct pool *p)
 {
 	if (!p->stopping || p->handles_open != 0)
 		return;
-	for (uint32_t i = 0; i < p->n; i++)
+	for (uint32_t i = 0; i < p->n_init; i++)
 		if (p->workers[i].proc_open)
 			return;
 	uv_timer_stop(&p->kill_timer);
 	p->kill_timer.data = p;
 	p->handles_open++;
 	uv_close((uv_handle_t *)&p->kill_timer, on_handle_closed);
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		w->done_poll.data = p;
 		w->retry_timer.data = p;
@@ -188,6 +209,10 @@ static void on_proc_closed(uv_handle_t *h)
 	}
 	if (w->state == WORKER_FAILED)
 		return;
+	if (w->index >= p->n) {
+		w->state = WORKER_RETIRED;
+		return;
+	}
 	if (w->quick_failures == 0) {
 		worker_spawn(w);
 		return;
@@ -233,8 +258,21 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 	ring_reset(&w->done);
 	drain_eventfd(w->cmd_efd);
 	drain_eventfd(w->done_efd);
+	bool asked = w->exit_sent;
+	w->exit_sent = false;
 	if (p->stopping)
 		return;
+	if (w->index >= p->n) { /* retired by pool_resize: not respawned (on_proc_closed) */
+		log_info("worker %u (pid %d) retired: %s", w->index, w->pid, w->last_exit);
+		if (lost)
+			p->cb.capacity(p->cb.ctx);
+		return;
+	}
+	if (asked && !term_signal && exit_status == 0) { /* retiring, then the count grew back */
+		w->quick_failures = 0;
+		log_info("worker %u (pid %d) exited as asked; starting it again", w->index, w->pid);
+		return;
+	}
 
 	unsigned long long ran_ms = status_now_ms() - w->started_ms;
 	bool quick = !w->ready_this_run || ran_ms < POOL_QUICK_EXIT_MS;
@@ -303,65 +341,124 @@ static int worker_spawn(struct worker *w)
 	return 0;
 }
 
+/* Creates worker i's eventfds; its rings are the arena's. */
+static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
+{
+	struct worker *w = &p->workers[i];
+	w->pool = p;
+	w->index = i;
+	w->cmd = arena_cmd_ring(p->arena, i);
+	w->done = arena_done_ring(p->arena, i);
+	/* Inherited by the worker on purpose: uv_spawn dup2()s them to fds 4
+	 * and 5, clearing CLOEXEC on the child's copies only. */
+	w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	w->done_efd = w->cmd_efd < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->done_efd < 0) {
+		int rc = -errno;
+		snprintf(err, err_cap, "eventfd for worker %u: %s", i, strerror(errno));
+		if (w->cmd_efd >= 0)
+			close(w->cmd_efd);
+		w->cmd_efd = -1;
+		return rc;
+	}
+	return 0;
+}
+
+/* Worker i's loop handles; from here on pool_stop closes them. */
+static void worker_start_handles(struct pool *p, uint32_t i)
+{
+	struct worker *w = &p->workers[i];
+	uv_timer_init(p->loop, &w->retry_timer);
+	w->retry_timer.data = w;
+	uv_poll_init(p->loop, &w->done_poll, w->done_efd);
+	w->done_poll.data = w;
+	uv_poll_start(&w->done_poll, UV_READABLE, on_done_readable);
+	p->n_init = i + 1;
+}
+
 int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	       const char *worker_program_default, const struct pool_callbacks *cb,
 	       struct pool **out, char *err, size_t err_cap)
 {
-	uint32_t n = cfg->workers;
-	struct pool *p = calloc(1, sizeof(*p) + n * sizeof(struct worker));
+	uint32_t cap = arena->hdr->n_workers_max;
+	if (cfg->workers < 1 || cfg->workers > cap) {
+		snprintf(err, err_cap, "%u workers, but the arena has rings for %u", cfg->workers, cap);
+		return -EINVAL;
+	}
+	struct pool *p = calloc(1, sizeof(*p) + cap * sizeof(struct worker));
 	if (!p)
 		return -ENOMEM;
 	p->loop = loop;
 	p->cfg = cfg;
 	p->arena = arena;
 	p->cb = *cb;
-	p->n = n;
+	p->n = cfg->workers;
+	p->cap = cap;
 	snprintf(p->program, sizeof(p->program), "%s",
 		 cfg->worker_program[0] ? cfg->worker_program : worker_program_default);
 	snprintf(p->parent_pid, sizeof(p->parent_pid), "%d", (int)getpid());
-	for (uint32_t i = 0; i < n; i++) {
-		struct worker *w = &p->workers[i];
-		w->pool = p;
-		w->index = i;
-		w->cmd_efd = w->done_efd = -1;
-	}
-	int rc = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		struct worker *w = &p->workers[i];
-		w->cmd = arena_cmd_ring(arena, i);
-		w->done = arena_done_ring(arena, i);
-		/* Inherited by the worker on purpose: uv_spawn dup2()s them to
-		 * fds 4 and 5, clearing CLOEXEC on the child's copies only. */
-		w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		w->done_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-		if (w->cmd_efd < 0 || w->done_efd < 0) {
-			rc = -errno;
-			snprintf(err, err_cap, "eventfd for worker %u: %s", i, strerror(errno));
-			goto close_fds;
+	for (uint32_t i = 0; i < p->n; i++) {
+		int rc = worker_open(p, i, err, err_cap);
+		if (rc < 0) {
+			for (uint32_t k = 0; k < i; k++) {
+				close(p->workers[k].cmd_efd);
+				close(p->workers[k].done_efd);
+			}
+			free(p);
+			return rc;
 		}
 	}
 	uv_timer_init(loop, &p->kill_timer);
 	p->kill_timer.data = p;
-	for (uint32_t i = 0; i < n; i++) {
-		struct worker *w = &p->workers[i];
-		uv_timer_init(loop, &w->retry_timer);
-		w->retry_timer.data = w;
-		uv_poll_init(loop, &w->done_poll, w->done_efd);
-		w->done_poll.data = w;
-		uv_poll_start(&w->done_poll, UV_READABLE, on_done_readable);
-		worker_spawn(w);
+	for (uint32_t i = 0; i < p->n; i++) {
+		worker_start_handles(p, i);
+		worker_spawn(&p->workers[i]);
 	}
 	*out = p;
 	return 0;
-close_fds:
-	for (uint32_t i = 0; i < n; i++) {
-		if (p->workers[i].cmd_efd >= 0)
-			close(p->workers[i].cmd_efd);
-		if (p->workers[i].done_efd >= 0)
-			close(p->workers[i].done_efd);
+}
+
+int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
+{
+	if (p->stopping) {
+		snprintf(err, err_cap, "the worker pool is stopping");
+		return -ECANCELED;
 	}
-	free(p);
-	return rc;
+	if (n < 1 || n > p->cap) {
+		snprintf(err, err_cap, "over max_workers = %u, the worker rings reserved at start "
+			 "(raise max_workers and restart loaderd to go beyond)", p->cap);
+		return -ERANGE;
+	}
+	for (uint32_t i = p->n_init; i < n; i++) {
+		int rc = worker_open(p, i, err, err_cap);
+		if (rc < 0)
+			return rc; /* those opened before stay, unused; the count is unchanged */
+		worker_start_handles(p, i);
+	}
+	uint32_t old = p->n;
+	p->n = n;
+	for (uint32_t i = n; i < old; i++) { /* shrinking: these finish their items and exit */
+		struct worker *w = &p->workers[i];
+		if (w->state == WORKER_BACKOFF) {
+			uv_timer_stop(&w->retry_timer);
+			w->state = WORKER_RETIRED;
+		} else if ((w->state == WORKER_STARTING || w->state == WORKER_RUNNING) && w->proc_open &&
+			   w->pid > 0) {
+			w->state = WORKER_RETIRING;
+			worker_send_exit(w);
+		} /* else: it is exiting already, and on_proc_closed retires it */
+	}
+	for (uint32_t i = old; i < n; i++) { /* growing: spawn those not running */
+		struct worker *w = &p->workers[i];
+		if (w->state == WORKER_RETIRING && !w->exit_sent)
+			w->state = w->ready_this_run ? WORKER_RUNNING : WORKER_STARTING;
+		else if (!w->proc_open && w->state != WORKER_FAILED)
+			worker_spawn(w); /* never spawned, or retired */
+		/* else: exiting, and on_proc_closed respawns it */
+	}
+	log_info("workers: %u -> %u", old, n);
+	p->cb.capacity(p->cb.ctx);
+	return 0;
 }
 
 bool pool_submit(struct pool *p, const struct work_cmd *cmd)
@@ -386,7 +483,7 @@ bool pool_submit(struct pool *p, const struct work_cmd *cmd)
 static void on_kill_timer(uv_timer_t *t)
 {
 	struct pool *p = t->data;
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		if (w->proc_open && w->pid > 0) {
 			log_warning("worker %u (pid %d) did not exit in time; killing it", w->index, w->pid);
@@ -400,17 +497,13 @@ void pool_stop(struct pool *p, uint64_t timeout_ms)
 	if (p->stopping)
 		return;
 	p->stopping = true;
-	struct work_cmd exit_cmd = {.op = WORK_EXIT};
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		uv_timer_stop(&w->retry_timer);
 		if (w->proc_open && w->pid > 0) {
 			/* A ring too full for the exit command is covered by the
 			 * kill timer below. */
-			ring_push(&w->cmd, &exit_cmd);
-			uint64_t one = 1;
-			ssize_t wr = write(w->cmd_efd, &one, sizeof(one));
-			(void)wr;
+			worker_send_exit(w);
 			w->state = WORKER_STOPPING;
 		} else if (w->state != WORKER_FAILED) {
 			w->state = WORKER_STOPPED;
@@ -424,7 +517,7 @@ void pool_free(struct pool *p)
 {
 	if (!p)
 		return;
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n_init; i++) {
 		close(p->workers[i].cmd_efd);
 		close(p->workers[i].done_efd);
 	}
@@ -434,9 +527,15 @@ void pool_free(struct pool *p)
 void pool_describe(const struct pool *p, struct status_text *t)
 {
 	unsigned long long now = status_now_ms();
-	status_printf(t, "workers: %u\n", p->n);
-	for (uint32_t i = 0; i < p->n; i++) {
+	/* The worker count, then those still retiring (their line says so). */
+	uint32_t listed = 0;
+	for (uint32_t i = 0; i < p->n_init; i++)
+		listed += i < p->n || p->workers[i].state == WORKER_RETIRING;
+	status_printf(t, "workers: %u\n", listed);
+	for (uint32_t i = 0; i < p->n_init; i++) { /* n <= n_init: pool_resize opens before it grows */
 		const struct worker *w = &p->workers[i];
+		if (i >= p->n && w->state != WORKER_RETIRING)
+			continue;
 		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
 			      w->index, w->pid, worker_state_names[w->state], w->items_done,
 			      w->n_outstanding, w->restarts);

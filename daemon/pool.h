@@ -4,7 +4,8 @@
  * completion rings, and supervising them (nginx-style): a worker that dies
  * is respawned and its outstanding items are handed back to the scheduler;
  * a worker that keeps dying right after start is retried with exponential
- * back-off; a worker that exits with a fatal code is not respawned.
+ * back-off; a worker that exits with a fatal code is not respawned. The
+ * count can change while running (pool_resize, on a configuration reload).
  *
  * Runs entirely on the loop thread. Callbacks are invoked from the loop.
  */
@@ -51,6 +52,13 @@ int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 /* Queues one item on the least-loaded running worker. false when no
  * worker has room (try again on the capacity callback). */
 bool pool_submit(struct pool *p, const struct work_cmd *cmd);
+
+/* Changes the worker count to n (1..the arena's ring pairs, max_workers).
+ * Growing spawns workers; shrinking retires the highest-numbered ones:
+ * they take no new item, finish the ones they hold, then exit (an item a
+ * retiring worker does not finish is re-issued, as for a dead worker).
+ * 0, or -errno with err (the count is then unchanged). */
+int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap);
 
 /* Tells every worker to exit, SIGKILLs those still there after
  * timeout_ms, then calls cb->stopped. The pool is freed by pool_free. */

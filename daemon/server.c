@@ -37,6 +37,7 @@ struct conn {
 	struct conn *next, *prev;
 	int fd;
 	pid_t pid;
+	uid_t uid;
 	enum conn_state state;
 	bool peer_closed; /* a send found the peer gone: reads drain, then close */
 	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
@@ -186,6 +187,36 @@ static void handle_status(struct conn *c, const struct proto_msg *in)
 	conn_close(c);
 }
 
+/* A reload re-reads the operator's file: only root and the daemon's own
+ * user may ask for one (the socket's group is the training jobs'). */
+static void handle_reload(struct conn *c, const struct proto_msg *in)
+{
+	struct server *srv = c->srv;
+	char text[PROTO_ERROR_TEXT_MAX];
+	if (c->uid != 0 && c->uid != getuid()) {
+		snprintf(text, sizeof(text), "reload refused: client pid %d runs as uid %u; only root "
+			 "and loaderd's user (uid %u) may reload", (int)c->pid, (unsigned)c->uid,
+			 (unsigned)getuid());
+		log_warning("%s", text);
+		conn_error(c, in->hdr.request_id, EPERM, text);
+		return;
+	}
+	log_info("client pid %d asks for a reload", (int)c->pid);
+	int rc = srv->ops.reload(srv->ops.ctx, text, sizeof(text));
+	if (rc < 0) {
+		conn_error(c, in->hdr.request_id, -rc, text);
+		return;
+	}
+	struct proto_msg *m = srv->tx;
+	memset(&m->hdr, 0, sizeof(m->hdr));
+	m->hdr.type = PROTO_STATUS;
+	m->hdr.request_id = in->hdr.request_id;
+	m->u.status.text_len = (uint32_t)strlen(text);
+	memcpy(m->u.status.text, text, m->u.status.text_len + 1);
+	conn_send(c, m, -1);
+	conn_close(c);
+}
+
 static void conn_handle(struct conn *c, const struct proto_msg *m)
 {
 	char why[128];
@@ -199,7 +230,11 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 			handle_status(c, m);
 			return;
 		}
-		snprintf(why, sizeof(why), "first frame must be HELLO or STATUS_REQ, not %s",
+		if (type == PROTO_RELOAD_REQ) {
+			handle_reload(c, m);
+			return;
+		}
+		snprintf(why, sizeof(why), "first frame must be HELLO, STATUS_REQ or RELOAD_REQ, not %s",
 			 proto_type_name(type));
 		protocol_error(c, m->hdr.request_id, why);
 		return;
@@ -287,6 +322,7 @@ static void on_listen_readable(uv_poll_t *h, int status, int events)
 		c->srv = srv;
 		c->fd = fd;
 		c->pid = cred.pid;
+		c->uid = cred.uid;
 		c->state = CONN_NEW;
 		c->next = srv->conns;
 		if (srv->conns)

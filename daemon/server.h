@@ -1,8 +1,9 @@
 /*
  * server: the daemon's Unix socket (SOCK_SEQPACKET): accepting clients,
  * reading and validating their frames (proto/wire.h), turning HELLO,
- * RELEASE and BYE into scheduler calls, answering STATUS_REQ, and sending
- * WELCOME (with the arena fd), READY and ERROR.
+ * RELEASE and BYE into scheduler calls, answering STATUS_REQ and
+ * RELOAD_REQ, and sending WELCOME (with the arena fd), READY and ERROR.
+ * RELOAD_REQ is taken only from root or the daemon's own user.
  *
  * An invalid frame, or a frame out of order, gets an ERROR when the socket
  * can take one and that connection is closed; no other client notices.
@@ -28,6 +29,9 @@ struct server_ops {
 	void *ctx;
 	/* Renders the daemon's whole status text. */
 	void (*status)(void *ctx, struct status_text *t);
+	/* Reloads the configuration (daemon/reload.h): 0 with what changed in
+	 * text, or -errno with why nothing did. */
+	int (*reload)(void *ctx, char *text, size_t cap);
 };
 
 /* Binds and listens on path (a stale socket file is replaced; a live one

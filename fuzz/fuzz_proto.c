@@ -40,7 +40,7 @@ static int same_msg(const struct proto_msg *a, const struct proto_msg *b)
 		/* text[text_len] is the terminating NUL, compared too */
 		return a->u.status.text_len == b->u.status.text_len &&
 		       !memcmp(a->u.status.text, b->u.status.text, a->u.status.text_len + 1);
-	default: return 1; /* BYE, STATUS_REQ: header only */
+	default: return 1; /* BYE, STATUS_REQ, RELOAD_REQ: header only */
 	}
 }
 

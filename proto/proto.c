@@ -200,6 +200,7 @@ static const char *const type_names[PROTO_TYPE_MAX + 1] = {
 	[PROTO_READY] = "READY",     [PROTO_RELEASE] = "RELEASE",
 	[PROTO_BYE] = "BYE",         [PROTO_ERROR] = "ERROR",
 	[PROTO_STATUS_REQ] = "STATUS_REQ", [PROTO_STATUS] = "STATUS",
+	[PROTO_RELOAD_REQ] = "RELOAD_REQ",
 };
 
 size_t proto_dtype_bytes(uint32_t dtype)
@@ -389,7 +390,7 @@ static int check_payload(uint32_t type, const struct proto_msg *msg, char *why, 
 	case PROTO_READY: return check_ready(&msg->u.ready, why, cap);
 	case PROTO_ERROR: return check_error(&msg->u.error, why, cap);
 	case PROTO_STATUS: return check_status(&msg->u.status, why, cap);
-	default: return 0; /* RELEASE: any values; BYE, STATUS_REQ: no payload */
+	default: return 0; /* RELEASE: any values; BYE, STATUS_REQ, RELOAD_REQ: no payload */
 	}
 }
 
@@ -614,7 +615,7 @@ int proto_encode(const struct proto_msg *msg, uint8_t *buf, size_t cap)
 	case PROTO_RELEASE: put_release(&w, &msg->u.release); break;
 	case PROTO_ERROR: put_error(&w, &msg->u.error); break;
 	case PROTO_STATUS: put_status(&w, &msg->u.status); break;
-	default: break; /* BYE, STATUS_REQ: empty payload */
+	default: break; /* BYE, STATUS_REQ, RELOAD_REQ: empty payload */
 	}
 	if (w.err)
 		return w.err;
@@ -682,7 +683,7 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg,
 	case PROTO_RELEASE: get_release(&r, &msg->u.release); break;
 	case PROTO_ERROR: get_error(&r, &msg->u.error); break;
 	case PROTO_STATUS: get_status(&r, &msg->u.status); break;
-	default: break; /* BYE, STATUS_REQ: empty payload */
+	default: break; /* BYE, STATUS_REQ, RELOAD_REQ: empty payload */
 	}
 	if (!r.err && r.pos != r.len) {
 		if (r.pos == 0)

@@ -48,7 +48,9 @@ enum proto_type {
 	PROTO_ERROR = 6,      /* either way: the sender closes after it */
 	PROTO_STATUS_REQ = 7, /* loaderctl -> daemon, first frame of a control session */
 	PROTO_STATUS = 8,     /* daemon -> loaderctl, human-readable status text */
-	PROTO_TYPE_MAX = PROTO_STATUS,
+	PROTO_RELOAD_REQ = 9, /* loaderctl -> daemon, first frame of a control session:
+			       * reload the configuration; answered by STATUS or ERROR */
+	PROTO_TYPE_MAX = PROTO_RELOAD_REQ,
 };
 
 /* Header flags. */

@@ -341,6 +341,15 @@ def parse_status(text):
             "bytes_moved": None if g[13] is None else int(g[13]), "path": g[14]})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
+    m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),
+               "config")
+    st["config"] = {"file": m.group(1), "workers": int(m.group(2)), "max_workers": int(m.group(3)),
+                    "reloads": int(m.group(4)), "refused": int(m.group(5)), "last": None}
+    n, line = next(it, (None, None))
+    if line is not None:
+        m = re.match(r"^  last_reload ([\d.]+)s ago: (applied|refused): (.*)$", line)
+        check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
+        st["config"]["last"] = (m.group(2), m.group(3))
     return st
 
 

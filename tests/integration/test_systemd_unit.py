@@ -31,6 +31,7 @@ REQUIRED = {
     ("Service", "Type"): "notify",
     ("Service", "NotifyAccess"): "main",
     ("Service", "ExecStart"): "/usr/bin/loaderd --config /etc/loaderd/loaderd.conf",
+    ("Service", "ExecReload"): "/bin/kill -HUP $MAINPID",
     ("Service", "User"): "loaderd",
     ("Service", "Group"): "loaderd",
     ("Service", "RuntimeDirectory"): "loaderd",
@@ -51,10 +52,9 @@ REQUIRED = {
     ("Service", "LockPersonality"): "yes",
 }
 
-# Keys the unit must not set: a reload is not implemented, and either of the
-# others would hide the GPU device nodes from the daemon.
+# Keys the unit must not set: either would hide the GPU device nodes from
+# the daemon.
 FORBIDDEN = {
-    ("Service", "ExecReload"): "live reload is not implemented",
     ("Service", "PrivateDevices"): "it hides /dev/nvidia*",
     ("Service", "DevicePolicy"): "a closed or strict policy denies /dev/nvidia*",
 }

@@ -307,6 +307,76 @@ static void test_depths(void **state)
 		     "[daemon] default_depth: \"8\" is not an integer in 1..4");
 }
 
+static void test_max_workers(void **state)
+{
+	cpu_set_t set;
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	uint32_t cpus = (uint32_t)CPU_COUNT(&set);
+	/* Default: max(workers, CPUs), and not given. */
+	assert_int_equal(load_text("[daemon]\nworkers = 1\n"), 0);
+	assert_int_equal(cfg->max_workers, cpus > 1 ? cpus : 1);
+	assert_false(cfg->max_workers_given);
+	assert_int_equal(load_text("[daemon]\nworkers = 200\n"), 0);
+	assert_int_equal(cfg->max_workers, cpus > 200 ? cpus : 200);
+	assert_int_equal(load_text("[daemon]\nmax_workers = 9\nworkers = 9\n"), 0);
+	assert_int_equal(cfg->max_workers, 9);
+	assert_true(cfg->max_workers_given);
+	expect_error("[daemon]\nworkers = 3\nmax_workers = 2\n", 3,
+		     "[daemon] max_workers: \"2\" is less than workers (3)");
+	expect_error("[daemon]\nmax_workers = 257\n", 2,
+		     "[daemon] max_workers: \"257\" is not an integer in 1..256");
+}
+
+struct diff_seen {
+	char text[512];
+};
+
+static void note_diff(void *ctx, const char *pipeline, const char *key)
+{
+	struct diff_seen *d = ctx;
+	size_t len = strlen(d->text);
+	snprintf(d->text + len, sizeof(d->text) - len, "%s%s:%s", len ? " " : "",
+		 pipeline ? pipeline : "daemon", key);
+}
+
+/* config_diff names each changed key, and only those. */
+static void test_diff(void **state)
+{
+	static const char base[] = "[daemon]\nworkers = 2\nmax_workers = 4\n"
+				   "[pipeline.a]\nsource = raw:/d\nbatch_size = 4\nrecord_bytes = 8\n"
+				   "[pipeline.b]\nsource = tokens:/t\ntoken_dtype = uint16\nseq_len = 9\n"
+				   "batch_size = 2\n";
+	static const struct {
+		const char *text;
+		const char *want;
+	} cases[] = {
+		{base, ""},
+		/* the same pipelines in another order: no change */
+		{"[daemon]\nworkers = 2\nmax_workers = 4\n"
+		 "[pipeline.b]\nsource = tokens:/t\ntoken_dtype = uint16\nseq_len = 9\nbatch_size = 2\n"
+		 "[pipeline.a]\nsource = raw:/d\nbatch_size = 4\nrecord_bytes = 8\n", ""},
+		{"[daemon]\nworkers = 3\nmax_workers = 4\nlog_level = debug\nshm_bytes = 2G\n"
+		 "[pipeline.a]\nsource = tokens:/d\ntoken_dtype = uint16\nseq_len = 9\nbatch_size = 4\n"
+		 "[pipeline.c]\nsource = raw:/d\nbatch_size = 4\nrecord_bytes = 8\n",
+		 "daemon:workers daemon:shm_bytes daemon:log_level a:source a:record_bytes "
+		 "a:token_dtype a:seq_len a:token_output b:(removed) c:(added)"},
+	};
+	struct config *old = malloc(sizeof(*old));
+	assert_non_null(old);
+	assert_int_equal(load_text(base), 0);
+	memcpy(old, cfg, sizeof(*old));
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct diff_seen seen = {{0}};
+		if (load_text(cases[i].text) != 0)
+			fail_msg("case %zu: %s", i, err);
+		config_diff(old, cfg, note_diff, &seen);
+		if (strcmp(seen.text, cases[i].want) != 0)
+			fail_msg("case %zu: config_diff saw \"%s\", expected \"%s\"", i, seen.text,
+				 cases[i].want);
+	}
+	free(old);
+}
+
 static const struct error_case {
 	const char *text;
 	int line;
@@ -682,6 +752,8 @@ int main(void)
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_depths),
+		cmocka_unit_test(test_max_workers),
+		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_error_unreadable),
 		cmocka_unit_test(test_lines),

@@ -30,7 +30,7 @@ static char why[512];
 
 enum sample {
 	S_HELLO_MAX, S_HELLO_MIN, S_WELCOME_MAX, S_WELCOME_MIN, S_READY, S_RELEASE, S_BYE,
-	S_ERROR_MAX, S_STATUS_REQ, S_STATUS_MAX, S_STATUS_SMALL, S_STATUS_EMPTY, S_COUNT
+	S_ERROR_MAX, S_STATUS_REQ, S_STATUS_MAX, S_STATUS_SMALL, S_STATUS_EMPTY, S_RELOAD_REQ, S_COUNT
 };
 
 static void make_welcome(struct proto_welcome *w, uint32_t n_tensors, uint32_t ndim)
@@ -74,7 +74,7 @@ static void make_sample(enum sample s, struct proto_msg *m)
 	static const uint16_t types[S_COUNT] = {
 		PROTO_HELLO, PROTO_HELLO, PROTO_WELCOME, PROTO_WELCOME, PROTO_READY,
 		PROTO_RELEASE, PROTO_BYE, PROTO_ERROR, PROTO_STATUS_REQ, PROTO_STATUS,
-		PROTO_STATUS, PROTO_STATUS};
+		PROTO_STATUS, PROTO_STATUS, PROTO_RELOAD_REQ};
 	memset(m, 0, sizeof(*m));
 	m->hdr.type = types[s];
 	m->hdr.request_id = 0x8877665544332211ull + (uint64_t)s;
@@ -113,7 +113,7 @@ static void make_sample(enum sample s, struct proto_msg *m)
 		for (uint32_t i = 0; i < m->u.status.text_len; i++)
 			m->u.status.text[i] = (char)(i % 64 == 63 ? '\n' : 'a' + i % 26);
 		break;
-	default: break; /* BYE, STATUS_REQ, STATUS_EMPTY */
+	default: break; /* BYE, STATUS_REQ, STATUS_EMPTY, RELOAD_REQ */
 	}
 }
 
@@ -246,6 +246,7 @@ static void test_names(void **state)
 	assert_string_equal(proto_dtype_name(PROTO_DTYPE_UINT32), "uint32");
 	assert_string_equal(proto_dtype_name(99), "invalid");
 	assert_string_equal(proto_type_name(PROTO_STATUS_REQ), "STATUS_REQ");
+	assert_string_equal(proto_type_name(PROTO_RELOAD_REQ), "RELOAD_REQ");
 	assert_string_equal(proto_type_name(0), "invalid");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX + 1), "invalid");
 }
