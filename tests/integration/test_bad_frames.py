@@ -24,7 +24,7 @@ import harness  # noqa: E402
 from harness import check  # noqa: E402
 
 MAGIC, VERSION = 0x4452444C, 2
-HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS = range(1, 9)
+HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
 N, RECORD, BATCH = 1001, 64, 32
 ANSWER_TIMEOUT_S = 5
 
@@ -123,6 +123,7 @@ def body(env):
         ("an unknown flag", frame(STATUS_REQ, flags=0x80)),
         ("READY sent by a client", frame(READY, bytes(64))),
         ("a garbage resume token", frame(HELLO, hello_payload("p", resume="ldr1:x"))),
+        ("a RELOAD_REQ with a payload", frame(RELOAD_REQ, b"\x00")),
     ]
     for what, packet in bad:
         answers = exchange(path, packet)
