@@ -9,8 +9,9 @@
  *
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
  * remove the socket, exit 0. SIGHUP (and `loaderctl reload`): reload the
- * configuration (daemon/reload.h), between RELOADING=1 and READY=1. Exit status 1: the configuration or the
- * system does not let loaderd start (the message says which).
+ * configuration (daemon/reload.h), between RELOADING=1 and READY=1.
+ * Exit status 1: the configuration or the system does not let loaderd
+ * start (the message says which).
  */
 #include <errno.h>
 #include <getopt.h>

@@ -323,6 +323,7 @@ static int worker_spawn(struct worker *w)
 	};
 	ring_reset(&w->cmd);
 	ring_reset(&w->done);
+	w->exit_sent = false; /* an exit queued for the previous process went with the ring */
 	w->ready_this_run = false;
 	w->started_ms = status_now_ms();
 	w->proc.data = w;

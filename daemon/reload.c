@@ -40,13 +40,13 @@ static void note_change(void *ctx, const char *pipeline, const char *key)
 		r->len = r->len + (size_t)n < r->cap ? r->len + (size_t)n : r->cap - 1;
 }
 
-static int refuse(struct reload_log *log, int rc, char *text, size_t cap)
+/* Records and logs a refusal whose reason is in text; returns rc. */
+static int refuse(struct reload_log *log, int rc, const char *text)
 {
 	log->refused++;
 	log->last_ms = status_now_ms();
 	snprintf(log->last, sizeof(log->last), "refused: %s", text);
 	log_error("reload refused, the running configuration is unchanged: %s", text);
-	(void)cap;
 	return rc;
 }
 
@@ -55,12 +55,12 @@ int reload_run(struct config *running, struct pool *pool, struct reload_log *log
 {
 	if (!running->file[0]) {
 		snprintf(text, cap, "loaderd was started without --config: there is no file to reload");
-		return refuse(log, -ENOENT, text, cap);
+		return refuse(log, -ENOENT, text);
 	}
 	struct config *next = malloc(sizeof(*next)); /* large: the pipeline table */
 	if (!next) {
 		snprintf(text, cap, "out of memory");
-		return refuse(log, -ENOMEM, text, cap);
+		return refuse(log, -ENOMEM, text);
 	}
 	int rc = config_load(running->file, next, text, cap);
 	if (rc < 0)
@@ -109,7 +109,7 @@ int reload_run(struct config *running, struct pool *pool, struct reload_log *log
 	return 0;
 refused:
 	free(next);
-	return refuse(log, rc, text, cap);
+	return refuse(log, rc, text);
 }
 
 void reload_describe(const struct config *running, const struct reload_log *log,

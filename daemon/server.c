@@ -166,6 +166,21 @@ void server_attached(void *conn, int rc, const struct proto_welcome *welcome, co
 	conn_send(c, &out, -1); /* device delivery: the ring's handles are in the frame */
 }
 
+/* Answers a control request with STATUS carrying text (len bytes, at
+ * most PROTO_STATUS_TEXT_MAX) and closes the control session. */
+static void conn_send_status(struct conn *c, uint64_t request_id, const char *text, size_t len)
+{
+	struct proto_msg *m = c->srv->tx;
+	memset(&m->hdr, 0, sizeof(m->hdr));
+	m->hdr.type = PROTO_STATUS;
+	m->hdr.request_id = request_id;
+	m->u.status.text_len = (uint32_t)len;
+	memcpy(m->u.status.text, text, len);
+	m->u.status.text[len] = '\0';
+	conn_send(c, m, -1);
+	conn_close(c);
+}
+
 static void handle_status(struct conn *c, const struct proto_msg *in)
 {
 	struct server *srv = c->srv;
@@ -176,15 +191,8 @@ static void handle_status(struct conn *c, const struct proto_msg *in)
 	}
 	status_init(t);
 	srv->ops.status(srv->ops.ctx, t);
-	struct proto_msg *m = srv->tx;
-	memset(&m->hdr, 0, sizeof(m->hdr));
-	m->hdr.type = PROTO_STATUS;
-	m->hdr.request_id = in->hdr.request_id;
-	m->u.status.text_len = (uint32_t)t->len;
-	memcpy(m->u.status.text, t->buf, t->len + 1);
+	conn_send_status(c, in->hdr.request_id, t->buf, t->len);
 	free(t);
-	conn_send(c, m, -1);
-	conn_close(c);
 }
 
 /* A reload re-reads the operator's file: only root and the daemon's own
@@ -207,14 +215,7 @@ static void handle_reload(struct conn *c, const struct proto_msg *in)
 		conn_error(c, in->hdr.request_id, -rc, text);
 		return;
 	}
-	struct proto_msg *m = srv->tx;
-	memset(&m->hdr, 0, sizeof(m->hdr));
-	m->hdr.type = PROTO_STATUS;
-	m->hdr.request_id = in->hdr.request_id;
-	m->u.status.text_len = (uint32_t)strlen(text);
-	memcpy(m->u.status.text, text, m->u.status.text_len + 1);
-	conn_send(c, m, -1);
-	conn_close(c);
+	conn_send_status(c, in->hdr.request_id, text, strlen(text));
 }
 
 static void conn_handle(struct conn *c, const struct proto_msg *m)

@@ -513,6 +513,12 @@ class Daemon:
         self.notes += [x for x in data.decode(errors="replace").split("\n") if x]
         return True
 
+    def drain_notes(self, wait_s=0.05):
+        """Reads every sd_notify assignment waiting on the socket into notes
+        (waiting up to wait_s for each datagram)."""
+        while self._drain_notify(wait_s):
+            pass
+
     def wait_note(self, pred, timeout_s, what):
         """Waits until a received sd_notify assignment satisfies pred."""
         deadline = time.monotonic() + timeout_s

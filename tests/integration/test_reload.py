@@ -17,7 +17,8 @@ nothing.
   Nothing reads NOTIFY_SOCKET meanwhile: each reload's RELOADING=1 and
   READY=1 fill its queue, which must not stall the daemon.
 - As root, a reload asked by another user is refused (EPERM) and names
-  the client's pid and uid.
+  the client's pid and uid. A daemon started without --config refuses a
+  reload: it has no file.
 - Afterwards a full epoch is still identical to the reference.
 """
 
@@ -103,8 +104,7 @@ def body(env):
                       "every stopped worker to hold items")
         check(slow.poll() is None, "the consumer finished before the workers were reduced")
         write(env, 2)
-        while d._drain_notify(0.05):  # the notes so far, the first reload's included
-            pass
+        d.drain_notes()  # the notes so far, the first reload's included
         notes_before = len(d.notes)
         os.kill(d.pid, signal.SIGHUP)
         st = d.wait_status(lambda s: s["config"]["workers"] == 2, 15, "SIGHUP to reduce the workers to 2")
@@ -121,7 +121,7 @@ def body(env):
         harness.wait_for(lambda: not harness.pid_alive(pid), 10, "the retired worker %d to exit" % pid)
 
     def notified():
-        d._drain_notify(0.05)
+        d.drain_notes()
         new = d.notes[notes_before:]
         return "RELOADING=1" in new and "READY=1" in new[new.index("RELOADING=1"):]
     harness.wait_for(notified, 5, "RELOADING=1, then READY=1, on NOTIFY_SOCKET after SIGHUP "
@@ -174,6 +174,25 @@ def body(env):
                                                          "dump": env.path("after.dump")}])
     check(harness.read_text(env.path("after.dump")) == ref_text, "an epoch after the reloads differs")
     d.stop()
+    no_file_reload(env)
+
+
+def no_file_reload(env):
+    """A daemon started without --config has no file to reload."""
+    sock = env.path("nofile.sock")
+    with open(env.path("nofile.log"), "wb") as log, \
+            harness.environ({"LOADERD_SOCKET": sock, "NOTIFY_SOCKET": None}):
+        proc = harness.subprocess.Popen([harness.binary("loaderd")], stdin=harness.subprocess.DEVNULL,
+                                        stdout=log, stderr=log)
+    try:
+        harness.wait_for(lambda: env.loaderctl(["--socket", sock, "status"]).returncode == 0, 15,
+                         "loaderd without --config to answer")
+        r = env.loaderctl(["--socket", sock, "reload"])
+        check(r.returncode == 1 and "started without --config" in r.stderr,
+              "reload of a daemon without a file: exit %d, stderr %r" % (r.returncode, r.stderr))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=15)
 
 
 if __name__ == "__main__":
