@@ -534,6 +534,7 @@ int main(int argc, char **argv)
 
 	static struct daemon d; /* large (pipeline tables); lives for the whole run */
 	d.arena.fd = -1;
+	d.arena.client_fd = -1;
 	char err[PATH_MAX + 256];
 	if (config_load(config_file, &d.cfg, err, sizeof(err)) < 0) {
 		log_error("%s", err);

@@ -75,6 +75,7 @@ struct sched_client {
 	uint64_t send_seq;  /* seq of the next batch to deliver */
 	uint64_t released;
 	uint32_t in_flight; /* batches started and not yet released */
+	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
 	bool failed;
 	/* device delivery */
 	bool device;
@@ -220,6 +221,8 @@ void sched_free(struct sched *s)
 
 static void slot_free(struct sched *s, struct slot *sl)
 {
+	if (sl->client)
+		sl->client->staging--;
 	sl->state = SLOT_FREE;
 	sl->client = NULL;
 	s->free_slots++;
@@ -267,6 +270,7 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	sl->n_items = (sl->pos.rows + src->chunk - 1) / src->chunk;
 	sl->items_done = 0;
 	sl->error = 0;
+	c->staging++;
 	for (uint32_t k = 0; k < sl->n_items; k++) {
 		struct item *it = &sl->items[k];
 		it->first_row = k * src->chunk;
@@ -277,14 +281,35 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	s->free_slots--;
 }
 
+/* Clients that take staging slots: every attached one but direct clients. */
+static bool uses_staging(const struct sched_client *c)
+{
+	return !c->failed && !c->attaching && !c->direct;
+}
+
+/* The most staging slots a client may have in use (sched.h): an equal
+ * part of the slots for every client attached and one more, so a client
+ * that attaches next finds its part free even while the others, stopped,
+ * keep all they hold. */
+static uint32_t slot_share(const struct sched *s)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < s->n_clients; k++)
+		n += uses_staging(s->clients[k]);
+	uint32_t share = s->n_slots / (n + 1);
+	return share ? share : 1;
+}
+
 /* The client that should get the next free slot: the one furthest below
- * its depth, ties broken in rotation. NULL when every client is full. */
+ * its depth, ties broken in rotation, among those under their share. NULL
+ * when every client is full. */
 static struct sched_client *neediest_client(struct sched *s)
 {
 	struct sched_client *best = NULL;
+	uint32_t share = slot_share(s);
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
-		if (c->failed || c->attaching || c->direct || c->in_flight >= c->depth)
+		if (!uses_staging(c) || c->in_flight >= c->depth || c->staging >= share)
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;
@@ -833,8 +858,9 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 
 void sched_describe_arena(const struct sched *s, struct status_text *t)
 {
-	status_printf(t, "arena: %zu bytes, %u staging slots of %" PRIu64 " bytes, %u in use\n",
-		      s->arena->bytes, s->n_slots, s->arena->hdr->slot_bytes, s->n_slots - s->free_slots);
+	status_printf(t, "arena: %zu bytes, %u staging slots of %" PRIu64 " bytes, %u in use, "
+		      "share %u\n", s->arena->bytes, s->n_slots, s->arena->hdr->slot_bytes,
+		      s->n_slots - s->free_slots, slot_share(s));
 }
 
 void sched_describe(const struct sched *s, struct status_text *t)
@@ -852,9 +878,9 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		const struct sched_client *c = s->clients[i];
 		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s rank %u world %u "
 			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
-			      " in_flight %u", c->session, (int)c->pid, c->name,
+			      " in_flight %u staging %u", c->session, (int)c->pid, c->name,
 			      s->sources[c->pipeline].cfg->name, c->sampler.rank, c->sampler.world,
-			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight);
+			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
 		if (c->device && c->pc)
 			s->dev_ops.describe_client(c->pc, t);
 		status_printf(t, "\n");

@@ -147,7 +147,7 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 		return;
 	}
 	c->state = CONN_DATA;
-	conn_send(c, &out, srv->arena->fd);
+	conn_send(c, &out, srv->arena->client_fd); /* read-only: shm/arena.h */
 }
 
 void server_attached(void *conn, int rc, const struct proto_welcome *welcome, const char *text)

@@ -7,7 +7,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static uint64_t align_up(uint64_t v)
@@ -64,6 +63,22 @@ static int map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
 	return 0;
 }
 
+/* Seals that make the object's size final: nobody, root included, can
+ * shrink it (the SIGBUS every mapper would die of) or grow it, or lift the
+ * seals. F_SEAL_WRITE is not among them: workers write the staging slots. */
+#define ARENA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+
+/* A read-only descriptor of the same object, for clients: a new open file
+ * description, so it cannot be turned writable with fcntl, and mmap with
+ * PROT_WRITE, write, ftruncate and fallocate all refuse it. */
+static int reopen_readonly(int fd)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+	int ro = open(path, O_RDONLY | O_CLOEXEC);
+	return ro < 0 ? -errno : ro;
+}
+
 int arena_create(const struct arena_plan *plan, struct arena *out)
 {
 	if (plan->n_pipelines > ARENA_PIPELINES_MAX || plan->n_workers > ARENA_WORKERS_MAX ||
@@ -72,21 +87,18 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 	struct arena_header h;
 	plan_header(plan, &h);
 
-	char name[64];
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	snprintf(name, sizeof(name), "/loaderd-%d-%lx", (int)getpid(), (unsigned long)ts.tv_nsec);
-	int fd = shm_open(name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	/* A memfd has no name in any filesystem: nothing is left behind after
+	 * a crash. 0400: a client of another user cannot reopen it for
+	 * writing through /proc/self/fd (a memfd starts at 0777). */
+	int fd = memfd_create("loaderd-arena", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
 		return -errno;
-	shm_unlink(name); /* nameless from here on: nothing stale after a crash */
-
 	int err;
-	if (ftruncate(fd, (off_t)h.total_bytes) < 0) {
+	if (fchmod(fd, 0400) < 0 || ftruncate(fd, (off_t)h.total_bytes) < 0) {
 		err = -errno;
 		goto close_fd;
 	}
-	/* Reserve every page now: a full /dev/shm fails here, not as a SIGBUS
+	/* Reserve every page now: a lack of memory fails here, not as a SIGBUS
 	 * in a worker halfway through an epoch. posix_fallocate returns the
 	 * error rather than setting errno. */
 	err = posix_fallocate(fd, 0, (off_t)h.total_bytes);
@@ -94,16 +106,28 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 		err = -err;
 		goto close_fd;
 	}
+	if (fcntl(fd, F_ADD_SEALS, ARENA_SEALS) < 0) {
+		err = -errno;
+		goto close_fd;
+	}
+	int client_fd = reopen_readonly(fd);
+	if (client_fd < 0) {
+		err = client_fd;
+		goto close_fd;
+	}
 	uint8_t *base = NULL;
 	err = map_fd(fd, h.total_bytes, true, &base);
 	if (err < 0)
-		goto close_fd;
+		goto close_client_fd;
 	memcpy(base, &h, sizeof(h));
 	out->fd = fd;
+	out->client_fd = client_fd;
 	out->base = base;
 	out->bytes = h.total_bytes;
 	out->hdr = (struct arena_header *)base;
 	return 0;
+close_client_fd:
+	close(client_fd);
 close_fd:
 	close(fd);
 	return err;
@@ -135,6 +159,7 @@ int arena_attach(int fd, bool writable, struct arena *out)
 		return -EPROTO;
 	}
 	out->fd = fd;
+	out->client_fd = -1;
 	out->base = base;
 	out->bytes = (size_t)st.st_size;
 	out->hdr = (struct arena_header *)base;
@@ -149,11 +174,14 @@ void arena_close(struct arena *a)
 		munmap(a->base, a->bytes);
 		if (a->fd >= 0)
 			close(a->fd);
+		if (a->client_fd >= 0)
+			close(a->client_fd);
 	}
 	a->base = NULL;
 	a->hdr = NULL;
 	a->bytes = 0;
 	a->fd = -1;
+	a->client_fd = -1;
 }
 
 struct arena_pipeline *arena_pipeline(const struct arena *a, uint32_t index)

@@ -1,11 +1,20 @@
 /*
  * arena: the daemon's one shared-memory segment (layout in shm/layout.h).
  *
- * The master creates it at start (shm_open with a unique name, unlinked at
- * once so nothing is left in /dev/shm after a crash; fallocate so a full
- * /dev/shm is an error now rather than a SIGBUS later) and fills in the
- * header and pipeline table. Workers inherit the fd and map it read-write;
- * clients receive the fd over the socket and map it read-only.
+ * The master creates it at start as a memfd: nameless from birth (nothing
+ * is ever left in /dev/shm), every page reserved with fallocate (a lack of
+ * memory is an error now rather than a SIGBUS later), then sealed against
+ * any change of size (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL) and given
+ * mode 0400, and it fills in the header and pipeline table.
+ *
+ * Two descriptors of it exist. Workers inherit the read-write one (fd) and
+ * map it read-write. Clients receive only client_fd, a read-only reopen of
+ * the same object: it cannot be mapped writable, written, truncated or
+ * punched; the seals stop anyone (root included) from changing the size,
+ * so no client can make the daemon, a worker or another client die of
+ * SIGBUS; and the 0400 mode stops a client of another user from reopening
+ * it read-write through /proc/self/fd. Root and loaderd's own user can
+ * still reopen it read-write, as they can ptrace the daemon anyway.
  *
  * Who writes what: the master writes the header, the pipeline table and
  * the indexes before spawning workers; a worker writes only into the staging slot rows named
@@ -22,7 +31,8 @@
 #include "shm/ring.h"
 
 struct arena {
-	int fd;              /* -1 when closed */
+	int fd;              /* read-write; -1 when closed */
+	int client_fd;       /* read-only reopen for clients; -1 when none */
 	uint8_t *base;
 	size_t bytes;
 	struct arena_header *hdr;
@@ -39,13 +49,17 @@ struct arena_plan {
 /* Bytes the arena of a plan occupies; UINT64_MAX when that overflows. */
 uint64_t arena_plan_bytes(const struct arena_plan *plan);
 
-/* Creates, sizes (fallocate) and maps a fresh arena and writes its header.
- * The fd is O_CLOEXEC; the caller hands it to children explicitly.
- * Returns 0 or -errno (-ENOSPC: /dev/shm too small for the plan). */
+/* Creates, sizes (fallocate), seals and maps a fresh arena, writes its
+ * header and opens client_fd. Both fds are O_CLOEXEC; the caller hands
+ * them to children and clients explicitly. Needs /proc (for the read-only
+ * reopen). Returns 0 or -errno (-ENOSPC or -ENOMEM: not enough memory for
+ * the plan; the caller checks the plan against the memory first, since a
+ * shmem object larger than memory is filled page by page until it fails). */
 int arena_create(const struct arena_plan *plan, struct arena *out);
 
-/* Maps an arena received from elsewhere and validates its header (magic,
- * version, sizes against the fd's size). Takes ownership of fd on success.
+/* Maps an arena received from elsewhere (a worker's inherited fd) and
+ * validates its header (magic, version, sizes against the fd's size).
+ * Takes ownership of fd on success; client_fd is -1.
  * Returns 0 or -errno (-EPROTO: not a loaderd arena of this version). */
 int arena_attach(int fd, bool writable, struct arena *out);
 

@@ -278,13 +278,15 @@ def parse_consume_output(stdout):
 
 
 _STATUS_HEAD_RE = re.compile(r"^loaderd (\S+) pid (\d+) uptime (\d+(?:\.\d+)?)s$")
-_ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes, (\d+) in use$")
+_ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes, (\d+) in use, "
+                       r"share (\d+)$")
 _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
                         r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
                           r"shuffle ([01]) drop_last ([01])$")
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"([^\"]*)\" pipeline (\S+) rank (\d+) "
-                        r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+)"
+                        r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
+                        r"staging (\d+)"
                         r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging))?$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
@@ -315,7 +317,8 @@ def parse_status(text):
         st["gpus"].append({"index": int(m.group(1)), "uuid": m.group(2), "name": m.group(3),
                            "clients": int(m.group(4)), "device_bytes": int(m.group(5))})
     m = expect(_ARENA_RE, "arena")
-    st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"] = (int(x) for x in m.groups())
+    st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
+        int(x) for x in m.groups())
     n_workers = int(expect(re.compile(r"^workers: (\d+)$"), "workers").group(1))
     for _ in range(n_workers):
         m = expect(_WORKER_RE, "worker")
@@ -336,9 +339,9 @@ def parse_status(text):
         st["clients"].append({
             "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
-            "released": int(g[9]), "in_flight": int(g[10]), "gpu": g[11],
-            "stream_depth": None if g[12] is None else int(g[12]),
-            "bytes_moved": None if g[13] is None else int(g[13]), "path": g[14]})
+            "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]), "gpu": g[12],
+            "stream_depth": None if g[13] is None else int(g[13]),
+            "bytes_moved": None if g[14] is None else int(g[14]), "path": g[15]})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),

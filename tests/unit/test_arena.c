@@ -1,8 +1,9 @@
 /*
  * Unit tests for shm/arena: the layout a plan produces, creating a real
- * arena in /dev/shm (nameless once created, fully reserved, -ENOSPC when it
- * cannot fit), attaching it read-only and read-write from another fd, and
- * refusing anything that is not an arena of this version.
+ * arena (a nameless memfd, fully reserved, sealed against size changes),
+ * the read-only descriptor clients receive (which can change nothing),
+ * attaching it read-only and read-write from another fd, and refusing
+ * anything that is not an arena of this version.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -190,25 +191,97 @@ static void test_create_layout(void **state)
 	assert_null(a.base);
 }
 
-/* No /dev/shm entry of this process survives arena_create. */
-static void test_create_leaves_no_name(void **state)
+/* The arena is a memfd: in no filesystem, so nothing survives a crash;
+ * mode 0400 and sealed against any change of size. */
+static void test_create_memfd_sealed(void **state)
 {
 	struct arena a;
 	assert_int_equal(arena_create(&small_plan, &a), 0);
-	char prefix[64];
-	snprintf(prefix, sizeof(prefix), "loaderd-%d-", (int)getpid());
-	DIR *dir = opendir("/dev/shm");
-	assert_non_null(dir);
-	struct dirent *d;
-	while ((d = readdir(dir)) != NULL)
-		if (strncmp(d->d_name, prefix, strlen(prefix)) == 0)
-			fail_msg("/dev/shm/%s left behind", d->d_name);
-	closedir(dir);
-	/* ...and the arena is nonetheless alive through its fd. */
+	char link[64], target[256];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", a.fd);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	assert_true(n > 0);
+	target[n] = '\0';
+	assert_true(strncmp(target, "/memfd:loaderd-arena", 20) == 0);
 	struct stat st;
 	assert_int_equal(fstat(a.fd, &st), 0);
-	assert_int_equal(st.st_nlink, 0);
+	assert_int_equal(st.st_mode & 07777, 0400);
+	int seals = fcntl(a.fd, F_GET_SEALS);
+	assert_true(seals >= 0);
+	assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+			 F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
+	assert_int_equal(seals & F_SEAL_WRITE, 0); /* workers write the slots */
+	/* Not even the read-write descriptor changes the size. */
+	assert_int_equal(ftruncate(a.fd, 0), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(a.fd, (off_t)a.bytes * 2), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fcntl(a.fd, F_ADD_SEALS, F_SEAL_WRITE), -1); /* F_SEAL_SEAL */
+	assert_int_equal(fstat(a.fd, &st), 0);
+	assert_int_equal((uint64_t)st.st_size, a.bytes);
 	arena_close(&a);
+}
+
+/* What a client receives: the same bytes, and no way to change them or
+ * the object's size. */
+static void test_client_fd_changes_nothing(void **state)
+{
+	struct arena a;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	assert_true(a.client_fd >= 0);
+	assert_int_not_equal(a.client_fd, a.fd);
+	assert_true(fcntl(a.client_fd, F_GETFD) & FD_CLOEXEC);
+	assert_int_equal(fcntl(a.client_fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	uint8_t *slot0 = arena_range(&a, arena_slot_offset(&a, 0), a.hdr->slot_bytes);
+	memset(slot0, 0x5a, a.hdr->slot_bytes);
+
+	/* Read-only mapping: the same bytes. */
+	uint8_t *ro = mmap(NULL, a.bytes, PROT_READ, MAP_SHARED, a.client_fd, 0);
+	assert_true(ro != MAP_FAILED);
+	assert_int_equal(ro[arena_slot_offset(&a, 0)], 0x5a);
+	/* ...which cannot be made writable. */
+	assert_int_equal(mprotect(ro, a.bytes, PROT_READ | PROT_WRITE), -1);
+	assert_int_equal(errno, EACCES);
+	munmap(ro, a.bytes);
+	/* No writable mapping, no write, no truncation, no hole, no upgrade. */
+	assert_true(mmap(NULL, a.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, a.client_fd, 0) ==
+		    MAP_FAILED);
+	assert_int_equal(errno, EACCES);
+	uint8_t byte = 0;
+	assert_int_equal(pwrite(a.client_fd, &byte, 1, (off_t)arena_slot_offset(&a, 0)), -1);
+	assert_int_equal(errno, EBADF);
+	assert_int_equal(ftruncate(a.client_fd, 0), -1);
+	assert_int_equal(fallocate(a.client_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096),
+			 -1);
+	assert_int_equal(errno, EBADF);
+	assert_int_equal(fcntl(a.client_fd, F_SETFL, O_RDWR), 0); /* access mode bits are ignored */
+	assert_int_equal(fcntl(a.client_fd, F_GETFL) & O_ACCMODE, O_RDONLY);
+	assert_int_equal(slot0[0], 0x5a);
+
+	/* A client of another user cannot reopen it for writing. */
+	if (geteuid() == 0) {
+		pid_t pid = fork();
+		assert_true(pid >= 0);
+		if (pid == 0) {
+			if (setgid(65534) < 0 || setuid(65534) < 0)
+				_exit(2);
+			char path[64];
+			snprintf(path, sizeof(path), "/proc/self/fd/%d", a.client_fd);
+			if (open(path, O_RDWR) >= 0 || errno != EACCES)
+				_exit(3);
+			if (fchmod(a.client_fd, 0666) == 0 || errno != EPERM)
+				_exit(4);
+			_exit(0);
+		}
+		int status;
+		assert_int_equal(waitpid(pid, &status, 0), pid);
+		assert_true(WIFEXITED(status));
+		assert_int_equal(WEXITSTATUS(status), 0);
+	}
+	int fd = a.client_fd;
+	arena_close(&a);
+	assert_true(fcntl(fd, F_GETFD) < 0);
+	assert_int_equal(a.client_fd, -1);
 }
 
 static void test_attach_shares_bytes(void **state)
@@ -420,28 +493,22 @@ static int count_open_fds(void)
 }
 
 /*
- * An arena larger than /dev/shm fails at creation with -ENOSPC. The request
- * is larger than the whole filesystem, not merely than its free space:
- * tmpfs refuses that up front, whereas a request in between is filled page
- * by page until it fails, which on a machine whose /dev/shm is as large as
- * its memory would push everything else out first.
+ * An arena the system cannot size fails at creation and leaks nothing: a
+ * plan beyond the largest file the kernel allows (ftruncate says EFBIG or
+ * EINVAL). A plan merely larger than memory is not tried: shmem fills it
+ * page by page until memory runs out, which is why the daemon checks the
+ * plan against the memory available before creating it.
  */
 static void test_create_too_large(void **state)
 {
-	struct statvfs vfs;
-	if (statvfs("/dev/shm", &vfs) < 0)
-		skip();
-	uint64_t size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-	uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	if (avail > (64ull << 30) || size == 0) /* size 0: a tmpfs without a limit */
-		skip();
-	const uint64_t gib = 1ull << 30;
-	struct arena_plan p = {.n_pipelines = 1, .n_workers = 1, .slot_bytes = gib,
-			       .n_slots = (uint32_t)(size / gib + 2)};
-	assert_true(arena_plan_bytes(&p) > size);
+	const uint64_t slot = 1ull << 40;
+	struct arena_plan p = {.n_pipelines = 1, .n_workers = 1, .slot_bytes = slot,
+			       .n_slots = 1u << 23}; /* 2^63 bytes of slots */
+	assert_true(arena_plan_bytes(&p) > (1ull << 62));
 	int fds = count_open_fds();
-	struct arena a = {.fd = -1};
-	assert_int_equal(arena_create(&p, &a), -ENOSPC);
+	struct arena a = {.fd = -1, .client_fd = -1};
+	int rc = arena_create(&p, &a);
+	assert_true(rc == -EFBIG || rc == -EINVAL);
 	assert_int_equal(a.fd, -1);
 	assert_int_equal(count_open_fds(), fds); /* nothing leaked */
 }
@@ -453,7 +520,8 @@ int main(void)
 		cmocka_unit_test(test_plan_overflow),
 		cmocka_unit_test(test_create_rejects_bad_plans),
 		cmocka_unit_test(test_create_layout),
-		cmocka_unit_test(test_create_leaves_no_name),
+		cmocka_unit_test(test_create_memfd_sealed),
+		cmocka_unit_test(test_client_fd_changes_nothing),
 		cmocka_unit_test(test_attach_shares_bytes),
 		cmocka_unit_test(test_attach_rejects),
 		cmocka_unit_test(test_range),
