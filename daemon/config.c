@@ -107,7 +107,7 @@ enum daemon_key {
 	DK_SOCKET, DK_WORKERS, DK_SHM_BYTES, DK_STAGING_SLOTS, DK_DEFAULT_DEPTH,
 	DK_MAX_DEPTH, DK_MAX_CLIENTS, DK_SOCKET_GROUP, DK_SOCKET_MODE,
 	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
-	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_COUNT,
+	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_WORKER_TIMEOUT_MS, DK_COUNT,
 };
 
 static const struct key_spec daemon_keys[DK_COUNT] = {
@@ -134,12 +134,16 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 			     PROTO_DEVICE_SLOTS_MAX, 0},
 	/* also >= workers, checked at the end of the file */
 	[DK_MAX_WORKERS] = {"max_workers", VALUE_UINT, DAEMON(max_workers), 1, ARENA_WORKERS_MAX, 0},
+	/* also over every image pipeline's max_decode_ms, checked at the end of the file */
+	[DK_WORKER_TIMEOUT_MS] = {"worker_timeout_ms", VALUE_UINT, DAEMON(worker_timeout_ms),
+				  WORKER_TIMEOUT_MS_MIN, WORKER_TIMEOUT_MS_MAX, 0},
 };
 
 enum pipeline_key {
 	PK_SOURCE, PK_BATCH_SIZE, PK_SHUFFLE, PK_SEED, PK_DROP_LAST, PK_CHUNK,
 	PK_RECORD_BYTES, PK_TOKEN_DTYPE, PK_SEQ_LEN, PK_TOKEN_OUTPUT, PK_DIRECT, PK_TRANSFORM,
-	PK_LAYOUT, PK_DTYPE, PK_MEAN, PK_STD, PK_ON_ERROR, PK_MAX_IMAGE_PIXELS, PK_COUNT,
+	PK_LAYOUT, PK_DTYPE, PK_MEAN, PK_STD, PK_ON_ERROR, PK_MAX_IMAGE_PIXELS, PK_MAX_DECODE_MS,
+	PK_COUNT,
 };
 
 #define KEY_ANY_KIND (KEY_RAW | KEY_TOKENS | KEY_IMAGE)
@@ -173,6 +177,8 @@ static const struct key_spec pipeline_keys[PK_COUNT] = {
 			 on_error_choices},
 	[PK_MAX_IMAGE_PIXELS] = {"max_image_pixels", VALUE_UINT, PIPELINE(max_image_pixels), 1,
 				 1ull << 32, KEY_IMAGE},
+	[PK_MAX_DECODE_MS] = {"max_decode_ms", VALUE_UINT, PIPELINE(max_decode_ms), 1,
+			      WORKER_TIMEOUT_MS_MAX - 1, KEY_IMAGE},
 };
 
 /* token_dtype / token_output names; the first two are storable. */
@@ -613,6 +619,7 @@ static void pipeline_begin(struct config_parse *p, const char *name, size_t len)
 	pl->line = p->lineno;
 	pl->shuffle = true;
 	pl->max_image_pixels = IMAGE_PIXELS_DEFAULT;
+	pl->max_decode_ms = MAX_DECODE_MS_DEFAULT;
 	for (int k = 0; k < 3; k++)
 		pl->std[k] = 1.0;
 	p->pipeline = pl;
@@ -814,6 +821,7 @@ void config_defaults(struct config *c)
 	c->pinned_slots = 4;
 	c->pin_threads = 4;
 	c->device_slots = 4;
+	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }
 
 /* Checks that need the whole file, and defaults that follow other keys. */
@@ -831,6 +839,20 @@ static void config_finish(struct config_parse *p)
 			    "[daemon] max_workers: \"%u\" is less than workers (%u)", c->max_workers,
 			    c->workers);
 		return;
+	}
+	/* A worker may spend max_decode_ms on one image between two signs of
+	 * life: the watchdog must give it longer than that. */
+	for (size_t i = 0; i < c->n_pipelines; i++) {
+		const struct pipeline_cfg *pl = &c->pipelines[i];
+		if ((pl->kind == SOURCE_IMAGEFOLDER || pl->kind == SOURCE_TAR) &&
+		    pl->max_decode_ms >= c->worker_timeout_ms) {
+			int wl = p->daemon_key_line[DK_WORKER_TIMEOUT_MS];
+			config_fail(p, wl ? wl : pl->line, "[pipeline.%s] max_decode_ms (%u) must be below "
+				    "[daemon] worker_timeout_ms (%u): a worker decoding one image that long "
+				    "would be taken for a stuck one", pl->name, pl->max_decode_ms,
+				    c->worker_timeout_ms);
+			return;
+		}
 	}
 	int line = p->daemon_key_line[DK_DEFAULT_DEPTH];
 	if (c->default_depth <= c->max_depth)

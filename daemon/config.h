@@ -42,6 +42,13 @@ enum on_error {
 
 #define CONFIG_TRANSFORM_MAX 512
 #define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
+/* CPU time one image's decode may take before the image counts as bad:
+ * far beyond what a max_image_pixels image takes (about a second). */
+#define MAX_DECODE_MS_DEFAULT 5000u
+/* A worker holding items with no sign of progress this long is stuck. */
+#define WORKER_TIMEOUT_MS_DEFAULT 30000u
+#define WORKER_TIMEOUT_MS_MIN 100u
+#define WORKER_TIMEOUT_MS_MAX 3600000u
 
 struct pipeline_cfg {
 	char name[PROTO_NAME_MAX];
@@ -66,6 +73,7 @@ struct pipeline_cfg {
 	uint32_t dtype;            /* enum image_dtype, default uint8 */
 	uint32_t on_error;         /* enum on_error, default substitute */
 	uint64_t max_image_pixels; /* default IMAGE_PIXELS_DEFAULT */
+	uint32_t max_decode_ms;    /* CPU time per image decode, default MAX_DECODE_MS_DEFAULT */
 	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */
 };
 
@@ -101,6 +109,8 @@ struct config {
 	uint32_t pinned_slots;     /* pin = copy: page-locked buffers, default 4 */
 	uint32_t pin_threads;      /* pin = copy: threads sharing each copy, default 4 */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
+	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
+				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
 };

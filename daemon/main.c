@@ -214,10 +214,10 @@ static void on_pool_ready(void *ctx)
 	notify_ready(d);
 }
 
-static void on_pool_fatal(void *ctx)
+static void on_pool_fatal(void *ctx, const char *why)
 {
 	struct daemon *d = ctx;
-	log_error("no worker can run (every worker exited with a fatal code); exiting");
+	log_error("%s; exiting", why);
 	d->exit_code = 1;
 	daemon_stop(d, "fatal");
 }
@@ -227,9 +227,29 @@ static void cb_item_done(void *ctx, const struct work_done *done)
 	sched_item_done(((struct daemon *)ctx)->sched, done);
 }
 
-static void cb_item_lost(void *ctx, uint64_t item_id)
+static void cb_item_lost(void *ctx, uint64_t item_id, bool suspect, const char *why)
 {
-	sched_item_lost(((struct daemon *)ctx)->sched, item_id);
+	sched_item_lost(((struct daemon *)ctx)->sched, item_id, suspect, why);
+}
+
+static void cb_unable(void *ctx, const char *why)
+{
+	sched_workers_unable(((struct daemon *)ctx)->sched, why);
+}
+
+static void cb_able(void *ctx)
+{
+	sched_workers_unable(((struct daemon *)ctx)->sched, NULL);
+}
+
+static void cb_describe_item(void *ctx, uint64_t item_id, char *buf, size_t cap)
+{
+	sched_describe_item(((struct daemon *)ctx)->sched, item_id, buf, cap);
+}
+
+static void cb_describe_sample(void *ctx, uint32_t pipeline, uint64_t sample, char *buf, size_t cap)
+{
+	sched_describe_sample(((struct daemon *)ctx)->sched, pipeline, sample, buf, cap);
 }
 
 static void cb_capacity(void *ctx)
@@ -467,6 +487,8 @@ static int start(struct daemon *d)
 	struct pool_callbacks pool_cb = {
 		.ctx = d, .item_done = cb_item_done, .item_lost = cb_item_lost,
 		.capacity = cb_capacity, .ready = on_pool_ready, .fatal = on_pool_fatal,
+		.unable = cb_unable, .able = cb_able, .describe_item = cb_describe_item,
+		.describe_sample = cb_describe_sample,
 		.stopped = on_pool_stopped,
 	};
 	rc = pool_start(&d->loop, &d->cfg, &d->arena, worker_program, &pool_cb, &d->pool, err,

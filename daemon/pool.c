@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,11 +19,10 @@
 
 _Static_assert(POOL_WORKER_INFLIGHT <= RING_ENTRIES, "completions must always fit the done ring");
 
-/* A worker that dies within this long of starting (or before it reported
- * ready) counts as failing on start and is retried with back-off. */
-#define POOL_QUICK_EXIT_MS 1000ull
 #define POOL_BACKOFF_FIRST_MS 100ull
 #define POOL_BACKOFF_MAX_MS 30000ull
+/* The watchdog looks this often (or four times per worker_timeout_ms). */
+#define POOL_WATCH_MS 1000ull
 
 enum worker_state {
 	WORKER_STARTING, /* spawned, not yet reported ready */
@@ -54,16 +54,21 @@ struct worker {
 	uv_poll_t done_poll;
 	uv_timer_t retry_timer;
 	struct ring cmd, done;
+	const struct worker_beat *beat;
 	uint64_t outstanding[POOL_WORKER_INFLIGHT];
 	uint32_t n_outstanding;
 	uint64_t items_done;
+	uint64_t items_this_run;
 	uint32_t restarts;
-	uint32_t quick_failures;
+	uint32_t quick_failures; /* start failures in a row */
 	bool ready_this_run;
 	bool exit_sent;       /* WORK_EXIT is on its command ring (retiring, stopping) */
+	bool killed_stuck;    /* the watchdog killed this run */
+	uint64_t seen_beats;  /* the beat count last read... */
+	unsigned long long beat_ms; /* ...and when it last moved (or items were given) */
 	unsigned long long started_ms;
 	unsigned long long retry_at_ms;
-	char last_exit[64];
+	char last_exit[96];
 };
 
 struct pool {
@@ -76,7 +81,10 @@ struct pool {
 	bool ready_sent;
 	bool pread_noted;
 	bool stopping;
+	bool unable;     /* no worker can run: unable_text says why */
+	char unable_text[PATH_MAX + 256];
 	uv_timer_t kill_timer;
+	uv_timer_t watch_timer;
 	unsigned handles_open;
 	uint32_t n;      /* the worker count: workers [0, n) run, the rest retire */
 	uint32_t n_init; /* workers whose fds and handles exist: [0, n_init) */
@@ -126,8 +134,14 @@ static void worker_drain(struct worker *w)
 	while (ring_pop(&w->done, &d)) {
 		if (d.status == WORK_STATUS_READY) {
 			w->ready_this_run = true;
+			w->quick_failures = 0;
 			if (w->state == WORKER_STARTING)
 				w->state = WORKER_RUNNING;
+			if (p->unable && !p->stopping) {
+				p->unable = false;
+				log_notice("worker %u (pid %d) is up: workers run again", w->index, w->pid);
+				p->cb.able(p->cb.ctx);
+			}
 			if ((d.flags & WORK_FLAG_NO_URING) && !p->pread_noted) {
 				log_warning("io_uring is not available to workers (blocked by a seccomp "
 					    "filter or an old kernel?): they read with pread");
@@ -137,6 +151,7 @@ static void worker_drain(struct worker *w)
 		}
 		remove_outstanding(w, d.item_id);
 		w->items_done++;
+		w->items_this_run++;
 		p->cb.item_done(p->cb.ctx, &d);
 	}
 	if (!p->ready_sent && !p->stopping) {
@@ -185,6 +200,10 @@ static void pool_check_stopped(struct pool *p)
 	p->kill_timer.data = p;
 	p->handles_open++;
 	uv_close((uv_handle_t *)&p->kill_timer, on_handle_closed);
+	uv_timer_stop(&p->watch_timer);
+	p->watch_timer.data = p;
+	p->handles_open++;
+	uv_close((uv_handle_t *)&p->watch_timer, on_handle_closed);
 	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		w->done_poll.data = p;
@@ -193,6 +212,50 @@ static void pool_check_stopped(struct pool *p)
 		uv_close((uv_handle_t *)&w->done_poll, on_handle_closed);
 		uv_close((uv_handle_t *)&w->retry_timer, on_handle_closed);
 	}
+}
+
+/* Whether any worker is running or on its way up. */
+static bool any_live(const struct pool *p)
+{
+	for (uint32_t i = 0; i < p->n; i++) {
+		enum worker_state st = p->workers[i].state;
+		if ((st == WORKER_RUNNING || st == WORKER_STARTING) && p->workers[i].proc_open)
+			return true;
+	}
+	return false;
+}
+
+/* No worker can run: each failed fatally or failed to start too often
+ * in a row, and none is up. Says so once (fatal before the pool was ever
+ * ready: the daemon cannot serve at all). */
+static void check_unable(struct pool *p)
+{
+	if (p->stopping || p->unable || any_live(p))
+		return;
+	const struct worker *last = NULL;
+	for (uint32_t i = 0; i < p->n; i++) {
+		const struct worker *w = &p->workers[i];
+		if (w->state != WORKER_FAILED && w->quick_failures < POOL_UNABLE_FAILURES)
+			return;
+		if (!last || w->state == WORKER_FAILED)
+			last = w;
+	}
+	if (!last)
+		return;
+	p->unable = true;
+	if (last->state == WORKER_FAILED)
+		snprintf(p->unable_text, sizeof(p->unable_text), "no worker can run: %s %s, a fatal "
+			 "code (see loaderd's log)", p->program, last->last_exit);
+	else
+		snprintf(p->unable_text, sizeof(p->unable_text), "no worker can run: %s: %s right "
+			 "after start, %u times in a row", p->program, last->last_exit,
+			 last->quick_failures);
+	if (!p->ready_sent) {
+		p->cb.fatal(p->cb.ctx, p->unable_text);
+		return;
+	}
+	log_error("%s; clients waiting for workers get this error until one starts", p->unable_text);
+	p->cb.unable(p->cb.ctx, p->unable_text);
 }
 
 static void on_proc_closed(uv_handle_t *h)
@@ -207,8 +270,10 @@ static void on_proc_closed(uv_handle_t *h)
 		pool_check_stopped(p);
 		return;
 	}
-	if (w->state == WORKER_FAILED)
+	if (w->state == WORKER_FAILED) {
+		check_unable(p);
 		return;
+	}
 	if (w->index >= p->n) {
 		w->state = WORKER_RETIRED;
 		return;
@@ -223,14 +288,16 @@ static void on_proc_closed(uv_handle_t *h)
 	w->state = WORKER_BACKOFF;
 	w->retry_at_ms = status_now_ms() + delay;
 	uv_timer_start(&w->retry_timer, on_retry_timer, delay, 0);
+	check_unable(p);
 }
 
-static bool all_failed(const struct pool *p)
+/* Signals by which a process crashes on its own, as opposed to being
+ * killed from outside (SIGKILL, SIGTERM: an operator, the OOM killer, the
+ * watchdog). */
+static bool crash_signal(int sig)
 {
-	for (uint32_t i = 0; i < p->n; i++)
-		if (p->workers[i].state != WORKER_FAILED)
-			return false;
-	return true;
+	return sig == SIGSEGV || sig == SIGBUS || sig == SIGILL || sig == SIGFPE ||
+	       sig == SIGABRT || sig == SIGSYS;
 }
 
 /* A worker process ended (or never started): collect what it finished,
@@ -238,7 +305,9 @@ static bool all_failed(const struct pool *p)
 static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 {
 	struct pool *p = w->pool;
-	if (term_signal)
+	if (w->killed_stuck)
+		; /* last_exit says why the watchdog killed it */
+	else if (term_signal)
 		snprintf(w->last_exit, sizeof(w->last_exit), "killed by signal %d (%s)", term_signal,
 			 strsignal(term_signal));
 	else if (exit_status >= 0)
@@ -250,9 +319,10 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 	w->state = p->stopping ? WORKER_STOPPING : WORKER_STARTING;
 	uint32_t lost = w->n_outstanding;
 	w->n_outstanding = 0;
+	bool suspect = w->killed_stuck || crash_signal(term_signal);
 	if (!p->stopping) {
 		for (uint32_t i = 0; i < lost; i++)
-			p->cb.item_lost(p->cb.ctx, w->outstanding[i]);
+			p->cb.item_lost(p->cb.ctx, w->outstanding[i], suspect, w->last_exit);
 	}
 	ring_reset(&w->cmd);
 	ring_reset(&w->done);
@@ -274,22 +344,27 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 		return;
 	}
 
-	unsigned long long ran_ms = status_now_ms() - w->started_ms;
-	bool quick = !w->ready_this_run || ran_ms < POOL_QUICK_EXIT_MS;
 	w->restarts++;
 	if (!term_signal && (exit_status == WORKER_EXIT_USAGE || exit_status == WORKER_EXIT_ARENA)) {
 		w->state = WORKER_FAILED;
 		log_error("worker %u (%s) %s: a fatal code, not respawning it", w->index, p->program,
 			  w->last_exit);
-		if (all_failed(p))
-			p->cb.fatal(p->cb.ctx);
-		return;
+		return; /* on_proc_closed checks whether any worker can run */
 	}
+	/* A failure to start: it ended on its own (an exit, a crash, a spawn
+	 * failure) before reporting ready or before taking any item, or the
+	 * watchdog found it not ready in time. A worker killed from outside
+	 * (an operator, the OOM killer) is not one, ready or not: it is
+	 * respawned at once, so a kill storm never leaves work waiting while
+	 * workers sit in back-off. */
+	bool own_end = term_signal != SIGKILL && term_signal != SIGTERM;
+	bool quick = (!w->ready_this_run && (own_end || w->killed_stuck)) ||
+		     (own_end && w->items_this_run == 0 && lost == 0);
 	w->quick_failures = quick ? w->quick_failures + 1 : 0;
 	if (quick && w->quick_failures > 1)
 		log_warning("worker %u %s again right after start (%u times in a row); backing off",
 			    w->index, w->last_exit, w->quick_failures);
-	else
+	else if (!w->killed_stuck) /* the watchdog has said it */
 		log_warning("worker %u %s; restarting it (%u item%s re-issued)", w->index,
 			    w->last_exit, lost, lost == 1 ? "" : "s");
 	if (lost)
@@ -325,6 +400,8 @@ static int worker_spawn(struct worker *w)
 	ring_reset(&w->done);
 	w->exit_sent = false; /* an exit queued for the previous process went with the ring */
 	w->ready_this_run = false;
+	w->killed_stuck = false;
+	w->items_this_run = 0;
 	w->started_ms = status_now_ms();
 	w->proc.data = w;
 	int rc = uv_spawn(p->loop, &w->proc, &opts);
@@ -342,6 +419,70 @@ static int worker_spawn(struct worker *w)
 	return 0;
 }
 
+/* Kills a worker the watchdog found stuck; worker_ended re-issues its
+ * items as suspect and respawns it. */
+static void watchdog_kill(struct worker *w, unsigned long long idle_ms)
+{
+	struct pool *p = w->pool;
+	char what[64], item[1200] = "", where[1200] = "";
+	bool starting = w->state == WORKER_STARTING;
+	snprintf(what, sizeof(what), starting ? "not ready %llu.%llu s after start" :
+		 "no progress for %llu.%llu s", idle_ms / 1000, idle_ms % 1000 / 100);
+	snprintf(w->last_exit, sizeof(w->last_exit), "killed: %s", what);
+	/* The first item it holds, and the last sample it touched, if any. */
+	if (!starting && w->n_outstanding > 0)
+		p->cb.describe_item(p->cb.ctx, w->outstanding[0], item, sizeof(item));
+	if (!starting && atomic_load_explicit(&w->beat->beats, memory_order_acquire) > 0)
+		p->cb.describe_sample(p->cb.ctx, atomic_load(&w->beat->pipeline),
+				      atomic_load(&w->beat->sample), where, sizeof(where));
+	if (starting)
+		log_warning("worker %u (pid %d) %s (worker_timeout_ms = %u); killing it", w->index,
+			    w->pid, what, p->cfg->worker_timeout_ms);
+	else
+		log_warning("worker %u (pid %d) made %s while holding %u item%s (worker_timeout_ms = "
+			    "%u), the first %s%s%s; killing it, its items are re-issued", w->index,
+			    w->pid, what, w->n_outstanding, w->n_outstanding == 1 ? "" : "s",
+			    p->cfg->worker_timeout_ms, item, where[0] ? "; it was last on " : "", where);
+	w->killed_stuck = true;
+	uv_process_kill(&w->proc, SIGKILL); /* SIGKILL also ends a stopped process */
+}
+
+/* The watchdog: a worker that holds items and whose beat has not moved
+ * for worker_timeout_ms is stuck (stopped, blocked in a read, spinning);
+ * so is one that has not reported ready that long after its start. */
+static void on_watch_timer(uv_timer_t *t)
+{
+	struct pool *p = t->data;
+	if (p->stopping)
+		return;
+	unsigned long long now = status_now_ms(), limit = p->cfg->worker_timeout_ms;
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		if (!w->proc_open || w->pid <= 0 || w->killed_stuck)
+			continue;
+		if (w->state == WORKER_STARTING) {
+			if (now - w->started_ms > limit)
+				watchdog_kill(w, now - w->started_ms);
+			continue;
+		}
+		if ((w->state != WORKER_RUNNING && w->state != WORKER_RETIRING) || w->n_outstanding == 0)
+			continue;
+		uint64_t beats = atomic_load_explicit(&w->beat->beats, memory_order_acquire);
+		if (beats != w->seen_beats) {
+			w->seen_beats = beats;
+			w->beat_ms = now;
+		} else if (now - w->beat_ms > limit) {
+			watchdog_kill(w, now - w->beat_ms);
+		}
+	}
+}
+
+static uint64_t watch_period_ms(const struct config *cfg)
+{
+	uint64_t quarter = cfg->worker_timeout_ms / 4;
+	return quarter < POOL_WATCH_MS ? (quarter ? quarter : 1) : POOL_WATCH_MS;
+}
+
 /* Creates worker i's eventfds; its rings are the arena's. */
 static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
 {
@@ -350,6 +491,7 @@ static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
 	w->index = i;
 	w->cmd = arena_cmd_ring(p->arena, i);
 	w->done = arena_done_ring(p->arena, i);
+	w->beat = arena_worker_beat(p->arena, i);
 	/* Inherited by the worker on purpose: uv_spawn dup2()s them to fds 4
 	 * and 5, clearing CLOEXEC on the child's copies only. */
 	w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -411,6 +553,10 @@ int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	}
 	uv_timer_init(loop, &p->kill_timer);
 	p->kill_timer.data = p;
+	uv_timer_init(loop, &p->watch_timer);
+	p->watch_timer.data = p;
+	uint64_t period = watch_period_ms(cfg);
+	uv_timer_start(&p->watch_timer, on_watch_timer, period, period);
 	for (uint32_t i = 0; i < p->n; i++) {
 		worker_start_handles(p, i);
 		worker_spawn(&p->workers[i]);
@@ -474,6 +620,10 @@ bool pool_submit(struct pool *p, const struct work_cmd *cmd)
 	}
 	if (!best || !ring_push(&best->cmd, cmd))
 		return false;
+	if (best->n_outstanding == 0) { /* the watchdog's clock starts with the first item */
+		best->seen_beats = atomic_load_explicit(&best->beat->beats, memory_order_acquire);
+		best->beat_ms = status_now_ms();
+	}
 	best->outstanding[best->n_outstanding++] = cmd->item_id;
 	uint64_t one = 1;
 	ssize_t wr = write(best->cmd_efd, &one, sizeof(one));
@@ -498,6 +648,7 @@ void pool_stop(struct pool *p, uint64_t timeout_ms)
 	if (p->stopping)
 		return;
 	p->stopping = true;
+	uv_timer_stop(&p->watch_timer);
 	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		uv_timer_stop(&w->retry_timer);
@@ -523,6 +674,11 @@ void pool_free(struct pool *p)
 		close(p->workers[i].done_efd);
 	}
 	free(p);
+}
+
+const char *pool_unable_reason(const struct pool *p)
+{
+	return p && p->unable ? p->unable_text : NULL;
 }
 
 void pool_describe(const struct pool *p, struct status_text *t)

@@ -1,11 +1,25 @@
 /*
  * pool: the master's side of the worker processes: spawning them with
  * fork+exec (uv_spawn), feeding their command rings, reading their
- * completion rings, and supervising them (nginx-style): a worker that dies
- * is respawned and its outstanding items are handed back to the scheduler;
- * a worker that keeps dying right after start is retried with exponential
- * back-off; a worker that exits with a fatal code is not respawned. The
- * count can change while running (pool_resize, on a configuration reload).
+ * completion rings, and supervising them (nginx-style):
+ *  - A worker that dies is respawned and its outstanding items are handed
+ *    back to the scheduler.
+ *  - Back-off is for workers that fail to start (an exit, a crash or a
+ *    spawn failure before they report ready or before their first item,
+ *    or no report of ready within worker_timeout_ms): they are retried
+ *    with exponential back-off. A worker killed from outside (SIGKILL,
+ *    SIGTERM), starting or working, is respawned at once.
+ *  - A worker that exits with a fatal code is not respawned.
+ *  - The watchdog: a worker that holds items and shows no sign of
+ *    progress (its beat, shm/layout.h) for worker_timeout_ms, or that does
+ *    not report ready within it, is killed and logged with its pid and the
+ *    sample it was on; its items are re-issued, marked as suspect.
+ *  - When no worker can run (every one failed fatally, or failed to start
+ *    POOL_UNABLE_FAILURES times in a row), `unable` says so, with the
+ *    program and its last exit; before the pool was ever ready that is
+ *    `fatal` instead. `able` follows when a worker reports ready again.
+ * The count can change while running (pool_resize, on a configuration
+ * reload).
  *
  * Runs entirely on the loop thread. Callbacks are invoked from the loop.
  */
@@ -23,19 +37,31 @@
  * few enough that every worker shares the batch needed next. Must not
  * exceed RING_ENTRIES (the completion ring can then never overflow). */
 #define POOL_WORKER_INFLIGHT 8
+/* Start failures in a row, for every worker, after which no worker can run. */
+#define POOL_UNABLE_FAILURES 5
 
 struct pool_callbacks {
 	void *ctx;
 	/* A worker finished an item (successfully or not). */
 	void (*item_done)(void *ctx, const struct work_done *done);
-	/* A worker died with this item outstanding: it must be issued again. */
-	void (*item_lost)(void *ctx, uint64_t item_id);
+	/* A worker died with this item outstanding: it must be issued again.
+	 * suspect: the worker crashed or was killed as stuck, so the item may
+	 * be what killed it (why says how the worker ended). */
+	void (*item_lost)(void *ctx, uint64_t item_id, bool suspect, const char *why);
 	/* Workers have room for more items. */
 	void (*capacity)(void *ctx);
 	/* Every worker started at least once and reported ready. */
 	void (*ready)(void *ctx);
-	/* Every worker failed fatally: the daemon cannot serve. */
-	void (*fatal)(void *ctx);
+	/* No worker can run, and none ever did: the daemon cannot serve. */
+	void (*fatal)(void *ctx, const char *why);
+	/* No worker can run any more (why names the program and how it ends);
+	 * able: one reported ready again. */
+	void (*unable)(void *ctx, const char *why);
+	void (*able)(void *ctx);
+	/* Name an item it was given, or a sample of a pipeline, for a log
+	 * line (its file, or file and bytes). */
+	void (*describe_item)(void *ctx, uint64_t item_id, char *buf, size_t cap);
+	void (*describe_sample)(void *ctx, uint32_t pipeline, uint64_t sample, char *buf, size_t cap);
 	/* pool_stop finished: every worker has exited and handles are closed. */
 	void (*stopped)(void *ctx);
 };
@@ -67,5 +93,8 @@ void pool_free(struct pool *p);
 
 /* Status lines ("workers: N" and one line per worker). */
 void pool_describe(const struct pool *p, struct status_text *t);
+
+/* Why no worker can run (the text `unable` gave), or NULL while one can. */
+const char *pool_unable_reason(const struct pool *p);
 
 #endif

@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ struct item {
 	uint32_t first_row;
 	uint32_t count;
 	enum item_state state;
+	uint32_t strikes; /* times lost as suspect (sched.h) */
 };
 
 struct slot {
@@ -57,9 +59,10 @@ struct slot {
 	struct batch_pos pos;
 	uint32_t n_items, items_done;
 	struct item *items;
-	int error;         /* first failure of an item: -errno */
+	int error;         /* first failure of an item: -errno (-ECHILD: struck out) */
 	uint32_t bad_row;
 	uint64_t error_detail;
+	char lost_why[96]; /* -ECHILD: how the last worker holding it ended */
 };
 
 struct sched_client {
@@ -107,6 +110,7 @@ struct sched {
 	struct sched_device_ops dev_ops;
 	bool has_device;
 	char no_device[200]; /* why device delivery is refused, when !has_device */
+	char unable[PATH_MAX + 256]; /* why no worker can run, "" while they can */
 	struct sched_client *retiring; /* detached device clients whose ring is not yet freed */
 	struct pool *pool;
 	uint32_t n_slots, free_slots;
@@ -276,6 +280,7 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 		it->first_row = k * src->chunk;
 		it->count = sl->pos.rows - it->first_row < src->chunk ? sl->pos.rows - it->first_row : src->chunk;
 		it->state = ITEM_PENDING;
+		it->strikes = 0;
 		pending_push(&s->pending, ITEM_REF(slot_index, k), false);
 	}
 	s->free_slots--;
@@ -433,12 +438,32 @@ static const char *image_where(const struct sched *s, uint32_t pipeline, uint64_
 	return buf;
 }
 
+void sched_describe_sample(const struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
+			   size_t cap)
+{
+	if (pipeline >= s->n_sources) {
+		snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
+		return;
+	}
+	const struct source *src = &s->sources[pipeline];
+	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
+		char where[2200];
+		snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %s", src->cfg->name, sample,
+			 image_where(s, pipeline, sample, where, sizeof(where)));
+		return;
+	}
+	uint64_t offset = sample * src->desc.sample_stride;
+	snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %.1000s bytes %" PRIu64 "..%" PRIu64,
+		 src->cfg->name, sample, src->cfg->path, offset, offset + src->desc.sample_read_bytes);
+}
+
 static const char *image_why(int status)
 {
 	switch (status) {
 	case -EBADMSG: return "corrupt, or not a JPEG";
 	case -ENODATA: return "empty or truncated";
 	case -EFBIG: return "larger than max_image_pixels, or a file over 64 MiB";
+	case -ETIME: return "its decode took over max_decode_ms of CPU time";
 	default: return strerror(-status);
 	}
 }
@@ -474,6 +499,19 @@ static void fail_batch(struct sched *s, struct slot *sl)
 	struct sched_client *c = sl->client;
 	const struct source *src = &s->sources[c->pipeline];
 	uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + sl->bad_row);
+	if (sl->error == -ECHILD) { /* struck out: sched_item_lost */
+		char text[PROTO_ERROR_TEXT_MAX], where[2200];
+		sched_describe_sample(s, c->pipeline, index, where, sizeof(where));
+		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " batch %" PRIu64 " rows %u.."
+			 "%" PRIu64 " (the first: %.700s): %d workers in a row died producing them, the "
+			 "last %.96s", src->cfg->name, sl->pos.epoch, sl->pos.batch, sl->bad_row,
+			 sl->bad_row + sl->error_detail - 1, where, SCHED_ITEM_STRIKES, sl->lost_why);
+		log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+		s->read_errors++;
+		c->failed = true;
+		s->ops.fail(c->conn, EIO, text);
+		return;
+	}
 	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
 		char text[PROTO_ERROR_TEXT_MAX], where[2200];
 		snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 ": %s "
@@ -626,14 +664,48 @@ void sched_item_done(struct sched *s, const struct work_done *done)
 	client_flush(s, sl->client);
 }
 
-void sched_item_lost(struct sched *s, uint64_t item_id)
+void sched_item_lost(struct sched *s, uint64_t item_id, bool suspect, const char *why)
 {
 	struct item *it;
 	struct slot *sl = item_lookup(s, item_id, &it);
 	if (!sl)
 		return;
+	if (suspect && ++it->strikes >= SCHED_ITEM_STRIKES && sl->state == SLOT_FILLING) {
+		/* Each worker that held it crashed or hung: the item itself is
+		 * the likely cause, and issuing it again would go on killing. */
+		it->state = ITEM_DONE;
+		if (sl->error == 0) {
+			sl->error = -ECHILD;
+			sl->bad_row = it->first_row;
+			sl->error_detail = it->count;
+			snprintf(sl->lost_why, sizeof(sl->lost_why), "%s", why);
+		}
+		if (++sl->items_done == sl->n_items) {
+			sl->state = SLOT_DONE;
+			client_flush(s, sl->client);
+		}
+		return;
+	}
 	it->state = ITEM_PENDING;
 	pending_push(&s->pending, (uint32_t)item_id, true);
+}
+
+void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t cap)
+{
+	struct item *it;
+	struct slot *sl = item_lookup(s, item_id, &it);
+	if (!sl || !sl->client) {
+		snprintf(buf, cap, "an item no longer wanted");
+		return;
+	}
+	const struct sched_client *c = sl->client;
+	uint64_t first = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
+					sl->pos.first + it->first_row);
+	char where[1200];
+	sched_describe_sample(s, c->pipeline, first, where, sizeof(where));
+	snprintf(buf, cap, "epoch %" PRIu64 " batch %" PRIu64 " rows %u..%u of client %" PRIu64
+		 " (pid %d), from %.1000s", sl->pos.epoch, sl->pos.batch, it->first_row,
+		 it->first_row + it->count - 1, c->session, (int)c->pid, where);
 }
 
 static int attach_error(char *err, size_t cap, int code, const char *fmt, ...)
@@ -669,6 +741,26 @@ static int resume_at(const struct source *src, const char *token, uint64_t *epoc
 	return 0;
 }
 
+/* A client that needs workers, while none can run, gets the reason. */
+static void fail_unable(struct sched *s, struct sched_client *c)
+{
+	log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, s->unable);
+	c->failed = true;
+	s->ops.fail(c->conn, EAGAIN, s->unable);
+}
+
+void sched_workers_unable(struct sched *s, const char *why)
+{
+	snprintf(s->unable, sizeof(s->unable), "%s", why ? why : "");
+	if (!why)
+		return;
+	for (uint32_t k = 0; k < s->n_clients; k++) {
+		struct sched_client *c = s->clients[k];
+		if (uses_staging(c))
+			fail_unable(s, c);
+	}
+}
+
 int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, void *conn,
 		 struct sched_client **out, struct proto_welcome *w, char *err, size_t cap)
 {
@@ -686,6 +778,9 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	if (!src)
 		return attach_error(err, cap, -ENOENT, "unknown pipeline \"%s\"", hello->pipeline);
 	bool device = hello->delivery == PROTO_DELIVERY_DEVICE;
+	if (!device && s->unable[0]) /* a device client may be direct: sched_device_attached */
+		return attach_error(err, cap, -EAGAIN, "pipeline \"%s\": %s", hello->pipeline,
+				    s->unable);
 	if (device && !s->has_device)
 		return attach_error(err, cap, -EOPNOTSUPP, "pipeline \"%s\": GPU delivery is not "
 				    "available: %s", hello->pipeline, s->no_device);
@@ -911,6 +1006,11 @@ void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const c
 		log_notice("client %" PRIu64 " (pid %d) refused: %s", c->session, (int)c->pid, why);
 		c->failed = true; /* the server closes; sched_detach frees it */
 		s->ops.attached(c->conn, rc, NULL, why);
+		return;
+	}
+	if (!direct && s->unable[0]) {
+		c->failed = true;
+		s->ops.attached(c->conn, -EAGAIN, NULL, s->unable);
 		return;
 	}
 	c->welcome.device = *dev;

@@ -125,10 +125,26 @@ void sched_device_retired(struct sched *s, void *tag);
  * returned either way; the ignored case is logged at debug level). */
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
 
-/* Worker pool callbacks (daemon/pool.h). */
+/* Worker pool callbacks (daemon/pool.h). A lost item is issued again; one
+ * lost as suspect SCHED_ITEM_STRIKES times (its worker crashed or was
+ * killed as stuck each time) fails its batch instead, with an error that
+ * names its samples and how the workers ended. */
+#define SCHED_ITEM_STRIKES 3
 void sched_item_done(struct sched *s, const struct work_done *done);
-void sched_item_lost(struct sched *s, uint64_t item_id);
+void sched_item_lost(struct sched *s, uint64_t item_id, bool suspect, const char *why);
 void sched_pump(struct sched *s);
+/* No worker can run (why), or they can again (NULL): while they cannot,
+ * every client that needs workers (all but direct clients) gets ERROR
+ * (EAGAIN, with why), and so does an attach. */
+void sched_workers_unable(struct sched *s, const char *why);
+/* Names sample `sample` of a pipeline for a log line: its image file (or
+ * tar shard and member), or the data file and byte range. */
+void sched_describe_sample(const struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
+			   size_t cap);
+/* Names a work item for a log line: pipeline, epoch, batch, rows and its
+ * first sample (as sched_describe_sample); "an item no longer wanted" for
+ * a stale id. */
+void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t cap);
 
 /* Status lines: the arena's; then pipelines, clients and error counters. */
 void sched_describe_arena(const struct sched *s, struct status_text *t);

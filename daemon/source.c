@@ -88,6 +88,7 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	struct arena_image_params *ip = &d->image;
 	ip->seed = cfg->seed;
 	ip->max_pixels = cfg->max_image_pixels;
+	ip->max_decode_ms = cfg->max_decode_ms;
 	ip->out_h = chain.out_h;
 	ip->out_w = chain.out_w;
 	ip->layout = cfg->layout;

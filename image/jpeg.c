@@ -59,6 +59,7 @@
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -105,6 +106,9 @@ struct jd_ctx {
 	struct jpeg_decompress_struct cinfo;
 	jmp_buf jump;
 	bool in_header; /* running jpeg_read_header: running out is "truncated" */
+	uint32_t max_cpu_ms;     /* 0: no limit */
+	uint64_t cpu_start_ns;   /* the calling thread's CPU time at the start */
+	uint32_t progress_calls;
 	int rc;
 	char *err;
 	size_t err_cap;
@@ -189,14 +193,30 @@ static void on_output_message(j_common_ptr cinfo)
 	(void)cinfo; /* pure decoder: the caller logs */
 }
 
-/* Called before each unit of input work (an iMCU row, a marker). */
+static uint64_t thread_cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Progress calls between two looks at the clock: a look costs a system
+ * call, a call a few microseconds of decoding. */
+#define JD_CPU_CHECK_EVERY 8
+
+/* Called before each unit of input work (an iMCU row, a marker) and each
+ * batch of output rows. */
 static void on_progress(j_common_ptr cinfo)
 {
 	if (!cinfo->is_decompressor)
 		return;
+	struct jd_ctx *ctx = ctx_of(cinfo);
 	int scan = ((j_decompress_ptr)cinfo)->input_scan_number;
 	if (scan > JD_MAX_SCANS)
-		fail(ctx_of(cinfo), -EBADMSG, "more than %d scans", JD_MAX_SCANS);
+		fail(ctx, -EBADMSG, "more than %d scans", JD_MAX_SCANS);
+	if (ctx->max_cpu_ms && ++ctx->progress_calls % JD_CPU_CHECK_EVERY == 0 &&
+	    thread_cpu_ns() - ctx->cpu_start_ns > (uint64_t)ctx->max_cpu_ms * 1000000ull)
+		fail(ctx, -ETIME, "took over %u ms of CPU time", ctx->max_cpu_ms);
 }
 
 static void ctx_init(struct jd_ctx *ctx, char *err, size_t err_cap)
@@ -499,6 +519,9 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 	}
 	struct jd_ctx ctx;
 	ctx_init(&ctx, err, err_cap);
+	ctx.max_cpu_ms = s->max_cpu_ms;
+	if (ctx.max_cpu_ms)
+		ctx.cpu_start_ns = thread_cpu_ns();
 	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels};
 	int rc = decode_guarded(&ctx, data, len, &rq, out, s);
 	if (rc < 0)
@@ -513,4 +536,5 @@ void jd_scratch_free(struct jd_scratch *s)
 	free(s->buf);
 	s->buf = NULL;
 	s->cap = 0;
+	s->max_cpu_ms = 0;
 }

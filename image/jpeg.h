@@ -12,8 +12,9 @@
  * otherwise carry on and pad what it could not decode with gray). Limits:
  * the caller's pixel count (checked right after the header, before any
  * large allocation), a memory ceiling for libjpeg derived from the image's
- * dimensions, and at most JD_MAX_SCANS scans (a progressive file with
- * thousands of scans is the known way to make a small file cost minutes).
+ * dimensions, at most JD_MAX_SCANS scans (a progressive file with
+ * thousands of scans is the known way to make a small file cost minutes),
+ * and the caller's cap on CPU time per decode (jd_scratch.max_cpu_ms).
  *
  * Pure: no I/O, no logging, no global state. Messages never name the file;
  * the caller, which knows the path, prefixes it and logs once.
@@ -36,10 +37,14 @@
 /* Working memory, owned by the caller: zero-initialise, pass to every call,
  * release with jd_scratch_free. It grows to the largest region decoded and
  * is reused, so steady-state calls make no large allocation of their own.
- * The fields are the decoder's own. */
+ * buf and cap are the decoder's own; max_cpu_ms is the caller's limit on
+ * the CPU time (of the calling thread) one jd_decode_box call may take,
+ * 0 for none: the cap that no file, whatever its scans and size within
+ * max_pixels, can make a decode exceed. */
 struct jd_scratch {
 	uint8_t *buf;
 	size_t cap;
+	uint32_t max_cpu_ms;
 };
 
 /*
@@ -110,6 +115,8 @@ int jd_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h, char *e
  *             grayscale, YCbCr, RGB, CMYK or YCCK; more than JD_MAX_SCANS
  *             scans
  *   -ENOMEM   out of memory, or over libjpeg's memory ceiling
+ *   -ETIME    the decode used more than s->max_cpu_ms of CPU time
+ *             ("took over N ms of CPU time")
  * Data after the last row the region needs is not read, so a file damaged
  * only there decodes (except progressive files, which are read whole).
  * On failure *out is zeroed.

@@ -14,10 +14,11 @@ static uint64_t align_up(uint64_t v)
 	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
 }
 
+/* One worker's region: command ring, completion ring, beat. */
 static uint64_t ring_pair_bytes(void)
 {
 	return align_up(ring_bytes(sizeof(struct work_cmd))) +
-	       align_up(ring_bytes(sizeof(struct work_done)));
+	       align_up(ring_bytes(sizeof(struct work_done))) + align_up(sizeof(struct worker_beat));
 }
 
 /* Fills in every offset of the header for a plan. */
@@ -203,6 +204,13 @@ struct ring arena_done_ring(const struct arena *a, uint32_t worker)
 	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
 	ring_view(&r, pair + align_up(ring_bytes(sizeof(struct work_cmd))), sizeof(struct work_done));
 	return r;
+}
+
+struct worker_beat *arena_worker_beat(const struct arena *a, uint32_t worker)
+{
+	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
+	return (struct worker_beat *)(pair + align_up(ring_bytes(sizeof(struct work_cmd))) +
+				      align_up(ring_bytes(sizeof(struct work_done))));
 }
 
 uint64_t arena_indexes_offset(const struct arena *a)

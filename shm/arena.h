@@ -69,6 +69,8 @@ void arena_close(struct arena *a);
 struct arena_pipeline *arena_pipeline(const struct arena *a, uint32_t index);
 struct ring arena_cmd_ring(const struct arena *a, uint32_t worker);
 struct ring arena_done_ring(const struct arena *a, uint32_t worker);
+/* Worker `worker`'s beat (shm/layout.h): it writes, the master reads. */
+struct worker_beat *arena_worker_beat(const struct arena *a, uint32_t worker);
 uint64_t arena_slot_offset(const struct arena *a, uint32_t slot);
 /* Start of the indexes region: the master copies each image pipeline's
  * sample list there at start (arena_image_params says where). */

@@ -7,7 +7,7 @@
  * Arena layout (offsets in the header, each 4096-aligned):
  *
  *   [arena_header][arena_pipeline x n_pipelines]
- *   [worker 0: cmd ring][worker 0: done ring] ... [worker W-1 ...]
+ *   [worker 0: cmd ring][done ring][beat] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths]
  *   [staging slot 0] ... [staging slot S-1]
@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 3
+#define ARENA_VERSION 4
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -75,6 +75,8 @@ struct arena_image_params {
 	uint32_t on_error;      /* 0 substitute, 1 fail */
 	uint32_t n_shards;      /* tar: shards (>= 1); imagefolder: 0 (files under the root) */
 	float mean[3], std[3];  /* float output: (x / 255 - mean) / std */
+	uint32_t max_decode_ms; /* CPU time one image's decode may take; then it is bad */
+	uint32_t reserved;
 	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
 };
 
@@ -147,6 +149,20 @@ struct work_done {
 	uint32_t reserved;
 };
 
+/* A worker's sign of life, beside its rings. The worker bumps beats each
+ * time it makes progress on an item (a read completes, an image is
+ * decoded, an item is posted) and records the sample it touched last; the
+ * master, which writes nothing here, reads it to tell a worker that is
+ * slow from one that is stuck (stopped, or blocked in a read), and to name
+ * the sample when it kills one. */
+struct worker_beat {
+	_Atomic uint64_t beats;
+	_Atomic uint64_t sample;   /* the sample index touched last */
+	_Atomic uint32_t pipeline; /* its pipeline */
+	uint32_t reserved;
+	uint8_t pad[40];
+};
+
 /* A single-producer single-consumer ring header (shm/ring.h). head is
  * written only by the consumer, tail only by the producer; each sits on its
  * own cache line. */
@@ -159,7 +175,7 @@ struct ring_header {
 
 _Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
 _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
-_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + ARENA_TRANSFORM_MAX,
+_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
 	       64 + ARENA_PATH_MAX, "arena_pipeline layout");
@@ -167,6 +183,8 @@ _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 40 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
+_Static_assert(sizeof(struct worker_beat) == 64, "worker_beat layout");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "rings need lock-free 32-bit atomics across processes");
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2, "beats need lock-free 64-bit atomics across processes");
 
 #endif

@@ -233,6 +233,7 @@ bool image_finish(struct reader_read *rd)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
 	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
+	reader_beat(rd); /* decoded (or found bad): progress */
 	if (status < 0)
 		return image_retry(rd, status);
 	int64_t label = p->index[rd->sample].label;

@@ -33,6 +33,7 @@ int image_sampler_init(struct image_sampler *s, const struct arena_image_params 
 		if (!isfinite(params->mean[c]) || !isfinite(params->std[c]) || !(params->std[c] > 0))
 			return -EINVAL;
 	s->params = *params;
+	s->jd.max_cpu_ms = params->max_decode_ms;
 	uint64_t pixels = (uint64_t)params->out_h * params->out_w;
 	s->rgb = malloc(pixels * 3);
 	if (!s->rgb)

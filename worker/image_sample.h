@@ -36,7 +36,8 @@ int image_sampler_init(struct image_sampler *s, const struct arena_image_params 
 void image_sampler_free(struct image_sampler *s);
 
 /* Writes sample `index` of `epoch`, decoded from data[0..len), into row.
- * 0, or -errno (-EBADMSG, -ENODATA, -EFBIG, -ENOMEM). */
+ * 0, or -errno (-EBADMSG, -ENODATA, -EFBIG, -ENOMEM, -ETIME: over the
+ * pipeline's max_decode_ms). */
 int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
 		 uint64_t index, uint8_t *row);
 

@@ -33,6 +33,7 @@ struct reader {
 	struct arena *arena;
 	struct ring cmd;
 	struct ring done;
+	struct worker_beat *beat;
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -159,7 +160,7 @@ static int read_plan(const struct reader *r, struct reader_item *it, const struc
 	if (dst == NULL)
 		return -EINVAL;
 	*rd = (struct reader_read){.item = it, .dst = dst, .fd = p->fd, .len = p->read_bytes,
-				   .offset = offset, .row = (uint32_t)row};
+				   .offset = offset, .sample = sample, .row = (uint32_t)row};
 	return 0;
 }
 
@@ -179,7 +180,8 @@ void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t
  * bad anywhere writes nothing. A failed plan leaves count = pending = 0. */
 static void item_plan(struct reader *r, struct reader_item *it, const struct work_cmd *cmd)
 {
-	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch};
+	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch, .beat = r->beat,
+				   .pipeline = cmd->pipeline};
 	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
 	    !slot_valid(r, cmd->slot_offset)) {
 		reader_item_fail(it, cmd->first_row, -EINVAL, 0);
@@ -235,6 +237,7 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 	struct reader_item *it = rd->item;
 	const struct reader_pipeline *p = it->pipe;
 	bool image = p->kind == ARENA_SOURCE_IMAGES;
+	reader_beat(rd); /* a read came back: progress, whatever its result */
 	if (res > 0) {
 		rd->done_bytes += (uint64_t)res;
 		rd->retries = 0;
@@ -309,6 +312,7 @@ static int done_signal(struct reader *r)
 
 static int item_post(struct reader *r, struct reader_item *it)
 {
+	atomic_fetch_add_explicit(&r->beat->beats, 1, memory_order_release);
 	struct work_done d = {
 		.item_id = it->item_id,
 		.status = it->status,
@@ -532,6 +536,7 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 	r->arena = a;
 	r->cmd = arena_cmd_ring(a, index);
 	r->done = arena_done_ring(a, index);
+	r->beat = arena_worker_beat(a, index);
 	r->cmd_fd = cmd_fd;
 	r->done_fd = done_fd;
 	r->n_pipelines = a->hdr->n_pipelines;

@@ -7,6 +7,7 @@
 #ifndef LDR_WORKER_READER_IMPL_H
 #define LDR_WORKER_READER_IMPL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -53,7 +54,7 @@ struct reader_read {
 	uint64_t len;
 	uint64_t offset;
 	uint64_t done_bytes;
-	uint64_t sample;  /* images: the sample being read (a replacement after a bad one) */
+	uint64_t sample;  /* the sample being read (images: a replacement after a bad one) */
 	uint64_t asked;   /* images: the sample the command named */
 	uint8_t *label;   /* images: the row's int64 label */
 	uint32_t attempt; /* images: replacements tried */
@@ -64,6 +65,8 @@ struct reader_read {
 struct reader_item {
 	uint64_t item_id;
 	struct reader_pipeline *pipe;
+	struct worker_beat *beat; /* the worker's sign of life (shm/layout.h) */
+	uint32_t pipeline;
 	uint32_t count;   /* reads planned */
 	uint32_t pending; /* reads queued or in flight (io_uring mode) */
 	int32_t status;   /* 0 or -errno of the lowest failing row */
@@ -75,6 +78,15 @@ struct reader_item {
 	uint64_t epoch;
 	struct reader_read reads[WORK_CHUNK_MAX];
 };
+
+/* A sign of progress on rd's item, naming the sample it touched. */
+static inline void reader_beat(const struct reader_read *rd)
+{
+	struct worker_beat *b = rd->item->beat;
+	atomic_store_explicit(&b->sample, rd->sample, memory_order_relaxed);
+	atomic_store_explicit(&b->pipeline, rd->item->pipeline, memory_order_relaxed);
+	atomic_fetch_add_explicit(&b->beats, 1, memory_order_release);
+}
 
 /* Keeps the failure of the lowest row (reader.c). */
 void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail);

@@ -1,17 +1,27 @@
 #!/usr/bin/env python3
-"""Workers that die at start are retried with back-off; fatal ones are not.
+"""Workers that die at start are retried with back-off; fatal ones are not;
+a daemon none of whose workers can start exits, naming the program.
 
-1. worker_program is a script that exits 1 at once. The daemon must stay
-   up and answer status, showing its workers in state backoff with
-   last_exit "exit code 1", and restarts must not come faster than
-   exponential back-off allows: once a worker has 3 restarts, its 4th (and
-   5th) must come at least 0.4 s after the one before. Status is polled;
-   the interval between restarts is bounded from above by the poll times
-   around both changes, so slow polling can never make a fast daemon pass.
-2. worker_program runs the real worker, except that worker 0 exits 64 (the
-   fatal usage code). Worker 0 must show state failed, last_exit "exit code
-   64", and stay failed (never respawned), while worker 1 runs and serves a
-   consumer with correct data.
+The scripts used as worker_program run the real worker for any call but
+the one they fail (so a check of the program that does not pass
+`--index` sees a real worker).
+
+1. Worker 1 exits 1 at once; worker 0 runs. The daemon must stay up and
+   answer status, showing worker 1 in state backoff with last_exit "exit
+   code 1", and its restarts must not come faster than exponential
+   back-off allows: once it has 3 restarts, its 4th (and 5th) must come at
+   least 0.4 s after the one before. Status is polled; the interval
+   between restarts is bounded from above by the poll times around both
+   changes, so slow polling can never make a fast daemon pass. READY=1 is
+   not sent while a worker cannot start.
+2. Every worker exits 1 at once: the daemon exits 1 after each has failed
+   5 times in a row, saying "no worker can run" with the program and its
+   exit, and never sends READY=1.
+3. Worker 0 exits 64 (the fatal usage code). Worker 0 must show state
+   failed, last_exit "exit code 64", and stay failed (never respawned),
+   while worker 1 runs and serves a consumer with correct data.
+4. Every worker exits 64: the daemon exits 1 at once, naming the program
+   and the fatal code.
 """
 
 import os
@@ -58,38 +68,62 @@ def restart_interval_max(samples, worker, k):
     return after_k1[0] - before_k[-1]
 
 
-def failing_workers(env, data):
-    script = write_script(env.path("exit1.sh"), "#!/bin/sh\nexit 1\n")
+def failing_script(env, name, fail_if, code):
+    """A worker_program that exits `code` when the shell test fail_if holds
+    for a worker's arguments, else runs the real worker."""
+    return write_script(env.path(name), '#!/bin/sh\nif [ "$1" = --index ] && %s; then exit %d; fi\n'
+                        'exec "%s" "$@"\n' % (fail_if, code, harness.binary("loaderd-worker")))
+
+
+def failing_worker(env, data):
+    script = failing_script(env, "exit1.sh", '[ "$2" = 1 ]', 1)
     cfg = env.config("bo", {"p": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}},
                      workers=2, worker_program=script)
     d = env.start_daemon(cfg, wait_ready=False)
-    samples = poll_status(d, lambda s: all(w["restarts"] >= 5 for w in s[-1][2]["workers"]), 30,
-                          "waiting for both failing workers to reach 5 restarts")
-    states = set(w["state"] for _, _, st in samples for w in st["workers"])
-    check("backoff" in states, "workers that exit at once were never in state backoff (seen: %s)" % states)
-    check(states <= {"starting", "backoff", "running"}, "unexpected worker states %s" % states)
+    samples = poll_status(d, lambda s: s[-1][2]["workers"][1]["restarts"] >= 5, 30,
+                          "waiting for the failing worker to reach 5 restarts")
+    states = set(st["workers"][1]["state"] for _, _, st in samples)
+    check("backoff" in states, "a worker that exits at once was never in state backoff (seen: %s)" % states)
+    check(states <= {"starting", "backoff"}, "unexpected worker states %s" % states)
     for _, _, st in samples:
-        for w in st["workers"]:
-            if w["state"] == "backoff":
-                check(w["last_exit"] == "exit code 1" and w["retry_in_ms"] is not None,
-                      "a worker in backoff shows %s, expected last_exit \"exit code 1\" and retry_in_ms" % w)
-    for worker in range(2):
-        for k in (3, 4):
-            most = restart_interval_max(samples, worker, k)
-            check(most >= 0.4, "worker %d: restart %d came at most %.3f s after restart %d; back-off "
-                  "should hold it for at least 0.4 s" % (worker, k + 1, most, k))
-        print("worker %d: restarts 3->4 within %.3f s, 4->5 within %.3f s"
-              % (worker, restart_interval_max(samples, worker, 3), restart_interval_max(samples, worker, 4)))
-    check(not any(n == "READY=1" for n in d.notes), "READY=1 sent although no worker ever started")
+        w = st["workers"][1]
+        if w["state"] == "backoff":
+            check(w["last_exit"] == "exit code 1" and w["retry_in_ms"] is not None,
+                  "a worker in backoff shows %s, expected last_exit \"exit code 1\" and retry_in_ms" % w)
+    check(samples[-1][2]["workers"][0]["state"] == "running", "worker 0 is not running: %s"
+          % samples[-1][2]["workers"][0])
+    for k in (3, 4):
+        most = restart_interval_max(samples, 1, k)
+        check(most >= 0.4, "worker 1: restart %d came at most %.3f s after restart %d; back-off "
+              "should hold it for at least 0.4 s" % (k + 1, most, k))
+    print("worker 1: restarts 3->4 within %.3f s, 4->5 within %.3f s"
+          % (restart_interval_max(samples, 1, 3), restart_interval_max(samples, 1, 4)))
+    d.drain_notes()
+    check(not any(n == "READY=1" for n in d.notes), "READY=1 sent although a worker never started")
     d.stop()
 
 
+def daemon_exits(env, name, script, expect):
+    """Starts a daemon whose workers all fail: it must exit 1 by itself, with
+    `expect` in its log and no READY=1."""
+    cfg = env.config(name, {"p": {"source": "raw:" + env.path("data.bin"), "record_bytes": 64,
+                                  "batch_size": 8}}, workers=2, worker_program=script)
+    d = env.start_daemon(cfg, wait_ready=False)
+    try:
+        rc = d.proc.wait(timeout=30)
+    except harness.subprocess.TimeoutExpired:
+        raise harness.TestFailure("loaderd did not exit within 30 s although no worker can "
+                                  "run") from None
+    check(rc == 1, "loaderd exited %d, expected 1, when no worker can run" % rc)
+    log = d.log()
+    check(expect in log, "loaderd's log does not say %r:\n%s" % (expect, log))
+    d.drain_notes()
+    check(not any(n == "READY=1" for n in d.notes), "READY=1 sent although no worker can run")
+    d.check_log_clean()
+
+
 def fatal_worker(env, data):
-    real = harness.binary("loaderd-worker")
-    script = write_script(env.path("fatal0.sh"),
-                          '#!/bin/sh\n# worker 0 exits with the fatal usage code\n'
-                          'if [ "$1" = --index ] && [ "$2" = 0 ]; then exit 64; fi\n'
-                          'exec "%s" "$@"\n' % real)
+    script = failing_script(env, "fatal0.sh", '[ "$2" = 0 ]', 64)
     cfg = env.config("fa", {"p": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}},
                      workers=2, worker_program=script)
     d = env.start_daemon(cfg, wait_ready=False)
@@ -117,8 +151,13 @@ def fatal_worker(env, data):
 
 def body(env):
     data = env.make_raw("data.bin", 200, 64)
-    failing_workers(env, data)
+    failing_worker(env, data)
+    script = failing_script(env, "exit1all.sh", "true", 1)
+    daemon_exits(env, "all1", script, "no worker can run: %s: exit code 1 right after start, "
+                 "5 times in a row; exiting" % script)
     fatal_worker(env, data)
+    script = failing_script(env, "fatalall.sh", "true", 64)
+    daemon_exits(env, "all64", script, "no worker can run: %s exit code 64, a fatal code" % script)
 
 
 if __name__ == "__main__":

@@ -765,6 +765,43 @@ static void test_random_damage(void **state)
 	assert_true(outcomes[1] > 0);
 }
 
+/* A file within every other limit that still costs much CPU (a large
+ * image in a few hundred successive-approximation scans) stops at the
+ * caller's CPU cap, and decodes without one. */
+static void test_cpu_cap(void **state)
+{
+	enum { N = 1 + 63 * 6, SIDE = 1024 };
+	static jpeg_scan_info scans[N];
+	int n = 0;
+	scans[n++] = (jpeg_scan_info){1, {0}, 0, 0, 0, 0};
+	for (int k = 1; k < 64; k++) {
+		scans[n++] = (jpeg_scan_info){1, {0}, k, k, 0, 5};
+		for (int al = 4; al >= 0; al--)
+			scans[n++] = (jpeg_scan_info){1, {0}, k, k, al + 1, al};
+	}
+	assert_int_equal(n, N);
+	assert_true(N <= JD_MAX_SCANS);
+	uint8_t *rgb = make_rgb(SIDE, SIDE, 5, 12);
+	struct enc e = {KIND_GRAY, 1, 1, false, 0, 90};
+	size_t len;
+	uint8_t *jpg = encode_with(rgb, SIDE, SIDE, &e, scans, N, &len);
+	char err[256];
+	struct jd_image im;
+	struct jd_scratch s = {.max_cpu_ms = 2};
+	int rc = jd_decode_box(jpg, len, 0, 0, SIDE, SIDE, SIDE, SIDE, 1u << 24, &im, &s, err,
+			       sizeof(err));
+	assert_int_equal(rc, -ETIME);
+	assert_string_equal(err, "took over 2 ms of CPU time");
+	assert_null(im.rgb);
+	s.max_cpu_ms = 0;
+	rc = jd_decode_box(jpg, len, 0, 0, SIDE, SIDE, SIDE, SIDE, 1u << 24, &im, &s, err,
+			   sizeof(err));
+	assert_int_equal(rc, 0);
+	jd_scratch_free(&s);
+	free(jpg);
+	free(rgb);
+}
+
 static void test_scratch_free(void **state)
 {
 	struct jd_scratch s = {0};
@@ -788,7 +825,7 @@ static void test_scratch_free(void **state)
 int main(void)
 {
 	enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
-	struct CMUnitTest tests[N_CASES + 12];
+	struct CMUnitTest tests[N_CASES + 13];
 	size_t n = 0;
 	for (size_t i = 0; i < N_CASES; i++)
 		tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
@@ -803,6 +840,7 @@ int main(void)
 		cmocka_unit_test(test_flipped_entropy_byte),
 		cmocka_unit_test(test_too_many_pixels),
 		cmocka_unit_test(test_too_many_scans),
+		cmocka_unit_test(test_cpu_cap),
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_scratch_free),
