@@ -4,9 +4,13 @@
  * which staging slot holds it, how the batch is split into work items, and
  * the order in which finished batches are delivered.
  *
- *  - Staging slots are shared by all clients. A free slot goes to the
- *    client furthest below its prefetch depth (in_flight / depth), so a
- *    fast client cannot starve a slow one and none hoards slots.
+ *  - Staging slots are shared by all clients. With N clients using them
+ *    (all but direct clients), none has more than its share,
+ *    max(1, slots / (N + 1)), in use: a client that stops keeps what it
+ *    holds but takes nothing more, and the next client to attach finds its
+ *    share free. Within the shares a free slot goes to the client furthest
+ *    below its prefetch depth (in_flight / depth), so a fast client cannot
+ *    starve a slow one.
  *  - Items are queued FIFO, so the batch a client needs next is the one
  *    every worker works on; items of a dead worker go to the queue's front.
  *  - Batches finish out of order and wait in their slot until every
