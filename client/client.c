@@ -171,6 +171,12 @@ static int recv_frame(struct ldr_client *c, int timeout_ms, int *fd_out)
 		return -ETIMEDOUT;
 	}
 	r = wire_recv(c->sock, &c->msg, &fd, why, sizeof why);
+	/* A daemon that closed while our frames (RELEASEs) were unread by it
+	 * leaves an error on our end, reported once, before the frames it
+	 * sent last (its ERROR saying why): read on. At the end of the queue
+	 * the read finds the close and does not block. */
+	if (r == -ECONNRESET)
+		r = wire_recv(c->sock, &c->msg, &fd, why, sizeof why);
 	if (r == -ECONNRESET) {
 		set_error(c, "daemon closed the connection");
 		return r;
