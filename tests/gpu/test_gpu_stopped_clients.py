@@ -72,22 +72,19 @@ def body(env):
     check(sum(c["staging"] for c in st["clients"]) < SLOTS,
           "stopped clients hold every staging slot:\n%s" % d.status_text())
 
-    live = [("B",) + start("B", "p", "0"), ("C",) + start("C", "p", None)]
-    for name, p, dump in live:
-        rc, out, err = harness.finish(p, 60, "client %s while A, D and H are stopped" % name)
-        check(rc == 0, "client %s exited %d while others were stopped: %s" % (name, rc, err))
-        rows = harness.read_dump(dump)
-        gpu_harness.check_epochs(rows, 2, N, "client %s" % name)
-        harness.check_dump_crcs(rows, crcs, "client %s" % name)
+    def finish_all(clients, when):
+        for name, p, dump in clients:
+            rc, out, err = harness.finish(p, 60, "client %s %s" % (name, when))
+            check(rc == 0, "client %s exited %d %s: %s" % (name, rc, when, err))
+            rows = harness.read_dump(dump)
+            gpu_harness.check_epochs(rows, 2, N, "client %s" % name)
+            harness.check_dump_crcs(rows, crcs, "client %s" % name)
 
+    finish_all([("B",) + start("B", "p", "0"), ("C",) + start("C", "p", None)],
+               "while A, D and H are stopped")
     for _, p, _ in stopped:
         os.kill(p.pid, signal.SIGCONT)
-    for name, p, dump in stopped:
-        rc, out, err = harness.finish(p, 60, "client %s after SIGCONT" % name)
-        check(rc == 0, "client %s exited %d after it continued: %s" % (name, rc, err))
-        rows = harness.read_dump(dump)
-        gpu_harness.check_epochs(rows, 2, N, "client %s" % name)
-        harness.check_dump_crcs(rows, crcs, "client %s" % name)
+    finish_all(stopped, "after SIGCONT")
     d.wait_status(lambda s: not s["clients"] and s["in_use"] == 0, 15, "every slot to be free")
     d.stop()
 
