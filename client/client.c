@@ -360,6 +360,19 @@ static int check_opts(struct ldr_client *c, const struct ldr_attach_opts *o, uin
 		set_error(c, "resume token is longer than %d bytes", PROTO_TOKEN_MAX - 1);
 		return -EINVAL;
 	}
+	/* The daemon's decoder refuses other bytes in these two (PROTOCOL.md, 5.1). */
+	const char *word = o->pipeline, *what = "pipeline name";
+	long bad = proto_word_bad_byte(word);
+	if (bad < 0 && o->resume) {
+		word = o->resume;
+		what = "resume token";
+		bad = proto_word_bad_byte(word);
+	}
+	if (bad >= 0) {
+		set_error(c, "%s: byte %ld is 0x%02x; only printable ASCII without spaces "
+			  "(0x21..0x7e) may be used", what, bad, (unsigned char)word[bad]);
+		return -EINVAL;
+	}
 	return 0;
 }
 

@@ -6,8 +6,18 @@
  * With --dump it writes a line per row (epoch, batch, sample, CRC-32C), the
  * reference the tests check delivered bytes with; device batches are copied
  * back to compute the same CRCs.
+ *
+ * Once attached, every exit prints the summary and the position, also after
+ * an error (the daemon's ERROR, its death, a protocol error, a dump that
+ * cannot be written), so that the operator can resume. The position is the
+ * one after the last released batch, and the dump files hold exactly the
+ * batches it counts: a batch's lines are written whole (write(2), no stdio
+ * buffer) before it is released, and cut off the files again when it turns
+ * out not to be consumed; a write that fails is cut back to the last whole
+ * batch and the batch is not released.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -15,12 +25,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "loaderctl.h"
 #include "loaderd.h"
 
-#define DUMP_BUFFER_BYTES (1u << 20)
+#define DUMP_LINE_MAX 96 /* "EPOCH BATCH SAMPLE CRC\n": 4 numbers of at most 20 digits */
 
 struct consume_opts {
 	const char *socket;
@@ -79,6 +90,97 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 	return 0;
 }
 
+/* A dump file (--dump, --dump-data), written a batch at a time. */
+struct dump_file {
+	const char *path;
+	int fd;              /* -1: not asked for, or closed */
+	uint8_t *buf;        /* the batch being prepared */
+	size_t len, cap;
+	off_t before, size;  /* the file's size before and after the last batch written */
+};
+
+static int dump_open(struct dump_file *d, const char *path)
+{
+	d->path = path;
+	d->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+	if (d->fd < 0) {
+		fprintf(stderr, "loaderctl: %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Room for n more bytes of the batch being prepared, or NULL. */
+static uint8_t *dump_reserve(struct dump_file *d, size_t n)
+{
+	if (d->cap - d->len < n) {
+		size_t cap = d->cap ? d->cap : 4096;
+		while (cap - d->len < n)
+			cap *= 2;
+		uint8_t *grown = realloc(d->buf, cap);
+		if (!grown) {
+			fprintf(stderr, "loaderctl: out of memory\n");
+			return NULL;
+		}
+		d->buf = grown;
+		d->cap = cap;
+	}
+	return d->buf + d->len;
+}
+
+/* Writes the prepared batch whole. A failed write is cut back off the
+ * file (a file that cannot be cut, a device or a pipe, keeps what went
+ * out); 0, or -1 after printing the reason. */
+static int dump_write(struct dump_file *d)
+{
+	size_t at = 0;
+	while (at < d->len) {
+		ssize_t n = write(d->fd, d->buf + at, d->len - at);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			fprintf(stderr, "loaderctl: writing %s: %s\n", d->path,
+				n < 0 ? strerror(errno) : "nothing written");
+			if (at > 0 && ftruncate(d->fd, d->size) < 0)
+				fprintf(stderr, "loaderctl: %s: cannot cut the partly written batch off: %s\n",
+					d->path, strerror(errno));
+			d->len = 0;
+			return -1;
+		}
+		at += (size_t)n;
+	}
+	d->before = d->size;
+	d->size += (off_t)d->len;
+	d->len = 0;
+	return 0;
+}
+
+/* Cuts the last batch written off the file again: it was not consumed. */
+static void dump_unwrite(struct dump_file *d)
+{
+	if (d->fd < 0 || d->size == d->before)
+		return;
+	if (ftruncate(d->fd, d->before) < 0)
+		fprintf(stderr, "loaderctl: %s: cannot cut off the last batch, which was not released: %s\n",
+			d->path, strerror(errno));
+	d->size = d->before;
+}
+
+/* Closes the file (once); 0, or -1 after printing the reason. */
+static int dump_close(struct dump_file *d)
+{
+	int rc = 0;
+	if (d->fd >= 0 && close(d->fd) < 0) {
+		fprintf(stderr, "loaderctl: %s: %s\n", d->path, strerror(errno));
+		rc = -1;
+	}
+	d->fd = -1;
+	free(d->buf);
+	d->buf = NULL;
+	d->len = d->cap = 0;
+	return rc;
+}
+
 /* Sleeps step_ms (a simulated training step), cut short by a stop request. */
 static void step_sleep(uint64_t step_ms)
 {
@@ -90,9 +192,11 @@ static void step_sleep(uint64_t step_ms)
 
 /* One dump line per row: the CRC-32C of the row of every tensor, chained;
  * with data, the row's bytes of every tensor too, in tensor order. Device
- * batches are copied back first (into *copy, grown as needed). */
-static int dump_batch(FILE *f, FILE *data_f, struct ldr_client *c, const struct ldr_batch *b,
-		      uint8_t **copy, size_t *copy_cap)
+ * batches are copied back first (into *copy, grown as needed). The batch
+ * goes to both files whole, or to neither; 0, or -1 after printing the
+ * reason. */
+static int dump_batch(struct dump_file *dump, struct dump_file *data_f, struct ldr_client *c,
+		      const struct ldr_batch *b, uint8_t **copy, size_t *copy_cap)
 {
 	const uint8_t *data[LDR_TENSORS_MAX];
 	size_t total = 0;
@@ -119,26 +223,52 @@ static int dump_batch(FILE *f, FILE *data_f, struct ldr_client *c, const struct 
 		data[t] = *copy + at;
 		at += b->tensors[t].bytes;
 	}
+	if (!dump_reserve(dump, (size_t)b->rows * DUMP_LINE_MAX) ||
+	    (data_f->fd >= 0 && !dump_reserve(data_f, total)))
+		return -1;
 	for (unsigned row = 0; row < b->rows; row++) {
 		uint32_t crc = 0;
 		for (unsigned t = 0; t < b->n_tensors; t++) {
 			size_t row_bytes = b->tensors[t].bytes / b->rows;
 			crc = crc32c(crc, data[t] + row * row_bytes, row_bytes);
-			if (data_f && fwrite(data[t] + row * row_bytes, 1, row_bytes, data_f) != row_bytes) {
-				fprintf(stderr, "loaderctl: writing --dump-data: %s\n", strerror(errno));
-				return -1;
+			if (data_f->fd >= 0) {
+				memcpy(data_f->buf + data_f->len, data[t] + row * row_bytes, row_bytes);
+				data_f->len += row_bytes;
 			}
 		}
-		fprintf(f, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n", b->epoch, b->index,
-			ldr_sample_index(c, b, row), crc);
+		dump->len += (size_t)snprintf((char *)dump->buf + dump->len, DUMP_LINE_MAX,
+					      "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu32 "\n",
+					      b->epoch, b->index, ldr_sample_index(c, b, row), crc);
+	}
+	if (dump_write(dump) < 0) {
+		data_f->len = 0;
+		return -1;
+	}
+	if (data_f->fd >= 0 && dump_write(data_f) < 0) {
+		dump_unwrite(dump);
+		return -1;
 	}
 	return 0;
 }
 
+/* Releases b; true when the position now counts it. A release that fails
+ * may still have counted it (the batch is done with even when the daemon
+ * is gone): the position says which. */
+static bool release_batch(struct ldr_client *c, const struct ldr_batch *b, int *rc)
+{
+	char after[LDR_POSITION_MAX], now[LDR_POSITION_MAX];
+	if (ldr_position_after(c, b, after, sizeof after) < 0)
+		after[0] = '\0';
+	*rc = ldr_release(c, b);
+	if (*rc == 0)
+		return true;
+	return after[0] && ldr_position(c, now, sizeof now) == 0 && strcmp(now, after) == 0;
+}
+
 /* Receives, checks off and releases batches until done or stopped;
  * 0, or -1 after printing the reason. */
-static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE *dump,
-			FILE *dump_data, struct consume_stats *st)
+static int consume_loop(struct ldr_client *c, const struct consume_opts *o, struct dump_file *dump,
+			struct dump_file *dump_data, struct consume_stats *st)
 {
 	double last_progress = now_s();
 	struct consume_stats at_progress = *st;
@@ -160,7 +290,8 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE
 			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
 			goto free_copy;
 		}
-		if (dump && dump_batch(dump, dump_data, c, &b, &copy, &copy_cap) < 0)
+		/* Dumped, then released: a batch the position counts is in the dump. */
+		if (dump->fd >= 0 && dump_batch(dump, dump_data, c, &b, &copy, &copy_cap) < 0)
 			goto free_copy;
 		if (o->step_ms)
 			step_sleep(o->step_ms);
@@ -168,16 +299,21 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, FILE
 		for (unsigned t = 0; t < b.n_tensors; t++)
 			bytes += b.tensors[t].bytes;
 		t0 = now_s();
-		r = ldr_release(c, &b);
+		bool consumed = release_batch(c, &b, &r);
 		st->call_s += now_s() - t0;
+		if (consumed) {
+			st->batches++;
+			st->samples += b.rows;
+			st->bytes += bytes;
+			st->epochs += b.last_in_epoch ? 1 : 0;
+		} else {
+			dump_unwrite(dump);
+			dump_unwrite(dump_data);
+		}
 		if (r < 0) {
 			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
 			goto free_copy;
 		}
-		st->batches++;
-		st->samples += b.rows;
-		st->bytes += bytes;
-		st->epochs += b.last_in_epoch ? 1 : 0;
 
 		double now = now_s();
 		if (!o->quiet && now - last_progress >= 1.0) {
@@ -204,23 +340,38 @@ free_copy:
 	return rc;
 }
 
+/* The two stdout lines: the summary and the position after the last
+ * released batch; 0, or -1 after printing the reason. */
+static int print_summary(struct ldr_client *c, const struct consume_opts *o,
+			 const struct consume_stats *st, double seconds)
+{
+	char token[LDR_POSITION_MAX];
+	if (ldr_position(c, token, sizeof token) < 0) {
+		fprintf(stderr, "loaderctl: no position to report\n");
+		return -1;
+	}
+	double per_s = seconds > 0 ? 1.0 / seconds : 0.0;
+	printf("consume: pipeline=%s rank=%" PRIu64 " world=%" PRIu64 " epochs=%" PRIu64
+	       " batches=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f"
+	       " batches_per_s=%.1f samples_per_s=%.1f MB_per_s=%.1f device=%s call_us=%.1f\n",
+	       o->pipeline, o->rank, o->world, st->epochs, st->batches, st->samples, st->bytes,
+	       seconds, (double)st->batches * per_s, (double)st->samples * per_s,
+	       (double)st->bytes * per_s / 1e6, ldr_device_uuid(c)[0] ? ldr_device_uuid(c) : "host",
+	       st->batches ? st->call_s * 1e6 / (double)st->batches : 0.0);
+	printf("position: %s\n", token);
+	return fflush(stdout) == 0 ? 0 : -1;
+}
+
 static int run_consume(const struct consume_opts *o)
 {
 	struct ldr_client *c;
 	struct consume_stats st = { 0 };
-	FILE *dump = NULL, *dump_data = NULL;
+	struct dump_file dump = { .fd = -1 }, dump_data = { .fd = -1 };
 	int rc = 1;
-	if (o->dump) { /* before attaching: a bad path should not cost the daemon a client */
-		dump = fopen(o->dump, "we");
-		if (!dump || setvbuf(dump, NULL, _IOFBF, DUMP_BUFFER_BYTES) != 0) {
-			fprintf(stderr, "loaderctl: %s: %s\n", o->dump, strerror(errno));
-			goto close_dump;
-		}
-	}
-	if (o->dump_data && !(dump_data = fopen(o->dump_data, "we"))) {
-		fprintf(stderr, "loaderctl: %s: %s\n", o->dump_data, strerror(errno));
+	/* before attaching: a bad path should not cost the daemon a client */
+	if ((o->dump && dump_open(&dump, o->dump) < 0) ||
+	    (o->dump_data && dump_open(&dump_data, o->dump_data) < 0))
 		goto close_dump;
-	}
 	if (ldr_connect(o->socket, &c) < 0) {
 		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
 		goto close_client;
@@ -234,52 +385,20 @@ static int run_consume(const struct consume_opts *o)
 		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
 		goto close_client;
 	}
-	if (install_stop_handlers() < 0)
-		goto close_client;
 
+	/* Attached: from here on every exit prints the two lines. */
 	double start = now_s();
-	if (consume_loop(c, o, dump, dump_data, &st) < 0)
-		goto close_client;
+	bool failed = install_stop_handlers() < 0 || consume_loop(c, o, &dump, &dump_data, &st) < 0;
 	double seconds = now_s() - start;
-
-	if (dump_data) {
-		int r = fclose(dump_data);
-		dump_data = NULL;
-		if (r != 0) {
-			fprintf(stderr, "loaderctl: %s: %s\n", o->dump_data, strerror(errno));
-			goto close_client;
-		}
-	}
-	if (dump) {
-		int r = fclose(dump);
-		dump = NULL;
-		if (r != 0) {
-			fprintf(stderr, "loaderctl: %s: %s\n", o->dump, strerror(errno));
-			goto close_client;
-		}
-	}
-	char token[LDR_POSITION_MAX];
-	if (ldr_position(c, token, sizeof token) < 0) {
-		fprintf(stderr, "loaderctl: no position to report\n");
-		goto close_client;
-	}
-	double per_s = seconds > 0 ? 1.0 / seconds : 0.0;
-	printf("consume: pipeline=%s rank=%" PRIu64 " world=%" PRIu64 " epochs=%" PRIu64
-	       " batches=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f"
-	       " batches_per_s=%.1f samples_per_s=%.1f MB_per_s=%.1f device=%s call_us=%.1f\n",
-	       o->pipeline, o->rank, o->world, st.epochs, st.batches, st.samples, st.bytes,
-	       seconds, (double)st.batches * per_s, (double)st.samples * per_s,
-	       (double)st.bytes * per_s / 1e6, ldr_device_uuid(c)[0] ? ldr_device_uuid(c) : "host",
-	       st.batches ? st.call_s * 1e6 / (double)st.batches : 0.0);
-	printf("position: %s\n", token);
-	rc = fflush(stdout) == 0 ? 0 : 1;
+	failed |= dump_close(&dump_data) < 0;
+	failed |= dump_close(&dump) < 0;
+	failed |= print_summary(c, o, &st, seconds) < 0;
+	rc = failed ? 1 : 0;
 close_client:
 	ldr_close(c);
 close_dump:
-	if (dump)
-		fclose(dump);
-	if (dump_data)
-		fclose(dump_data);
+	dump_close(&dump);
+	dump_close(&dump_data);
 	return rc;
 }
 

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/escape.h"
 #include "common/gpu_uuid.h"
 #include "common/position.h"
 #include "common/sampler.h"
@@ -69,7 +70,7 @@ struct sched_client {
 	void *conn;
 	uint64_t session;
 	pid_t pid;
-	char name[PROTO_NAME_MAX];
+	char name[ESCAPE_SIZE(PROTO_NAME_MAX - 1)]; /* the client's, escaped (escape.h) */
 	uint32_t pipeline;
 	struct sampler sampler;
 	uint32_t depth;
@@ -725,7 +726,10 @@ static int resume_at(const struct source *src, const char *token, uint64_t *epoc
 		     char *err, size_t cap)
 {
 	struct position p;
-	if (position_parse(token, &p) < 0)
+	char shown[ESCAPE_SIZE(PROTO_TOKEN_MAX - 1)]; /* the client's bytes, for messages */
+	int rc = position_parse(token, &p);
+	token = escape_str(token, shown, sizeof(shown));
+	if (rc < 0)
 		return attach_error(err, cap, -EINVAL, "resume token \"%s\" is not a loaderd position "
 				    "token (ldr1:SEED:N:EPOCH:OFFSET)", token);
 	if (p.seed != src->cfg->seed)
@@ -775,18 +779,21 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 			index = (uint32_t)i;
 		}
 	}
-	if (!src)
-		return attach_error(err, cap, -ENOENT, "unknown pipeline \"%s\"", hello->pipeline);
+	if (!src) {
+		char shown[ESCAPE_SIZE(PROTO_NAME_MAX - 1)];
+		return attach_error(err, cap, -ENOENT, "unknown pipeline \"%s\"",
+				    escape_str(hello->pipeline, shown, sizeof(shown)));
+	}
 	bool device = hello->delivery == PROTO_DELIVERY_DEVICE;
 	if (!device && s->unable[0]) /* a device client may be direct: sched_device_attached */
 		return attach_error(err, cap, -EAGAIN, "pipeline \"%s\": %s", hello->pipeline,
 				    s->unable);
 	if (device && !s->has_device)
 		return attach_error(err, cap, -EOPNOTSUPP, "pipeline \"%s\": GPU delivery is not "
-				    "available: %s", hello->pipeline, s->no_device);
+				    "available: %s", src->cfg->name, s->no_device);
 	if (device && gpu_uuid_is_zero(hello->device_uuid))
 		return attach_error(err, cap, -EINVAL, "pipeline \"%s\": device delivery needs the "
-				    "GPU's UUID", hello->pipeline);
+				    "GPU's UUID", src->cfg->name);
 	struct sampler smp = {
 		.n_samples = src->n_samples, .seed = src->cfg->seed, .batch_size = src->cfg->batch_size,
 		.rank = hello->rank, .world = hello->world, .shuffle = src->cfg->shuffle,
@@ -795,7 +802,7 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	if (sampler_batches(&smp, 0) == 0)
 		return attach_error(err, cap, -EINVAL, "pipeline \"%s\": %" PRIu64 " samples over world "
 				    "size %u with batch_size %u and drop_last leave rank %u no batch",
-				    hello->pipeline, src->n_samples, hello->world, src->cfg->batch_size,
+				    src->cfg->name, src->n_samples, hello->world, src->cfg->batch_size,
 				    hello->rank);
 	uint64_t epoch = 0, g = 0;
 	if (hello->resume[0]) {
@@ -813,7 +820,7 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 	c->conn = conn;
 	c->session = s->next_session++;
 	c->pid = pid;
-	snprintf(c->name, sizeof(c->name), "%s", hello->client_name);
+	escape_str(hello->client_name, c->name, sizeof(c->name));
 	c->pipeline = index;
 	c->sampler = smp;
 	c->depth = hello->depth ? hello->depth : s->cfg->default_depth;

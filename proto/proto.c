@@ -225,8 +225,17 @@ static int terminated(const char *s, size_t cap)
 	return strnlen(s, cap) < cap;
 }
 
+long proto_word_bad_byte(const char *s)
+{
+	for (long i = 0; s[i]; i++)
+		if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+			return i;
+	return -1;
+}
+
 static int check_hello(const struct proto_hello *m, char *why, size_t cap)
 {
+	long bad;
 	if (!terminated(m->pipeline, sizeof(m->pipeline)) ||
 	    !terminated(m->client_name, sizeof(m->client_name)) ||
 	    !terminated(m->resume, sizeof(m->resume)))
@@ -239,6 +248,12 @@ static int check_hello(const struct proto_hello *m, char *why, size_t cap)
 		set_why(why, cap, "HELLO: rank %u >= world %u", m->rank, m->world);
 	else if (m->pipeline[0] == '\0')
 		set_why(why, cap, "HELLO: pipeline name is empty");
+	else if ((bad = proto_word_bad_byte(m->pipeline)) >= 0)
+		set_why(why, cap, "HELLO: pipeline byte %ld is 0x%02x, outside 0x21..0x7e "
+			"(printable ASCII, no space)", bad, (unsigned char)m->pipeline[bad]);
+	else if ((bad = proto_word_bad_byte(m->resume)) >= 0)
+		set_why(why, cap, "HELLO: resume byte %ld is 0x%02x, outside 0x21..0x7e "
+			"(printable ASCII, no space)", bad, (unsigned char)m->resume[bad]);
 	else
 		return 0;
 	return -EPROTO;

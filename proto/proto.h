@@ -80,6 +80,10 @@ size_t proto_dtype_bytes(uint32_t dtype);
 const char *proto_dtype_name(uint32_t dtype);
 /* "HELLO", ...; "invalid" for an invalid type. */
 const char *proto_type_name(uint32_t type);
+/* HELLO's pipeline and resume are words: bytes 0x21..0x7e (printable
+ * ASCII, no space), as pipeline names and position tokens are. The offset
+ * of the first other byte of the NUL-terminated s, or -1 when there is none. */
+long proto_word_bad_byte(const char *s);
 
 struct proto_header {
 	uint32_t magic;      /* PROTO_MAGIC */
@@ -96,9 +100,9 @@ struct proto_hello {
 	uint32_t world;    /* >= 1 */
 	uint32_t depth;    /* batches the client wants in flight; 0 = daemon default */
 	uint8_t device_uuid[PROTO_UUID_BYTES]; /* zero for host delivery */
-	char pipeline[PROTO_NAME_MAX];         /* non-empty */
+	char pipeline[PROTO_NAME_MAX];         /* non-empty, a word (proto_word_bad_byte) */
 	char client_name[PROTO_NAME_MAX];      /* free text for status, may be empty */
-	char resume[PROTO_TOKEN_MAX];          /* position token, empty = start of epoch 0 */
+	char resume[PROTO_TOKEN_MAX];          /* position token, a word; empty = start of epoch 0 */
 };
 
 struct proto_tensor {

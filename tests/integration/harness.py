@@ -284,7 +284,9 @@ _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) infl
                         r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
                           r"shuffle ([01]) drop_last ([01])$")
-_CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"([^\"]*)\" pipeline (\S+) rank (\d+) "
+# A client's name is shown escaped (common/escape.h): between the quotes, a
+# backslash starts an escape and a quote is always escaped.
+_CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+) rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
                         r"staging (\d+)"
                         r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "

@@ -5,7 +5,8 @@
 - no daemon at the socket: DaemonUnavailableError naming the socket;
 - GPU delivery where this machine or the daemon has none (run only where
   `loaderd --version` reports no GPU): DeviceUnavailableError with the reason;
-- bad arguments (device, framework, rank): ValueError naming the value;
+- bad arguments (device, framework, rank): ValueError naming the value; a
+  pipeline name with a control byte: LoaderdError (EINVAL) naming the byte;
 - a batch used after release, through every door (a tensor, its DLPack
   export taken before the release, sample indices): BatchReleasedError
   naming the batch; an unknown tensor name: KeyError listing the names;
@@ -70,6 +71,9 @@ def body(env):
            "rank 2 of 2")
     expect(ValueError, ["numpy arrays cannot hold GPU memory"],
            lambda: L("p", socket=sock, device=0, framework="numpy"), "numpy with a GPU")
+    e = expect(loaderd.LoaderdError, ["pipeline name: byte 1 is 0x0a"],
+               lambda: L("p\n", socket=sock, device="cpu"), "a newline in the pipeline name")
+    check(e.errno == 22, "a newline in the pipeline name: errno %s, expected EINVAL" % e.errno)
 
     for fw in ch.frameworks():
         x = L("p", socket=sock, device="cpu", framework=fw)

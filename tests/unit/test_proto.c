@@ -329,6 +329,35 @@ static void test_bad_hello(void **state)
 	expect(patched(S_HELLO_MAX, 164 + 126, 0, 1), -EPROTO, "resume contains a NUL");
 }
 
+/* HELLO's pipeline and resume hold 0x21..0x7e only; client_name is free
+ * text (escaped where the daemon shows it). S_HELLO_MAX: pipeline bytes at
+ * 34..96, client_name bytes at 99..161, resume bytes at 164..290. */
+static void test_hello_words(void **state)
+{
+	(void)state;
+	static const uint8_t bad[] = {0x01, '\t', '\n', '\r', 0x1b, ' ', 0x7f, 0x80, 0xc3, 0xff};
+	char want[64];
+	for (size_t i = 0; i < sizeof(bad); i++) {
+		snprintf(want, sizeof(want), "HELLO: pipeline byte 5 is 0x%02x, outside 0x21..0x7e", bad[i]);
+		expect(patched(S_HELLO_MAX, 34 + 5, bad[i], 1), -EPROTO, want);
+		snprintf(want, sizeof(want), "HELLO: resume byte 126 is 0x%02x, outside 0x21..0x7e", bad[i]);
+		expect(patched(S_HELLO_MAX, 164 + 126, bad[i], 1), -EPROTO, want);
+		expect(patched(S_HELLO_MIN, 34, bad[i], 1), -EPROTO, "HELLO: pipeline byte 0 is");
+		/* the same byte in the client's name is accepted as it is */
+		expect(patched(S_HELLO_MAX, 99 + 5, bad[i], 1), 0, NULL);
+		assert_int_equal((uint8_t)out.u.hello.client_name[5], bad[i]);
+	}
+	/* the ends of the range are words */
+	expect(patched(S_HELLO_MAX, 34, '!', 1), 0, NULL);
+	expect(patched(S_HELLO_MAX, 34 + 62, '~', 1), 0, NULL);
+	expect(patched(S_HELLO_MAX, 164, '!', 1), 0, NULL);
+	expect(patched(S_HELLO_MAX, 164 + 126, '~', 1), 0, NULL);
+	assert_int_equal(proto_word_bad_byte("ldr1:0:1000:0:0"), -1);
+	assert_int_equal(proto_word_bad_byte(""), -1);
+	assert_int_equal(proto_word_bad_byte("ab c"), 2);
+	assert_int_equal(proto_word_bad_byte("\xc3\xa9"), 0);
+}
+
 /* S_WELCOME_MIN payload (host delivery): fixed fields 0..83, n_tensors at 80,
  * then tensor 0: name length 84, "data" 86, dtype 90, ndim 94, shape 98 and
  * 106, offset 114; then delivery 122. Device delivery: test_proto_device.c. */
@@ -405,6 +434,8 @@ static void test_encode_rejects(void **state)
 	REJECT(S_HELLO_MAX, in.u.hello.pipeline[PROTO_NAME_MAX - 1] = 'p');
 	REJECT(S_HELLO_MAX, in.u.hello.client_name[PROTO_NAME_MAX - 1] = 'c');
 	REJECT(S_HELLO_MAX, in.u.hello.resume[PROTO_TOKEN_MAX - 1] = 'r');
+	REJECT(S_HELLO_MIN, in.u.hello.pipeline[0] = '\n');
+	REJECT(S_HELLO_MAX, in.u.hello.resume[3] = '\x1b');
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = 0);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = PROTO_TENSORS_MAX + 1);
 	REJECT(S_WELCOME_MAX, in.u.welcome.batch_size = 0);
@@ -636,6 +667,7 @@ int main(void)
 		cmocka_unit_test(test_bad_header),
 		cmocka_unit_test(test_truncated_and_trailing),
 		cmocka_unit_test(test_bad_hello),
+		cmocka_unit_test(test_hello_words),
 		cmocka_unit_test(test_bad_welcome),
 		cmocka_unit_test(test_bad_ready_error_status),
 		cmocka_unit_test(test_encode_rejects),

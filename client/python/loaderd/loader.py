@@ -7,6 +7,11 @@ exceptions carrying the daemon's message. Iterating it walks one epoch of
 the pipeline's stream; the next `for` continues with the next epoch. Each
 batch stays valid until the next one is requested (or batch.release()).
 
+The position (state_dict()) is the token taken when the last batch was
+handed out, so it stays exact when the daemon fails the loader (see
+Loader.failed): a training script checkpoints it and resumes with
+Loader(state=...) on a restarted daemon, no batch lost or repeated.
+
 GPU delivery: a batch's tensors are zero-copy views of the daemon's device
 ring, made with torch.from_dlpack. Each tensor's __dlpack__(stream) makes
 that stream wait (on the GPU, never the host) for the daemon's copy; the
@@ -245,7 +250,8 @@ class Batch(collections.abc.Mapping):
         """Hands the slot back to the daemon. GPU delivery: the slot is
         reused once the work enqueued so far on every stream the tensors
         were exported to (or on `stream`, a cudaStream_t handle, when
-        given) is done. Releasing twice does nothing."""
+        given) is done. Releasing twice does nothing. A failed release fails
+        the loader (raised once); the batch counts as consumed either way."""
         if self._released:
             return
         self._released = True
@@ -260,8 +266,9 @@ class Batch(collections.abc.Mapping):
         else:
             streams = list(self._streams) or [None]
         array = (ctypes.c_void_p * len(streams))(*streams)
-        loader._check(self._lib.ldr_release_streams(loader._client, ctypes.byref(self._c), array,
-                                                    len(streams)), "ldr_release_streams")
+        rc = self._lib.ldr_release_streams(loader._client, ctypes.byref(self._c), array, len(streams))
+        if rc < 0 and loader._failure is None:
+            loader._fail(rc, "release of batch %d of pipeline %r" % (self.seq, loader.pipeline))
 
 
 class _EpochIterator:
@@ -305,7 +312,8 @@ class Loader:
       forever).
     - framework: "torch" or "numpy" (host delivery only); default torch when
       it can be imported.
-    - name: how `loaderctl status` shows this client.
+    - name: how `loaderctl status` shows this client (escaped there: any
+      text, up to 63 bytes of UTF-8).
     """
 
     def __init__(self, pipeline, *, socket=None, device=None, rank=None, world_size=None,
@@ -313,6 +321,8 @@ class Loader:
         self._lib = _lib.load()
         self._client = None
         self._current = None
+        self._failure = None   # the error that failed the attachment, raised again by next()
+        self._position = None  # token of the position after the last batch handed out
         if framework not in (None, "torch", "numpy"):
             raise ValueError("loaderd: framework %r: expected \"torch\" or \"numpy\"" % (framework,))
         self._torch = _torch() if framework != "numpy" else None
@@ -336,6 +346,7 @@ class Loader:
         if state is not None:
             resume = self._state_position(state)
         self._client = self._attach(resume)
+        self._position = self._token(self._lib.ldr_position, self._client)
 
     # -- attachment --------------------------------------------------------
 
@@ -362,21 +373,33 @@ class Loader:
                 raise PipelineNotFoundError(-rc, message)
             if rc in (-errno.EOPNOTSUPP, -errno.ENODEV):
                 raise DeviceUnavailableError(-rc, message)
-            if rc in (-errno.ECONNRESET, -errno.EPIPE):
+            if rc in (-errno.ECONNRESET, -errno.EPIPE, -errno.ESHUTDOWN):
                 raise DaemonUnavailableError(-rc, message)
             raise LoaderdError(-rc, message)
         return handle
 
     def _reattach(self, resume):
-        """Attaches anew at `resume`, then lets the old attachment go; a
-        refused position leaves the loader as it was."""
+        """Attaches anew at `resume`, then lets the old attachment go (a
+        failed one too); a refused position leaves the loader as it was."""
         handle = self._attach(resume)
+        try:
+            position = self._token(self._lib.ldr_position, handle)
+        except BaseException:
+            self._lib.ldr_close(handle)
+            raise
         self._drop()
         self._client = handle
+        self._position = position
+        self._failure = None
 
     def _drop(self):
+        """Releases the current batch and detaches; raises nothing (the
+        daemon takes back what it held when the connection goes)."""
         if self._current is not None:
-            self._current.release()
+            try:
+                self._current.release()
+            except LoaderdError:
+                pass
         if self._client is not None:
             self._lib.ldr_close(self._client)
             self._client = None
@@ -387,14 +410,45 @@ class Loader:
                                self.pipeline)
         return self._client
 
+    def _error(self, rc, call):
+        """The exception for the C library's failure rc in `call`."""
+        message = "loaderd: %s: %s" % (call, (self._lib.ldr_error(self._client) or b"").decode(
+            errors="replace") or os.strerror(-rc))
+        if rc in (-errno.ECONNRESET, -errno.EPIPE, -errno.ESHUTDOWN):
+            return DaemonUnavailableError(-rc, message)
+        return LoaderdError(-rc, message)
+
     def _check(self, rc, call):
         if rc >= 0:
             return rc
-        message = "loaderd: %s: %s" % (call, (self._lib.ldr_error(self._client) or b"").decode(
-            errors="replace") or os.strerror(-rc))
-        if rc in (-errno.ECONNRESET, -errno.EPIPE):
-            raise DaemonUnavailableError(-rc, message)
-        raise LoaderdError(-rc, message)
+        raise self._error(rc, call)
+
+    def _fail(self, rc, call):
+        """Fails the loader with the error of rc, and raises it."""
+        self._failure = self._error(rc, call)
+        raise self._failure
+
+    def _raise_failure(self):
+        """Raises the error the loader failed with, if it has."""
+        f = self._failure
+        if f is not None:
+            raise type(f)(f.errno, f.message)
+
+    def _token(self, fn, *args):
+        """The position token fn(*args, buf, cap) writes."""
+        buf = ctypes.create_string_buffer(_lib.POSITION_MAX)
+        rc = fn(*args, buf, len(buf))
+        if rc < 0:
+            raise LoaderdError(-rc, "loaderd: no position token: %s" % os.strerror(-rc))
+        return buf.value.decode()
+
+    @property
+    def failed(self):
+        """None; or, once the daemon failed the loader (it went away, sent
+        an ERROR, a release failed), that error, raised again by every later
+        next(). state_dict(), len() and epoch still answer; load_state_dict()
+        or set_epoch() attach anew."""
+        return self._failure
 
     def close(self):
         """Releases the current batch and detaches. GPU delivery: waits for
@@ -433,21 +487,10 @@ class Loader:
         """The UUID of the GPU batches go to ("GPU-..."), "" in host mode."""
         return self._lib.ldr_device_uuid(self._live()).decode()
 
-    def _position(self):
-        """The token of the position after the last batch handed out."""
-        client = self._live()
-        buf = ctypes.create_string_buffer(_lib.POSITION_MAX)
-        if self._current is not None:
-            rc = self._lib.ldr_position_after(client, ctypes.byref(self._current._c), buf, len(buf))
-            self._check(rc, "ldr_position_after")
-        else:
-            self._check(self._lib.ldr_position(client, buf, len(buf)), "ldr_position")
-        return buf.value.decode()
-
     @property
     def epoch(self):
         """The epoch the next batch belongs to."""
-        return _parse_position(self._position())[2]
+        return _parse_position(self._position)[2]
 
     def __len__(self):
         """Batches this rank gets in the epoch the stream is in (the first
@@ -464,6 +507,7 @@ class Loader:
 
     def _next_batch(self):
         client = self._live()
+        self._raise_failure()
         if self._current is not None:
             self._current.release()
         cbatch = _lib.CBatch()
@@ -481,7 +525,9 @@ class Loader:
                     raise TimeoutError("loaderd: no batch of pipeline %r within %.3g s" %
                                        (self.pipeline, self._timeout_ms / 1000))
                 continue
-            self._check(rc, "next batch of pipeline %r" % self.pipeline)
+            self._fail(rc, "next batch of pipeline %r" % self.pipeline)
+        # Taken now, while the batch is held: exact whatever becomes of the daemon.
+        self._position = self._token(self._lib.ldr_position_after, client, ctypes.byref(cbatch))
         self._current = Batch(self, cbatch)
         return self._current
 
@@ -513,7 +559,8 @@ class Loader:
         """Makes the next batch the first of `epoch`, unless the stream is
         already in that epoch (then nothing changes, so a loop that calls
         set_epoch after resuming mid-epoch keeps its place)."""
-        seed, n, current, _ = _parse_position(self._position())
+        self._live()
+        seed, n, current, _ = _parse_position(self._position)
         if epoch == current:
             return
         if epoch < 0:
@@ -522,8 +569,9 @@ class Loader:
 
     def state_dict(self):
         """The position after the last batch handed out (the current one
-        counts as consumed), for load_state_dict() or Loader(state=...)."""
-        return {"version": STATE_VERSION, "pipeline": self.pipeline, "position": self._position(),
+        counts as consumed), for load_state_dict() or Loader(state=...).
+        Exact also after the daemon failed the loader, and after close()."""
+        return {"version": STATE_VERSION, "pipeline": self.pipeline, "position": self._position,
                 "rank": self.rank, "world_size": self.world_size}
 
     def _state_position(self, state):
