@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Workers that die at start are retried with back-off; fatal ones are not.
 
-1. worker_program is a script that exits 1 at once. The daemon must stay
+1. worker_program is a script that exits 1 at once (after answering the
+   start-up `--probe` as the real worker does). The daemon must stay
    up and answer status, showing its workers in state backoff with
    last_exit "exit code 1", and restarts must not come faster than
    exponential back-off allows: once a worker has 3 restarts, its 4th (and
@@ -59,7 +60,10 @@ def restart_interval_max(samples, worker, k):
 
 
 def failing_workers(env, data):
-    script = write_script(env.path("exit1.sh"), "#!/bin/sh\nexit 1\n")
+    script = write_script(env.path("exit1.sh"),
+                          '#!/bin/sh\n# answers the start-up probe, then fails as a worker\n'
+                          'if [ "$1" = --probe ]; then exec "%s" "$@"; fi\nexit 1\n'
+                          % harness.binary("loaderd-worker"))
     cfg = env.config("bo", {"p": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}},
                      workers=2, worker_program=script)
     d = env.start_daemon(cfg, wait_ready=False)
