@@ -1,8 +1,12 @@
 /* position: resumable stream position tokens (position.h). */
 #include "common/position.h"
 
+#include "common/escape.h"
+
 #include <errno.h>
 #include <inttypes.h>
+#include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,38 +18,79 @@ int position_format(const struct position *p, char *buf, size_t cap)
 	return (n < 0 || (size_t)n >= cap) ? -ENOSPC : 0;
 }
 
-/* One decimal field, digits only, no sign, no overflow; *text moves past it. */
-static int parse_field(const char **text, char end, uint64_t *out)
+static const char *const field_names[] = {"SEED", "N", "EPOCH", "OFFSET"};
+#define FIELD_QUOTE_MAX 32 /* bytes of a bad field shown in a message */
+
+static int explain(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int explain(char *why, size_t cap, const char *fmt, ...)
 {
-	const char *s = *text;
+	if (cap > 0) {
+		va_list ap;
+		va_start(ap, fmt);
+		vsnprintf(why, cap, fmt, ap);
+		va_end(ap);
+	}
+	return -EINVAL;
+}
+
+/* s[0..len) for a message, between quotes and escaped (common/escape.h),
+ * at most FIELD_QUOTE_MAX bytes of it, "..." marking a cut. */
+static void quote(const char *s, size_t len, char *out, size_t cap)
+{
+	char shown[ESCAPE_SIZE(FIELD_QUOTE_MAX)];
+	escape_bytes(s, len < FIELD_QUOTE_MAX ? len : FIELD_QUOTE_MAX, shown, sizeof(shown));
+	snprintf(out, cap, "\"%s%s\"", shown, len > FIELD_QUOTE_MAX ? "..." : "");
+}
+
+/* Field f, the len bytes at s: canonical decimal of a uint64_t. */
+static int parse_field(const char *s, size_t len, int f, uint64_t *out, char *why, size_t cap)
+{
+	char q[FIELD_QUOTE_MAX * 4 + 8];
+	quote(s, len, q, sizeof(q));
+	if (len == 0)
+		return explain(why, cap, "%s is empty", field_names[f]);
 	uint64_t v = 0;
-	if (*s < '0' || *s > '9')
-		return -EINVAL;
-	for (; *s >= '0' && *s <= '9'; s++) {
-		uint64_t d = (uint64_t)(*s - '0');
+	for (size_t i = 0; i < len; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return explain(why, cap, "%s %s is not a decimal number (digits only)",
+				       field_names[f], q);
+		uint64_t d = (uint64_t)(s[i] - '0');
 		if (v > (UINT64_MAX - d) / 10)
-			return -EINVAL;
+			return explain(why, cap, "%s %s is larger than %" PRIu64, field_names[f], q,
+				       UINT64_MAX);
 		v = v * 10 + d;
 	}
-	if (*s != end)
-		return -EINVAL;
+	if (len > 1 && s[0] == '0')
+		return explain(why, cap, "%s %s has a leading zero", field_names[f], q);
 	*out = v;
-	*text = end ? s + 1 : s;
 	return 0;
 }
 
-int position_parse(const char *text, struct position *p)
+int position_parse(const char *text, struct position *p, char *why, size_t why_cap)
 {
-	struct position q;
+	uint64_t v[4];
 	if (strncmp(text, "ldr1:", 5) != 0)
-		return -EINVAL;
-	text += 5;
-	if (parse_field(&text, ':', &q.seed) < 0 || parse_field(&text, ':', &q.n_samples) < 0 ||
-	    parse_field(&text, ':', &q.epoch) < 0 || parse_field(&text, '\0', &q.offset) < 0)
-		return -EINVAL;
-	if (q.offset > q.n_samples)
-		return -EINVAL;
-	*p = q;
+		return explain(why, why_cap, "it does not start with \"ldr1:\"");
+	const char *s = text + 5;
+	for (int f = 0; f < 4; f++) {
+		size_t len = strcspn(s, ":");
+		if (f < 3 && s[len] != ':')
+			return explain(why, why_cap, "it has %d field%s after \"ldr1:\", not 4 "
+				       "(SEED:N:EPOCH:OFFSET)", f + 1, f ? "s" : "");
+		if (f == 3 && s[len] != '\0')
+			return explain(why, why_cap, "it has more than 4 fields after \"ldr1:\" "
+				       "(SEED:N:EPOCH:OFFSET)");
+		if (parse_field(s, len, f, &v[f], why, why_cap) < 0)
+			return -EINVAL;
+		s += len + 1;
+	}
+	if (v[2] >= POSITION_EPOCHS)
+		return explain(why, why_cap, "EPOCH %" PRIu64 " is not below %llu (2^32), the number of "
+			       "epochs a stream has", v[2], POSITION_EPOCHS);
+	if (v[3] > v[1])
+		return explain(why, why_cap, "OFFSET %" PRIu64 " is larger than N %" PRIu64, v[3], v[1]);
+	*p = (struct position){.seed = v[0], .n_samples = v[1], .epoch = v[2], .offset = v[3]};
 	return 0;
 }
 

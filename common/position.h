@@ -17,6 +17,17 @@
 
 #define POSITION_TEXT_MAX 96 /* longest token, with its NUL */
 
+/*
+ * Epochs of a stream are 0 .. POSITION_EPOCHS - 1, and a token's EPOCH is
+ * below POSITION_EPOCHS. 2^32 epochs is beyond any training run (a
+ * million epochs already is), while it keeps `epoch + 1` and the epoch
+ * arithmetic of every client (int64, or a double in a JSON checkpoint)
+ * exact, far from a silent wrap. A stream that completes epoch
+ * POSITION_EPOCHS - 1 has ended: the daemon delivers no further batch and
+ * ends the session with an error instead of wrapping to epoch 0.
+ */
+#define POSITION_EPOCHS (1ull << 32)
+
 struct position {
 	uint64_t seed;      /* the pipeline's seed: a token resumes only its own stream */
 	uint64_t n_samples; /* dataset size when saved: a changed dataset is refused */
@@ -27,9 +38,16 @@ struct position {
 /* Writes the token; 0, or -ENOSPC when cap is too small. */
 int position_format(const struct position *p, char *buf, size_t cap);
 
-/* Parses a token; 0, or -EINVAL for anything that is not exactly a token
- * (also offset > n_samples). */
-int position_parse(const char *text, struct position *p);
+/*
+ * Parses a token; 0, or -EINVAL for anything that is not exactly a token,
+ * with why (when why_cap > 0) naming the field at fault and why, e.g.
+ * `EPOCH "18446744073709551615" is not below 4294967296 (2^32)`. Every
+ * field is decimal as position_format writes it: digits only (no sign,
+ * space or other byte), no leading zero, at most 2^64 - 1; EPOCH below
+ * POSITION_EPOCHS; OFFSET at most N. p is left alone on failure.
+ */
+int position_parse(const char *text, struct position *p, char *why, size_t why_cap);
+
 
 /* The position once a batch of `rows` samples, the first being the rank's
  * j-th of the segment (epoch, g), has been consumed; `last` says it was the

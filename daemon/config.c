@@ -25,6 +25,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <ini.h>
 #include <math.h>
 #include <sched.h>
@@ -33,9 +34,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "common/regfile.h"
 #include "daemon/tarshard.h"
 #include "image/transform.h"
 
@@ -109,6 +112,7 @@ enum daemon_key {
 	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
 	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_WORKER_TIMEOUT_MS, DK_COUNT,
 };
+_Static_assert(DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
 
 static const struct key_spec daemon_keys[DK_COUNT] = {
 	[DK_SOCKET] = {"socket", VALUE_STRING, DAEMON(socket), 0, SUN_PATH_MAX, 0},
@@ -145,6 +149,7 @@ enum pipeline_key {
 	PK_LAYOUT, PK_DTYPE, PK_MEAN, PK_STD, PK_ON_ERROR, PK_MAX_IMAGE_PIXELS, PK_MAX_DECODE_MS,
 	PK_COUNT,
 };
+_Static_assert(PK_COUNT <= CONFIG_KEYS_MAX, "struct pipeline_cfg's key_line holds every key");
 
 #define KEY_ANY_KIND (KEY_RAW | KEY_TOKENS | KEY_IMAGE)
 static const struct key_spec pipeline_keys[PK_COUNT] = {
@@ -210,8 +215,8 @@ struct config_parse {
 	int *key_line;             /* ...the line each was set on (0 = unset)... */
 	void *base;                /* ...and the struct they are stored in */
 	int daemon_line;           /* line of [daemon], 0 = none seen */
-	int daemon_key_line[DK_COUNT];   /* line each key was set on, 0 = unset */
-	int pipeline_key_line[PK_COUNT]; /* same, for the current pipeline */
+	int *daemon_key_line;      /* c->key_line: the line each key was set on, 0 = unset */
+	int *pipeline_key_line;    /* the current pipeline's key_line */
 	struct pipeline_cfg *pipeline;   /* the current pipeline */
 	int long_value_line;       /* the line whose value is in long_value */
 	char long_value[CONFIG_LINE_MAX + 1];
@@ -627,7 +632,7 @@ static void pipeline_begin(struct config_parse *p, const char *name, size_t len)
 	snprintf(p->label, sizeof(p->label), "[pipeline.%s]", pl->name);
 	p->keys = pipeline_keys;
 	p->n_keys = PK_COUNT;
-	memset(p->pipeline_key_line, 0, sizeof(p->pipeline_key_line));
+	p->pipeline_key_line = pl->key_line; /* zeroed with pl */
 	p->key_line = p->pipeline_key_line;
 	p->base = pl;
 }
@@ -885,11 +890,27 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap)
 		goto report_errno;
 	}
 	p->c = c;
+	p->daemon_key_line = c->key_line;
 	p->err = err;
 	p->err_cap = err_cap;
-	p->f = fopen(path, "re");
+	/* A regular file only: fopen of a FIFO would block (at start, and in
+	 * the event loop on a reload) until a writer came. */
+	struct stat st;
+	int fd = regfile_open(AT_FDCWD, path, &st);
+	if (fd == REGFILE_NOT_REGULAR) {
+		if (err_cap)
+			snprintf(err, err_cap, "%s: not a regular file (%s)", path, regfile_kind(st.st_mode));
+		ret = -EINVAL;
+		goto free_parse;
+	}
+	if (fd < 0) {
+		ret = fd;
+		goto free_parse;
+	}
+	p->f = fdopen(fd, "r");
 	if (!p->f) {
 		ret = -errno;
+		close(fd);
 		goto free_parse;
 	}
 	int bad_line = ini_parse_stream(config_read_line, p, config_on_key, p);
@@ -927,6 +948,16 @@ const struct pipeline_cfg *config_pipeline(const struct config *c, const char *n
 		if (strcmp(c->pipelines[i].name, name) == 0)
 			return &c->pipelines[i];
 	return NULL;
+}
+
+int config_key_line(const struct config *c, const struct pipeline_cfg *pipeline, const char *key)
+{
+	const struct key_spec *keys = pipeline ? pipeline_keys : daemon_keys;
+	size_t n = pipeline ? PK_COUNT : DK_COUNT;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(keys[i].name, key) == 0)
+			return pipeline ? pipeline->key_line[i] : c->key_line[i];
+	return 0;
 }
 
 /* Whether key k holds the same value in the structs at a and b. */

@@ -41,6 +41,7 @@ enum on_error {
 };
 
 #define CONFIG_TRANSFORM_MAX 512
+#define CONFIG_KEYS_MAX 32 /* room for the line of every key of a section */
 #define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
 /* CPU time one image's decode may take before the image counts as bad:
  * far beyond what a max_image_pixels image takes (about a second). */
@@ -75,6 +76,8 @@ struct pipeline_cfg {
 	uint64_t max_image_pixels; /* default IMAGE_PIXELS_DEFAULT */
 	uint32_t max_decode_ms;    /* CPU time per image decode, default MAX_DECODE_MS_DEFAULT */
 	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */
+	int key_line[CONFIG_KEYS_MAX]; /* the line each key was set on, 0 = not in the file
+					* (config_key_line) */
 };
 
 enum gpu_mode {
@@ -111,6 +114,7 @@ struct config {
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
+	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
 };
@@ -121,7 +125,8 @@ void config_defaults(struct config *c);
 /*
  * Defaults, then the file at path. Returns 0, or -EINVAL with
  * "FILE:LINE: message" in err (-ENOENT and friends with "FILE: strerror"
- * when it cannot be read).
+ * when it cannot be read; -EINVAL with "FILE: not a regular file (a
+ * FIFO)" for a FIFO, device or directory, which is never opened).
  */
 int config_load(const char *path, struct config *c, char *err, size_t err_cap);
 
@@ -137,6 +142,13 @@ const struct pipeline_cfg *config_pipeline(const struct config *c, const char *n
  * "(removed)" (only in a) or "(added)" (only in b). */
 void config_diff(const struct config *a, const struct config *b,
 		 void (*fn)(void *ctx, const char *pipeline, const char *key), void *ctx);
+
+/* The line of the file that set key (as the file spells it) in [daemon]
+ * (pipeline NULL) or in that pipeline's section: 0 when the key was left
+ * to its default, or is not a key of that section. For messages about a
+ * value that is checked only when loaderd starts (data files, the worker
+ * program, socket_group): "FILE:LINE: ...". */
+int config_key_line(const struct config *c, const struct pipeline_cfg *pipeline, const char *key);
 
 /* "raw", "tokens", "imagefolder" or "tar": the kind as `source` spells it. */
 const char *config_source_name(enum source_kind kind);

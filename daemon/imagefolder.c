@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/regfile.h"
+
 #define DEPTH_MAX 64 /* directory levels under a class */
 
 /* A growable array of strings (owned copies). */
@@ -221,9 +223,22 @@ static int add_files(struct scan *s, const char *rel, int64_t label)
 			break;
 		}
 		/* A file that cannot be stat'ed (a dangling symlink) stays in the
-		 * list, as in ImageFolder; reading it fails and on_error applies. */
+		 * list, as in ImageFolder; reading it fails and on_error applies.
+		 * One that is not a regular file (a FIFO, a device, a socket)
+		 * is refused: a worker could never read an image from it, and
+		 * leaving it out would shift sample numbers from ImageFolder's. */
 		struct stat st;
-		uint64_t bytes = fstatat(dirfd(d), files.v[i], &st, 0) == 0 ? (uint64_t)st.st_size : 0;
+		uint64_t bytes = 0;
+		if (fstatat(dirfd(d), files.v[i], &st, 0) == 0) {
+			if (!S_ISREG(st.st_mode)) {
+				char why[96];
+				snprintf(why, sizeof(why), "not a regular file (%s); an image must be one",
+					 regfile_kind(st.st_mode));
+				err = fail(s, -EINVAL, path, why);
+				break;
+			}
+			bytes = (uint64_t)st.st_size;
+		}
 		err = add_entry(s, path, bytes, label);
 	}
 	closedir(d);
@@ -253,10 +268,16 @@ int imagefolder_scan(const char *root, struct image_index *out, char *err, size_
 {
 	memset(out, 0, sizeof(*out));
 	struct scan s = {.ix = out, .err = err, .err_cap = err_cap};
+	/* O_DIRECTORY: a FIFO is refused (ENOTDIR) before open could block. */
 	s.root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s.root_fd < 0) {
-		snprintf(err, err_cap, "%s", strerror(errno));
-		return -errno;
+		int code = errno;
+		struct stat st;
+		if (code == ENOTDIR && stat(root, &st) == 0)
+			snprintf(err, err_cap, "not a directory (%s)", regfile_kind(st.st_mode));
+		else
+			snprintf(err, err_cap, "%s", strerror(code));
+		return -code;
 	}
 	int rc = 0;
 	struct names classes = {0};

@@ -10,7 +10,12 @@
  *    symlinks followed), directories in sorted path order and files in
  *    sorted name order within each, keeping names that end (any case) in
  *    .jpg or .jpeg;
- *  - a class with no such file is an error (ImageFolder refuses it too).
+ *  - a class with no such file is an error (ImageFolder refuses it too);
+ *  - such a name that is not a regular file (a FIFO, a device, a socket,
+ *    or a symlink to one) is an error: no image can be read from it, and
+ *    leaving it out would shift the sample numbers. A dangling symlink
+ *    stays in the list (as in ImageFolder): reading it fails later, and
+ *    the pipeline's on_error applies.
  * Files with another extension ImageFolder accepts (.png, .bmp, ...) are
  * not JPEGs this pipeline can decode: they are counted in other_images and
  * left out, so sample numbers then differ from ImageFolder's (the daemon
@@ -37,9 +42,11 @@ struct image_index {
 	uint64_t other_images;       /* images that are not JPEGs, left out */
 };
 
-/* Scans root. 0, or -errno with err naming the directory and the reason
- * (missing root, no class directory, an empty class, a directory loop,
- * too many files). */
+/* Scans root. Reads directory entries and stats files, never opens one.
+ * 0, or -errno with err naming the directory (or file) and the reason
+ * (missing root, a root that is not a directory, no class directory, an
+ * empty class, a directory loop, an image name that is not a regular
+ * file, too many files). */
 int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap);
 void image_index_free(struct image_index *ix);
 

@@ -2,7 +2,9 @@
  * loaderd: the master process. Start-up order and lifetime only; every job
  * lives in its module:
  *
- *   config -> sources (data files checked) -> arena (shared memory) ->
+ *   config -> preflight (data files, the worker program's --probe answer,
+ *   socket_group, the arena's size against shm_bytes and free memory; all
+ *   of this is what --check-config runs) -> arena (shared memory) ->
  *   scheduler -> socket -> worker pool -> pinning thread (CUDA, after the
  *   workers were spawned) -> READY=1 once every worker is up and the
  *   pinning thread has started (or found no GPU: host delivery only)
@@ -32,6 +34,7 @@
 #include "daemon/exitwatch.h"
 #include "daemon/notify.h"
 #include "daemon/pool.h"
+#include "daemon/preflight.h"
 #if LOADERD_HAVE_CUDA
 #include "daemon/pinner.h"
 #endif
@@ -361,20 +364,6 @@ static int start_gpu(struct daemon *d)
 }
 #endif
 
-/* Checks every pipeline's data; prints one line per bad pipeline. */
-static int open_sources(struct daemon *d)
-{
-	int rc = 0;
-	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
-		char err[PATH_MAX + 256];
-		if (source_open(&d->cfg.pipelines[i], &d->sources[i], err, sizeof(err)) < 0) {
-			log_error("%s", err);
-			rc = -EINVAL;
-		}
-	}
-	return rc;
-}
-
 static uint64_t align_arena(uint64_t v)
 {
 	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
@@ -401,48 +390,20 @@ static void log_image_index(const struct source *src)
 		 ix->n_classes, path);
 }
 
-/* Sizes the arena for the largest batch and the image file lists, and fills
- * in the pipeline table and the lists. */
-static int create_arena(struct daemon *d)
+/* Creates the arena preflight sized, and fills in the pipeline table and
+ * the image file lists. */
+static int create_arena(struct daemon *d, const struct arena_sizing *sz)
 {
-	uint64_t slot_bytes = ARENA_ALIGN;
-	for (size_t i = 0; i < d->cfg.n_pipelines; i++)
-		if (d->sources[i].batch_bytes > slot_bytes)
-			slot_bytes = d->sources[i].batch_bytes;
-	slot_bytes = (slot_bytes + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-	/* Image pipelines' sample lists: entries, then paths, each aligned. */
-	uint64_t index_at[ARENA_PIPELINES_MAX], indexes_bytes = 0;
-	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
-		const struct image_index *ix = &d->sources[i].index;
-		index_at[i] = indexes_bytes;
-		indexes_bytes += align_arena(ix->n * sizeof(struct arena_image)) +
-				 align_arena(ix->n_shards * sizeof(struct arena_shard)) +
-				 align_arena(ix->paths_bytes);
-	}
-	struct arena_plan plan = {
-		.n_pipelines = (uint32_t)d->cfg.n_pipelines, .n_workers = d->cfg.max_workers,
-		.n_slots = d->cfg.staging_slots, .slot_bytes = slot_bytes,
-		.indexes_bytes = indexes_bytes,
-	};
-	uint64_t need = arena_plan_bytes(&plan);
-	if (need > d->cfg.shm_bytes) {
-		log_error("shared memory: %u staging slots of %" PRIu64 " bytes (the largest batch)%s need %"
-			  PRIu64 " bytes, over shm_bytes = %" PRIu64 "; raise shm_bytes or lower "
-			  "staging_slots or batch_size", plan.n_slots, slot_bytes,
-			  indexes_bytes ? " and the image file lists" : "", need, d->cfg.shm_bytes);
-		return -ENOSPC;
-	}
-	int rc = arena_create(&plan, &d->arena);
+	int rc = arena_create(&sz->plan, &d->arena);
 	if (rc < 0) {
-		log_error("shared memory: cannot reserve %" PRIu64 " bytes: %s%s", need, strerror(-rc),
-			  rc == -ENOSPC ? " (is /dev/shm large enough?)" : "");
+		log_error("shared memory: cannot reserve %" PRIu64 " bytes: %s", sz->bytes, strerror(-rc));
 		return rc;
 	}
 	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
 		struct source *src = &d->sources[i];
 		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
 			struct arena_image_params *ip = &src->desc.image;
-			ip->index_offset = arena_indexes_offset(&d->arena) + index_at[i];
+			ip->index_offset = arena_indexes_offset(&d->arena) + sz->index_at[i];
 			const struct image_index *ix = &src->index;
 			ip->shards_offset = ip->index_offset + align_arena(ix->n * sizeof(struct arena_image));
 			ip->paths_offset = ip->shards_offset +
@@ -462,7 +423,7 @@ static int create_arena(struct daemon *d)
 	return 0;
 }
 
-static int start(struct daemon *d)
+static int start(struct daemon *d, const char *worker_program)
 {
 	char err[PATH_MAX + 256];
 	struct sched_ops sched_ops = {
@@ -482,8 +443,6 @@ static int start(struct daemon *d)
 		log_error("%s", err);
 		return rc;
 	}
-	char worker_program[PATH_MAX];
-	default_worker_program(worker_program, sizeof(worker_program));
 	struct pool_callbacks pool_cb = {
 		.ctx = d, .item_done = cb_item_done, .item_lost = cb_item_lost,
 		.capacity = cb_capacity, .ready = on_pool_ready, .fatal = on_pool_fatal,
@@ -563,7 +522,10 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	log_set_level(d.cfg.log_level);
-	if (open_sources(&d) < 0)
+	char worker_program[PATH_MAX];
+	default_worker_program(worker_program, sizeof(worker_program));
+	struct arena_sizing sizing;
+	if (preflight_run(&d.cfg, d.sources, worker_program, &sizing) < 0)
 		return 1;
 	if (check_only) {
 		printf("loaderd: configuration %s is valid (%zu pipeline%s)\n",
@@ -580,7 +542,7 @@ int main(int argc, char **argv)
 	}
 	if (d.cfg.n_pipelines == 0)
 		log_warning("no pipelines are configured: clients will have nothing to attach to");
-	if (create_arena(&d) < 0)
+	if (create_arena(&d, &sizing) < 0)
 		return 1;
 
 	uv_loop_init(&d.loop);
@@ -597,7 +559,7 @@ int main(int argc, char **argv)
 	if (d.watchdog_usec)
 		uv_timer_start(&d.watchdog, on_watchdog, d.watchdog_usec / 2000, d.watchdog_usec / 2000);
 
-	if (start(&d) < 0) {
+	if (start(&d, worker_program) < 0) {
 		d.exit_code = 1;
 		uv_close((uv_handle_t *)&d.sig_term, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_int, on_handle_closed);

@@ -14,9 +14,11 @@
 #include "common/escape.h"
 #include "common/gpu_uuid.h"
 #include "common/position.h"
+#include "common/regfile.h"
 #include "common/sampler.h"
 #include "daemon/pool.h"
 #include "daemon/status.h"
+#include "worker/worker.h"
 
 enum slot_state {
 	SLOT_FREE,
@@ -306,6 +308,26 @@ static uint32_t slot_share(const struct sched *s)
 	return share ? share : 1;
 }
 
+/* Client c has been handed every batch of epoch POSITION_EPOCHS - 1: its
+ * stream ends there, rather than wrapping (common/position.h). */
+static bool stream_ended(const struct sched_client *c)
+{
+	return c->next_batch >= c->segment_batches && c->epoch + 1 >= POSITION_EPOCHS;
+}
+
+/* Once a client whose stream has ended has released its last batch, it
+ * would wait for a batch that never comes: it gets an error instead. */
+static void end_stream(struct sched *s, struct sched_client *c)
+{
+	char text[PROTO_ERROR_TEXT_MAX];
+	snprintf(text, sizeof(text), "pipeline \"%s\": the stream has ended: epoch %" PRIu64 " was "
+		 "the last a stream has (epochs are below 2^32); attach again without a resume token "
+		 "to start a new one", s->sources[c->pipeline].cfg->name, c->epoch);
+	log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+	c->failed = true;
+	s->ops.fail(c->conn, EOVERFLOW, text);
+}
+
 /* The client that should get the next free slot: the one furthest below
  * its depth, ties broken in rotation, among those under their share. NULL
  * when every client is full. */
@@ -315,7 +337,8 @@ static struct sched_client *neediest_client(struct sched *s)
 	uint32_t share = slot_share(s);
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
-		if (!uses_staging(c) || c->in_flight >= c->depth || c->staging >= share)
+		if (!uses_staging(c) || c->in_flight >= c->depth || c->staging >= share ||
+		    stream_ended(c))
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;
@@ -356,8 +379,10 @@ static void sched_fill(struct sched *s)
 {
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[k];
-		while (c->direct && !c->failed && c->in_flight < c->depth)
+		while (c->direct && !c->failed && c->in_flight < c->depth && !stream_ended(c))
 			direct_start(s, c);
+		if (stream_ended(c) && c->in_flight == 0 && !c->failed && !c->attaching)
+			end_stream(s, c);
 	}
 	while (s->free_slots > 0 && s->n_clients > 0) {
 		struct sched_client *c = neediest_client(s);
@@ -465,8 +490,51 @@ static const char *image_why(int status)
 	case -ENODATA: return "empty or truncated";
 	case -EFBIG: return "larger than max_image_pixels, or a file over 64 MiB";
 	case -ETIME: return "its decode took over max_decode_ms of CPU time";
+	case REGFILE_NOT_REGULAR: return "not a regular file (replaced since start)";
 	default: return strerror(-status);
 	}
+}
+
+/* Why a failed image row was not replaced: the pipeline's on_error, and
+ * under substitute what stopped it. detail is the worker's:
+ * WORKER_DETAIL_IMAGE | the replacements it tried (worker/reader.h). */
+static void image_policy(const struct sched *s, uint32_t pipeline, uint64_t index, int status,
+			 uint64_t detail, char *buf, size_t cap)
+{
+	const struct source *src = &s->sources[pipeline];
+	uint32_t tried = (uint32_t)(detail & ~WORKER_DETAIL_IMAGE);
+	if (src->cfg->on_error == ON_ERROR_FAIL) {
+		snprintf(buf, cap, "on_error = fail");
+		return;
+	}
+	if (src->n_samples < 2) {
+		snprintf(buf, cap, "on_error = substitute, but the pipeline has no other sample");
+		return;
+	}
+	if (tried == 0) { /* the worker gives up at once only when out of memory */
+		snprintf(buf, cap, "on_error = substitute, but no replacement could be tried: %s",
+			 strerror(-status));
+		return;
+	}
+	/* Where the replacements came from: the sample's shard when it has
+	 * another sample (worker/image_rows.c), else the whole list. */
+	const struct arena_pipeline *p = arena_pipeline(s->arena, pipeline);
+	const struct arena_image_params *ip = &p->image;
+	const struct arena_image *e = arena_range(s->arena, ip->index_offset +
+						  index * sizeof(struct arena_image), sizeof(*e));
+	const struct arena_shard *sh = e && ip->n_shards ?
+		arena_range(s->arena, ip->shards_offset + (uint64_t)e->shard * sizeof(*sh), sizeof(*sh)) :
+		NULL;
+	const char *paths = (const char *)s->arena->base + ip->paths_offset;
+	if (sh && sh->n_samples >= 2 && sh->path_offset < ip->paths_bytes)
+		snprintf(buf, cap, "on_error = substitute, and none of the %u other samples of shard "
+			 "%.180s tried could replace it", tried, paths + sh->path_offset);
+	else if (sh)
+		snprintf(buf, cap, "on_error = substitute, and none of the %u samples of other shards "
+			 "tried (its shard has no other) could replace it", tried);
+	else
+		snprintf(buf, cap, "on_error = substitute, and none of the %u other samples tried "
+			 "could replace it", tried);
 }
 
 /* Bad images a work item met: n of them, counted each time (substituted:
@@ -514,11 +582,19 @@ static void fail_batch(struct sched *s, struct slot *sl)
 		return;
 	}
 	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
-		char text[PROTO_ERROR_TEXT_MAX], where[2200];
-		snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 ": %s "
-			 "(on_error = fail)", src->cfg->name,
-			 image_where(s, c->pipeline, index, where, sizeof(where)), index,
-			 image_why(sl->error));
+		char text[PROTO_ERROR_TEXT_MAX], where[2200], policy[400];
+		if (sl->error_detail & WORKER_DETAIL_IMAGE) {
+			image_policy(s, c->pipeline, index, sl->error, sl->error_detail, policy,
+				     sizeof(policy));
+			snprintf(text, sizeof(text), "pipeline \"%s\": %.500s: sample %" PRIu64 ": %s "
+				 "(%.300s)", src->cfg->name,
+				 image_where(s, c->pipeline, index, where, sizeof(where)), index,
+				 image_why(sl->error), policy);
+		} else { /* no image was read: the worker could not use the pipeline */
+			snprintf(text, sizeof(text), "pipeline \"%s\": %.800s: %s (a worker could not "
+				 "use the pipeline's data, so no sample could be read or replaced)",
+				 src->cfg->name, src->cfg->path, strerror(-sl->error));
+		}
 		log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
 		s->read_errors++;
 		c->failed = true;
@@ -530,6 +606,8 @@ static void fail_batch(struct sched *s, struct slot *sl)
 	if (sl->error == -ENODATA)
 		snprintf(why, sizeof(why), "file is shorter than at start (read %" PRIu64 " of %" PRIu64 " bytes)",
 			 sl->error_detail, src->desc.sample_read_bytes);
+	else if (sl->error == REGFILE_NOT_REGULAR)
+		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
 	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 "): %s",
@@ -726,19 +804,18 @@ static int resume_at(const struct source *src, const char *token, uint64_t *epoc
 		     char *err, size_t cap)
 {
 	struct position p;
-	char shown[ESCAPE_SIZE(PROTO_TOKEN_MAX - 1)]; /* the client's bytes, for messages */
-	int rc = position_parse(token, &p);
-	token = escape_str(token, shown, sizeof(shown));
-	if (rc < 0)
+	char why[200], shown[ESCAPE_SIZE(PROTO_TOKEN_MAX - 1)];
+	const char *quoted = escape_str(token, shown, sizeof(shown)); /* a client's bytes */
+	if (position_parse(token, &p, why, sizeof(why)) < 0)
 		return attach_error(err, cap, -EINVAL, "resume token \"%s\" is not a loaderd position "
-				    "token (ldr1:SEED:N:EPOCH:OFFSET)", token);
+				    "token (ldr1:SEED:N:EPOCH:OFFSET): %s", quoted, why);
 	if (p.seed != src->cfg->seed)
 		return attach_error(err, cap, -EINVAL, "resume token \"%s\" is for a stream with seed %"
-				    PRIu64 "; pipeline \"%s\" has seed %" PRIu64, token, p.seed,
+				    PRIu64 "; pipeline \"%s\" has seed %" PRIu64, quoted, p.seed,
 				    src->cfg->name, src->cfg->seed);
 	if (p.n_samples != src->n_samples)
 		return attach_error(err, cap, -EINVAL, "resume token \"%s\" was saved when the dataset had %"
-				    PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now", token,
+				    PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now", quoted,
 				    p.n_samples, src->cfg->name, src->n_samples);
 	*epoch = p.epoch;
 	*g = p.offset;
@@ -811,6 +888,11 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
 			return rc;
 	}
 	if (sampler_batches(&smp, g) == 0) { /* resumed at (or past) the epoch's end */
+		if (epoch + 1 >= POSITION_EPOCHS)
+			return attach_error(err, cap, -EINVAL, "pipeline \"%s\": resume token \"%s\" is "
+					    "at the end of epoch %" PRIu64 ", the last a stream has "
+					    "(epochs are below 2^32): nothing is left to deliver",
+					    hello->pipeline, hello->resume, epoch);
 		epoch++;
 		g = 0;
 	}

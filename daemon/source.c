@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/regfile.h"
 #include "daemon/tarshard.h"
 #include "image/transform.h"
 
@@ -109,17 +110,17 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 {
 	char reason[160];
 
-	int fd = open(cfg->path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return fail(err, err_cap, cfg, -errno, strerror(errno));
+	/* Opened (so that an unreadable file is refused here, not by every
+	 * worker) without ever blocking on a FIFO. */
 	struct stat st;
-	int rc = fstat(fd, &st);
-	int saved = errno;
+	int fd = regfile_open(AT_FDCWD, cfg->path, &st);
+	if (fd == REGFILE_NOT_REGULAR) {
+		snprintf(reason, sizeof(reason), "not a regular file (%s)", regfile_kind(st.st_mode));
+		return fail(err, err_cap, cfg, -EINVAL, reason);
+	}
+	if (fd < 0)
+		return fail(err, err_cap, cfg, fd, strerror(-fd));
 	close(fd);
-	if (rc < 0)
-		return fail(err, err_cap, cfg, -saved, strerror(saved));
-	if (!S_ISREG(st.st_mode))
-		return fail(err, err_cap, cfg, -EINVAL, "not a regular file");
 	out->file_bytes = (uint64_t)st.st_size;
 
 	struct arena_pipeline *d = &out->desc;

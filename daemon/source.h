@@ -34,10 +34,12 @@ struct source {
 };
 
 /*
- * Checks the pipeline's file (an imagefolder's tree: daemon/imagefolder.h)
- * and computes its layout. Returns 0, or -errno
+ * Checks the pipeline's file (an imagefolder's tree: daemon/imagefolder.h;
+ * tar shards: daemon/tarshard.h) and computes its layout. Never blocks on
+ * a FIFO or opens a device (common/regfile.h). Returns 0, or -errno
  * with err = `pipeline "NAME": PATH: reason` (missing file, not a regular
- * file, size not fitting the layout, fewer samples than one batch).
+ * file: "not a regular file (a FIFO)", size not fitting the layout, fewer
+ * samples than one batch).
  */
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
 void source_close(struct source *s);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/regfile.h"
+
 #define BLOCK 512u
 #define NAME_MAX_BYTES 4096u /* a GNU long name or pax path longer than this is refused */
 #define LABEL_MAX_BYTES 64u  /* a .cls member's text */
@@ -363,20 +365,22 @@ static int shard_fail(struct shard_scan *s, int code, const char *why)
 
 static int scan_shard(struct shard_scan *s)
 {
-	s->fd = open(s->path, O_RDONLY | O_CLOEXEC);
-	if (s->fd < 0)
-		return shard_fail(s, errno, strerror(errno));
 	struct stat st;
-	int err;
-	if (fstat(s->fd, &st) < 0) {
-		err = shard_fail(s, errno, strerror(errno));
-	} else if (!S_ISREG(st.st_mode)) {
-		err = shard_fail(s, EINVAL, "not a regular file");
-	} else {
-		s->file_bytes = (uint64_t)st.st_size;
-		s->open = false;
-		err = scan_members(s);
+	s->fd = regfile_open(AT_FDCWD, s->path, &st);
+	if (s->fd == REGFILE_NOT_REGULAR) {
+		char why[64];
+		snprintf(why, sizeof(why), "not a regular file (%s)", regfile_kind(st.st_mode));
+		s->fd = -1;
+		return shard_fail(s, EINVAL, why);
 	}
+	if (s->fd < 0) {
+		int code = -s->fd;
+		s->fd = -1;
+		return shard_fail(s, code, strerror(code));
+	}
+	s->file_bytes = (uint64_t)st.st_size;
+	s->open = false;
+	int err = scan_members(s);
 	close(s->fd);
 	s->fd = -1;
 	return err;

@@ -29,7 +29,9 @@
  * or a damaged one), a member running past the end of the file, a
  * truncated header, a sample with no image or no label, a label that is
  * not a decimal integer, two members of one sample with the same
- * extension, a shard the pattern names that cannot be opened.
+ * extension, a shard the pattern names that cannot be opened or is not a
+ * regular file ("not a regular file (a FIFO)": never opened, so never
+ * blocked on; common/regfile.h).
  */
 #ifndef LDR_DAEMON_TARSHARD_H
 #define LDR_DAEMON_TARSHARD_H

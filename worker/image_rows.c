@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/regfile.h"
 #include "worker/reader_impl.h"
+#include "worker/worker.h"
 
 #define IMAGE_ATTEMPTS 8 /* on_error = substitute: replacements tried per bad image */
 
@@ -129,23 +131,25 @@ void image_release(struct reader_read *rd)
 }
 
 /* Shard i's descriptor, opened on first use and kept. When the process is
- * out of descriptors, the kept ones are closed and the open tried again. */
+ * out of descriptors, the kept ones are closed and the open tried again.
+ * A shard that is no longer a regular file is REGFILE_NOT_REGULAR, never
+ * a blocked open. */
 static int shard_fd(struct reader_pipeline *p, uint32_t i)
 {
 	if (p->shard_fds[i] >= 0)
 		return p->shard_fds[i];
 	const char *path = p->paths + p->shards[i].path_offset;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+	int fd = regfile_open(AT_FDCWD, path, NULL);
+	if (fd == -EMFILE || fd == -ENFILE) {
 		for (uint32_t k = 0; k < p->n_shards; k++)
 			if (p->shard_fds[k] >= 0) {
 				close(p->shard_fds[k]);
 				p->shard_fds[k] = -1;
 			}
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = regfile_open(AT_FDCWD, path, NULL);
 	}
 	if (fd < 0)
-		return -errno;
+		return fd;
 	p->shard_fds[i] = fd;
 	return fd;
 }
@@ -166,9 +170,9 @@ static int image_arm(struct reader_read *rd)
 	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
 		return -EFBIG;
 	int fd = p->n_shards > 0 ? shard_fd(p, e->shard) :
-		 openat(p->fd, p->paths + e->path_offset, O_RDONLY | O_CLOEXEC);
+		 regfile_open(p->fd, p->paths + e->path_offset, NULL);
 	if (fd < 0)
-		return p->n_shards > 0 ? fd : -errno;
+		return fd;
 	rd->buf = malloc(e->file_bytes);
 	if (!rd->buf) {
 		if (p->n_shards == 0)
@@ -207,11 +211,16 @@ bool image_retry(struct reader_read *rd, int status)
 			it->bad_status = status;
 			it->bad_index = rd->sample;
 		}
+		if (rd->attempt == 0)
+			rd->asked_status = status;
 		image_release(rd);
 		if (p->img->params.on_error != 0 || rd->attempt >= IMAGE_ATTEMPTS ||
 		    status == -ENOMEM || p->n_samples < 2) {
+			/* The row names the sample asked for: its own reason,
+			 * and how many replacements were tried (reader.h). */
 			rd->len = 0;
-			reader_item_fail(it, rd->row, status, 0);
+			reader_item_fail(it, rd->row, rd->asked_status,
+					 WORKER_DETAIL_IMAGE | rd->attempt);
 			return false;
 		}
 		it->n_bad++;

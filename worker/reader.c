@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/regfile.h"
 #include "worker/reader_impl.h"
 
 #define READER_URING_DEPTH 256
@@ -106,7 +107,9 @@ static int pipeline_check(const struct reader *r, const struct arena_pipeline *p
 }
 
 /* The checked pipeline, its data file open. An open failure is not
- * remembered: the next item tries again. */
+ * remembered: the next item tries again. A data file that is no longer a
+ * regular file (swapped for a FIFO, a device or a directory since start)
+ * is REGFILE_NOT_REGULAR, never a blocked open (common/regfile.h). */
 static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out)
 {
 	if (index >= r->n_pipelines)
@@ -118,10 +121,13 @@ static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */
-		int fd = open(p->path, O_RDONLY | O_CLOEXEC |
-			      (rp->kind == ARENA_SOURCE_IMAGES ? O_DIRECTORY : 0));
+		/* An imagefolder's root: O_DIRECTORY refuses a FIFO before
+		 * open could block on it. */
+		int fd = rp->kind == ARENA_SOURCE_IMAGES ?
+			 open(p->path, O_RDONLY | O_CLOEXEC | O_DIRECTORY) :
+			 regfile_open(AT_FDCWD, p->path, NULL);
 		if (fd < 0)
-			return -errno;
+			return rp->kind == ARENA_SOURCE_IMAGES ? -errno : fd;
 		rp->fd = fd;
 	}
 	*out = rp;

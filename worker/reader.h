@@ -13,7 +13,15 @@
  *   bad_row naming the row; nothing is written outside the slot it names.
  * - A read error fails the item with that -errno; end of file before a
  *   sample is complete fails it with -ENODATA and detail = bytes of that
- *   sample read. bad_row is the lowest failing row of the item.
+ *   sample read; a data file (or image, or tar shard) that is not a
+ *   regular file any more fails it with REGFILE_NOT_REGULAR (-ESPIPE,
+ *   common/regfile.h), never blocking the worker. bad_row is the lowest
+ *   failing row of the item.
+ * - An image row that fails (no replacement could be used, or
+ *   on_error = fail) reports the status of the sample the command named
+ *   (not of its last replacement) and detail = WORKER_DETAIL_IMAGE | the
+ *   number of replacements tried (worker/worker.h). An item that fails
+ *   before any image row (its pipeline unusable) has detail 0.
  * - A completion is posted only once no read of the item is in flight, so
  *   the master may reuse the slot as soon as it sees it.
  * - WORK_EXIT: completes the items already in hand, takes no further

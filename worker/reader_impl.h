@@ -58,6 +58,7 @@ struct reader_read {
 	uint64_t asked;   /* images: the sample the command named */
 	uint8_t *label;   /* images: the row's int64 label */
 	uint32_t attempt; /* images: replacements tried */
+	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
 };

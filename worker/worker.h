@@ -6,7 +6,17 @@
  *
  *   loaderd-worker --index N --parent PID
  *
- * with these inherited descriptors (everything else is closed):
+ * Before that (at start, and for `loaderd --check-config`) the master runs
+ *
+ *   loaderd-worker --probe
+ *
+ * which prints exactly one line, "loaderd-worker VERSION arena N\n"
+ * (LOADERD_VERSION and ARENA_VERSION of its build), and exits 0, touching
+ * nothing else: no arena, no descriptor beyond stdout. The master refuses
+ * a worker_program that answers anything else (daemon/workerprobe.h).
+ *
+ * A worker proper gets these inherited descriptors (everything else is
+ * closed):
  *   0      /dev/null
  *   1, 2   the master's stdout and stderr (the journal under systemd)
  *   3      the arena (shm/arena.h), mapped read-write
@@ -29,6 +39,10 @@
 #define WORKER_FD_ARENA 3
 #define WORKER_FD_CMD 4
 #define WORKER_FD_DONE 5
+
+/* work_done.detail of a failed image row: this flag, or'ed with the number
+ * of replacements tried (worker/reader.h). */
+#define WORKER_DETAIL_IMAGE (1ull << 32)
 
 enum worker_exit {
 	WORKER_EXIT_OK = 0,      /* told to exit (WORK_EXIT), or the master is gone */

@@ -1,8 +1,8 @@
 /*
  * loaderd-worker: the worker process the master spawns (worker/worker.h).
- * This file is start-up only: arguments, tie to the master's life, attach
- * the arena, then the event loop (worker/reader.h). Exit codes are the
- * contract of worker.h.
+ * This file is start-up only: arguments (and the --probe answer), tie to
+ * the master's life, attach the arena, then the event loop
+ * (worker/reader.h). Exit codes are the contract of worker.h.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -66,7 +66,8 @@ static int parse_args(int argc, char **argv, struct worker_args *out)
 		}
 	}
 	if (!have_index || !have_parent) {
-		log_error("usage: loaderd-worker --index N --parent PID (started by loaderd)");
+		log_error("usage: loaderd-worker --index N --parent PID (started by loaderd), "
+			  "or loaderd-worker --probe");
 		return -EINVAL;
 	}
 	return 0;
@@ -96,8 +97,19 @@ static int signals_setup(void)
 	return 0;
 }
 
+/* `loaderd-worker --probe`: the master runs this before it starts (and for
+ * --check-config) to learn that worker_program is a loaderd worker of its
+ * own version. One line on stdout, nothing else touched (worker.h). */
+static int probe(void)
+{
+	printf("loaderd-worker %s arena %d\n", LOADERD_VERSION, ARENA_VERSION);
+	return fflush(stdout) == 0 && !ferror(stdout) ? WORKER_EXIT_OK : WORKER_EXIT_SYSTEM;
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 2 && strcmp(argv[1], "--probe") == 0)
+		return probe();
 	log_init("loaderd-worker", LOG_LEVEL_INFO);
 	struct worker_args args = {0};
 	if (parse_args(argc, argv, &args) < 0)

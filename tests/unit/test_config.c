@@ -505,15 +505,60 @@ static void test_error_unreadable(void **state)
 	char want[PATH_MAX + 64];
 	snprintf(want, sizeof(want), "%s: %s", missing, strerror(ENOENT));
 	assert_string_equal(err, want);
-	assert_int_equal(config_load(tmp_dir, cfg, err, sizeof(err)), -EISDIR);
-	snprintf(want, sizeof(want), "%s: %s", tmp_dir, strerror(EISDIR));
+	/* Not a regular file: refused from its stat, never opened (a FIFO
+	 * would block until a writer came). */
+	assert_int_equal(config_load(tmp_dir, cfg, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s: not a regular file (a directory)", tmp_dir);
 	assert_string_equal(err, want);
+	char fifo[PATH_MAX + 32];
+	snprintf(fifo, sizeof(fifo), "%s/fifo.conf", tmp_dir);
+	assert_int_equal(mkfifo(fifo, 0600), 0);
+	assert_int_equal(config_load(fifo, cfg, err, sizeof(err)), -EINVAL);
+	snprintf(want, sizeof(want), "%s: not a regular file (a FIFO)", fifo);
+	assert_string_equal(err, want);
+	assert_int_equal(unlink(fifo), 0);
+	assert_int_equal(config_load("/dev/null", cfg, err, sizeof(err)), -EINVAL);
+	assert_string_equal(err, "/dev/null: not a regular file (a character device)");
 	/* A small or absent message buffer is never overrun. */
 	assert_int_equal(load_text("[daemon]\nwokers = 1\n"), -EINVAL);
 	char small[8] = "xxxxxxx";
 	assert_int_equal(config_load(conf_path, cfg, small, 4), -EINVAL);
 	assert_int_equal(strlen(small), 3);
 	assert_int_equal(config_load(conf_path, cfg, NULL, 0), -EINVAL);
+}
+
+/* config_key_line: the line each key was set on, 0 when left to its
+ * default or not a key of the section. */
+static void test_key_lines(void **state)
+{
+	assert_int_equal(load_text("; a comment\n"
+				   "[daemon]\n"
+				   "workers = 1\n"
+				   "\n"
+				   "socket_group = training\n"
+				   "[pipeline.a]\n"
+				   "batch_size = 4\n"
+				   "source = raw:/data/a.bin\n"
+				   "record_bytes = 8\n"
+				   "[pipeline.b]\n"
+				   "  source = tokens:/data/b.bin ; indented\n"
+				   "token_dtype = uint16\n"
+				   "seq_len = 3\n"
+				   "batch_size = 1\n"), 0);
+	assert_int_equal(config_key_line(cfg, NULL, "workers"), 3);
+	assert_int_equal(config_key_line(cfg, NULL, "socket_group"), 5);
+	assert_int_equal(config_key_line(cfg, NULL, "worker_program"), 0);
+	assert_int_equal(config_key_line(cfg, NULL, "source"), 0);
+	assert_int_equal(config_key_line(cfg, NULL, "nonsense"), 0);
+	assert_int_equal(config_key_line(cfg, config_pipeline(cfg, "a"), "source"), 8);
+	assert_int_equal(config_key_line(cfg, config_pipeline(cfg, "a"), "batch_size"), 7);
+	assert_int_equal(config_key_line(cfg, config_pipeline(cfg, "a"), "seed"), 0);
+	assert_int_equal(config_key_line(cfg, config_pipeline(cfg, "b"), "source"), 11);
+	assert_int_equal(config_key_line(cfg, config_pipeline(cfg, "b"), "workers"), 0);
+	/* A file without those keys: all 0, also after a load that set them. */
+	assert_int_equal(load_text("[daemon]\nworkers = 2\n"), 0);
+	assert_int_equal(config_key_line(cfg, NULL, "socket_group"), 0);
+	assert_int_equal(config_key_line(cfg, NULL, "workers"), 2);
 }
 
 static void test_lines(void **state)
@@ -756,6 +801,7 @@ int main(void)
 		cmocka_unit_test(test_diff),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_error_unreadable),
+		cmocka_unit_test(test_key_lines),
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_values),

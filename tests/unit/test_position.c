@@ -1,6 +1,7 @@
 /*
  * Unit tests for common/position: the token's text form is exact in both
- * directions, and a position saved after some batches at one world size
+ * directions; every field is bounded and checked, and a refusal names the
+ * field and why; a position saved after some batches at one world size
  * resumes at another so that every sample of the epoch is consumed once.
  */
 #include <setjmp.h>
@@ -23,7 +24,7 @@ static void check_round_trip(const struct position *p, const char *expect)
 	assert_int_equal(position_format(p, buf, sizeof(buf)), 0);
 	assert_string_equal(buf, expect);
 	memset(&q, 0xa5, sizeof(q));
-	assert_int_equal(position_parse(buf, &q), 0);
+	assert_int_equal(position_parse(buf, &q, NULL, 0), 0);
 	assert_int_equal(q.seed, p->seed);
 	assert_int_equal(q.n_samples, p->n_samples);
 	assert_int_equal(q.epoch, p->epoch);
@@ -35,12 +36,14 @@ static void test_format_parse_round_trip(void **state)
 	check_round_trip(&(struct position){0, 1, 0, 0}, "ldr1:0:1:0:0");
 	check_round_trip(&(struct position){42, 1000, 3, 640}, "ldr1:42:1000:3:640");
 	check_round_trip(&(struct position){7, 1000, 0, 1000}, "ldr1:7:1000:0:1000");
-	check_round_trip(&(struct position){UINT64_MAX, UINT64_MAX, UINT64_MAX, UINT64_MAX},
+	/* The largest value of every field (EPOCH's is 2^32 - 1). */
+	check_round_trip(&(struct position){UINT64_MAX, UINT64_MAX, POSITION_EPOCHS - 1, UINT64_MAX},
 			 "ldr1:18446744073709551615:18446744073709551615:"
-			 "18446744073709551615:18446744073709551615");
-	/* The longest token fits POSITION_TEXT_MAX. */
-	assert_true(strlen("ldr1:18446744073709551615:18446744073709551615:"
-			   "18446744073709551615:18446744073709551615") < POSITION_TEXT_MAX);
+			 "4294967295:18446744073709551615");
+	/* The longest token position_format can write fits POSITION_TEXT_MAX. */
+	char buf[POSITION_TEXT_MAX];
+	assert_int_equal(position_format(&(struct position){UINT64_MAX, UINT64_MAX, UINT64_MAX,
+							      UINT64_MAX}, buf, sizeof(buf)), 0);
 }
 
 static void test_format_needs_room(void **state)
@@ -101,10 +104,19 @@ static void test_parse_rejects_malformed(void **state)
 		"ldr1:1:10:0:11",       /* offset > n_samples */
 		"ldr1:1:0:0:1",
 		"ldr1:1:18446744073709551614:0:18446744073709551615",
+		"ldr1:1:20:4294967296:4", /* epoch not below 2^32 */
+		"ldr1:1:20:18446744073709551615:0",
+		"ldr1:1:20:99999999999:0",
+		"ldr1:01:20:3:4",       /* leading zeros: not as position_format writes */
+		"ldr1:1:020:3:4",
+		"ldr1:1:20:00:4",
+		"ldr1:1:20:3:0000000000000000000000004",
+		"ldr1:1:2\x80:3:4",     /* bytes beyond ASCII */
+		"ldr1:\xd9\xa1:20:3:4", /* a non-ASCII digit (Arabic-Indic one) */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct position p = {11, 22, 33, 44};
-		if (position_parse(bad[i], &p) != -EINVAL)
+		if (position_parse(bad[i], &p, NULL, 0) != -EINVAL)
 			fail_msg("accepted \"%s\"", bad[i]);
 		/* A rejected token leaves the output alone. */
 		assert_int_equal(p.seed, 11);
@@ -114,11 +126,80 @@ static void test_parse_rejects_malformed(void **state)
 	}
 	/* The largest values and the boundaries just inside are accepted. */
 	struct position p;
-	assert_int_equal(position_parse("ldr1:18446744073709551615:2:3:0", &p), 0);
+	assert_int_equal(position_parse("ldr1:18446744073709551615:2:3:0", &p, NULL, 0), 0);
 	assert_int_equal(p.seed, UINT64_MAX);
-	assert_int_equal(position_parse("ldr1:1:10:0:10", &p), 0);
+	assert_int_equal(position_parse("ldr1:1:10:0:10", &p, NULL, 0), 0);
 	assert_int_equal(p.offset, 10);
-	assert_int_equal(position_parse("ldr1:1:0:0:0", &p), 0);
+	assert_int_equal(position_parse("ldr1:1:0:0:0", &p, NULL, 0), 0);
+	assert_int_equal(position_parse("ldr1:0:0:4294967295:0", &p, NULL, 0), 0);
+	assert_int_equal(p.epoch, POSITION_EPOCHS - 1);
+}
+
+/* Each refusal names the field at fault and why, with the field's bytes
+ * quoted so that a client's token cannot forge a log line. */
+static void test_parse_explains(void **state)
+{
+	static const struct {
+		const char *token, *why;
+	} cases[] = {
+		{"", "it does not start with \"ldr1:\""},
+		{"ldr2:1:2:3:0", "it does not start with \"ldr1:\""},
+		{"ldr1:1:20:3", "it has 3 fields after \"ldr1:\", not 4 (SEED:N:EPOCH:OFFSET)"},
+		{"ldr1:1", "it has 1 field after \"ldr1:\", not 4 (SEED:N:EPOCH:OFFSET)"},
+		{"ldr1:1:20:3:4:5", "it has more than 4 fields after \"ldr1:\" (SEED:N:EPOCH:OFFSET)"},
+		{"ldr1::20:3:4", "SEED is empty"},
+		{"ldr1:1::3:4", "N is empty"},
+		{"ldr1:1:20::4", "EPOCH is empty"},
+		{"ldr1:1:20:3:", "OFFSET is empty"},
+		{"ldr1:+1:20:3:4", "SEED \"+1\" is not a decimal number (digits only)"},
+		{"ldr1:1:-20:3:4", "N \"-20\" is not a decimal number (digits only)"},
+		{"ldr1:1:20: 3:4", "EPOCH \" 3\" is not a decimal number (digits only)"},
+		{"ldr1:1:20:3:4\n", "OFFSET \"4\\n\" is not a decimal number (digits only)"},
+		{"ldr1:1:20:3:4\r\nINFO forged", "OFFSET \"4\\r\\nINFO forged\" is not a decimal "
+		 "number (digits only)"},
+		{"ldr1:18446744073709551616:20:3:4",
+		 "SEED \"18446744073709551616\" is larger than 18446744073709551615"},
+		{"ldr1:1:99999999999999999999999:3:4",
+		 "N \"99999999999999999999999\" is larger than 18446744073709551615"},
+		{"ldr1:1:20:007:4", "EPOCH \"007\" has a leading zero"},
+		{"ldr1:1:20:18446744073709551615:0",
+		 "EPOCH 18446744073709551615 is not below 4294967296 (2^32), the number of epochs a "
+		 "stream has"},
+		{"ldr1:1:20:4294967296:0",
+		 "EPOCH 4294967296 is not below 4294967296 (2^32), the number of epochs a stream has"},
+		{"ldr1:1:10:0:11", "OFFSET 11 is larger than N 10"},
+		{"ldr1:1:20:3:xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+		 "OFFSET \"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx...\" is not a decimal number (digits only)"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char why[200] = "(unset)";
+		struct position p;
+		assert_int_equal(position_parse(cases[i].token, &p, why, sizeof(why)), -EINVAL);
+		if (strcmp(why, cases[i].why) != 0)
+			fail_msg("token \"%s\": why is \"%s\", expected \"%s\"", cases[i].token, why,
+				 cases[i].why);
+	}
+	/* A short buffer is cut, never overrun. */
+	char small[8];
+	struct position p;
+	assert_int_equal(position_parse("ldr1:1:20:4294967296:0", &p, small, sizeof(small)), -EINVAL);
+	assert_int_equal(strlen(small), sizeof(small) - 1);
+}
+
+/* A stream's position after the last batch of its last epoch is past the
+ * bound: position_after_batch does not wrap, and the token it gives is
+ * refused (the daemon ends such a stream: daemon/sched.c). */
+static void test_last_epoch(void **state)
+{
+	struct position p;
+	position_after_batch(5, 100, 1, POSITION_EPOCHS - 1, 0, 90, 10, 1, &p);
+	assert_int_equal(p.epoch, POSITION_EPOCHS);
+	assert_int_equal(p.offset, 0);
+	char token[POSITION_TEXT_MAX], why[200];
+	assert_int_equal(position_format(&p, token, sizeof(token)), 0);
+	assert_string_equal(token, "ldr1:5:100:4294967296:0");
+	assert_int_equal(position_parse(token, &p, why, sizeof(why)), -EINVAL);
+	assert_non_null(strstr(why, "EPOCH 4294967296 is not below"));
 }
 
 static void test_after_batch(void **state)
@@ -182,7 +263,7 @@ static void check_resume(uint64_t n, uint32_t batch_size, bool shuffle, uint32_t
 	}
 
 	struct position at;
-	assert_int_equal(position_parse(saved, &at), 0);
+	assert_int_equal(position_parse(saved, &at, NULL, 0), 0);
 	assert_int_equal(at.seed, seed);
 	assert_int_equal(at.n_samples, n);
 	assert_int_equal(at.epoch, epoch);
@@ -256,7 +337,7 @@ static void test_resume_chain(void **state)
 		bool final = hop + 1 == sizeof(worlds) / sizeof(worlds[0]);
 		char token[POSITION_TEXT_MAX];
 		assert_int_equal(position_format(&at, token, sizeof(token)), 0);
-		assert_int_equal(position_parse(token, &at), 0);
+		assert_int_equal(position_parse(token, &at, NULL, 0), 0);
 		uint64_t g = at.offset;
 		struct position next = {0};
 		for (uint32_t rank = 0; rank < w; rank++) {
@@ -291,6 +372,8 @@ int main(void)
 		cmocka_unit_test(test_format_parse_round_trip),
 		cmocka_unit_test(test_format_needs_room),
 		cmocka_unit_test(test_parse_rejects_malformed),
+		cmocka_unit_test(test_parse_explains),
+		cmocka_unit_test(test_last_epoch),
 		cmocka_unit_test(test_after_batch),
 		cmocka_unit_test(test_resume_with_other_world),
 		cmocka_unit_test(test_resume_chain),

@@ -3,6 +3,9 @@
  * master drives it (worker/worker.h): a real arena, real data files, real
  * eventfds, fork+exec with fds 3/4/5. Every behaviour runs twice: with
  * io_uring, and with io_uring_setup refused by a seccomp filter (pread).
+ * A data file that is not a regular file when the worker first opens it
+ * (a FIFO, a symlink to one, a directory, a device, a socket: as if
+ * swapped since start) fails its items with -ESPIPE, never blocking.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,6 +24,7 @@
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -43,7 +47,11 @@
 #define DEADLINE_MS 20000
 #define CHILD_NO_SECCOMP 77 /* the child could not install its filter */
 
-enum { PIPE_RAW, PIPE_TOKENS, PIPE_MISSING, N_PIPES };
+enum {
+	PIPE_RAW, PIPE_TOKENS, PIPE_MISSING,
+	PIPE_FIFO, PIPE_FIFO_LINK, PIPE_DIR, PIPE_DEV_ZERO, PIPE_SOCKET, /* not regular files */
+	N_PIPES
+};
 
 struct fixture {
 	bool no_uring; /* the worker runs under a filter refusing io_uring_setup */
@@ -51,6 +59,7 @@ struct fixture {
 	char raw_path[128];
 	char tok_path[128];
 	char missing_path[128];
+	char fifo_path[128], link_path[128], socket_path[128];
 	uint8_t raw[RAW_SAMPLES * RAW_RECORD_BYTES];
 	uint16_t tokens[TOK_N_TOKENS];
 	struct arena arena;
@@ -143,6 +152,19 @@ static int fixture_setup(void **state)
 		      (TOK_SEQ_LEN + 1) * 2, TOK_SEQ_LEN * 2, 2, 8);
 	pipeline_fill(fx, PIPE_MISSING, ARENA_SOURCE_RAW, fx->missing_path, 10, RAW_RECORD_BYTES,
 		      RAW_RECORD_BYTES, 1, 1);
+	snprintf(fx->fifo_path, sizeof(fx->fifo_path), "%s/fifo.bin", fx->dir);
+	snprintf(fx->link_path, sizeof(fx->link_path), "%s/link.bin", fx->dir);
+	snprintf(fx->socket_path, sizeof(fx->socket_path), "%s/socket.bin", fx->dir);
+	assert_int_equal(mkfifo(fx->fifo_path, 0600), 0);
+	assert_int_equal(symlink(fx->fifo_path, fx->link_path), 0);
+	assert_int_equal(mknod(fx->socket_path, S_IFSOCK | 0600, 0), 0); /* as bind(2) leaves one */
+	const char *odd[] = {
+		[PIPE_FIFO] = fx->fifo_path, [PIPE_FIFO_LINK] = fx->link_path, [PIPE_DIR] = fx->dir,
+		[PIPE_DEV_ZERO] = "/dev/zero", [PIPE_SOCKET] = fx->socket_path,
+	};
+	for (uint32_t i = PIPE_FIFO; i < N_PIPES; i++)
+		pipeline_fill(fx, i, ARENA_SOURCE_RAW, odd[i], 10, RAW_RECORD_BYTES, RAW_RECORD_BYTES,
+			      1, 1);
 	reset_rings(fx);
 	/* Non-blocking, as an event loop would make them: the worker must
 	 * cope with either. */
@@ -390,6 +412,9 @@ static int fixture_teardown(void **state)
 	unlink(fx->raw_path);
 	unlink(fx->tok_path);
 	unlink(fx->missing_path);
+	unlink(fx->socket_path);
+	unlink(fx->link_path);
+	unlink(fx->fifo_path);
 	rmdir(fx->dir);
 	free(fx);
 	return 0;
@@ -480,6 +505,45 @@ static void test_bad_commands(void **state)
 	assert_int_equal(d.status, 0);
 	check_row(fx, PIPE_RAW, 1, 0, 9);
 	check_row(fx, PIPE_RAW, 1, 2, 4);
+	stop_worker(fx);
+}
+
+/* Items of pipelines whose file is not a regular file fail with -ESPIPE
+ * (REGFILE_NOT_REGULAR) at once: nothing waits for a FIFO's writer, and
+ * /dev/zero's endless zeros are never delivered as data. The worker goes
+ * on serving the other pipelines. */
+static void test_not_regular(void **state)
+{
+	struct fixture *fx = *state;
+	start_worker(fx);
+	uint64_t samples[4] = {0, 3, 9, 1};
+	struct work_cmd cmds[N_PIPES - PIPE_FIFO + 1];
+	size_t n = 0;
+	for (uint32_t pipe = PIPE_FIFO; pipe < N_PIPES; pipe++)
+		cmds[n++] = read_cmd(fx, pipe, 0, 8 * pipe, 4, samples);
+	cmds[n++] = read_cmd(fx, PIPE_RAW, 1, 0, 4, samples);
+	fill_slots(fx, 0xa5);
+	send(fx, cmds, n);
+	for (size_t i = 0; i < n; i++) {
+		struct work_done d;
+		assert_true(wait_done(fx, &d));
+		size_t j = (size_t)(d.item_id - cmds[0].item_id);
+		assert_true(j < n);
+		if (cmds[j].pipeline == PIPE_RAW) {
+			assert_int_equal(d.status, 0);
+			continue;
+		}
+		if (d.status != -ESPIPE || d.bad_row != cmds[j].first_row)
+			fail_msg("pipeline %u: status %d row %u, expected %d (not a regular file) row %u",
+				 cmds[j].pipeline, d.status, d.bad_row, -ESPIPE, cmds[j].first_row);
+	}
+	for (uint32_t k = 0; k < 4; k++)
+		check_row(fx, PIPE_RAW, 1, k, samples[k]);
+	/* Nothing was written for the failed items (/dev/zero's zeros
+	 * included). */
+	const uint8_t *p = slot_row(fx, 0, 0, 1);
+	for (uint64_t b = 0; b < (uint64_t)8 * N_PIPES * RAW_RECORD_BYTES; b++)
+		assert_int_equal(p[b], 0xa5);
 	stop_worker(fx);
 }
 
@@ -598,6 +662,9 @@ static void test_bad_argv(void **state)
 		{"loaderd-worker", "--index", "256", "--parent", me, NULL},
 		/* The arena holds rings for N_WORKERS workers only. */
 		{"loaderd-worker", "--index", "2", "--parent", me, NULL},
+		/* --probe is a mode of its own, alone */
+		{"loaderd-worker", "--probe", "--index", "0", "--parent", me, NULL},
+		{"loaderd-worker", "--index", "0", "--parent", me, "--probe", NULL},
 	};
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
 		expect_argv_exit(fx, cases[i], WORKER_EXIT_USAGE);
@@ -655,6 +722,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		BOTH_MODES(test_serves_rows),
 		BOTH_MODES(test_bad_commands),
+		BOTH_MODES(test_not_regular),
 		BOTH_MODES(test_file_shrank),
 		BOTH_MODES(test_exit_finishes_items),
 		BOTH_MODES(test_sigterm),

@@ -1,0 +1,176 @@
+/* preflight: the checks before loaderd creates anything (preflight.h). */
+#include "daemon/preflight.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "daemon/workerprobe.h"
+
+#define GROUP_BUF_MAX (1u << 20) /* getgrnam_r's buffer grows up to this */
+
+static uint64_t align_arena(uint64_t v)
+{
+	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+}
+
+/* "FILE:LINE: " when the file sets the [daemon] key, else "". */
+static const char *where(const struct config *cfg, const char *key, char *buf, size_t cap)
+{
+	int line = config_key_line(cfg, NULL, key);
+	if (line > 0)
+		snprintf(buf, cap, "%s:%d: ", cfg->file, line);
+	else
+		buf[0] = '\0';
+	return buf;
+}
+
+void preflight_arena_sizing(const struct config *cfg, const struct source *sources,
+			    struct arena_sizing *out)
+{
+	memset(out, 0, sizeof(*out));
+	uint64_t slot_bytes = ARENA_ALIGN;
+	for (size_t i = 0; i < cfg->n_pipelines; i++)
+		if (sources[i].batch_bytes > slot_bytes)
+			slot_bytes = sources[i].batch_bytes;
+	slot_bytes = align_arena(slot_bytes);
+	/* Image pipelines' sample lists: entries, then shards, then paths, each aligned. */
+	uint64_t indexes_bytes = 0;
+	for (size_t i = 0; i < cfg->n_pipelines; i++) {
+		const struct image_index *ix = &sources[i].index;
+		out->index_at[i] = indexes_bytes;
+		indexes_bytes += align_arena(ix->n * sizeof(struct arena_image)) +
+				 align_arena(ix->n_shards * sizeof(struct arena_shard)) +
+				 align_arena(ix->paths_bytes);
+	}
+	out->plan = (struct arena_plan){
+		.n_pipelines = (uint32_t)cfg->n_pipelines, .n_workers = cfg->max_workers,
+		.n_slots = cfg->staging_slots, .slot_bytes = slot_bytes,
+		.indexes_bytes = indexes_bytes,
+	};
+	out->bytes = arena_plan_bytes(&out->plan);
+}
+
+int preflight_arena(const struct config *cfg, const struct arena_sizing *sz,
+		    const struct memavail_paths *paths, char *err, size_t err_cap)
+{
+	char at[PATH_MAX + 32], what[256];
+	snprintf(what, sizeof(what), "%u staging slots of %" PRIu64 " bytes (the largest batch)%s",
+		 sz->plan.n_slots, sz->plan.slot_bytes,
+		 sz->plan.indexes_bytes ? " and the image file lists" : "");
+	if (sz->bytes > cfg->shm_bytes) {
+		snprintf(err, err_cap, "%sshared memory: %s need %" PRIu64 " bytes, over shm_bytes = %"
+			 PRIu64 "; raise shm_bytes or lower staging_slots or batch_size",
+			 where(cfg, "shm_bytes", at, sizeof(at)), what, sz->bytes, cfg->shm_bytes);
+		return -ENOSPC;
+	}
+	struct memavail mem;
+	memavail_read(paths, &mem);
+	if (sz->bytes > mem.bytes) {
+		snprintf(err, err_cap, "shared memory: %s need %" PRIu64 " bytes, but only %" PRIu64
+			 " bytes of memory are available (%s); lower staging_slots or batch_size, "
+			 "or give loaderd more memory", what, sz->bytes, mem.bytes, mem.source);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap)
+{
+	if (!cfg->socket_group[0])
+		return 0;
+	char at[PATH_MAX + 32];
+	long hint = sysconf(_SC_GETGR_R_SIZE_MAX);
+	size_t cap = hint > 0 ? (size_t)hint : 4096;
+	for (;;) {
+		char *buf = malloc(cap);
+		if (!buf) {
+			snprintf(err, err_cap, "out of memory");
+			return -ENOMEM;
+		}
+		struct group gr, *found = NULL;
+		int rc = getgrnam_r(cfg->socket_group, &gr, buf, cap, &found);
+		free(buf);
+		if (rc == ERANGE && cap < GROUP_BUF_MAX) {
+			cap *= 2;
+			continue;
+		}
+		if (rc == 0 && found)
+			return 0;
+		where(cfg, "socket_group", at, sizeof(at));
+		if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM) {
+			snprintf(err, err_cap, "%s[daemon] socket_group: \"%s\" is not a group on this "
+				 "system", at, cfg->socket_group);
+			return -ENOENT;
+		}
+		snprintf(err, err_cap, "%s[daemon] socket_group: cannot look up group \"%s\": %s", at,
+			 cfg->socket_group, strerror(rc));
+		return -rc;
+	}
+}
+
+int preflight_worker(const struct config *cfg, const char *default_program, int timeout_ms,
+		     char *err, size_t err_cap)
+{
+	const char *program = cfg->worker_program[0] ? cfg->worker_program : default_program;
+	char why[1024], at[PATH_MAX + 32];
+	int rc = worker_probe(program, timeout_ms, why, sizeof(why));
+	if (rc == 0)
+		return 0;
+	if (cfg->worker_program[0])
+		snprintf(err, err_cap, "%s[daemon] worker_program: %s: %s",
+			 where(cfg, "worker_program", at, sizeof(at)), program, why);
+	else
+		snprintf(err, err_cap, "worker program %s (the default; worker_program in [daemon] "
+			 "names another): %s", program, why);
+	return rc;
+}
+
+/* Each pipeline's data; one line per bad pipeline, naming the file and
+ * line of its source. */
+static int open_sources(const struct config *cfg, struct source *sources)
+{
+	int rc = 0;
+	for (size_t i = 0; i < cfg->n_pipelines; i++) {
+		const struct pipeline_cfg *pl = &cfg->pipelines[i];
+		char err[PATH_MAX + 256];
+		if (source_open(pl, &sources[i], err, sizeof(err)) < 0) {
+			int line = config_key_line(cfg, pl, "source");
+			if (cfg->file[0] && line > 0)
+				log_error("%s:%d: %s", cfg->file, line, err);
+			else
+				log_error("%s", err);
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}
+
+int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
+		  struct arena_sizing *sz)
+{
+	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
+	char err[PATH_MAX + 2048];
+	int rc = open_sources(cfg, sources);
+	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		rc = -EINVAL;
+	}
+	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		rc = -EINVAL;
+	}
+	if (rc == 0) { /* the arena's size needs every source */
+		preflight_arena_sizing(cfg, sources, sz);
+		if (preflight_arena(cfg, sz, &mem_paths, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			rc = -EINVAL;
+		}
+	}
+	return rc;
+}

@@ -1,0 +1,61 @@
+/*
+ * preflight: what loaderd checks before it creates anything, the same at
+ * start and for --check-config, so that a configuration that passes the
+ * check does not then fail at start for one of these reasons:
+ *  - the worker program answers `--probe` as a loaderd worker of this
+ *    version (daemon/workerprobe.h);
+ *  - socket_group names a group of this system;
+ *  - the shared-memory arena, sized for the largest batch, the staging
+ *    slots, the worker rings and the image file lists, fits shm_bytes and
+ *    the memory that can hold it (daemon/memavail.h).
+ * The data files are checked before these, by source_open.
+ *
+ * preflight_run runs them all and logs each problem: it is where loaderd
+ * decides that a configuration cannot start. Each single check returns 0,
+ * or -errno with err naming the file and line of the key concerned when
+ * the file sets it ("FILE:LINE: [daemon] KEY: ..."), in config_load's
+ * style.
+ */
+#ifndef LDR_DAEMON_PREFLIGHT_H
+#define LDR_DAEMON_PREFLIGHT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "daemon/config.h"
+#include "daemon/memavail.h"
+#include "daemon/source.h"
+#include "shm/arena.h"
+
+/* The arena's size for a configuration and its opened sources. */
+struct arena_sizing {
+	struct arena_plan plan;
+	uint64_t bytes;                         /* arena_plan_bytes(&plan) */
+	uint64_t index_at[ARENA_PIPELINES_MAX]; /* each image list's offset in the index area */
+};
+
+/* Every check, in order: each pipeline's data (source_open, into
+ * sources[]; its errors prefixed with the file and line of `source`), the
+ * worker program, socket_group, then (when the data is good) the arena,
+ * sized into *sz. Logs each problem found, not only the first. 0 or
+ * -EINVAL. */
+int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
+		  struct arena_sizing *sz);
+
+/* Sizes the arena for the sources (opened, their image lists in hand). */
+void preflight_arena_sizing(const struct config *cfg, const struct source *sources,
+			    struct arena_sizing *out);
+
+/* The arena against shm_bytes, then against the memory paths tell of. */
+int preflight_arena(const struct config *cfg, const struct arena_sizing *sz,
+		    const struct memavail_paths *paths, char *err, size_t err_cap);
+
+/* socket_group (when set) is a group getgrnam_r knows. */
+int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap);
+
+/* The worker program loaderd will spawn: cfg->worker_program, or
+ * default_program when the file leaves it empty. */
+int preflight_worker(const struct config *cfg, const char *default_program, int timeout_ms,
+		     char *err, size_t err_cap);
+
+#endif
