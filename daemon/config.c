@@ -47,6 +47,9 @@
 #define STAGING_SLOTS_MAX 1024
 #define DEPTH_MAX 1024
 #define CLIENTS_MAX 4096
+#define HANDSHAKES_MAX 4096
+#define HANDSHAKE_TIMEOUT_MS_MIN 100
+#define HANDSHAKE_TIMEOUT_MS_MAX 600000
 #define RECORD_BYTES_MAX (1ull << 30)
 #define SEQ_LEN_MAX (1ull << 24)
 #define PIPELINE_NAME_MAX (PROTO_NAME_MAX - 1)
@@ -107,7 +110,7 @@ enum daemon_key {
 	DK_SOCKET, DK_WORKERS, DK_SHM_BYTES, DK_STAGING_SLOTS, DK_DEFAULT_DEPTH,
 	DK_MAX_DEPTH, DK_MAX_CLIENTS, DK_SOCKET_GROUP, DK_SOCKET_MODE,
 	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
-	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_COUNT,
+	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_HANDSHAKE_TIMEOUT_MS, DK_MAX_HANDSHAKES, DK_COUNT,
 };
 
 static const struct key_spec daemon_keys[DK_COUNT] = {
@@ -134,6 +137,10 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 			     PROTO_DEVICE_SLOTS_MAX, 0},
 	/* also >= workers, checked at the end of the file */
 	[DK_MAX_WORKERS] = {"max_workers", VALUE_UINT, DAEMON(max_workers), 1, ARENA_WORKERS_MAX, 0},
+	[DK_HANDSHAKE_TIMEOUT_MS] = {"handshake_timeout_ms", VALUE_UINT, DAEMON(handshake_timeout_ms),
+				     HANDSHAKE_TIMEOUT_MS_MIN, HANDSHAKE_TIMEOUT_MS_MAX, 0},
+	[DK_MAX_HANDSHAKES] = {"max_handshakes", VALUE_UINT, DAEMON(max_handshakes), 1,
+			       HANDSHAKES_MAX, 0},
 };
 
 enum pipeline_key {
@@ -808,6 +815,8 @@ void config_defaults(struct config *c)
 	c->default_depth = 4;
 	c->max_depth = 16;
 	c->max_clients = 256;
+	c->handshake_timeout_ms = 5000;
+	c->max_handshakes = 64;
 	c->log_level = LOG_LEVEL_INFO;
 	c->gpu = GPU_AUTO;
 	c->pin = PIN_REGISTER;
