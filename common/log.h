@@ -5,9 +5,22 @@
  *
  * Contract: log only where the decision is made (STYLE.md). Safe from any
  * thread: each line is written with a single write(2).
+ *
+ * Rate limit: each call site (the code address log_msg returns to) may
+ * write LOG_BURST lines per LOG_WINDOW_MS window; further lines from that
+ * site in the window are dropped, at every level (an error flood fills a
+ * disk as surely as any other). Once a window with drops has ended, one
+ * line at the site's level says "N similar messages suppressed: " and the
+ * start of the last line dropped; it is written by the next log call from
+ * any thread, by log_flush_suppressed(), or at exit. A process that logs
+ * a bounded number of lines (start-up, with one line per pipeline) turns
+ * the limit off meanwhile with log_set_ratelimit(false).
  */
 #ifndef LDR_COMMON_LOG_H
 #define LDR_COMMON_LOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 enum log_level {
 	LOG_LEVEL_ERROR = 3,
@@ -17,10 +30,28 @@ enum log_level {
 	LOG_LEVEL_DEBUG = 7,
 };
 
+/* 50 lines: the largest burst one site makes in normal work is about a
+ * line per client (all ranks of a node attaching at once) and passes
+ * whole; a flood is held to 10 lines a second per site. */
+#define LOG_BURST 50
+#define LOG_WINDOW_MS 5000
+
 /* ident prefixes every line ("loaderd", "loaderd-worker[3]"). Lines above
  * max_level are dropped. Call once, before other threads start. */
 void log_init(const char *ident, enum log_level max_level);
 void log_set_level(enum log_level max_level);
+
+/* Turns the per-site rate limit on (the default) or off. */
+void log_set_ratelimit(bool on);
+
+/* Writes the summary line of every window with drops that has ended.
+ * Returns the milliseconds until the next such window ends, or -1 when no
+ * line is being dropped: a caller with a timer can come back then. */
+int64_t log_flush_suppressed(void);
+
+/* Replaces the monotonic clock (milliseconds) the rate limit reads; NULL
+ * restores it. For tests: call it while no other thread logs. */
+void log_set_clock(uint64_t (*now_ms)(void));
 
 /* The level's name as log_level_parse takes it ("info"). */
 const char *log_level_name(enum log_level level);

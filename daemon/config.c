@@ -50,6 +50,9 @@
 #define STAGING_SLOTS_MAX 1024
 #define DEPTH_MAX 1024
 #define CLIENTS_MAX 4096
+#define HANDSHAKES_MAX 4096
+#define HANDSHAKE_TIMEOUT_MS_MIN 100
+#define HANDSHAKE_TIMEOUT_MS_MAX 600000
 #define RECORD_BYTES_MAX (1ull << 30)
 #define SEQ_LEN_MAX (1ull << 24)
 #define PIPELINE_NAME_MAX (PROTO_NAME_MAX - 1)
@@ -110,7 +113,8 @@ enum daemon_key {
 	DK_SOCKET, DK_WORKERS, DK_SHM_BYTES, DK_STAGING_SLOTS, DK_DEFAULT_DEPTH,
 	DK_MAX_DEPTH, DK_MAX_CLIENTS, DK_SOCKET_GROUP, DK_SOCKET_MODE,
 	DK_WORKER_PROGRAM, DK_LOG_LEVEL, DK_GPU, DK_PIN, DK_PINNED_SLOTS, DK_PIN_THREADS,
-	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_WORKER_TIMEOUT_MS, DK_COUNT,
+	DK_DEVICE_SLOTS, DK_MAX_WORKERS, DK_WORKER_TIMEOUT_MS, DK_HANDSHAKE_TIMEOUT_MS,
+	DK_MAX_HANDSHAKES, DK_COUNT,
 };
 _Static_assert(DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
 
@@ -141,6 +145,10 @@ static const struct key_spec daemon_keys[DK_COUNT] = {
 	/* also over every image pipeline's max_decode_ms, checked at the end of the file */
 	[DK_WORKER_TIMEOUT_MS] = {"worker_timeout_ms", VALUE_UINT, DAEMON(worker_timeout_ms),
 				  WORKER_TIMEOUT_MS_MIN, WORKER_TIMEOUT_MS_MAX, 0},
+	[DK_HANDSHAKE_TIMEOUT_MS] = {"handshake_timeout_ms", VALUE_UINT, DAEMON(handshake_timeout_ms),
+				     HANDSHAKE_TIMEOUT_MS_MIN, HANDSHAKE_TIMEOUT_MS_MAX, 0},
+	[DK_MAX_HANDSHAKES] = {"max_handshakes", VALUE_UINT, DAEMON(max_handshakes), 1,
+			       HANDSHAKES_MAX, 0},
 };
 
 enum pipeline_key {
@@ -820,6 +828,8 @@ void config_defaults(struct config *c)
 	c->default_depth = 4;
 	c->max_depth = 16;
 	c->max_clients = 256;
+	c->handshake_timeout_ms = 5000;
+	c->max_handshakes = 64;
 	c->log_level = LOG_LEVEL_INFO;
 	c->gpu = GPU_AUTO;
 	c->pin = PIN_REGISTER;

@@ -105,6 +105,8 @@ struct config {
 	uint32_t default_depth;    /* prefetch depth for clients asking 0, default 4 */
 	uint32_t max_depth;        /* cap on a client's depth, default 16 */
 	uint32_t max_clients;      /* default 256 */
+	uint32_t handshake_timeout_ms; /* a connection's first frame must come within, default 5000 */
+	uint32_t max_handshakes;   /* connections without a first frame at once, default 64 */
 	char worker_program[PATH_MAX]; /* "" = loaderd-worker beside loaderd */
 	enum log_level log_level;  /* default info */
 	enum gpu_mode gpu;         /* default auto */

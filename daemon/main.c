@@ -511,6 +511,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	log_init("loaderd", LOG_LEVEL_INFO);
+	/* Start-up writes a bounded number of lines (some per pipeline), all
+	 * of which an operator may need; the rate limit starts with the loop. */
+	log_set_ratelimit(false);
 	signal(SIGPIPE, SIG_IGN);
 
 	static struct daemon d; /* large (pipeline tables); lives for the whole run */
@@ -542,6 +545,7 @@ int main(int argc, char **argv)
 	}
 	if (d.cfg.n_pipelines == 0)
 		log_warning("no pipelines are configured: clients will have nothing to attach to");
+	server_raise_fd_limit(&d.cfg);
 	if (create_arena(&d, &sizing) < 0)
 		return 1;
 
@@ -566,6 +570,7 @@ int main(int argc, char **argv)
 		uv_close((uv_handle_t *)&d.sig_hup, on_handle_closed);
 		uv_close((uv_handle_t *)&d.watchdog, on_handle_closed);
 	}
+	log_set_ratelimit(true);
 	uv_run(&d.loop, UV_RUN_DEFAULT);
 
 	server_free(d.server);

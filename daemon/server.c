@@ -1,4 +1,5 @@
-/* server: socket, connections and frames (server.h). */
+/* server: the socket's sessions: frames in and out (server.h); accepting
+ * connections is server_accept.c's. */
 #include "daemon/server.h"
 
 #include <errno.h>
@@ -17,49 +18,12 @@
 
 #include "common/log.h"
 #include "daemon/sched.h"
+#include "daemon/server_impl.h"
 #include "daemon/status.h"
 #include "proto/wire.h"
 
 /* Frames read per wake-up before yielding to other connections. */
 #define SERVER_READ_BUDGET 64
-/* Send buffer per connection: a STATUS frame (64 KiB) always fits. */
-#define SERVER_SNDBUF_BYTES (512 * 1024)
-
-enum conn_state {
-	CONN_NEW,
-	CONN_ATTACHING, /* HELLO for device delivery: the GPU ring is being made */
-	CONN_DATA,
-	CONN_CLOSING,
-};
-
-struct conn {
-	struct server *srv;
-	struct conn *next, *prev;
-	int fd;
-	pid_t pid;
-	uid_t uid;
-	enum conn_state state;
-	bool peer_closed; /* a send found the peer gone: reads drain, then close */
-	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
-	uint64_t hello_request_id;
-	uv_poll_t poll;
-	struct sched_client *client;
-};
-
-struct server {
-	uv_loop_t *loop;
-	const struct config *cfg;
-	struct sched *sched;
-	struct arena *arena;
-	struct server_ops ops;
-	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
-	int listen_fd;
-	bool listening;
-	uv_poll_t listen_poll;
-	struct conn *conns;
-	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
-	struct proto_msg *tx; /* scratch for STATUS replies */
-};
 
 static void on_conn_closed(uv_handle_t *h)
 {
@@ -67,7 +31,6 @@ static void on_conn_closed(uv_handle_t *h)
 	struct server *srv = c->srv;
 	if (c->client)
 		sched_detach(srv->sched, c->client, c->said_bye);
-	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
 	else
@@ -77,16 +40,21 @@ static void on_conn_closed(uv_handle_t *h)
 	free(c);
 }
 
-/* Closes a connection. The scheduler lets go of its client in the close
- * callback, on a later loop turn, so callers inside scheduler callbacks
- * never see the client freed under them. */
-static void conn_close(struct conn *c)
+/* Closes a connection. Its descriptor is closed at once (libuv allows it
+ * once the handle is stopped), so that at EMFILE closing one connection
+ * makes room for the next accept. The scheduler lets go of its client in
+ * the close callback, on a later loop turn, so callers inside scheduler
+ * callbacks never see the client freed under them. */
+void conn_close(struct conn *c)
 {
 	if (c->state == CONN_CLOSING)
 		return;
 	c->state = CONN_CLOSING;
+	handshake_remove(c);
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
+	close(c->fd);
+	c->fd = -1;
 }
 
 /* Sends one frame; a peer that cannot take it (gone, or not reading) is
@@ -112,7 +80,7 @@ static void conn_send(struct conn *c, struct proto_msg *m, int fd)
 	conn_close(c);
 }
 
-static void conn_error(struct conn *c, uint64_t request_id, int code, const char *text)
+void conn_error(struct conn *c, uint64_t request_id, int code, const char *text)
 {
 	struct proto_msg m; /* not zeroed whole: the union holds a 64 KiB status text */
 	m.hdr = (struct proto_header){.type = PROTO_ERROR, .request_id = request_id};
@@ -166,33 +134,49 @@ void server_attached(void *conn, int rc, const struct proto_welcome *welcome, co
 	conn_send(c, &out, -1); /* device delivery: the ring's handles are in the frame */
 }
 
-/* Answers a control request with STATUS carrying text (len bytes, at
- * most PROTO_STATUS_TEXT_MAX) and closes the control session. */
-static void conn_send_status(struct conn *c, uint64_t request_id, const char *text, size_t len)
+/* The STATUS frame in srv->tx: text (len bytes, at most
+ * PROTO_STATUS_TEXT_MAX). */
+static void status_frame(struct server *srv, uint64_t request_id, const char *text, size_t len)
 {
-	struct proto_msg *m = c->srv->tx;
+	struct proto_msg *m = srv->tx;
 	memset(&m->hdr, 0, sizeof(m->hdr));
 	m->hdr.type = PROTO_STATUS;
 	m->hdr.request_id = request_id;
 	m->u.status.text_len = (uint32_t)len;
 	memcpy(m->u.status.text, text, len);
 	m->u.status.text[len] = '\0';
-	conn_send(c, m, -1);
+}
+
+/* Answers a control request with STATUS carrying text and closes the
+ * control session. */
+static void conn_send_status(struct conn *c, uint64_t request_id, const char *text, size_t len)
+{
+	status_frame(c->srv, request_id, text, len);
+	conn_send(c, c->srv->tx, -1);
 	conn_close(c);
+}
+
+int server_status_frame(struct server *srv, uint64_t request_id)
+{
+	struct status_text *t = malloc(sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	status_init(t);
+	srv->ops.status(srv->ops.ctx, t);
+	server_describe_connections(srv, t);
+	status_frame(srv, request_id, t->buf, t->len);
+	free(t);
+	return 0;
 }
 
 static void handle_status(struct conn *c, const struct proto_msg *in)
 {
-	struct server *srv = c->srv;
-	struct status_text *t = malloc(sizeof(*t));
-	if (!t) {
+	if (server_status_frame(c->srv, in->hdr.request_id) < 0) {
 		conn_error(c, in->hdr.request_id, ENOMEM, "out of memory");
 		return;
 	}
-	status_init(t);
-	srv->ops.status(srv->ops.ctx, t);
-	conn_send_status(c, in->hdr.request_id, t->buf, t->len);
-	free(t);
+	conn_send(c, c->srv->tx, -1);
+	conn_close(c);
 }
 
 /* A reload re-reads the operator's file: only root and the daemon's own
@@ -223,6 +207,7 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 	char why[128];
 	uint16_t type = m->hdr.type;
 	if (c->state == CONN_NEW) {
+		handshake_remove(c);
 		if (type == PROTO_HELLO) {
 			handle_hello(c, m);
 			return;
@@ -259,16 +244,15 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 	}
 }
 
-static void on_conn_event(uv_poll_t *h, int status, int events)
+/* A peer that closes with READY frames unread leaves an error on our end
+ * (ECONNRESET). libuv reports it as status < 0 and stops the handle;
+ * recvmsg reports it once, before the frames the peer sent last (its final
+ * RELEASEs and BYE), which are still queued. So a gone peer's queue is
+ * read to the end, past the read budget (it cannot grow any more), and
+ * only then is the connection closed. */
+void conn_read(struct conn *c, bool peer_gone)
 {
-	struct conn *c = h->data;
-	/* A peer that closes with READY frames unread leaves an error on our
-	 * end (ECONNRESET). libuv reports it as status < 0 and stops the
-	 * handle; recvmsg reports it once, before the frames the peer sent
-	 * last (its final RELEASEs and BYE), which are still queued. So a gone
-	 * peer's queue is read to the end, past the read budget (it cannot
-	 * grow any more), and only then is the connection closed. */
-	bool peer_gone = status < 0 || c->peer_closed;
+	peer_gone = peer_gone || c->peer_closed;
 	bool reset_seen = false;
 	for (int i = 0; (peer_gone || i < SERVER_READ_BUDGET) && c->state != CONN_CLOSING; i++) {
 		char why[160] = "";
@@ -300,39 +284,9 @@ static void on_conn_event(uv_poll_t *h, int status, int events)
 	}
 }
 
-static void on_listen_readable(uv_poll_t *h, int status, int events)
+void on_conn_event(uv_poll_t *h, int status, int events)
 {
-	struct server *srv = h->data;
-	for (;;) {
-		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0) {
-			if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
-				log_warning("accept on %s: %s", srv->path, strerror(errno));
-			return;
-		}
-		struct conn *c = calloc(1, sizeof(*c));
-		if (!c) {
-			close(fd);
-			continue;
-		}
-		struct ucred cred = {0};
-		socklen_t len = sizeof(cred);
-		getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
-		int sndbuf = SERVER_SNDBUF_BYTES;
-		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
-		c->srv = srv;
-		c->fd = fd;
-		c->pid = cred.pid;
-		c->uid = cred.uid;
-		c->state = CONN_NEW;
-		c->next = srv->conns;
-		if (srv->conns)
-			srv->conns->prev = c;
-		srv->conns = c;
-		uv_poll_init(srv->loop, &c->poll, fd);
-		c->poll.data = c;
-		uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_event);
-	}
+	conn_read(h->data, status < 0);
 }
 
 /* A socket file left by a daemon that died is replaced; one that answers
@@ -431,15 +385,20 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 	rc = socket_permissions(cfg, path, err, err_cap);
 	if (rc < 0)
 		goto unlink_socket;
-	if (listen(srv->listen_fd, 128) < 0) {
+	if (listen(srv->listen_fd, SERVER_BACKLOG) < 0) {
 		rc = -errno;
 		snprintf(err, err_cap, "listen on %s: %s", path, strerror(errno));
 		goto unlink_socket;
 	}
-	uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
+	rc = uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
+	if (rc < 0) {
+		snprintf(err, err_cap, "polling %s: %s", path, uv_strerror(rc));
+		goto unlink_socket;
+	}
 	srv->listen_poll.data = srv;
-	uv_poll_start(&srv->listen_poll, UV_READABLE, on_listen_readable);
 	srv->listening = true;
+	server_accept_start(srv);
+	uv_poll_start(&srv->listen_poll, UV_READABLE, server_on_listen_readable);
 	*out = srv;
 	return 0;
 unlink_socket:
@@ -468,6 +427,7 @@ void server_shutdown(struct server *srv)
 		uv_close((uv_handle_t *)&srv->listen_poll, on_listen_closed);
 		unlink(srv->path);
 	}
+	server_accept_stop(srv);
 	for (struct conn *c = srv->conns; c; c = c->next) {
 		if (c->state == CONN_DATA || c->state == CONN_ATTACHING)
 			conn_error(c, 0, ESHUTDOWN, "daemon shutting down");

@@ -7,7 +7,15 @@
  *
  * An invalid frame, or a frame out of order, gets an ERROR when the socket
  * can take one and that connection is closed; no other client notices.
- * Peers are identified by SO_PEERCRED; logs name the client's pid.
+ * Peers are identified by SO_PEERCRED; logs name the client's pid. A peer
+ * that cannot be identified (the call fails, or gives pid 0: a process in
+ * a pid namespace the daemon cannot see) is refused.
+ *
+ * What a connection may hold before it says who it is, is bounded: one
+ * that sends no first frame within handshake_timeout_ms is closed, and at
+ * most max_handshakes wait at once (one more closes the oldest). Running
+ * out of descriptors closes those first, then refuses new connections
+ * and pauses accepting, never spinning (server_accept.c says how).
  *
  * Runs entirely on the loop thread.
  */
@@ -15,6 +23,7 @@
 #define LDR_DAEMON_SERVER_H
 
 #include <stddef.h>
+#include <sys/socket.h>
 #include <uv.h>
 
 #include "daemon/config.h"
@@ -39,6 +48,17 @@ struct server_ops {
 int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
 		 struct server **out, char *err, size_t err_cap);
+
+/* Raises RLIMIT_NOFILE's soft limit to the hard limit and warns when that
+ * is below the descriptors cfg may need (clients, connections waiting for
+ * their first frame, two per worker, a margin). Call once at start, before
+ * other threads. */
+void server_raise_fd_limit(const struct config *cfg);
+
+/* Whether a peer is identified: rc is getsockopt(SO_PEERCRED)'s result
+ * (0 or -errno), len and cred what it gave. 0, or -EPERM with why (for
+ * the log and the ERROR frame). Pure; exposed for tests. */
+int server_check_peer(int rc, socklen_t len, const struct ucred *cred, char *why, size_t cap);
 
 /* Stops accepting, removes the socket file, sends every client an ERROR
  * (ESHUTDOWN, "daemon shutting down") and closes every connection. */

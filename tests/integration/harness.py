@@ -291,6 +291,10 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
                         r"staging (\d+)"
                         r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging))?$")
+_CONNECTIONS_RE = re.compile(
+    r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
+    r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
+    r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused)$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
                      r"device_bytes (\d+)$")
 
@@ -351,10 +355,14 @@ def parse_status(text):
     st["config"] = {"file": m.group(1), "workers": int(m.group(2)), "max_workers": int(m.group(3)),
                     "reloads": int(m.group(4)), "refused": int(m.group(5)), "last": None}
     n, line = next(it, (None, None))
-    if line is not None:
+    if line is not None and line.startswith("  last_reload "):
         m = re.match(r"^  last_reload ([\d.]+)s ago: (applied|refused): (.*)$", line)
         check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
         st["config"]["last"] = (m.group(2), m.group(3))
+        n, line = next(it, (None, None))
+    m = _CONNECTIONS_RE.match(line or "")
+    check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
+    st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}
     return st
 
 
@@ -399,8 +407,12 @@ class Env:
         keys.update(daemon)
         return write_config(self.path(name + ".ini"), keys, pipelines)
 
-    def start_daemon(self, config, wait_ready=True, timeout_s=20):
-        d = Daemon(self, config)
+    def start_daemon(self, config, wait_ready=True, timeout_s=20, nofile=None, wrapper=None):
+        """nofile: RLIMIT_NOFILE for the daemon (both limits, or a tuple
+        (soft, hard)); wrapper: a
+        command the daemon runs under (e.g. unshare), its last word the
+        daemon's command line."""
+        d = Daemon(self, config, nofile=nofile, wrapper=wrapper)
         self.daemons.append(d)
         d.start()
         if wait_ready:
@@ -484,9 +496,11 @@ class Daemon:
     its workers can never block on a full pipe), NOTIFY_SOCKET to a datagram
     socket bound by the harness."""
 
-    def __init__(self, env, config):
+    def __init__(self, env, config, nofile=None, wrapper=None):
         self.env = env
         self.config = config
+        self.nofile = nofile
+        self.wrapper = list(wrapper or [])
         self.socket = None
         for line in open(config):
             m = re.match(r"\s*socket\s*=\s*(\S+)", line)
@@ -504,10 +518,45 @@ class Daemon:
         self.notify.bind(notify_path)
         env = dict(os.environ, NOTIFY_SOCKET=notify_path)
         env.pop("LOADERD_SOCKET", None)
+        preexec = None
+        if self.nofile is not None:
+            import resource
+            limit = self.nofile if isinstance(self.nofile, tuple) else (self.nofile, self.nofile)
+            preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limit)  # noqa: E731
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen([binary("loaderd"), "--config", self.config],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env)
+            self.proc = subprocess.Popen(self.wrapper + [binary("loaderd"), "--config", self.config],
+                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
+                                         preexec_fn=preexec)
         self.pid = self.proc.pid
+
+    def main_pid(self):
+        """The loaderd process itself (under a wrapper, the wrapper's child
+        that runs loaderd), as this test's pid namespace numbers it."""
+        if not self.wrapper:
+            return self.proc.pid
+        loaderd = os.path.realpath(binary("loaderd"))
+
+        def find():
+            for entry in os.listdir("/proc"):
+                if not entry.isdigit():
+                    continue
+                try:
+                    with open("/proc/%s/stat" % entry) as f:
+                        stat = f.read()
+                    exe = os.path.realpath("/proc/%s/exe" % entry)
+                except OSError:
+                    continue
+                if int(stat[stat.rindex(")") + 2:].split()[1]) == self.proc.pid and exe == loaderd:
+                    return int(entry)
+            return None
+        return wait_for(find, 10, "loaderd to run under %s" % self.wrapper[0])
+
+    def cpu_seconds(self):
+        """User plus system CPU time the daemon (not its workers) has used."""
+        with open("/proc/%d/stat" % self.main_pid()) as f:
+            stat = f.read()
+        fields = stat[stat.rindex(")") + 2:].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def _drain_notify(self, timeout_s):
         self.notify.settimeout(max(timeout_s, 0.001))

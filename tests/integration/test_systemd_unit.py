@@ -8,7 +8,8 @@ unknown keys and unparsable values as warnings and still exits 0, so the
 output is checked, not only the exit status). Then the unit's directives are
 compared with what the daemon and the hardening promise: Type=notify and
 NotifyAccess=main (READY=1 and WATCHDOG=1 come from the master), the
-loaderd user and runtime directory, LimitMEMLOCK=infinity, restart and stop
+loaderd user and runtime directory, LimitMEMLOCK=infinity, LimitNOFILE=65536
+(room for max_clients and max_handshakes at their largest), restart and stop
 behaviour, and sandboxing that leaves /dev/nvidia* visible.
 
 Skipped (exit 77) where systemd-analyze is not installed.
@@ -37,6 +38,7 @@ REQUIRED = {
     ("Service", "RuntimeDirectory"): "loaderd",
     ("Service", "RuntimeDirectoryMode"): "0750",
     ("Service", "LimitMEMLOCK"): "infinity",
+    ("Service", "LimitNOFILE"): "65536",
     ("Service", "Restart"): "on-failure",
     ("Service", "RestartSec"): "2s",
     ("Service", "KillMode"): "mixed",

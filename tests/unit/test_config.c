@@ -99,6 +99,8 @@ static void test_defaults(void **state)
 		assert_int_equal(cfg->default_depth, 4);
 		assert_int_equal(cfg->max_depth, 16);
 		assert_int_equal(cfg->max_clients, 256);
+		assert_int_equal(cfg->handshake_timeout_ms, 5000);
+		assert_int_equal(cfg->max_handshakes, 64);
 		assert_string_equal(cfg->worker_program, "");
 		assert_int_equal(cfg->log_level, LOG_LEVEL_INFO);
 		assert_int_equal(cfg->n_pipelines, 0);
@@ -123,6 +125,8 @@ static void test_full_file(void **state)
 		"default_depth = 8\n"
 		"max_depth = 64\n"
 		"max_clients = 9\n"
+		"handshake_timeout_ms = 100\n"
+		"max_handshakes = 4096\n"
 		"socket_group = train\n"
 		"socket_mode = 0640\n"
 		"worker_program = /opt/loaderd/bin/loaderd-worker\n"
@@ -153,6 +157,8 @@ static void test_full_file(void **state)
 	assert_int_equal(cfg->default_depth, 8);
 	assert_int_equal(cfg->max_depth, 64);
 	assert_int_equal(cfg->max_clients, 9);
+	assert_int_equal(cfg->handshake_timeout_ms, 100);
+	assert_int_equal(cfg->max_handshakes, 4096);
 	assert_string_equal(cfg->socket_group, "train");
 	assert_int_equal(cfg->socket_mode, 0640);
 	assert_string_equal(cfg->worker_program, "/opt/loaderd/bin/loaderd-worker");
@@ -161,7 +167,7 @@ static void test_full_file(void **state)
 
 	const struct pipeline_cfg *raw = config_pipeline(cfg, "imagenet-raw_1.0");
 	assert_ptr_equal(raw, &cfg->pipelines[0]);
-	assert_int_equal(raw->line, 16);
+	assert_int_equal(raw->line, 18);
 	assert_int_equal(raw->kind, SOURCE_RAW);
 	assert_string_equal(raw->path, "/var/lib/loaderd/train.bin");
 	assert_int_equal(raw->batch_size, 256);
@@ -173,7 +179,7 @@ static void test_full_file(void **state)
 
 	const struct pipeline_cfg *tok = config_pipeline(cfg, "gpt");
 	assert_ptr_equal(tok, &cfg->pipelines[1]);
-	assert_int_equal(tok->line, 24);
+	assert_int_equal(tok->line, 26);
 	assert_int_equal(tok->kind, SOURCE_TOKENS);
 	assert_string_equal(tok->path, "/var/lib/loaderd/tokens.bin");
 	assert_int_equal(tok->batch_size, 65536);
@@ -446,6 +452,12 @@ static const struct error_case {
 	{"[daemon]\nmax_depth = 0\n", 2, "max_depth: \"0\" is not an integer in 1..1024"},
 	{"[daemon]\nmax_depth = 1025\n", 2, "max_depth: \"1025\" is not an integer in 1..1024"},
 	{"[daemon]\nmax_clients = 4097\n", 2, "max_clients: \"4097\" is not an integer in 1..4096"},
+	{"[daemon]\nhandshake_timeout_ms = 99\n", 2,
+	 "[daemon] handshake_timeout_ms: \"99\" is not an integer in 100..600000"},
+	{"[daemon]\nhandshake_timeout_ms = 600001\n", 2,
+	 "[daemon] handshake_timeout_ms: \"600001\" is not an integer in 100..600000"},
+	{"[daemon]\nmax_handshakes = 0\n", 2, "max_handshakes: \"0\" is not an integer in 1..4096"},
+	{"[daemon]\nmax_handshakes = 4097\n", 2, "max_handshakes: \"4097\" is not an integer in 1..4096"},
 	{"[pipeline.a]\nseed = 18446744073709551616\n", 2,
 	 "seed: \"18446744073709551616\" is not an integer in 0..18446744073709551615"},
 	{"[pipeline.a]\nbatch_size = 65537\n", 2, "batch_size: \"65537\" is not an integer in 1..65536"},
@@ -783,6 +795,8 @@ static void test_example_config(void **state)
 	assert_int_equal(cfg->default_depth, defaults->default_depth);
 	assert_int_equal(cfg->max_depth, defaults->max_depth);
 	assert_int_equal(cfg->max_clients, defaults->max_clients);
+	assert_int_equal(cfg->handshake_timeout_ms, defaults->handshake_timeout_ms);
+	assert_int_equal(cfg->max_handshakes, defaults->max_handshakes);
 	assert_int_equal(cfg->socket_mode, defaults->socket_mode);
 	assert_int_equal(cfg->log_level, defaults->log_level);
 	free(defaults);
