@@ -48,7 +48,6 @@ int position_format(const struct position *p, char *buf, size_t cap);
  */
 int position_parse(const char *text, struct position *p, char *why, size_t why_cap);
 
-
 /* The position once a batch of `rows` samples, the first being the rank's
  * j-th of the segment (epoch, g), has been consumed; `last` says it was the
  * epoch's last batch. */
