@@ -298,13 +298,13 @@ static bool uses_staging(const struct sched_client *c)
 /* The most staging slots a client may have in use (sched.h): an equal
  * part of the slots for every client attached and one more, so a client
  * that attaches next finds its part free even while the others, stopped,
- * keep all they hold. */
+ * keep all they hold. With no client, the share the first one will have. */
 static uint32_t slot_share(const struct sched *s)
 {
 	uint32_t n = 0;
 	for (uint32_t k = 0; k < s->n_clients; k++)
 		n += uses_staging(s->clients[k]);
-	uint32_t share = s->n_slots / (n + 1);
+	uint32_t share = s->n_slots / ((n ? n : 1) + 1);
 	return share ? share : 1;
 }
 
