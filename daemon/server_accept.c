@@ -198,20 +198,31 @@ static void on_hs_timer(uv_timer_t *t)
 	hs_timer_arm(srv);
 }
 
+/* The peer of a connection just accepted, into *cred; a peer that cannot
+ * be identified is counted, refused (ERROR EPERM, why) and false. */
+static bool peer_identify(struct server *srv, int fd, struct ucred *cred, char *why, size_t cap)
+{
+	socklen_t len = sizeof(*cred);
+	memset(cred, 0, sizeof(*cred));
+	int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cred, &len) < 0 ? -errno : 0;
+	if (server_check_peer(rc, len, cred, why, cap) == 0)
+		return true;
+	srv->counts.unidentified++;
+	refuse_fd(fd, EPERM, why);
+	return false;
+}
+
 /* Takes a connection just accepted on fd. */
 static void conn_accept(struct server *srv, int fd)
 {
-	struct ucred cred = {0};
-	socklen_t len = sizeof(cred);
-	int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ? -errno : 0;
+	struct ucred cred;
 	char why[300];
-	if (server_check_peer(rc, len, &cred, why, sizeof(why)) < 0) {
-		srv->counts.unidentified++;
+	if (!peer_identify(srv, fd, &cred, why, sizeof(why))) {
 		log_warning("%s: connection refused: %s", srv->path, why);
 		log_backstop(srv);
-		refuse_fd(fd, EPERM, why);
 		return;
 	}
+	int rc;
 	int sndbuf = SERVER_SNDBUF_BYTES;
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	struct conn *c = calloc(1, sizeof(*c));
@@ -264,18 +275,13 @@ static void shed_backlog(struct server *srv)
 			spare_open(srv);
 			return;
 		}
-		struct ucred cred = {0};
-		socklen_t len = sizeof(cred);
-		int rc = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 ? -errno : 0;
+		struct ucred cred;
 		char why[300];
-		if (server_check_peer(rc, len, &cred, why, sizeof(why)) < 0) {
-			srv->counts.unidentified++;
-			refuse_fd(fd, EPERM, why);
-		} else {
+		if (peer_identify(srv, fd, &cred, why, sizeof(why))) {
 			/* Status stays answerable: a STATUS_REQ sent with the
 			 * connect is here already. */
 			int passed = -1;
-			rc = wire_recv(fd, srv->rx, &passed, why, sizeof(why));
+			int rc = wire_recv(fd, srv->rx, &passed, why, sizeof(why));
 			if (passed >= 0)
 				close(passed);
 			if (rc == 0 && srv->rx->hdr.type == PROTO_STATUS_REQ &&
