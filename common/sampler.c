@@ -1,14 +1,8 @@
 /* sampler: seeded per-epoch permutation, sharding and batching (sampler.h). */
 #include "common/sampler.h"
 
-/* splitmix64's finaliser: a fast, well-mixed 64-bit hash. */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
+#include "common/hash.h"
+
 
 uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos)
 {
@@ -20,14 +14,14 @@ uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos
 	bits += bits & 1; /* balanced halves */
 	unsigned half = bits / 2;
 	uint64_t mask = (half == 64) ? ~0ull : ((1ull << half) - 1);
-	uint64_t key = mix64(seed ^ mix64(epoch ^ 0x6c6f61646572ull));
+	uint64_t key = hash_mix64(seed ^ hash_mix64(epoch ^ 0x6c6f61646572ull));
 	uint64_t x = pos;
 	/* Cycle walking: the network permutes [0, 2^bits); iterate until the
 	 * value falls back into [0, n). Expected < 4 rounds since 2^bits < 4n. */
 	do {
 		uint64_t left = x >> half, right = x & mask;
 		for (uint64_t round = 0; round < 4; round++) {
-			uint64_t f = mix64(right ^ key ^ (round * 0xd6e8feb86659fd93ull)) & mask;
+			uint64_t f = hash_mix64(right ^ key ^ (round * 0xd6e8feb86659fd93ull)) & mask;
 			uint64_t next = left ^ f;
 			left = right;
 			right = next;

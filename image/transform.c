@@ -17,6 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
+
 /* Longest argument text quoted back in an error message. */
 #define QUOTE_MAX 40
 /* Most comma-separated arguments one op takes (random_resized_crop: 4). */
@@ -482,15 +484,6 @@ int tf_format(const struct tf_chain *c, char *buf, size_t cap)
 
 /* --- Planning ------------------------------------------------------------ */
 
-/* splitmix64's finaliser: a fast, well-mixed 64-bit hash. */
-static uint64_t mix64(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 /* xoshiro256**, seeded through splitmix64 from a hash of (seed, epoch,
  * index): one short independent stream per sample. */
 struct rng {
@@ -499,9 +492,9 @@ struct rng {
 
 static void rng_seed(struct rng *r, uint64_t seed, uint64_t epoch, uint64_t index)
 {
-	uint64_t k = mix64(mix64(mix64(seed ^ 0x7472616e73666f72ull) ^ epoch) ^ index);
+	uint64_t k = hash_sample(seed, 0x7472616e73666f72ull /* "transfor" */, epoch, index);
 	for (uint64_t i = 0; i < 4; i++) /* splitmix64's outputs 1..4 from k */
-		r->s[i] = mix64(k + i * 0x9e3779b97f4a7c15ull);
+		r->s[i] = hash_mix64(k + i * HASH_GOLDEN);
 }
 
 static uint64_t rotl(uint64_t x, int k)

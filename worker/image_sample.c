@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/hash.h"
 #include "proto/proto.h"
 
 #define ERR_TEXT 256
@@ -140,21 +141,12 @@ int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint6
 	return 0;
 }
 
-/* splitmix64: a well-mixed hash of the inputs. */
-static uint64_t mix(uint64_t x)
-{
-	x += 0x9e3779b97f4a7c15ull;
-	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-	return x ^ (x >> 31);
-}
-
 uint64_t image_substitute(const struct image_sampler *s, uint64_t epoch, uint64_t index,
 			  uint32_t attempt, uint64_t n_samples)
 {
 	if (n_samples < 2)
 		return index;
-	uint64_t h = mix(mix(mix(s->params.seed ^ 0x5eedull) ^ epoch) ^ index) ^ attempt;
-	uint64_t other = mix(h) % (n_samples - 1); /* bias below 2^-40 for any real dataset */
+	uint64_t h = hash_sample(s->params.seed, 0x5eedull, epoch, index) ^ attempt;
+	uint64_t other = hash_mix64(h) % (n_samples - 1); /* bias below 2^-40 for any real dataset */
 	return other >= index ? other + 1 : other;
 }
