@@ -225,49 +225,9 @@ static void on_pool_fatal(void *ctx, const char *why)
 	daemon_stop(d, "fatal");
 }
 
-static void cb_item_done(void *ctx, const struct work_done *done)
-{
-	sched_item_done(((struct daemon *)ctx)->sched, done);
-}
-
-static void cb_item_lost(void *ctx, uint64_t item_id, bool suspect, const char *why)
-{
-	sched_item_lost(((struct daemon *)ctx)->sched, item_id, suspect, why);
-}
-
-static void cb_unable(void *ctx, const char *why)
-{
-	sched_workers_unable(((struct daemon *)ctx)->sched, why);
-}
-
-static void cb_able(void *ctx)
-{
-	sched_workers_unable(((struct daemon *)ctx)->sched, NULL);
-}
-
-static void cb_describe_item(void *ctx, uint64_t item_id, char *buf, size_t cap)
-{
-	sched_describe_item(((struct daemon *)ctx)->sched, item_id, buf, cap);
-}
-
-static void cb_describe_sample(void *ctx, uint32_t pipeline, uint64_t sample, char *buf, size_t cap)
-{
-	sched_describe_sample(((struct daemon *)ctx)->sched, pipeline, sample, buf, cap);
-}
-
-static void cb_capacity(void *ctx)
-{
-	sched_pump(((struct daemon *)ctx)->sched);
-}
-
-static void cb_watch_exit(void *ctx, pid_t pid, void (*fn)(void *arg), void *arg)
-{
-	exitwatch_add(&((struct daemon *)ctx)->exits, pid, fn, arg);
-}
-
 #if LOADERD_HAVE_CUDA
-/* The pinner's results go to the scheduler; start-up to READY=1. */
-static void cb_gpu_started(void *ctx, int rc, const char *text)
+/* The pinner's start-up: on to READY=1, or exit when the GPU is required. */
+static void on_gpu_started(void *ctx, int rc, const char *text)
 {
 	struct daemon *d = ctx;
 	if (rc == 0) {
@@ -284,114 +244,25 @@ static void cb_gpu_started(void *ctx, int rc, const char *text)
 	notify_ready(d);
 }
 
-static void cb_gpu_attached(void *ctx, void *tag, struct pinner_client *pc, int rc,
-			    const char *text, const struct proto_device *dev, bool direct)
-{
-	sched_device_attached(((struct daemon *)ctx)->sched, tag, pc, rc, text, dev, direct);
-}
-
-static void cb_gpu_issued(void *ctx, void *tag, uint32_t device_slot)
-{
-	sched_device_issued(((struct daemon *)ctx)->sched, tag, device_slot);
-}
-
-static void cb_gpu_staging_free(void *ctx, uint32_t slot, uint32_t generation)
-{
-	sched_device_staging_free(((struct daemon *)ctx)->sched, slot, generation);
-}
-
-static void cb_gpu_failed(void *ctx, void *tag, const char *text)
-{
-	sched_device_failed(((struct daemon *)ctx)->sched, tag, text);
-}
-
-static void cb_gpu_retired(void *ctx, void *tag)
-{
-	sched_device_retired(((struct daemon *)ctx)->sched, tag);
-}
-
-static void dev_attach(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES],
-		       uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
-{
-	pinner_attach(ctx, tag, uuid, pipeline, slots, slot_bytes);
-}
-
-static void dev_copy(void *ctx, void *pc, uint32_t d, uint32_t slot, uint32_t generation,
-		     uint64_t bytes)
-{
-	pinner_copy(ctx, pc, d, slot, generation, bytes);
-}
-
-static void dev_copy_direct(void *ctx, void *pc, uint32_t d, uint64_t *offsets, uint32_t rows)
-{
-	pinner_copy_direct(ctx, pc, d, offsets, rows);
-}
-
-static void dev_retire(void *ctx, void *pc)
-{
-	pinner_retire(ctx, pc);
-}
-
-static void dev_describe_client(void *pc, struct status_text *t)
-{
-	pinner_describe_client(pc, t);
-}
-
 /* CUDA starts here, after the workers were spawned (CUDA is not fork-safe;
  * respawns are fork+exec of a binary that never touches CUDA). */
 static int start_gpu(struct daemon *d)
 {
-	static const struct pinner_ops ops = {
-		.started = cb_gpu_started, .attached = cb_gpu_attached, .issued = cb_gpu_issued,
-		.staging_free = cb_gpu_staging_free, .failed = cb_gpu_failed,
-		.retired = cb_gpu_retired,
-	};
-	struct pinner_ops o = ops;
-	o.ctx = d;
-	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &o,
-			      &d->pinner);
+	struct gpu_answers answers = sched_gpu_answers(d->sched);
+	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &answers,
+			      on_gpu_started, d, &d->pinner);
 	if (rc < 0) {
 		log_error("starting the pinning thread: %s", strerror(-rc));
 		return rc;
 	}
-	struct sched_device_ops dev = {
-		.ctx = d->pinner, .attach = dev_attach, .copy = dev_copy,
-		.copy_direct = dev_copy_direct, .retire = dev_retire,
-		.describe_client = dev_describe_client,
-	};
-	sched_set_device(d->sched, &dev);
+	struct gpu_requests requests = pinner_requests(d->pinner);
+	sched_set_gpu(d->sched, &requests);
 	return 0;
 }
 #endif
 
-static uint64_t align_arena(uint64_t v)
-{
-	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-}
-
-/* The start-up lines of an image pipeline's sample list. */
-static void log_image_index(const struct source *src)
-{
-	const struct image_index *ix = &src->index;
-	const char *name = src->cfg->name, *path = src->cfg->path;
-	if (src->cfg->kind == SOURCE_TAR) {
-		if (ix->other_images)
-			log_warning("pipeline \"%s\": %s: %" PRIu64 " samples whose image is not a JPEG "
-				    "(.png, .webp, ...) are left out", name, path, ix->other_images);
-		log_info("pipeline \"%s\": %" PRIu64 " images with %u distinct labels in %u tar "
-			 "shards (%s)", name, ix->n, ix->n_classes, ix->n_shards, path);
-		return;
-	}
-	if (ix->other_images)
-		log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG (.png, "
-			    ".bmp, ...) are left out; torchvision's ImageFolder would count them, so its "
-			    "sample numbers differ", name, path, ix->other_images);
-	log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s", name, ix->n,
-		 ix->n_classes, path);
-}
-
 /* Creates the arena preflight sized, and fills in the pipeline table and
- * the image file lists. */
+ * the image file lists (source_fill_arena). */
 static int create_arena(struct daemon *d, const struct arena_sizing *sz)
 {
 	int rc = arena_create(&sz->plan, &d->arena);
@@ -399,27 +270,7 @@ static int create_arena(struct daemon *d, const struct arena_sizing *sz)
 		log_error("shared memory: cannot reserve %" PRIu64 " bytes: %s", sz->bytes, strerror(-rc));
 		return rc;
 	}
-	for (size_t i = 0; i < d->cfg.n_pipelines; i++) {
-		struct source *src = &d->sources[i];
-		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
-			struct arena_image_params *ip = &src->desc.image;
-			ip->index_offset = arena_indexes_offset(&d->arena) + sz->index_at[i];
-			const struct image_index *ix = &src->index;
-			ip->shards_offset = ip->index_offset + align_arena(ix->n * sizeof(struct arena_image));
-			ip->paths_offset = ip->shards_offset +
-					   align_arena(ix->n_shards * sizeof(struct arena_shard));
-			ip->paths_bytes = ix->paths_bytes;
-			memcpy(d->arena.base + ip->index_offset, ix->entries,
-			       ix->n * sizeof(struct arena_image));
-			if (ix->n_shards)
-				memcpy(d->arena.base + ip->shards_offset, ix->shards,
-				       ix->n_shards * sizeof(struct arena_shard));
-			memcpy(d->arena.base + ip->paths_offset, ix->paths, ip->paths_bytes);
-			log_image_index(src);
-			source_close(src); /* the arena holds the list from here on */
-		}
-		*arena_pipeline(&d->arena, (uint32_t)i) = src->desc;
-	}
+	source_fill_arena(d->sources, d->cfg.n_pipelines, sz->index_at, &d->arena);
 	return 0;
 }
 
@@ -427,8 +278,8 @@ static int start(struct daemon *d, const char *worker_program)
 {
 	char err[PATH_MAX + 256];
 	struct sched_ops sched_ops = {
-		.ctx = d, .attached = server_attached, .watch_exit = cb_watch_exit,
-		.ready = server_send_ready, .fail = server_fail_client,
+		.attached = server_attached, .ready = server_send_ready, .fail = server_fail_client,
+		.exits = &d->exits, .watch_exit = exitwatch_add,
 	};
 	d->exits.loop = &d->loop;
 	d->sched = sched_create(&d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &sched_ops);
@@ -443,21 +294,23 @@ static int start(struct daemon *d, const char *worker_program)
 		log_error("%s", err);
 		return rc;
 	}
-	struct pool_callbacks pool_cb = {
-		.ctx = d, .item_done = cb_item_done, .item_lost = cb_item_lost,
-		.capacity = cb_capacity, .ready = on_pool_ready, .fatal = on_pool_fatal,
-		.unable = cb_unable, .able = cb_able, .describe_item = cb_describe_item,
-		.describe_sample = cb_describe_sample,
-		.stopped = on_pool_stopped,
+	struct pool_sink sink = {
+		.sched = d->sched, .item_done = sched_item_done, .item_lost = sched_item_lost,
+		.capacity = sched_pump, .workers_unable = sched_workers_unable,
+		.describe_item = sched_describe_item, .describe_sample = sched_describe_sample,
 	};
-	rc = pool_start(&d->loop, &d->cfg, &d->arena, worker_program, &pool_cb, &d->pool, err,
+	struct pool_life life = {
+		.ctx = d, .ready = on_pool_ready, .fatal = on_pool_fatal, .stopped = on_pool_stopped,
+	};
+	rc = pool_start(&d->loop, &d->cfg, &d->arena, worker_program, &sink, &life, &d->pool, err,
 			sizeof(err));
 	if (rc < 0) {
 		log_error("%s", err);
 		server_shutdown(d->server);
 		return rc;
 	}
-	sched_set_pool(d->sched, d->pool);
+	struct sched_workers workers = {.pool = d->pool, .submit = pool_submit};
+	sched_set_workers(d->sched, &workers);
 	d->gpu_ready = true;
 	if (d->cfg.gpu == GPU_OFF) {
 		snprintf(d->gpu_text, sizeof(d->gpu_text), "off");

@@ -1,6 +1,7 @@
 /* pinner: the pinning thread and every CUDA call of the daemon (pinner.h). */
 #include "daemon/pinner.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
@@ -288,7 +289,7 @@ static void do_retire(struct pinner *p, struct msg *m)
 
 static void drained(struct pinner *p, struct msg *m)
 {
-	void *tag = m->pc->tag;
+	struct sched_client *tag = m->pc->tag;
 	client_free(p, m->pc);
 	m->kind = R_RETIRED;
 	m->tag = tag;
@@ -416,22 +417,22 @@ static void on_async(uv_async_t *h)
 	pthread_mutex_unlock(&p->out_mu);
 	while (m) {
 		struct msg *next = m->next;
-		const struct pinner_ops *o = &p->ops;
+		const struct gpu_answers *a = &p->answers;
 		switch (m->kind) {
 		case R_STARTED:
 			p->loop_started = true;
 			p->loop_ok = m->rc == 0;
 			snprintf(p->loop_summary, sizeof(p->loop_summary), "%s", m->text);
-			o->started(o->ctx, m->rc, m->text);
+			p->started(p->started_ctx, m->rc, m->text);
 			break;
 		case R_ATTACHED:
-			o->attached(o->ctx, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct);
+			a->attached(a->sched, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct);
 			break;
-		case R_ISSUED: o->issued(o->ctx, m->tag, m->d); break;
-		case R_STAGING_FREE: o->staging_free(o->ctx, m->slot, m->generation); break;
-		case R_FAILED: o->failed(o->ctx, m->tag, m->text); break;
-		case R_RETIRED: o->retired(o->ctx, m->tag); break;
-		default: break;
+		case R_ISSUED: a->issued(a->sched, m->tag, m->d); break;
+		case R_STAGING_FREE: a->staging_free(a->sched, m->slot, m->generation); break;
+		case R_FAILED: a->failed(a->sched, m->tag, m->text); break;
+		case R_RETIRED: a->retired(a->sched, m->tag); break;
+		default: assert(!"a message the loop does not take"); break;
 		}
 		free(m);
 		m = next;
@@ -439,7 +440,8 @@ static void on_async(uv_async_t *h)
 }
 
 int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-		 const struct source *sources, size_t n_sources, const struct pinner_ops *ops,
+		 const struct source *sources, size_t n_sources, const struct gpu_answers *answers,
+		 void (*started)(void *ctx, int rc, const char *text), void *ctx,
 		 struct pinner **out)
 {
 	struct pinner *p = calloc(1, sizeof(*p));
@@ -450,7 +452,9 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	p->arena = arena;
 	p->sources = sources;
 	p->n_sources = n_sources;
-	p->ops = *ops;
+	p->answers = *answers;
+	p->started = started;
+	p->started_ctx = ctx;
 	pthread_mutex_init(&p->mu, NULL);
 	pthread_condattr_t ca; /* timed waits (deferred batches) on the monotonic clock */
 	pthread_condattr_init(&ca);
@@ -477,8 +481,9 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	return 0;
 }
 
-void pinner_attach(struct pinner *p, void *tag, const uint8_t uuid[PROTO_UUID_BYTES],
-		   uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
+static void pinner_attach(struct pinner *p, struct sched_client *tag,
+			  const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline, uint32_t slots,
+			  uint64_t slot_bytes)
 {
 	struct msg *m = msg_new(M_ATTACH);
 	m->tag = tag;
@@ -489,8 +494,8 @@ void pinner_attach(struct pinner *p, void *tag, const uint8_t uuid[PROTO_UUID_BY
 	post_in(p, m);
 }
 
-void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d, uint32_t staging_slot,
-		 uint32_t staging_generation, uint64_t bytes)
+static void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d,
+			uint32_t staging_slot, uint32_t staging_generation, uint64_t bytes)
 {
 	struct msg *m = msg_new(M_COPY);
 	m->pc = pc;
@@ -502,8 +507,8 @@ void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d, uint32_
 	post_in(p, m);
 }
 
-void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d, uint64_t *offsets,
-			uint32_t rows)
+static void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d,
+			       uint64_t *offsets, uint32_t rows)
 {
 	struct msg *m = msg_new(M_COPY_DIRECT);
 	m->pc = pc;
@@ -516,7 +521,7 @@ void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d, 
 	post_in(p, m);
 }
 
-void pinner_retire(struct pinner *p, struct pinner_client *pc)
+static void pinner_retire(struct pinner *p, struct pinner_client *pc)
 {
 	struct msg *m = msg_new(M_RETIRE);
 	m->pc = pc;
@@ -578,7 +583,7 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	}
 }
 
-void pinner_describe_client(struct pinner_client *pc, struct status_text *t)
+static void pinner_describe_client(struct pinner_client *pc, struct status_text *t)
 {
 	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64 " path %s", pc->uuid,
 		      atomic_load(&pc->stream_depth), (uint64_t)atomic_load(&pc->bytes_moved),
@@ -613,4 +618,13 @@ void pinner_print_system(FILE *out)
 		fprintf(out, "  gpu %d %s \"%s\" memory %zu compute %d.%d\n", i, uuid, prop.name,
 			prop.totalGlobalMem, prop.major, prop.minor);
 	}
+}
+
+struct gpu_requests pinner_requests(struct pinner *p)
+{
+	return (struct gpu_requests){
+		.gpu = p, .attach = pinner_attach, .copy = pinner_copy,
+		.copy_direct = pinner_copy_direct, .retire = pinner_retire,
+		.describe_client = pinner_describe_client,
+	};
 }

@@ -42,7 +42,7 @@ struct queue {
 };
 
 struct pinner_client {
-	void *tag;
+	struct sched_client *tag; /* the scheduler's client: named in every answer */
 	int dev;
 	char uuid[GPU_UUID_TEXT_MAX]; /* set before the attach answer: the loop may read it */
 	uint32_t slots;
@@ -82,7 +82,7 @@ struct msg {
 	struct msg *next;
 	struct pinner *owner; /* for the CUDA host callback: whose queue */
 	enum msg_kind kind;
-	void *tag;
+	struct sched_client *tag;
 	struct pinner_client *pc;
 	uint32_t d, slot, generation, slots;
 	uint32_t pipeline;  /* M_ATTACH */
@@ -103,7 +103,9 @@ struct pinner {
 	struct arena *arena;
 	const struct source *sources;
 	size_t n_sources;
-	struct pinner_ops ops;
+	struct gpu_answers answers;
+	void (*started)(void *ctx, int rc, const char *text);
+	void *started_ctx;
 	uv_async_t async;
 	pthread_t thread;
 	bool thread_started;

@@ -15,11 +15,13 @@
  *    not report ready within it, is killed and logged with its pid and the
  *    sample it was on; its items are re-issued, marked as suspect.
  *  - When no worker can run (every one failed fatally, or failed to start
- *    POOL_UNABLE_FAILURES times in a row), `unable` says so, with the
- *    program and its last exit; before the pool was ever ready that is
- *    `fatal` instead. `able` follows when a worker reports ready again.
+ *    POOL_UNABLE_FAILURES times in a row), `workers_unable` says so, with
+ *    the program and its last exit; before the pool was ever ready that is
+ *    `fatal` instead. `workers_unable(NULL)` follows when a worker reports
+ *    ready again.
  * The count can change while running (pool_resize, on a configuration
- * reload).
+ * reload). The files: pool.c (spawning, feeding, resizing, stopping,
+ * status) and pool_supervise.c (worker ends, back-off, the watchdog).
  *
  * Runs entirely on the loop thread. Callbacks are invoked from the loop.
  */
@@ -40,40 +42,48 @@
 /* Start failures in a row, for every worker, after which no worker can run. */
 #define POOL_UNABLE_FAILURES 5
 
-struct pool_callbacks {
-	void *ctx;
+struct pool;
+struct sched;
+struct status_text;
+
+/* Where the pool's results go: the scheduler (daemon/sched.h), whose
+ * functions main.c puts here; a test may stand in. */
+struct pool_sink {
+	struct sched *sched;
 	/* A worker finished an item (successfully or not). */
-	void (*item_done)(void *ctx, const struct work_done *done);
+	void (*item_done)(struct sched *s, const struct work_done *done);
 	/* A worker died with this item outstanding: it must be issued again.
 	 * suspect: the worker crashed or was killed as stuck, so the item may
 	 * be what killed it (why says how the worker ended). */
-	void (*item_lost)(void *ctx, uint64_t item_id, bool suspect, const char *why);
+	void (*item_lost)(struct sched *s, uint64_t item_id, bool suspect, const char *why);
 	/* Workers have room for more items. */
-	void (*capacity)(void *ctx);
+	void (*capacity)(struct sched *s);
+	/* No worker can run any more (why names the program and how it
+	 * ends), or one can again (NULL). */
+	void (*workers_unable)(struct sched *s, const char *why);
+	/* Name an item it was given, or a sample of a pipeline, for a log
+	 * line (its file, or file and bytes). */
+	void (*describe_item)(struct sched *s, uint64_t item_id, char *buf, size_t cap);
+	void (*describe_sample)(struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
+				size_t cap);
+};
+
+/* The pool's own life, for the daemon (main.c). */
+struct pool_life {
+	void *ctx;
 	/* Every worker started at least once and reported ready. */
 	void (*ready)(void *ctx);
 	/* No worker can run, and none ever did: the daemon cannot serve. */
 	void (*fatal)(void *ctx, const char *why);
-	/* No worker can run any more (why names the program and how it ends);
-	 * able: one reported ready again. */
-	void (*unable)(void *ctx, const char *why);
-	void (*able)(void *ctx);
-	/* Name an item it was given, or a sample of a pipeline, for a log
-	 * line (its file, or file and bytes). */
-	void (*describe_item)(void *ctx, uint64_t item_id, char *buf, size_t cap);
-	void (*describe_sample)(void *ctx, uint32_t pipeline, uint64_t sample, char *buf, size_t cap);
 	/* pool_stop finished: every worker has exited and handles are closed. */
 	void (*stopped)(void *ctx);
 };
 
-struct pool;
-struct status_text;
-
 /* Spawns cfg->workers workers. The program is cfg->worker_program, or
  * worker_program_default when that is empty. 0 or -errno (with err). */
 int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-	       const char *worker_program_default, const struct pool_callbacks *cb,
-	       struct pool **out, char *err, size_t err_cap);
+	       const char *worker_program_default, const struct pool_sink *sink,
+	       const struct pool_life *life, struct pool **out, char *err, size_t err_cap);
 
 /* Queues one item on the least-loaded running worker. false when no
  * worker has room (try again on the capacity callback). */

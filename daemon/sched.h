@@ -21,16 +21,22 @@
  * Host delivery: READY names the staging slot, which stays the client's
  * until its RELEASE.
  *
- * Device delivery: the client has a ring of `depth` device slots (the
- * pinner allocates it; attaching waits for that). A complete batch, in
- * order, takes a free device slot and goes to the pinner; its staging slot
- * is free again once the pinner has read it, and READY (naming the device
- * slot) goes out once the copy is issued. The device slot is the client's
- * until its RELEASE. A client's in_flight counts its batches from start to
- * RELEASE, so a free device slot always exists when a batch is handed on.
- * A direct client (its pipeline's file is page-locked, daemon/direct.h)
- * uses no staging slot and no worker: each batch starts straight in a free
- * device slot as the list of its samples' file offsets.
+ * Device delivery (daemon/devpath.c): the client has a ring of `depth`
+ * device slots (the GPU thread allocates it; attaching waits for that). A
+ * complete batch, in order, takes a free device slot and goes to the GPU
+ * thread (daemon/gpuseam.h); its staging slot is free again once the GPU
+ * thread has read it, and READY (naming the device slot) goes out once the
+ * copy is issued. The device slot is the client's until its RELEASE. A
+ * client's in_flight counts its batches from start to RELEASE, so a free
+ * device slot always exists when a batch is handed on. A direct client
+ * (its pipeline's file is page-locked, daemon/direct.h) uses no staging
+ * slot and no worker: each batch starts straight in a free device slot as
+ * the list of its samples' file offsets.
+ *
+ * The files: sched.c (slots, items, fairness, delivery), session.c
+ * (attach, detach, release, WELCOME), devpath.c (device slots and the GPU
+ * side of a batch), batchfail.c (bad samples, failed batches and streams);
+ * sched_impl.h is what they share.
  *
  * Runs entirely on the loop thread.
  */
@@ -43,46 +49,43 @@
 #include <sys/types.h>
 
 #include "daemon/config.h"
+#include "daemon/gpuseam.h"
 #include "daemon/source.h"
 #include "proto/proto.h"
 #include "shm/arena.h"
 
+struct conn;         /* a client's connection (daemon/server.h) */
+struct exitwatch_set;
 struct pool;
 struct sched;
 struct sched_client;
 struct status_text;
 
+/* What the scheduler tells a client's connection (daemon/server.h). */
 struct sched_ops {
-	void *ctx;
 	/* A pending attach (SCHED_ATTACH_PENDING) is decided: rc 0 with the
 	 * WELCOME to send, or -errno with the ERROR text. */
-	void (*attached)(void *conn, int rc, const struct proto_welcome *welcome, const char *text);
-	/* Calls fn(arg) on the loop once process pid has exited (at once when
-	 * it cannot be watched). */
-	void (*watch_exit)(void *ctx, pid_t pid, void (*fn)(void *arg), void *arg);
-	/* Send READY to the connection `conn` given at attach. */
-	void (*ready)(void *conn, const struct proto_ready *ready);
+	void (*attached)(struct conn *conn, int rc, const struct proto_welcome *welcome,
+			 const char *text);
+	/* Send READY. */
+	void (*ready)(struct conn *conn, const struct proto_ready *ready);
 	/* The client's stream cannot go on (code: positive errno, text names the
 	 * failing object): send ERROR and close. The scheduler stops serving the
 	 * client at once; the server calls sched_detach when the connection is
 	 * gone. */
-	void (*fail)(void *conn, int code, const char *text);
+	void (*fail)(struct conn *conn, int code, const char *text);
+	/* Calls fn(arg) on the loop once process pid has exited (at once when
+	 * it cannot be watched): daemon/exitwatch.h. */
+	struct exitwatch_set *exits;
+	void (*watch_exit)(struct exitwatch_set *exits, pid_t pid, void (*fn)(void *arg), void *arg);
 };
 
-/* The GPU side (daemon/pinner.h), present when the daemon offers device
- * delivery. Results come back through sched_device_* below. */
-struct sched_device_ops {
-	void *ctx;
-	void (*attach)(void *ctx, void *tag, const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline,
-		       uint32_t slots, uint64_t slot_bytes);
-	void (*copy)(void *ctx, void *pc, uint32_t device_slot, uint32_t staging_slot,
-		     uint32_t staging_generation, uint64_t bytes);
-	/* A direct client's batch: offsets (malloc'd, handed over) of its rows
-	 * in the pipeline's file. */
-	void (*copy_direct)(void *ctx, void *pc, uint32_t device_slot, uint64_t *offsets,
-			    uint32_t rows);
-	void (*retire)(void *ctx, void *pc);
-	void (*describe_client)(void *pc, struct status_text *t);
+/* Where work items go: the worker pool (daemon/pool.h), or a stand-in. */
+struct sched_workers {
+	struct pool *pool;
+	/* Queues the item on a worker; false when none has room (the pool
+	 * calls sched_pump when one has). */
+	bool (*submit)(struct pool *pool, const struct work_cmd *cmd);
 };
 
 #define SCHED_ATTACH_PENDING 1
@@ -90,9 +93,12 @@ struct sched_device_ops {
 struct sched *sched_create(const struct config *cfg, struct arena *arena,
 			   const struct source *sources, size_t n_sources,
 			   const struct sched_ops *ops);
-void sched_set_pool(struct sched *s, struct pool *pool);
-void sched_set_device(struct sched *s, const struct sched_device_ops *ops);
-/* Why device delivery is refused when no device ops are set (the ERROR
+void sched_set_workers(struct sched *s, const struct sched_workers *workers);
+/* Device delivery through this GPU thread (daemon/gpuseam.h). */
+void sched_set_gpu(struct sched *s, const struct gpu_requests *gpu);
+/* The answers this scheduler takes from a GPU thread. */
+struct gpu_answers sched_gpu_answers(struct sched *s);
+/* Why device delivery is refused when no GPU thread is set (the ERROR
  * text names it). */
 void sched_set_no_device(struct sched *s, const char *why);
 void sched_free(struct sched *s);
@@ -103,10 +109,11 @@ void sched_free(struct sched *s);
  * returns -errno with a text for the ERROR frame: -EBUSY too many clients,
  * -ENOENT unknown pipeline, -EOPNOTSUPP device delivery from a daemon
  * without it, -EINVAL a bad resume token or a world size that leaves this
- * rank no batch. Device delivery returns SCHED_ATTACH_PENDING: the answer
- * comes through ops.attached once the ring exists (or could not be made).
+ * rank no batch, -EAGAIN no worker can run. Device delivery returns
+ * SCHED_ATTACH_PENDING: the answer comes through ops.attached once the
+ * ring exists (or could not be made).
  */
-int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, void *conn,
+int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, struct conn *conn,
 		 struct sched_client **out, struct proto_welcome *welcome,
 		 char *err, size_t err_cap);
 
@@ -117,19 +124,11 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, vo
  * process has exited. */
 void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed);
 
-/* Pinner results (daemon/pinner.h), on the loop thread. */
-void sched_device_attached(struct sched *s, void *tag, void *pc, int rc, const char *text,
-			   const struct proto_device *dev, bool direct);
-void sched_device_issued(struct sched *s, void *tag, uint32_t device_slot);
-void sched_device_staging_free(struct sched *s, uint32_t staging_slot, uint32_t generation);
-void sched_device_failed(struct sched *s, void *tag, const char *text);
-void sched_device_retired(struct sched *s, void *tag);
-
-/* A RELEASE from the client. Stale or duplicate ones are ignored (0 is
- * returned either way; the ignored case is logged at debug level). */
+/* A RELEASE from the client. Stale or duplicate ones are ignored (logged
+ * at debug level). */
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
 
-/* Worker pool callbacks (daemon/pool.h). A lost item is issued again; one
+/* From the worker pool (daemon/pool.h). A lost item is issued again; one
  * lost as suspect SCHED_ITEM_STRIKES times (its worker crashed or was
  * killed as stuck each time) fails its batch instead, with an error that
  * names its samples and how the workers ended. */
@@ -141,14 +140,13 @@ void sched_pump(struct sched *s);
  * every client that needs workers (all but direct clients) gets ERROR
  * (EAGAIN, with why), and so does an attach. */
 void sched_workers_unable(struct sched *s, const char *why);
-/* Names sample `sample` of a pipeline for a log line: its image file (or
- * tar shard and member), or the data file and byte range. */
-void sched_describe_sample(const struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
-			   size_t cap);
 /* Names a work item for a log line: pipeline, epoch, batch, rows and its
- * first sample (as sched_describe_sample); "an item no longer wanted" for
- * a stale id. */
+ * first sample (source_sample_where); "an item no longer wanted" for a
+ * stale id. */
 void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t cap);
+/* Names sample `sample` of a pipeline for a log line. */
+void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
+			   size_t cap);
 
 /* Status lines: the arena's; then pipelines, clients and error counters. */
 void sched_describe_arena(const struct sched *s, struct status_text *t);

@@ -118,9 +118,9 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 	conn_send(c, &out, srv->arena->client_fd); /* read-only: shm/arena.h */
 }
 
-void server_attached(void *conn, int rc, const struct proto_welcome *welcome, const char *text)
+void server_attached(struct conn *c, int rc, const struct proto_welcome *welcome,
+		     const char *text)
 {
-	struct conn *c = conn;
 	if (c->state != CONN_ATTACHING)
 		return;
 	if (rc < 0) {
@@ -445,16 +445,15 @@ void server_free(struct server *srv)
 	free(srv);
 }
 
-void server_send_ready(void *conn, const struct proto_ready *ready)
+void server_send_ready(struct conn *c, const struct proto_ready *ready)
 {
-	struct conn *c = conn;
 	struct proto_msg m; /* not zeroed whole: the union holds a 64 KiB status text */
 	m.hdr = (struct proto_header){.type = PROTO_READY};
 	m.u.ready = *ready;
 	conn_send(c, &m, -1);
 }
 
-void server_fail_client(void *conn, int code, const char *text)
+void server_fail_client(struct conn *c, int code, const char *text)
 {
-	conn_error(conn, 0, code, text);
+	conn_error(c, 0, code, text);
 }

@@ -30,6 +30,7 @@
 #include "proto/proto.h"
 #include "shm/arena.h"
 
+struct conn;
 struct sched;
 struct server;
 struct status_text;
@@ -68,8 +69,9 @@ void server_shutdown(struct server *srv);
 void server_free(struct server *srv);
 
 /* sched_ops implementation (daemon/sched.h). */
-void server_attached(void *conn, int rc, const struct proto_welcome *welcome, const char *text);
-void server_send_ready(void *conn, const struct proto_ready *ready);
-void server_fail_client(void *conn, int code, const char *text);
+void server_attached(struct conn *conn, int rc, const struct proto_welcome *welcome,
+		     const char *text);
+void server_send_ready(struct conn *conn, const struct proto_ready *ready);
+void server_fail_client(struct conn *conn, int code, const char *text);
 
 #endif

@@ -10,12 +10,14 @@
 #ifndef LDR_DAEMON_SOURCE_H
 #define LDR_DAEMON_SOURCE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "daemon/config.h"
 #include "daemon/imagefolder.h"
 #include "proto/proto.h"
+#include "shm/arena.h"
 #include "shm/layout.h"
 
 #define SOURCE_TENSOR_ALIGN 256u /* byte alignment of each tensor in a slot */
@@ -43,5 +45,37 @@ struct source {
  */
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
 void source_close(struct source *s);
+
+/* ---- the image index in the arena ----
+ * An image pipeline's sample list (its arena_image entries, its tar shards,
+ * their paths) is copied into the arena's index area at start, where
+ * workers read it; the master names samples from that copy. */
+
+/* Bytes the sample list takes in the index area: the entries, the shards
+ * and the paths, each ARENA_ALIGN-aligned, in that order. 0 for a source
+ * without one. */
+uint64_t source_index_bytes(const struct source *src);
+
+/* Copies every pipeline's table entry (and an image pipeline's sample
+ * list, at index_at[i] into the arena's index area) into the arena, logs
+ * each image list's start-up lines, and frees the lists (the arena holds
+ * them from here on). */
+void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
+		       struct arena *arena);
+
+/* Names sample `index` of pipeline `pipeline` for messages: an image
+ * pipeline's file (ROOT/CLASS/NAME.jpg) or tar shard, member and data
+ * offset, read from the arena's copy of the list; another pipeline's data
+ * file and byte range. Returns buf. */
+const char *source_sample_where(const struct source *src, const struct arena *arena,
+				uint32_t pipeline, uint64_t index, char *buf, size_t cap);
+
+/* Why an image is bad, from the worker's -errno for it. */
+const char *source_image_why(int status);
+
+/* The tar shard of image sample `index`: its path into buf and its sample
+ * count; false for an imagefolder or a sample the list does not hold. */
+bool source_image_shard(const struct arena *arena, uint32_t pipeline, uint64_t index, char *buf,
+			size_t cap, uint64_t *n_samples);
 
 #endif

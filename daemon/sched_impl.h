@@ -1,0 +1,172 @@
+/*
+ * sched_impl.h: the scheduler's state, shared by its files: sched.c
+ * (slots, items, fairness, delivery), session.c (attach, detach, release),
+ * devpath.c (device slots, the GPU side) and batchfail.c (bad samples,
+ * failed batches and streams). Nothing else includes it.
+ */
+#ifndef LDR_DAEMON_SCHED_IMPL_H
+#define LDR_DAEMON_SCHED_IMPL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/escape.h"
+#include "common/sampler.h"
+#include "daemon/sched.h"
+
+enum slot_state {
+	SLOT_FREE,
+	SLOT_FILLING, /* items outstanding */
+	SLOT_DONE,    /* complete, waiting for earlier batches of its client */
+	SLOT_HELD,    /* READY sent; the client's until RELEASE (host delivery) */
+	SLOT_ORPHAN,  /* its client left while it was filling */
+	SLOT_PINNING, /* the GPU thread reads it (device delivery); client may be NULL */
+};
+
+enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
+
+/* Where a batch sits in its client's stream of batches: what READY says. */
+struct batch_pos {
+	uint64_t seq, epoch, g, batch, first;
+	uint32_t rows;
+	bool last;
+};
+
+/* A device slot of a client's ring, with the batch it holds (the staging
+ * slot may be reused before READY goes out). */
+struct dev_slot {
+	enum dev_state state;
+	uint32_t generation;
+	struct batch_pos pos;
+};
+
+enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
+
+struct item {
+	uint32_t first_row;
+	uint32_t count;
+	enum item_state state;
+	uint32_t strikes; /* times lost as suspect (sched.h) */
+};
+
+struct slot {
+	enum slot_state state;
+	uint32_t generation;
+	struct sched_client *client;
+	struct batch_pos pos;
+	uint32_t n_items, items_done;
+	struct item *items;
+	int error;         /* first failure of an item: -errno (-ECHILD: struck out) */
+	uint32_t bad_row;
+	uint64_t error_detail;
+	char lost_why[96]; /* -ECHILD: how the last worker holding it ended */
+};
+
+struct sched_client {
+	struct conn *conn;  /* NULL once detached */
+	uint64_t session;
+	pid_t pid;
+	char name[ESCAPE_SIZE(PROTO_NAME_MAX - 1)]; /* the client's, escaped (escape.h) */
+	uint32_t pipeline;
+	struct sampler sampler;
+	uint32_t depth;
+	uint64_t epoch, g, next_batch, segment_batches;
+	uint64_t next_seq;  /* seq of the next batch to start */
+	uint64_t send_seq;  /* seq of the next batch to deliver */
+	uint64_t released;
+	uint32_t in_flight; /* batches started and not yet released */
+	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
+	bool failed;
+	/* device delivery (devpath.c) */
+	bool device;
+	bool attaching;     /* waiting for the GPU thread's ring */
+	bool direct;        /* batches come from the page-locked file, not staging */
+	bool gone;          /* detached while attaching: retire once the ring exists */
+	struct pinner_client *pc; /* the GPU thread's client, NULL until attached */
+	uint64_t pin_seq;   /* seq of the next batch to hand to the GPU thread */
+	uint64_t dev_slot_bytes;
+	uint8_t uuid[PROTO_UUID_BYTES];
+	struct proto_welcome welcome; /* kept while attaching */
+	struct sched *sched;          /* for the exit watch (devpath_retire_on_exit) */
+	struct sched_client *retiring_next; /* detached, ring not yet freed */
+	struct dev_slot dev[PROTO_DEVICE_SLOTS_MAX];
+};
+
+/* Pending item references (slot << 16 | item), a ring-buffer deque. */
+struct pending {
+	uint32_t *refs;
+	size_t cap, head, count;
+};
+
+struct sched {
+	const struct config *cfg;
+	struct arena *arena;
+	const struct source *sources;
+	size_t n_sources;
+	struct sched_ops ops;
+	struct sched_workers workers;
+	struct gpu_requests gpu;
+	bool has_device;
+	char no_device[200]; /* why device delivery is refused, when !has_device */
+	char unable[PATH_MAX + 256]; /* why no worker can run, "" while they can */
+	struct sched_client *retiring; /* detached device clients whose ring is not yet freed */
+	uint32_t n_slots, free_slots;
+	struct slot *slots;
+	struct pending pending;
+	struct sched_client **clients;
+	uint32_t n_clients;
+	uint32_t fair_start; /* rotates to break ties between equal clients */
+	uint64_t next_session;
+	uint64_t read_errors;
+	uint64_t bad_images;      /* image samples that could not be used, each time met */
+	uint64_t substituted;     /* of those, replaced by another sample */
+	uint8_t *bad_seen[ARENA_PIPELINES_MAX]; /* image pipelines: a bit per sample, logged once */
+};
+
+/* ---- sched.c ---- */
+
+/* Starts batches for clients that can take one, then hands items to the
+ * workers. Called after anything that may free a slot or a client's room. */
+void sched_fill(struct sched *s);
+void sched_slot_free(struct sched *s, struct slot *sl);
+/* Advances client c to its next batch and says where that batch sits. */
+struct batch_pos sched_batch_next(struct sched_client *c);
+/* READY for the batch at pos, in the given slot. */
+struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
+				  uint64_t slot_offset);
+/* Clients that take staging slots: every attached one but direct clients. */
+bool sched_uses_staging(const struct sched_client *c);
+/* Client c has been handed every batch of its last epoch (batchfail.c). */
+bool sched_stream_ended(const struct sched_client *c);
+
+/* ---- session.c ---- */
+
+/* Status line of each client. */
+void session_describe(const struct sched *s, struct status_text *t);
+
+/* ---- devpath.c ---- */
+
+/* Hands, in seq order, every finished batch of device client c that is
+ * next in line to the GPU thread, each into a free device slot. */
+void devpath_flush(struct sched *s, struct sched_client *c);
+/* A direct client's next batches, while it has room. */
+void devpath_fill_direct(struct sched *s, struct sched_client *c);
+/* Asks the GPU thread for c's ring. */
+void devpath_attach(struct sched *s, struct sched_client *c);
+/* c is detached; its ring goes once no process can touch it. */
+void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed);
+void devpath_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
+
+/* ---- batchfail.c ---- */
+
+/* Bad images a work item met (counted; the first logged once per file). */
+void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_done *done);
+/* Fails client c for the batch in sl whose item failed (sl->error). */
+void batchfail_batch(struct sched *s, struct slot *sl);
+/* Fails client c, whose stream has passed its last epoch. */
+void batchfail_stream_end(struct sched *s, struct sched_client *c);
+/* Fails client c because no worker can run (s->unable). */
+void batchfail_unable(struct sched *s, struct sched_client *c);
+
+#endif
