@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "daemon/cudaerr.h"
+
 static bool refuse(struct direct_source *d, const char *fmt, const char *detail)
 {
 	int n = snprintf(d->why, sizeof(d->why), "pipeline \"%s\": %.200s: ", d->src->cfg->name,
@@ -52,8 +54,8 @@ bool direct_register(struct direct_source *d, const struct source *src)
 					 cudaHostRegisterReadOnly | cudaHostRegisterPortable);
 	if (e != cudaSuccess) {
 		munmap(map, src->file_bytes);
-		snprintf(text, sizeof(text), "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-		return refuse(d, "cudaHostRegister of the file's read-only mapping: %s", text);
+		return refuse(d, "cudaHostRegister of the file's read-only mapping: %s",
+			      cudaerr_text(e, text, sizeof(text)));
 	}
 	d->base = map;
 	d->bytes = src->file_bytes;
@@ -145,9 +147,10 @@ cudaError_t direct_copy(const struct direct_source *d, struct direct_scratch *sc
 		sc->sizes[i] = len;
 	}
 	cudaError_t e = copy_batch(sc, rows, stream);
+	char why[256];
 	if (e != cudaSuccess)
-		snprintf(text, cap, "copying a batch of %u samples from %.300s: %s (%s)", rows,
-			 d->src->cfg->path, cudaGetErrorString(e), cudaGetErrorName(e));
+		snprintf(text, cap, "copying a batch of %u samples from %.300s: %s", rows,
+			 d->src->cfg->path, cudaerr_text(e, why, sizeof(why)));
 	return e;
 }
 

@@ -10,34 +10,21 @@
 #include "daemon/pinner_impl.h"
 #include "daemon/status.h"
 
-static int cuda_errno(cudaError_t e)
-{
-	switch (e) {
-	case cudaErrorNoDevice:
-	case cudaErrorInsufficientDriver:
-		return -ENODEV;
-	case cudaErrorMemoryAllocation:
-		return -ENOMEM;
-	default:
-		return -EIO;
-	}
-}
-
 /* ---- start-up (pinning thread) ---- */
 
 static int find_gpus(struct pinner *p, char *text, size_t cap)
 {
 	int n = 0;
 	cudaError_t e = cudaGetDeviceCount(&n);
-	if (cuda_failed(e, text, cap, "no usable GPU: cudaGetDeviceCount"))
-		return cuda_errno(e);
+	if (cudaerr_failed(e, text, cap, "no usable GPU: cudaGetDeviceCount"))
+		return cudaerr_errno(e);
 	if (n > PINNER_DEVICES_MAX)
 		n = PINNER_DEVICES_MAX;
 	for (int i = 0; i < n; i++) {
 		struct cudaDeviceProp prop;
 		e = cudaGetDeviceProperties(&prop, i);
-		if (cuda_failed(e, text, cap, "cudaGetDeviceProperties"))
-			return cuda_errno(e);
+		if (cudaerr_failed(e, text, cap, "cudaGetDeviceProperties"))
+			return cudaerr_errno(e);
 		struct gpu *g = &p->gpus[i];
 		memcpy(g->uuid_bytes, prop.uuid.bytes, PROTO_UUID_BYTES);
 		gpu_uuid_format(g->uuid_bytes, g->uuid);
@@ -57,11 +44,12 @@ static int pin_memory(struct pinner *p, char *text, size_t cap)
 		p->registered_bytes = (size_t)slot_bytes * a->hdr->n_slots;
 		e = cudaHostRegister(p->registered, p->registered_bytes, cudaHostRegisterPortable);
 		if (e != cudaSuccess) {
+			char why[256];
 			snprintf(text, cap, "pin = register: cudaHostRegister of the %u staging slots "
 				 "(%zu bytes of shared memory): %s (is LimitMEMLOCK high enough?)",
-				 a->hdr->n_slots, p->registered_bytes, cudaGetErrorString(e));
+				 a->hdr->n_slots, p->registered_bytes, cudaerr_text(e, why, sizeof(why)));
 			p->registered = NULL;
-			return cuda_errno(e);
+			return cudaerr_errno(e);
 		}
 		snprintf(p->summary, sizeof(p->summary), "pin register, %u staging slots of %" PRIu64
 			 " bytes", a->hdr->n_slots, slot_bytes);
@@ -78,10 +66,11 @@ static int pin_memory(struct pinner *p, char *text, size_t cap)
 		void *buf;
 		e = cudaHostAlloc(&buf, slot_bytes, cudaHostAllocPortable);
 		if (e != cudaSuccess) {
+			char why[256];
 			snprintf(text, cap, "pin = copy: cudaHostAlloc of pinned buffer %u of %u (%" PRIu64
 				 " bytes each; pinned_slots x the largest batch): %s", i + 1, n, slot_bytes,
-				 cudaGetErrorString(e));
-			return cuda_errno(e);
+				 cudaerr_text(e, why, sizeof(why)));
+			return cudaerr_errno(e);
 		}
 		p->pinned[i] = buf;
 		p->pinned_free[p->n_pinned++] = (int)i;
@@ -198,7 +187,7 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 	size_t free_bytes = 0, total_bytes = 0;
 	if (e == cudaSuccess)
 		e = cudaMemGetInfo(&free_bytes, &total_bytes);
-	if (cuda_failed(e, m->text, sizeof(m->text), "cudaMemGetInfo"))
+	if (cudaerr_failed(e, m->text, sizeof(m->text), "cudaMemGetInfo"))
 		goto fail;
 	if (pc->ring_bytes + DEVICE_RESERVE_BYTES > free_bytes) {
 		e = cudaErrorMemoryAllocation;
@@ -210,7 +199,7 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 	}
 	e = cudaMalloc((void **)&pc->ring, pc->ring_bytes);
 	snprintf(what, sizeof(what), "cudaMalloc of a %" PRIu64 " byte ring on GPU %s", pc->ring_bytes, uuid);
-	if (cuda_failed(e, m->text, sizeof(m->text), what)) {
+	if (cudaerr_failed(e, m->text, sizeof(m->text), what)) {
 		pc->ring = NULL;
 		goto fail;
 	}
@@ -222,14 +211,14 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 	x->slot_bytes = pc->slot_bytes;
 	x->ring_bytes = pc->ring_bytes;
 	e = cudaIpcGetMemHandle((cudaIpcMemHandle_t *)x->mem_handle, pc->ring);
-	if (cuda_failed(e, m->text, sizeof(m->text), "cudaIpcGetMemHandle"))
+	if (cudaerr_failed(e, m->text, sizeof(m->text), "cudaIpcGetMemHandle"))
 		goto fail;
 	e = cudaStreamCreateWithFlags(&pc->stream, cudaStreamNonBlocking);
 	if (e == cudaSuccess)
 		e = cudaStreamCreateWithFlags(&pc->done, cudaStreamNonBlocking);
 	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&pc->tail, cudaEventDisableTiming);
-	if (cuda_failed(e, m->text, sizeof(m->text), "creating the client's streams"))
+	if (cudaerr_failed(e, m->text, sizeof(m->text), "creating the client's streams"))
 		goto fail;
 	for (uint32_t d = 0; d < pc->slots; d++) {
 		unsigned flags = cudaEventInterprocess | cudaEventDisableTiming;
@@ -240,13 +229,13 @@ static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
 			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->ready[d], pc->ready[d]);
 		if (e == cudaSuccess)
 			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->released[d], pc->released[d]);
-		if (cuda_failed(e, m->text, sizeof(m->text), "creating and exporting the ring's events"))
+		if (cudaerr_failed(e, m->text, sizeof(m->text), "creating and exporting the ring's events"))
 			goto fail;
 	}
 	m->rc = 0;
 	return pc;
 fail:
-	m->rc = cuda_errno(e);
+	m->rc = cudaerr_errno(e);
 	client_free(p, pc);
 	return NULL;
 }
@@ -276,7 +265,7 @@ static void do_retire(struct pinner *p, struct msg *m)
 		e = cudaEventRecord(pc->tail, pc->stream);
 	if (e == cudaSuccess)
 		e = pinner_stream_point(p, pc, m, M_DRAINED, pc->tail);
-	if (cuda_failed(e, text, sizeof(text), "retiring a client's ring")) {
+	if (cudaerr_failed(e, text, sizeof(text), "retiring a client's ring")) {
 		/* Without the callback, wait here: the stream must be empty before
 		 * its ring is freed. */
 		log_warning("GPU %s: %s; synchronising its streams", g->uuid, text);
@@ -340,9 +329,9 @@ static void shutdown_gpu(struct pinner *p)
 	}
 	/* Callbacks that ran during the synchronisations queued messages. */
 	pthread_mutex_lock(&p->mu);
-	msgs_free(queue_take_all(&p->in));
+	msgs_free(msgq_take_all(&p->in));
 	pthread_mutex_unlock(&p->mu);
-	msgs_free(queue_take_all(&p->copy_wait));
+	msgs_free(msgq_take_all(&p->copy_wait));
 	for (int i = 0; i < p->n_gpus; i++)
 		if (p->gpus[i].aux) {
 			cudaSetDevice(i);
@@ -390,7 +379,7 @@ static void *pinner_main(void *arg)
 		}
 		while (p->n_deferring == 0 && !p->in.head && !p->stop)
 			pthread_cond_wait(&p->cv, &p->mu);
-		struct msg *m = queue_take_all(&p->in);
+		struct msg *m = msgq_take_all(&p->in);
 		bool stop = p->stop;
 		pthread_mutex_unlock(&p->mu);
 		while (m) {
@@ -413,7 +402,7 @@ static void on_async(uv_async_t *h)
 {
 	struct pinner *p = h->data;
 	pthread_mutex_lock(&p->out_mu);
-	struct msg *m = queue_take_all(&p->out);
+	struct msg *m = msgq_take_all(&p->out);
 	pthread_mutex_unlock(&p->out_mu);
 	while (m) {
 		struct msg *next = m->next;
@@ -540,7 +529,7 @@ void pinner_stop(struct pinner *p)
 	pthread_join(p->thread, NULL);
 	p->thread_started = false;
 	pthread_mutex_lock(&p->out_mu);
-	msgs_free(queue_take_all(&p->out));
+	msgs_free(msgq_take_all(&p->out));
 	pthread_mutex_unlock(&p->out_mu);
 	uv_close((uv_handle_t *)&p->async, NULL);
 }
@@ -549,7 +538,7 @@ void pinner_free(struct pinner *p)
 {
 	if (!p)
 		return;
-	msgs_free(queue_take_all(&p->in)); /* posted after the thread stopped */
+	msgs_free(msgq_take_all(&p->in)); /* posted after the thread stopped */
 	free(p->pinned);
 	free(p->pinned_free);
 	free(p->direct);
@@ -596,16 +585,17 @@ void pinner_print_system(FILE *out)
 	cudaRuntimeGetVersion(&runtime);
 	cudaError_t e = cudaDriverGetVersion(&driver);
 	fprintf(out, "cuda: runtime %d.%d, ", runtime / 1000, runtime % 1000 / 10);
+	char why[256];
 	if (e != cudaSuccess || driver == 0) {
 		fprintf(out, "driver unavailable (%s)\n",
-			e != cudaSuccess ? cudaGetErrorString(e) : "no CUDA driver is installed");
+			e != cudaSuccess ? cudaerr_text(e, why, sizeof(why)) : "no CUDA driver is installed");
 		fprintf(out, "gpus: 0\n");
 		return;
 	}
 	fprintf(out, "driver %d.%d\n", driver / 1000, driver % 1000 / 10);
 	e = cudaGetDeviceCount(&n);
 	if (e != cudaSuccess) {
-		fprintf(out, "gpus: 0 (%s)\n", cudaGetErrorString(e));
+		fprintf(out, "gpus: 0 (%s)\n", cudaerr_text(e, why, sizeof(why)));
 		return;
 	}
 	fprintf(out, "gpus: %d\n", n);

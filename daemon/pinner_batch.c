@@ -104,7 +104,7 @@ static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 		atomic_fetch_sub(&pc->stream_depth, 1);
 	}
 	if (what)
-		cuda_failed(e, text, sizeof(text), what);
+		cudaerr_failed(e, text, sizeof(text), what);
 	client_fail(p, pc, text);
 	pinner_client_sync(pc); /* nothing may still read the source */
 	return false;
@@ -160,7 +160,7 @@ static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
 			return false;
 		e = cudaStreamWaitEvent(pc->stream, pc->released[m->d], 0);
 	}
-	if (cuda_failed(e, text, sizeof(text), "waiting for the released event")) {
+	if (cudaerr_failed(e, text, sizeof(text), "waiting for the released event")) {
 		client_fail(p, pc, text);
 		batch_end(p, m);
 		return true;
@@ -170,12 +170,12 @@ static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
 		 * through the stream too. */
 		if (free_now && pc->slot_free_pending == 0) {
 			m->kind = M_SLOT_FREE;
-			queue_push(&p->copy_wait, m);
+			msgq_push(&p->copy_wait, m);
 			run_copies(p);
 			return true;
 		}
 		e = pinner_stream_point(p, pc, m, M_SLOT_FREE, NULL);
-		if (cuda_failed(e, text, sizeof(text), "cudaLaunchHostFunc")) {
+		if (cudaerr_failed(e, text, sizeof(text), "cudaLaunchHostFunc")) {
 			client_fail(p, pc, text);
 			batch_end(p, m);
 		} else {
@@ -227,7 +227,7 @@ void pinner_do_copy(struct pinner *p, struct msg *m)
 		p->n_deferring++;
 		pc->deferred_since = pinner_now_ns();
 	}
-	queue_push(&pc->deferred, m);
+	msgq_push(&pc->deferred, m);
 }
 
 /* Retries every client's deferred batches. */
@@ -243,7 +243,7 @@ uint64_t pinner_poll_deferred(struct pinner *p)
 void pinner_slot_free(struct pinner *p, struct msg *m)
 {
 	m->pc->slot_free_pending--;
-	queue_push(&p->copy_wait, m);
+	msgq_push(&p->copy_wait, m);
 	run_copies(p);
 }
 
@@ -266,7 +266,7 @@ static void drop_deferred(struct pinner *p, struct pinner_client *pc)
 {
 	if (!pc->deferred.head)
 		return;
-	struct msg *m = queue_take_all(&pc->deferred), *next;
+	struct msg *m = msgq_take_all(&pc->deferred), *next;
 	for (; m; m = next) {
 		next = m->next;
 		batch_end(p, m);
@@ -276,13 +276,13 @@ static void drop_deferred(struct pinner *p, struct pinner_client *pc)
 
 static void purge_copy_wait(struct pinner *p, struct pinner_client *pc)
 {
-	struct msg *m = queue_take_all(&p->copy_wait), *next;
+	struct msg *m = msgq_take_all(&p->copy_wait), *next;
 	for (; m; m = next) {
 		next = m->next;
 		if (m->pc == pc)
 			batch_end(p, m);
 		else
-			queue_push(&p->copy_wait, m);
+			msgq_push(&p->copy_wait, m);
 	}
 }
 

@@ -16,6 +16,7 @@
 #include "common/gpu_uuid.h"
 #include "common/log.h"
 #include "daemon/copyteam.h"
+#include "daemon/cudaerr.h"
 #include "daemon/direct.h"
 #include "daemon/pinner.h"
 
@@ -37,7 +38,7 @@ struct gpu {
 	atomic_uint_least64_t device_bytes;
 };
 
-struct queue {
+struct msgq {
 	struct msg *head, *tail;
 };
 
@@ -59,7 +60,7 @@ struct pinner_client {
 	cudaEvent_t released[PROTO_DEVICE_SLOTS_MAX];
 	const struct direct_source *direct; /* its pipeline's file, when registered */
 	bool failed, retiring;
-	struct queue deferred;           /* batches waiting for released[d], in order */
+	struct msgq deferred;           /* batches waiting for released[d], in order */
 	uint32_t slot_free_pending;      /* copy mode: M_SLOT_FREE callbacks not yet run */
 	uint64_t deferred_since;         /* when the head was deferred, ns */
 	atomic_uint stream_depth;        /* copies issued, not yet complete */
@@ -115,11 +116,11 @@ struct pinner {
 	/* loop and callbacks -> thread: `in`, under mu, signalled by cv */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
-	struct queue in;
+	struct msgq in;
 	bool stop;
 	/* thread -> loop: `out`, under out_mu, signalled by uv_async_send */
 	pthread_mutex_t out_mu;
-	struct queue out;
+	struct msgq out;
 
 	/* everything below: the pinning thread only, except the atomics and
 	 * what is set before `started` is posted (read by status afterwards) */
@@ -134,7 +135,7 @@ struct pinner {
 	uint64_t pinned_bytes;
 	int *pinned_free;         /* stack of free buffer indexes */
 	atomic_uint pinned_free_count;
-	struct queue copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
+	struct msgq copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
 	uint32_t n_deferring;     /* clients with deferred batches */
 	uint64_t poll_ns;         /* retry interval for them */
 	struct team team;
@@ -144,7 +145,7 @@ struct pinner {
 	uint32_t n_clients, cap_clients;
 };
 
-static inline void queue_push(struct queue *q, struct msg *m)
+static inline void msgq_push(struct msgq *q, struct msg *m)
 {
 	m->next = NULL;
 	if (q->tail)
@@ -154,7 +155,7 @@ static inline void queue_push(struct queue *q, struct msg *m)
 	q->tail = m;
 }
 
-static struct msg *queue_take_all(struct queue *q)
+static struct msg *msgq_take_all(struct msgq *q)
 {
 	struct msg *m = q->head;
 	q->head = q->tail = NULL;
@@ -191,7 +192,7 @@ static struct msg *msg_new(enum msg_kind kind)
 static inline void post_in(struct pinner *p, struct msg *m)
 {
 	pthread_mutex_lock(&p->mu);
-	queue_push(&p->in, m);
+	msgq_push(&p->in, m);
 	pthread_cond_signal(&p->cv);
 	pthread_mutex_unlock(&p->mu);
 }
@@ -199,18 +200,9 @@ static inline void post_in(struct pinner *p, struct msg *m)
 static inline void post_out(struct pinner *p, struct msg *m)
 {
 	pthread_mutex_lock(&p->out_mu);
-	queue_push(&p->out, m);
+	msgq_push(&p->out, m);
 	pthread_mutex_unlock(&p->out_mu);
 	uv_async_send(&p->async);
-}
-
-/* CUDA errors become text in exactly one place. */
-static inline bool cuda_failed(cudaError_t e, char *text, size_t cap, const char *what)
-{
-	if (e == cudaSuccess)
-		return false;
-	snprintf(text, cap, "%s: %s (%s)", what, cudaGetErrorString(e), cudaGetErrorName(e));
-	return true;
 }
 
 static inline void client_fail(struct pinner *p, struct pinner_client *pc, const char *text)
