@@ -1,0 +1,477 @@
+/*
+ * Unit tests for the scheduler (daemon/sched.h) with every neighbour
+ * faked: the connections (struct sched_ops), the worker pool (struct
+ * sched_workers) and the GPU thread (daemon/gpuseam.h). A real arena and a
+ * real raw source (a file of records) are used, so slot offsets, tensors
+ * and sample indices are the daemon's own.
+ *
+ * What is checked: the share and depth rules for staging slots and the
+ * fairness between clients of different depths; in-order delivery when
+ * items complete out of order; re-issue of a dead worker's items and the
+ * strike rule; generations (stale completions and RELEASEs are ignored,
+ * never double-free); a device client's way through the GPU thread
+ * (attach, copy, issued, staging free, release, retire).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "daemon/config.h"
+#include "daemon/gpuseam.h"
+#include "daemon/sched.h"
+#include "daemon/source.h"
+#include "daemon/status.h"
+#include "shm/arena.h"
+
+#define RECORD 64
+#define N_SAMPLES 512
+#define BATCH 8
+#define CHUNK 4  /* two items per batch */
+#define SLOTS 8
+#define MAX_FRAMES 256
+#define MAX_CMDS 512
+
+/* ---- a fake connection: what the scheduler sent it ---- */
+
+struct conn {
+	struct proto_ready ready[MAX_FRAMES];
+	int n_ready;
+	int attached;       /* 0 none, 1 WELCOME, -errno refused */
+	int failed;         /* positive errno of an ERROR, 0 none */
+	char text[PROTO_ERROR_TEXT_MAX];
+};
+
+static void conn_attached(struct conn *c, int rc, const struct proto_welcome *w, const char *text)
+{
+	c->attached = rc < 0 ? rc : 1;
+	if (text)
+		snprintf(c->text, sizeof(c->text), "%s", text);
+	(void)w;
+}
+
+static void conn_ready(struct conn *c, const struct proto_ready *r)
+{
+	assert_true(c->n_ready < MAX_FRAMES);
+	c->ready[c->n_ready++] = *r;
+}
+
+static void conn_fail(struct conn *c, int code, const char *text)
+{
+	c->failed = code;
+	snprintf(c->text, sizeof(c->text), "%s", text);
+}
+
+static int exits_watched;
+
+static void watch_exit(struct exitwatch_set *set, pid_t pid, void (*fn)(void *), void *arg)
+{
+	(void)set;
+	(void)pid;
+	exits_watched++;
+	fn(arg); /* the process is gone at once */
+}
+
+/* ---- a fake pool: the items it was given ---- */
+
+struct fake_pool {
+	struct work_cmd cmds[MAX_CMDS];
+	int n;
+	int room; /* items it takes before it is full */
+};
+
+static struct fake_pool pool_fake;
+
+static bool pool_take(struct pool *p, const struct work_cmd *cmd)
+{
+	(void)p;
+	if (pool_fake.room == 0)
+		return false;
+	assert_true(pool_fake.n < MAX_CMDS);
+	pool_fake.cmds[pool_fake.n++] = *cmd;
+	pool_fake.room--;
+	return true;
+}
+
+/* ---- a fake GPU thread ---- */
+
+struct pinner_client {
+	int id;
+};
+
+struct pinner {
+	struct sched_client *attach_c;
+	int attaches, copies, directs, retires;
+	struct pinner_client pcs[4];
+	struct { struct pinner_client *pc; uint32_t d, slot, gen; uint64_t bytes; } copy[64];
+	struct pinner_client *retired;
+};
+
+static struct pinner gpu_fake;
+
+static void gpu_attach(struct pinner *g, struct sched_client *c, const uint8_t uuid[PROTO_UUID_BYTES],
+		       uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
+{
+	(void)uuid;
+	(void)pipeline;
+	assert_true(slots >= 1 && slot_bytes >= (uint64_t)BATCH * RECORD);
+	g->attach_c = c;
+	g->attaches++;
+}
+
+static void gpu_copy(struct pinner *g, struct pinner_client *pc, uint32_t d, uint32_t slot,
+		     uint32_t gen, uint64_t bytes)
+{
+	assert_true(g->copies < 64);
+	g->copy[g->copies].pc = pc;
+	g->copy[g->copies].d = d;
+	g->copy[g->copies].slot = slot;
+	g->copy[g->copies].gen = gen;
+	g->copy[g->copies].bytes = bytes;
+	g->copies++;
+}
+
+static void gpu_copy_direct(struct pinner *g, struct pinner_client *pc, uint32_t d,
+			    uint64_t *offsets, uint32_t rows)
+{
+	(void)pc;
+	(void)d;
+	(void)rows;
+	free(offsets);
+	g->directs++;
+}
+
+static void gpu_retire(struct pinner *g, struct pinner_client *pc)
+{
+	g->retires++;
+	g->retired = pc;
+}
+
+static void gpu_describe(struct pinner_client *pc, struct status_text *t)
+{
+	status_printf(t, " gpu fake%d", pc->id);
+}
+
+/* ---- the world of one test ---- */
+
+struct world {
+	char path[64];
+	struct config cfg;
+	struct source src;
+	struct arena arena;
+	struct sched *s;
+	struct gpu_answers answers;
+};
+
+static struct world *world_new(uint32_t slots, bool with_gpu)
+{
+	struct world *w = calloc(1, sizeof(*w));
+	assert_non_null(w);
+	snprintf(w->path, sizeof(w->path), "/tmp/test_sched.XXXXXX");
+	int fd = mkstemp(w->path);
+	assert_true(fd >= 0);
+	uint8_t rec[RECORD];
+	for (int i = 0; i < N_SAMPLES; i++) {
+		memset(rec, i & 0xff, sizeof(rec));
+		assert_int_equal(write(fd, rec, sizeof(rec)), (ssize_t)sizeof(rec));
+	}
+	close(fd);
+	config_defaults(&w->cfg);
+	w->cfg.staging_slots = slots;
+	w->cfg.max_depth = 16;
+	w->cfg.device_slots = 4;
+	w->cfg.n_pipelines = 1;
+	struct pipeline_cfg *p = &w->cfg.pipelines[0];
+	snprintf(p->name, sizeof(p->name), "p");
+	snprintf(p->path, sizeof(p->path), "%s", w->path);
+	p->kind = SOURCE_RAW;
+	p->record_bytes = RECORD;
+	p->batch_size = BATCH;
+	p->chunk = CHUNK;
+	p->shuffle = false;
+	char err[512];
+	assert_int_equal(source_open(p, &w->src, err, sizeof(err)), 0);
+	struct arena_plan plan = {.n_pipelines = 1, .n_workers = 1, .n_slots = slots,
+				  .slot_bytes = (w->src.batch_bytes + ARENA_ALIGN - 1) / ARENA_ALIGN * ARENA_ALIGN};
+	assert_int_equal(arena_create(&plan, &w->arena), 0);
+	*arena_pipeline(&w->arena, 0) = w->src.desc;
+	struct sched_ops ops = {.attached = conn_attached, .ready = conn_ready, .fail = conn_fail,
+				.watch_exit = watch_exit};
+	w->s = sched_create(&w->cfg, &w->arena, &w->src, 1, &ops);
+	assert_non_null(w->s);
+	memset(&pool_fake, 0, sizeof(pool_fake));
+	pool_fake.room = MAX_CMDS;
+	struct sched_workers workers = {.submit = pool_take};
+	sched_set_workers(w->s, &workers);
+	memset(&gpu_fake, 0, sizeof(gpu_fake));
+	exits_watched = 0;
+	if (with_gpu) {
+		struct gpu_requests req = {
+			.gpu = &gpu_fake, .attach = gpu_attach, .copy = gpu_copy,
+			.copy_direct = gpu_copy_direct, .retire = gpu_retire,
+			.describe_client = gpu_describe,
+		};
+		sched_set_gpu(w->s, &req);
+		w->answers = sched_gpu_answers(w->s);
+	}
+	return w;
+}
+
+static void world_free(struct world *w)
+{
+	sched_free(w->s);
+	arena_close(&w->arena);
+	source_close(&w->src);
+	unlink(w->path);
+	free(w);
+}
+
+static struct sched_client *attach(struct world *w, struct conn *c, uint32_t rank, uint32_t world,
+				   uint32_t depth, bool device)
+{
+	struct proto_hello h = {.rank = rank, .world = world, .depth = depth};
+	snprintf(h.pipeline, sizeof(h.pipeline), "p");
+	if (device) {
+		h.delivery = PROTO_DELIVERY_DEVICE;
+		memset(h.device_uuid, 0xab, sizeof(h.device_uuid));
+	}
+	struct sched_client *sc = NULL;
+	struct proto_welcome welcome;
+	char err[PROTO_ERROR_TEXT_MAX];
+	int rc = sched_attach(w->s, &h, 1000 + (pid_t)rank, c, &sc, &welcome, err, sizeof(err));
+	assert_int_equal(rc, device ? SCHED_ATTACH_PENDING : 0);
+	return sc;
+}
+
+/* A client's counters, from its status line. */
+static void client_counts(struct world *w, int id, unsigned *in_flight, unsigned *staging)
+{
+	struct status_text *t = malloc(sizeof(*t));
+	status_init(t);
+	sched_describe(w->s, t);
+	char key[32];
+	snprintf(key, sizeof(key), "  client %d ", id);
+	const char *line = strstr(t->buf, key);
+	assert_non_null(line);
+	assert_non_null(strstr(line, " in_flight "));
+	assert_int_equal(sscanf(strstr(line, " in_flight "), " in_flight %u staging %u", in_flight,
+				staging), 2);
+	free(t);
+}
+
+/* Completes the item submitted k-th (status 0). */
+static void complete(struct world *w, int k)
+{
+	struct work_done d = {.item_id = pool_fake.cmds[k].item_id};
+	pool_fake.room++;
+	sched_item_done(w->s, &d);
+}
+
+static void release_host(struct world *w, struct sched_client *sc, const struct proto_ready *r)
+{
+	struct proto_release rel = {.seq = r->seq, .slot = r->slot, .generation = r->generation};
+	sched_release(w->s, sc, &rel);
+}
+
+/* With 8 slots and one client of depth 16, the share is 8 / 2 = 4. A
+ * second client (depth 2) takes what its depth allows within the new
+ * share (8 / 3 = 2); the first, over the new share, gets no new slot until
+ * it is back under it, whatever it releases. */
+static void test_share_and_depth(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0}, b = {0};
+	struct sched_client *sa = attach(w, &a, 0, 2, 16, false);
+	unsigned in_flight, staging;
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, SLOTS / 2);
+	int items = (SLOTS / 2) * (BATCH / CHUNK);
+	assert_int_equal(pool_fake.n, items);
+	attach(w, &b, 1, 2, 2, false);
+	client_counts(w, 2, &in_flight, &staging);
+	assert_int_equal(staging, 2);
+	assert_int_equal(pool_fake.n, items + 2 * (BATCH / CHUNK));
+	for (int k = 0; k < items; k++) /* a's batches, all done and sent */
+		complete(w, k);
+	assert_int_equal(a.n_ready, SLOTS / 2);
+	release_host(w, sa, &a.ready[0]);
+	release_host(w, sa, &a.ready[1]);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 2); /* at the share: nothing new */
+	assert_int_equal(pool_fake.n, items + 2 * (BATCH / CHUNK));
+	release_host(w, sa, &a.ready[2]);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 2); /* under it: one new batch */
+	assert_int_equal(pool_fake.n, items + 3 * (BATCH / CHUNK));
+	world_free(w);
+}
+
+/* Items complete out of order; READY goes out in seq order, each batch as
+ * soon as every earlier one is delivered. */
+static void test_in_order_delivery(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0};
+	attach(w, &a, 0, 1, 4, false);
+	assert_int_equal(pool_fake.n, 4 * 2); /* 4 batches of 2 items */
+	/* batch 3, then 2, then the second item of 0: nothing deliverable */
+	complete(w, 6);
+	complete(w, 7);
+	complete(w, 4);
+	complete(w, 5);
+	complete(w, 1);
+	assert_int_equal(a.n_ready, 0);
+	complete(w, 0); /* batch 0 whole: 0 goes out, 1 is not done */
+	assert_int_equal(a.n_ready, 1);
+	complete(w, 3);
+	complete(w, 2); /* batch 1 whole: 1, 2 and 3 go out, in order */
+	assert_int_equal(a.n_ready, 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(a.ready[i].seq, (uint64_t)i);
+		assert_int_equal(a.ready[i].batch, (uint64_t)i);
+		assert_int_equal(a.ready[i].rows, BATCH);
+	}
+	world_free(w);
+}
+
+/* A dead worker's item goes to the front of the queue and is issued
+ * again; an item lost as suspect three times fails its batch. */
+static void test_reissue_and_strikes(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0};
+	attach(w, &a, 0, 1, 1, false);
+	assert_int_equal(pool_fake.n, 2);
+	uint64_t lost = pool_fake.cmds[0].item_id;
+	pool_fake.room = 0; /* the pool is full: the lost item waits */
+	sched_item_lost(w->s, lost, false, "killed by signal 9 (Killed)");
+	assert_int_equal(pool_fake.n, 2);
+	pool_fake.room = 1;
+	sched_pump(w->s);
+	assert_int_equal(pool_fake.n, 3);
+	assert_int_equal(pool_fake.cmds[2].item_id, lost); /* the same item, again */
+	assert_memory_equal(pool_fake.cmds[2].sample_index, pool_fake.cmds[0].sample_index,
+			    CHUNK * sizeof(uint64_t));
+	/* suspect losses: the third fails the batch, naming how workers died */
+	pool_fake.room = 8;
+	for (int strike = 1; strike <= 3; strike++) {
+		sched_item_lost(w->s, lost, true, "killed: no progress for 30.0 s");
+		if (strike < 3) {
+			sched_pump(w->s); /* issued again */
+			assert_int_equal(pool_fake.n, 3 + strike);
+			assert_int_equal(pool_fake.cmds[pool_fake.n - 1].item_id, lost);
+		}
+	}
+	assert_int_equal(pool_fake.n, 5); /* not issued a fourth time */
+	complete(w, 1);
+	assert_int_equal(a.n_ready, 0);
+	assert_int_equal(a.failed, EIO);
+	assert_non_null(strstr(a.text, "3 workers in a row died producing them, the last killed: "
+				"no progress for 30.0 s"));
+	world_free(w);
+}
+
+/* A slot's generation changes with every batch: a completion or RELEASE
+ * of an earlier batch in the same slot is ignored. */
+static void test_generations(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0};
+	struct sched_client *sc = attach(w, &a, 0, 1, 1, false);
+	complete(w, 0);
+	complete(w, 1);
+	assert_int_equal(a.n_ready, 1);
+	struct proto_ready first = a.ready[0];
+	struct work_done stale = {.item_id = pool_fake.cmds[0].item_id};
+	sched_item_done(w->s, &stale); /* a duplicate completion: ignored */
+	release_host(w, sc, &first);
+	release_host(w, sc, &first); /* a duplicate RELEASE: ignored */
+	unsigned in_flight, staging;
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(in_flight, 1); /* the next batch, not two */
+	assert_int_equal(pool_fake.n, 4);
+	complete(w, 2);
+	complete(w, 3);
+	assert_int_equal(a.n_ready, 2);
+	struct proto_ready second = a.ready[1];
+	assert_int_equal(second.slot, first.slot); /* the freed slot, reused... */
+	assert_int_not_equal(second.generation, first.generation); /* ...as a new generation */
+	struct proto_release old = {.seq = second.seq, .slot = second.slot,
+				    .generation = first.generation};
+	sched_release(w->s, sc, &old);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(in_flight, 1);
+	release_host(w, sc, &second);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 1); /* batch 2 started in a free slot */
+	world_free(w);
+}
+
+/* A device client: attach waits for the GPU thread's ring; each batch is
+ * copied from its staging slot into a free device slot, READY names the
+ * device slot once issued, the staging slot is free once the GPU thread
+ * has read it; detaching without BYE retires the ring once the process
+ * has exited. */
+static void test_device_path(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	struct conn a = {0};
+	struct sched_client *sc = attach(w, &a, 0, 1, 8, true);
+	assert_int_equal(gpu_fake.attaches, 1);
+	assert_int_equal(a.attached, 0);
+	assert_int_equal(pool_fake.n, 0); /* nothing starts before the ring exists */
+	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
+	gpu_fake.pcs[0].id = 7;
+	w->answers.attached(w->answers.sched, sc, &gpu_fake.pcs[0], 0, NULL, &dev, false);
+	assert_int_equal(a.attached, 1);
+	assert_int_equal(pool_fake.n, 4 * 2); /* depth capped by device_slots = 4 */
+	for (int k = 0; k < 8; k++)
+		complete(w, k);
+	assert_int_equal(gpu_fake.copies, 4);
+	assert_int_equal(a.n_ready, 0); /* not before the copies are issued */
+	uint32_t seen = 0;
+	for (int i = 0; i < 4; i++) {
+		assert_ptr_equal(gpu_fake.copy[i].pc, &gpu_fake.pcs[0]);
+		assert_int_equal(gpu_fake.copy[i].bytes, (uint64_t)BATCH * RECORD);
+		seen |= 1u << gpu_fake.copy[i].d;
+		w->answers.issued(w->answers.sched, sc, gpu_fake.copy[i].d);
+		w->answers.staging_free(w->answers.sched, gpu_fake.copy[i].slot, gpu_fake.copy[i].gen);
+	}
+	assert_int_equal(seen, 0xf); /* four distinct device slots */
+	assert_int_equal(a.n_ready, 4);
+	for (int i = 0; i < 4; i++) {
+		assert_int_equal(a.ready[i].seq, (uint64_t)i);
+		assert_int_equal(a.ready[i].slot_offset, (uint64_t)a.ready[i].slot * 4096);
+	}
+	/* a staging slot handed back twice is ignored */
+	w->answers.staging_free(w->answers.sched, gpu_fake.copy[0].slot, gpu_fake.copy[0].gen);
+	struct proto_release rel = {.seq = 0, .slot = a.ready[0].slot,
+				    .generation = a.ready[0].generation};
+	sched_release(w->s, sc, &rel);
+	assert_int_equal(pool_fake.n, 10); /* the freed device slot lets batch 4 start */
+	sched_detach(w->s, sc, false);
+	assert_int_equal(exits_watched, 1);
+	assert_int_equal(gpu_fake.retires, 1);
+	assert_ptr_equal(gpu_fake.retired, &gpu_fake.pcs[0]);
+	w->answers.retired(w->answers.sched, sc);
+	world_free(w);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_share_and_depth),
+		cmocka_unit_test(test_in_order_delivery),
+		cmocka_unit_test(test_reissue_and_strikes),
+		cmocka_unit_test(test_generations),
+		cmocka_unit_test(test_device_path),
+	};
+	return cmocka_run_group_tests(tests, NULL, NULL);
+}
