@@ -104,193 +104,11 @@ static void register_direct(struct pinner *p)
 	}
 }
 
-/* ---- per client (pinning thread) ---- */
-
-static void client_free(struct pinner *p, struct pinner_client *pc)
-{
-	pinner_drop_waiting(p, pc);
-	cudaSetDevice(pc->dev);
-	for (uint32_t d = 0; d < pc->slots; d++) {
-		if (pc->ready[d])
-			cudaEventDestroy(pc->ready[d]);
-		if (pc->released[d])
-			cudaEventDestroy(pc->released[d]);
-	}
-	if (pc->stream)
-		cudaStreamDestroy(pc->stream);
-	if (pc->done)
-		cudaStreamDestroy(pc->done);
-	if (pc->tail)
-		cudaEventDestroy(pc->tail);
-	if (pc->ring) {
-		cudaFree(pc->ring);
-		atomic_fetch_sub(&p->gpus[pc->dev].clients, 1);
-		atomic_fetch_sub(&p->gpus[pc->dev].device_bytes, pc->ring_bytes);
-	}
-	for (uint32_t i = 0; i < p->n_clients; i++) {
-		if (p->clients[i] == pc) {
-			p->clients[i] = p->clients[--p->n_clients];
-			break;
-		}
-	}
-	free(pc);
-}
-
-static struct pinner_client *do_attach(struct pinner *p, struct msg *m)
-{
-	char uuid[GPU_UUID_TEXT_MAX];
-	gpu_uuid_format(m->uuid, uuid);
-	if (!p->ok) {
-		m->rc = -EOPNOTSUPP;
-		snprintf(m->text, sizeof(m->text), "GPU delivery is not available: %.400s", p->summary);
-		return NULL;
-	}
-	int dev = -1;
-	for (int i = 0; i < p->n_gpus; i++)
-		if (memcmp(p->gpus[i].uuid_bytes, m->uuid, PROTO_UUID_BYTES) == 0)
-			dev = i;
-	if (dev < 0) {
-		int len = snprintf(m->text, sizeof(m->text), "no GPU with UUID %s is visible to loaderd "
-				   "(it sees", uuid);
-		for (int i = 0; i < p->n_gpus && len < (int)sizeof(m->text); i++)
-			len += snprintf(m->text + len, sizeof(m->text) - (size_t)len, " %s", p->gpus[i].uuid);
-		if (len < (int)sizeof(m->text))
-			snprintf(m->text + len, sizeof(m->text) - (size_t)len, "%s)",
-				 p->n_gpus ? "" : " none");
-		m->rc = -ENODEV;
-		return NULL;
-	}
-	struct pinner_client *pc = calloc(1, sizeof(*pc));
-	struct pinner_client **grown = p->n_clients < p->cap_clients ? p->clients :
-		realloc(p->clients, (p->cap_clients * 2 + 8) * sizeof(*grown));
-	if (!pc || !grown) {
-		free(pc);
-		m->rc = -ENOMEM;
-		snprintf(m->text, sizeof(m->text), "out of memory");
-		return NULL;
-	}
-	if (grown != p->clients) {
-		p->clients = grown;
-		p->cap_clients = p->cap_clients * 2 + 8;
-	}
-	p->clients[p->n_clients++] = pc;
-	pc->tag = m->tag;
-	pc->dev = dev;
-	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok)
-		pc->direct = &p->direct[m->pipeline];
-	memcpy(pc->uuid, p->gpus[dev].uuid, sizeof(pc->uuid));
-	pc->slots = m->slots;
-	pc->slot_bytes = m->bytes;
-	pc->ring_bytes = (m->slots * m->bytes + RING_ALIGN - 1) & ~(uint64_t)(RING_ALIGN - 1);
-	char what[160];
-	cudaError_t e = cudaSetDevice(dev);
-	size_t free_bytes = 0, total_bytes = 0;
-	if (e == cudaSuccess)
-		e = cudaMemGetInfo(&free_bytes, &total_bytes);
-	if (cudaerr_failed(e, m->text, sizeof(m->text), "cudaMemGetInfo"))
-		goto fail;
-	if (pc->ring_bytes + DEVICE_RESERVE_BYTES > free_bytes) {
-		e = cudaErrorMemoryAllocation;
-		snprintf(m->text, sizeof(m->text), "not enough free device memory on GPU %s: a ring of "
-			 "%u slots x %" PRIu64 " bytes needs %" PRIu64 " bytes (plus %llu MiB kept free), "
-			 "%zu bytes are free", uuid, pc->slots, pc->slot_bytes, pc->ring_bytes,
-			 DEVICE_RESERVE_BYTES >> 20, free_bytes);
-		goto fail;
-	}
-	e = cudaMalloc((void **)&pc->ring, pc->ring_bytes);
-	snprintf(what, sizeof(what), "cudaMalloc of a %" PRIu64 " byte ring on GPU %s", pc->ring_bytes, uuid);
-	if (cudaerr_failed(e, m->text, sizeof(m->text), what)) {
-		pc->ring = NULL;
-		goto fail;
-	}
-	atomic_fetch_add(&p->gpus[dev].clients, 1);
-	atomic_fetch_add(&p->gpus[dev].device_bytes, pc->ring_bytes);
-	struct proto_device *x = &m->dev;
-	memset(x, 0, sizeof(*x));
-	x->slots = pc->slots;
-	x->slot_bytes = pc->slot_bytes;
-	x->ring_bytes = pc->ring_bytes;
-	e = cudaIpcGetMemHandle((cudaIpcMemHandle_t *)x->mem_handle, pc->ring);
-	if (cudaerr_failed(e, m->text, sizeof(m->text), "cudaIpcGetMemHandle"))
-		goto fail;
-	e = cudaStreamCreateWithFlags(&pc->stream, cudaStreamNonBlocking);
-	if (e == cudaSuccess)
-		e = cudaStreamCreateWithFlags(&pc->done, cudaStreamNonBlocking);
-	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&pc->tail, cudaEventDisableTiming);
-	if (cudaerr_failed(e, m->text, sizeof(m->text), "creating the client's streams"))
-		goto fail;
-	for (uint32_t d = 0; d < pc->slots; d++) {
-		unsigned flags = cudaEventInterprocess | cudaEventDisableTiming;
-		e = cudaEventCreateWithFlags(&pc->ready[d], flags);
-		if (e == cudaSuccess)
-			e = cudaEventCreateWithFlags(&pc->released[d], flags);
-		if (e == cudaSuccess)
-			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->ready[d], pc->ready[d]);
-		if (e == cudaSuccess)
-			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->released[d], pc->released[d]);
-		if (cudaerr_failed(e, m->text, sizeof(m->text), "creating and exporting the ring's events"))
-			goto fail;
-	}
-	m->rc = 0;
-	return pc;
-fail:
-	m->rc = cudaerr_errno(e);
-	client_free(p, pc);
-	return NULL;
-}
-
-/* The device's spare stream, made on first use. */
-static cudaError_t aux_stream(struct pinner *p, int dev)
-{
-	struct gpu *g = &p->gpus[dev];
-	return g->aux ? cudaSuccess : cudaStreamCreateWithFlags(&g->aux, cudaStreamNonBlocking);
-}
-
-static void do_retire(struct pinner *p, struct msg *m)
-{
-	struct pinner_client *pc = m->pc;
-	char text[TEXT_MAX];
-	pc->retiring = true;
-	cudaSetDevice(pc->dev);
-	/* A client that died between recording released[d] and that record
-	 * running leaves our stream waiting for it forever. Recording each
-	 * released event here, on a stream with nothing queued, completes
-	 * them: a wait is satisfied by the completion of a later record. */
-	struct gpu *g = &p->gpus[pc->dev];
-	cudaError_t e = aux_stream(p, pc->dev);
-	for (uint32_t d = 0; d < pc->slots && e == cudaSuccess; d++)
-		e = cudaEventRecord(pc->released[d], g->aux);
-	if (e == cudaSuccess)
-		e = cudaEventRecord(pc->tail, pc->stream);
-	if (e == cudaSuccess)
-		e = pinner_stream_point(p, pc, m, M_DRAINED, pc->tail);
-	if (cudaerr_failed(e, text, sizeof(text), "retiring a client's ring")) {
-		/* Without the callback, wait here: the stream must be empty before
-		 * its ring is freed. */
-		log_warning("GPU %s: %s; synchronising its streams", g->uuid, text);
-		pinner_client_sync(pc);
-		m->kind = M_DRAINED;
-		m->tag = pc->tag;
-		post_in(p, m);
-	}
-}
-
-static void drained(struct pinner *p, struct msg *m)
-{
-	struct sched_client *tag = m->pc->tag;
-	client_free(p, m->pc);
-	m->kind = R_RETIRED;
-	m->tag = tag;
-	m->pc = NULL;
-	post_out(p, m);
-}
-
 static void handle(struct pinner *p, struct msg *m)
 {
 	switch (m->kind) {
 	case M_ATTACH:
-		m->pc = do_attach(p, m);
+		m->pc = pinner_client_attach(p, m);
 		m->direct = m->pc && m->pc->direct;
 		m->kind = R_ATTACHED;
 		post_out(p, m);
@@ -306,10 +124,10 @@ static void handle(struct pinner *p, struct msg *m)
 		pinner_copy_done(p, m);
 		return;
 	case M_RETIRE:
-		do_retire(p, m);
+		pinner_client_retire(p, m);
 		return;
 	case M_DRAINED:
-		drained(p, m);
+		pinner_client_drained(p, m);
 		return;
 	default:
 		msg_free(m);
@@ -322,10 +140,9 @@ static void shutdown_gpu(struct pinner *p)
 	while (p->n_clients > 0) {
 		struct pinner_client *pc = p->clients[0];
 		cudaSetDevice(pc->dev);
-		for (uint32_t d = 0; d < pc->slots && aux_stream(p, pc->dev) == cudaSuccess; d++)
-			cudaEventRecord(pc->released[d], p->gpus[pc->dev].aux);
+		pinner_client_unblock(p, pc);
 		pinner_client_sync(pc);
-		client_free(p, pc);
+		pinner_client_free(p, pc);
 	}
 	/* Callbacks that ran during the synchronisations queued messages. */
 	pthread_mutex_lock(&p->mu);

@@ -155,7 +155,7 @@ static inline void msgq_push(struct msgq *q, struct msg *m)
 	q->tail = m;
 }
 
-static struct msg *msgq_take_all(struct msgq *q)
+static inline struct msg *msgq_take_all(struct msgq *q)
 {
 	struct msg *m = q->head;
 	q->head = q->tail = NULL;
@@ -177,7 +177,7 @@ static inline void msgs_free(struct msg *m)
 	}
 }
 
-static struct msg *msg_new(enum msg_kind kind)
+static inline struct msg *msg_new(enum msg_kind kind)
 {
 	struct msg *m = calloc(1, sizeof(*m));
 	if (!m) {
@@ -215,6 +215,20 @@ static inline void client_fail(struct pinner *p, struct pinner_client *pc, const
 	snprintf(r->text, sizeof(r->text), "GPU %s: %.440s", p->gpus[pc->dev].uuid, text);
 	post_out(p, r);
 }
+
+/* ---- a client's resources (pinner_client.c), on the pinning thread ---- */
+
+/* M_ATTACH: makes and exports the client's ring, streams and events; NULL
+ * (with m->rc and m->text) when that failed. */
+struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m);
+/* M_RETIRE: drains the client's stream, then frees it (M_DRAINED). */
+void pinner_client_retire(struct pinner *p, struct msg *m);
+void pinner_client_drained(struct pinner *p, struct msg *m);
+/* Frees every resource of pc and pc itself. */
+void pinner_client_free(struct pinner *p, struct pinner_client *pc);
+/* Completes every released event of pc (a dead client may have left one
+ * recorded but never run), so nothing on pc's stream waits forever. */
+cudaError_t pinner_client_unblock(struct pinner *p, struct pinner_client *pc);
 
 /* ---- the batch path (pinner_batch.c), on the pinning thread ---- */
 
