@@ -32,7 +32,7 @@ enum source_kind {
 	SOURCE_TAR = 4,         /* source = tar:PATTERN (WebDataset shards, daemon/tarshard.h) */
 };
 
-/* Image pipelines: names in config.c's choice lists, in this order. */
+/* Image pipelines: names in config_keys.c's choice lists, in this order. */
 enum image_layout { IMAGE_NCHW = 0, IMAGE_NHWC = 1 };
 enum image_dtype { IMAGE_UINT8 = 0, IMAGE_FLOAT16 = 1, IMAGE_FLOAT32 = 2 };
 enum on_error {

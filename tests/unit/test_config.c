@@ -65,6 +65,29 @@ static int load_text(const char *text)
 	return config_load(conf_path, cfg, err, sizeof(err));
 }
 
+/* Config text made from fmt: in one buffer, large enough for lines of
+ * twice the longest path, and overwritten by the next call. */
+static const char *textf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+static const char *textf(const char *fmt, ...)
+{
+	static char text[3 * ARENA_PATH_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(text, sizeof(text), fmt, ap);
+	va_end(ap);
+	assert_true(n >= 0 && (size_t)n < sizeof(text));
+	return text;
+}
+
+/* The CPUs this process may run on. */
+static uint32_t cpus_allowed(void)
+{
+	cpu_set_t set;
+	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
+	return (uint32_t)CPU_COUNT(&set);
+}
+
 /* Loads text, expects -EINVAL and "conf_path:line: " followed by a message
  * containing want. */
 static void expect_error(const char *text, int line, const char *want)
@@ -79,9 +102,8 @@ static void expect_error(const char *text, int line, const char *want)
 
 static void test_defaults(void **state)
 {
-	cpu_set_t set;
-	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
-	uint32_t workers = CPU_COUNT(&set) > 1 ? (uint32_t)CPU_COUNT(&set) - 1 : 1;
+	uint32_t cpus = cpus_allowed();
+	uint32_t workers = cpus > 1 ? cpus - 1 : 1;
 	for (int i = 0; i < 3; i++) {
 		if (i == 0)
 			assert_int_equal(config_load(NULL, cfg, err, sizeof(err)), 0);
@@ -206,12 +228,12 @@ static void test_token_output(void **state)
 		{"uint32", "uint32", 4, PROTO_DTYPE_UINT32}, {"uint32", "int32", 4, PROTO_DTYPE_INT32},
 		{"uint32", "int64", 4, PROTO_DTYPE_INT64},
 	};
-	char text[512];
 	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
-		snprintf(text, sizeof(text), "[pipeline.t]\n%s%s%ssource = tokens:/t\nbatch_size = 1\n"
-			 "token_dtype = %s\nseq_len = 1\n", ok[i].output ? "token_output = " : "",
-			 ok[i].output ? ok[i].output : "", ok[i].output ? "\n" : "", ok[i].stored);
-		assert_int_equal(load_text(text), 0);
+		assert_int_equal(load_text(textf("[pipeline.t]\n%s%s%ssource = tokens:/t\n"
+						 "batch_size = 1\ntoken_dtype = %s\nseq_len = 1\n",
+						 ok[i].output ? "token_output = " : "",
+						 ok[i].output ? ok[i].output : "",
+						 ok[i].output ? "\n" : "", ok[i].stored)), 0);
 		assert_int_equal(cfg->pipelines[0].token_bytes, ok[i].bytes);
 		assert_int_equal(cfg->pipelines[0].token_out_dtype, ok[i].dtype);
 	}
@@ -315,9 +337,7 @@ static void test_depths(void **state)
 
 static void test_max_workers(void **state)
 {
-	cpu_set_t set;
-	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
-	uint32_t cpus = (uint32_t)CPU_COUNT(&set);
+	uint32_t cpus = cpus_allowed();
 	/* Default: max(workers, CPUs), and not given. */
 	assert_int_equal(load_text("[daemon]\nworkers = 1\n"), 0);
 	assert_int_equal(cfg->max_workers, cpus > 1 ? cpus : 1);
@@ -594,35 +614,26 @@ static void test_lines(void **state)
 	memset(path, 'p', sizeof(path));
 	path[0] = '/';
 	path[ARENA_PATH_MAX - 1] = '\0'; /* the longest path: 4095 bytes */
-	char *big = malloc(3 * ARENA_PATH_MAX);
-	assert_non_null(big);
-	snprintf(big, 3 * ARENA_PATH_MAX, "[pipeline.a]\nbatch_size = 3\n  source =   raw:%s  ; c\n"
-		 "record_bytes = 7\n", path);
-	assert_int_equal(load_text(big), 0);
+	assert_int_equal(load_text(textf("[pipeline.a]\nbatch_size = 3\n  source =   raw:%s  ; c\n"
+					 "record_bytes = 7\n", path)), 0);
 	assert_string_equal(cfg->pipelines[0].path, path);
 	assert_int_equal(cfg->pipelines[0].record_bytes, 7);
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\nworker_program = %s\n"
-		 "max_depth = 1\n", path);
-	assert_int_equal(load_text(big), 0);
+	assert_int_equal(load_text(textf("[daemon]\nworkers = 1\nworker_program = %s\n"
+					 "max_depth = 1\n", path)), 0);
 	assert_string_equal(cfg->worker_program, path);
 	assert_int_equal(cfg->max_depth, 1);
 	path[ARENA_PATH_MAX - 1] = 'p';
 	path[ARENA_PATH_MAX] = '\0'; /* one byte too long */
-	snprintf(big, 3 * ARENA_PATH_MAX, "[pipeline.a]\nbatch_size = 3\nsource = raw:%s\n", path);
-	expect_error(big, 3, "the path is too long (at most 4095 bytes)");
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\nworker_program = %s\n", path);
-	expect_error(big, 3, "(4096 bytes, at most 4095)");
+	expect_error(textf("[pipeline.a]\nbatch_size = 3\nsource = raw:%s\n", path), 3,
+		     "the path is too long (at most 4095 bytes)");
+	expect_error(textf("[daemon]\nworkers = 1\nworker_program = %s\n", path), 3,
+		     "(4096 bytes, at most 4095)");
 	assert_non_null(strstr(err, "worker_program: \"/ppp"));
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nsocket_group = %s\n", path);
-	expect_error(big, 2, "socket_group: \"/ppp");
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n%s = 1\n", path);
-	expect_error(big, 3, "syntax error");
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n;%s%s\n", path, path);
-	expect_error(big, 3, "line is longer than");
-	snprintf(big, 3 * ARENA_PATH_MAX, "[daemon]\nworkers = 1\n; %s\nmax_depth = 3\n", path);
-	assert_int_equal(load_text(big), 0);
+	expect_error(textf("[daemon]\nsocket_group = %s\n", path), 2, "socket_group: \"/ppp");
+	expect_error(textf("[daemon]\nworkers = 1\n%s = 1\n", path), 3, "syntax error");
+	expect_error(textf("[daemon]\nworkers = 1\n;%s%s\n", path, path), 3, "line is longer than");
+	assert_int_equal(load_text(textf("[daemon]\nworkers = 1\n; %s\nmax_depth = 3\n", path)), 0);
 	assert_int_equal(cfg->max_depth, 3);
-	free(big);
 
 	/* A NUL byte would hide the rest of its line. */
 	write_file(conf_path, "[daemon]\nworkers = 1\0 2\n", 23);
@@ -674,11 +685,10 @@ static void test_values(void **state)
 {
 	static const char *const yes[] = {"true", "yes", "on", "1", "TRUE", "On"};
 	static const char *const no[] = {"false", "no", "off", "0", "False", "NO"};
-	char text[256];
 	for (size_t i = 0; i < sizeof(yes) / sizeof(yes[0]); i++) {
-		snprintf(text, sizeof(text), "[pipeline.a]\nsource = raw:/d\nbatch_size = 1\n"
-			 "record_bytes = 1\nshuffle = %s\ndrop_last = %s\n", no[i], yes[i]);
-		assert_int_equal(load_text(text), 0);
+		assert_int_equal(load_text(textf("[pipeline.a]\nsource = raw:/d\nbatch_size = 1\n"
+						 "record_bytes = 1\nshuffle = %s\ndrop_last = %s\n",
+						 no[i], yes[i])), 0);
 		assert_false(cfg->pipelines[0].shuffle);
 		assert_true(cfg->pipelines[0].drop_last);
 	}
@@ -687,22 +697,19 @@ static void test_values(void **state)
 		uint32_t mode;
 	} modes[] = {{"0", 0}, {"0660", 0660}, {"660", 0660}, {"0777", 0777}, {"00600", 0600}};
 	for (size_t i = 0; i < sizeof(modes) / sizeof(modes[0]); i++) {
-		snprintf(text, sizeof(text), "[daemon]\nsocket_mode = %s\n", modes[i].text);
-		assert_int_equal(load_text(text), 0);
+		assert_int_equal(load_text(textf("[daemon]\nsocket_mode = %s\n", modes[i].text)), 0);
 		assert_int_equal(cfg->socket_mode, modes[i].mode);
 	}
 	static const char *const levels[] = {"error", "warning", "notice", "info", "debug"};
 	for (size_t i = 0; i < 5; i++) {
-		snprintf(text, sizeof(text), "[daemon]\nlog_level = %s\n", levels[i]);
-		assert_int_equal(load_text(text), 0);
+		assert_int_equal(load_text(textf("[daemon]\nlog_level = %s\n", levels[i])), 0);
 		assert_int_equal(cfg->log_level, LOG_LEVEL_ERROR + (int)i);
 	}
 	/* The longest pipeline name. */
 	static const char name63[] = "-_.abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
 	assert_int_equal(strlen(name63), 65);
-	snprintf(text, sizeof(text), "[pipeline.%.63s]\nsource = raw:/d\nbatch_size = 1\n"
-		 "record_bytes = 1\n", name63);
-	assert_int_equal(load_text(text), 0);
+	assert_int_equal(load_text(textf("[pipeline.%.63s]\nsource = raw:/d\nbatch_size = 1\n"
+					 "record_bytes = 1\n", name63)), 0);
 	assert_int_equal(strlen(cfg->pipelines[0].name), 63);
 	assert_int_equal(strncmp(cfg->pipelines[0].name, name63, 63), 0);
 	/* Empty strings keep the defaults; leading zeros are still decimal. */
@@ -717,13 +724,11 @@ static void test_values(void **state)
 	memset(sock, 's', sizeof(sock));
 	sock[0] = '/';
 	sock[107] = '\0';
-	snprintf(text, sizeof(text), "[daemon]\nsocket = %s\n", sock);
-	assert_int_equal(load_text(text), 0);
+	assert_int_equal(load_text(textf("[daemon]\nsocket = %s\n", sock)), 0);
 	assert_string_equal(cfg->socket, sock);
 	sock[107] = 's';
 	sock[108] = '\0';
-	snprintf(text, sizeof(text), "[daemon]\nsocket = %s\n", sock);
-	expect_error(text, 2, "is too long (108 bytes, at most 107)");
+	expect_error(textf("[daemon]\nsocket = %s\n", sock), 2, "is too long (108 bytes, at most 107)");
 }
 
 static void test_relative_source(void **state)
