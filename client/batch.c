@@ -12,6 +12,8 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "common/errtext.h"
+
 _Static_assert(LDR_POSITION_MAX == POSITION_TEXT_MAX, "position token sizes agree");
 
 static struct client_held_batch *client_find_held(struct ldr_client *c, uint32_t slot)
@@ -269,4 +271,36 @@ int ldr_position(const struct ldr_client *c, char *buf, size_t cap)
 		return -EINVAL;
 	}
 	return position_format(&c->position, buf, cap);
+}
+
+int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap)
+{
+	if (!err)
+		err_cap = 0;
+	if (!token)
+		return errtext(err, err_cap, -EINVAL, "no token");
+	struct position p;
+	int r = position_parse(token, &p, err, err_cap);
+	if (r < 0)
+		return r;
+	*out = (struct ldr_position){
+		.seed = p.seed, .n_samples = p.n_samples, .epoch = p.epoch, .offset = p.offset,
+	};
+	return 0;
+}
+
+int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap)
+{
+	const struct position q = {
+		.seed = p->seed, .n_samples = p->n_samples, .epoch = p->epoch, .offset = p->offset,
+	};
+	int r = position_format(&q, buf, cap);
+	if (r < 0 && cap)
+		buf[0] = '\0'; /* no token rather than a cut one */
+	return r;
+}
+
+size_t ldr_sizeof_position(void)
+{
+	return sizeof(struct ldr_position);
 }
