@@ -311,58 +311,56 @@ static void test_attach_error(void **state)
 	assert_string_equal(ldr_error(p->c), "unknown pipeline \"nope\"");
 }
 
+/* Queues WELCOME w with fd; ldr_attach refuses it, its text saying `says`. */
+static void refused_welcome(struct peer *p, const struct proto_welcome *w, int fd, const char *says)
+{
+	send_welcome(p, w, fd);
+	struct ldr_attach_opts o = { .pipeline = "p" };
+	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
+	assert_non_null(strstr(ldr_error(p->c), says));
+}
+
+/* Attaches, then queues one READY (batch 0, epoch 0); ldr_next refuses it,
+ * its text saying `says`. */
+static void refused_ready(struct peer *p, uint64_t seq, uint32_t slot, uint32_t rows,
+			  const char *says)
+{
+	struct proto_welcome w = welcome_msg();
+	attach_ok(p, &w);
+	send_ready(p, seq, 0, slot, rows, 0);
+	struct ldr_batch b;
+	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
+	assert_non_null(strstr(ldr_error(p->c), says));
+}
+
 static void test_welcome_arena_size_mismatch(void **state)
 {
 	struct peer *p = *state;
 	struct proto_welcome w = welcome_msg();
 	w.arena_bytes = 2 * ARENA_BYTES;
-	send_welcome(p, &w, p->arena_fd);
-	struct ldr_attach_opts o = { .pipeline = "p" };
-	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "arena fd has"));
+	refused_welcome(p, &w, p->arena_fd, "arena fd has");
 }
 
 static void test_welcome_without_fd(void **state)
 {
-	struct peer *p = *state;
 	struct proto_welcome w = welcome_msg();
-	send_welcome(p, &w, -1);
-	struct ldr_attach_opts o = { .pipeline = "p" };
-	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "without an arena fd"));
+	refused_welcome(*state, &w, -1, "without an arena fd");
 }
 
 static void test_ready_out_of_sequence(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 1, 0, 0, BATCH, 0);
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "seq 1, expected 0"));
+	refused_ready(*state, 1, 0, BATCH, "seq 1, expected 0");
 }
 
 static void test_ready_outside_arena(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 0, 0, 3, BATCH, 0); /* slot 3 would start at the arena's end */
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "does not fit the arena"));
+	/* slot 3 would start at the arena's end */
+	refused_ready(*state, 0, 3, BATCH, "does not fit the arena");
 }
 
 static void test_ready_too_many_rows(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 0, 0, 0, BATCH + 1, 0);
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "rows"));
+	refused_ready(*state, 0, 0, BATCH + 1, "rows");
 }
 
 static void test_peer_closed(void **state)
