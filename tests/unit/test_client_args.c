@@ -1,8 +1,8 @@
 /*
  * Unit tests for the client library's edges (client/loaderd.h) that need no
  * daemon: connecting to a missing path or to something that is not a
- * socket, refusing bad attach options before anything is sent, and checking
- * every number the daemon sends.
+ * socket, refusing bad attach options before anything is sent, checking
+ * every number the daemon sends, and position tokens' fields.
  *
  * The frames a correct daemon never sends (a READY out of sequence or
  * outside the arena, an arena fd of the wrong size) are written here by a
@@ -375,6 +375,30 @@ static void test_peer_closed(void **state)
 	assert_string_equal(ldr_error(p->c), "daemon closed the connection");
 }
 
+/* ldr_position_parse and ldr_position_format need no daemon: the fields
+ * of a token and back, with the parser's reason for a malformed one. */
+static void test_position_tokens(void **state)
+{
+	(void)state;
+	struct ldr_position p = { 0 };
+	char err[256] = "", token[LDR_POSITION_MAX], small[8];
+	assert_int_equal(ldr_sizeof_position(), sizeof(struct ldr_position));
+	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6", &p, err, sizeof err), 0);
+	assert_true(p.seed == 5 && p.n_samples == 10 && p.epoch == 3 && p.offset == 6);
+	p.epoch = 4;
+	p.offset = 0;
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
+	assert_string_equal(token, "ldr1:5:10:4:0");
+	assert_int_equal(ldr_position_format(&p, small, sizeof small), -ENOSPC);
+	assert_string_equal(small, "");
+
+	assert_int_equal(ldr_position_parse("ldr1:5:10:4294967296:0", &p, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "EPOCH 4294967296 is not below"));
+	assert_int_equal(p.epoch, 4); /* left alone */
+	assert_int_equal(ldr_position_parse("ldr1:5:x:0:0", &p, NULL, 0), -EINVAL);
+	assert_int_equal(ldr_position_parse(NULL, &p, err, sizeof err), -EINVAL);
+}
+
 /* The daemon said why and closed while the client held a batch: the
  * release reports that reason, and the position still counts the batch. */
 static void test_release_after_daemon_left(void **state)
@@ -399,6 +423,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_connect_missing_path),
 		cmocka_unit_test(test_status_not_a_socket),
+		cmocka_unit_test(test_position_tokens),
 		cmocka_unit_test_setup_teardown(test_bad_options_send_nothing, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_batches_release_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_resumed_position, peer_setup, peer_teardown),
