@@ -61,7 +61,7 @@ static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd
 	return 0;
 }
 
-/* Fills b from the READY in c->msg (checked) and holds its slot. */
+/* Holds the slot of READY rd (checked) and describes its batch in b. */
 static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, struct ldr_batch *b)
 {
 	struct client_held_batch *hb = NULL;

@@ -332,7 +332,7 @@ free_copy:
 /* The two stdout lines: the summary and the position after the last
  * released batch; 0, or -1 after printing the reason. */
 static int consume_print_summary(struct ldr_client *c, const struct consume_opts *o,
-			 const struct consume_stats *st, double seconds)
+				 const struct consume_stats *st, double seconds)
 {
 	char token[LDR_POSITION_MAX];
 	if (ldr_position(c, token, sizeof token) < 0)

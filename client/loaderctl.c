@@ -139,7 +139,7 @@ static int ctl_take_value(int argc, char **argv, int *i, const char *name, const
 
 /* Decimal digits only, no sign, in [min, max]; else a usage error (-1). */
 static int ctl_parse_number(const char *name, const char *text, uint64_t min, uint64_t max,
-			uint64_t *out)
+			    uint64_t *out)
 {
 	uint64_t v = 0;
 	const char *s = text;
@@ -161,7 +161,8 @@ bad:
 	ctl_usage_error("option '%s': '%s' is not a number", name, text);
 	return -1;
 out_of_range:
-	ctl_usage_error("option '%s': %s is out of range (%" PRIu64 "..%" PRIu64 ")", name, text, min, max);
+	ctl_usage_error("option '%s': %s is out of range (%" PRIu64 "..%" PRIu64 ")", name, text, min,
+			max);
 	return -1;
 }
 
@@ -192,7 +193,7 @@ int ctl_parse_options(int argc, char **argv, int first, const struct ctl_option 
 			return CTL_EXIT_USAGE;
 		if (r == 0)
 			return ctl_usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
-					   "unexpected argument '%s'", argv[i]);
+					       "unexpected argument '%s'", argv[i]);
 	}
 	return 0;
 }
@@ -340,7 +341,7 @@ int main(int argc, char **argv)
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
 		if (i + 1 < argc)
 			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
-					   "unexpected argument '%s'", argv[i + 1]);
+					       "unexpected argument '%s'", argv[i + 1]);
 		return ctl_control_run(socket, strcmp(argv[i], "reload") == 0);
 	}
 	if (strcmp(argv[i], "consume") == 0)

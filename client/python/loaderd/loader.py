@@ -393,7 +393,8 @@ class Loader:
             raise ValueError("loaderd: epoch %d: epochs count from 0" % epoch)
         epoch = int(epoch)  # as "%d" would write it
         if epoch >= 1 << 64:  # more than a token holds (the daemon refuses 2^32 and more)
-            raise LoaderdError(errno.EINVAL, "loaderd: epoch %d: a stream's epochs are below 2^32" % epoch)
+            raise LoaderdError(errno.EINVAL, "loaderd: epoch %d: a stream's epochs are below 2^32" %
+                               epoch)
         p.epoch, p.offset = epoch, 0
         self._reattach(self._token(self._lib.ldr_position_format, ctypes.byref(p)))
 
