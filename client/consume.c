@@ -35,18 +35,18 @@
 
 struct consume_opts {
 	const char *socket;
+	/* what ldr_attach gets, in struct ldr_attach_opts's order */
 	const char *pipeline;
+	uint64_t rank, world, depth;
 	const char *resume;
-	const char *dump;
-	const char *dump_data;
 	const char *name;
 	const char *device;
-	uint64_t rank;
-	uint64_t world;
-	uint64_t depth;
+	/* what to do once attached */
 	uint64_t epochs;  /* 0: not given */
 	uint64_t batches; /* 0: not given */
 	uint64_t step_ms;
+	const char *dump;
+	const char *dump_data;
 	bool quiet;
 };
 
@@ -59,9 +59,9 @@ struct consume_stats {
 };
 
 /* Parses consume's options from argv[first..]; 0, or an exit code. */
-static int parse_consume(int argc, char **argv, int first, struct consume_opts *o)
+static int consume_parse(int argc, char **argv, int first, struct consume_opts *o)
 {
-	const struct option_spec specs[] = {
+	const struct ctl_option specs[] = {
 		{ "--quiet", .flag = &o->quiet },
 		{ "--pipeline", .string = &o->pipeline },
 		{ "--resume", .string = &o->resume },
@@ -76,15 +76,15 @@ static int parse_consume(int argc, char **argv, int first, struct consume_opts *
 		{ "--batches", .number = &o->batches, .min = 1, .max = UINT64_MAX },
 		{ "--step-ms", .number = &o->step_ms, .max = 86400000 },
 	};
-	int r = parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
+	int r = ctl_parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
 	if (r != 0)
 		return r;
 	if (!o->pipeline)
-		return usage_error("consume needs --pipeline NAME");
+		return ctl_usage_error("consume needs --pipeline NAME");
 	if (o->dump_data && !o->dump)
-		return usage_error("--dump-data needs --dump (its lines say which sample each row is)");
+		return ctl_usage_error("--dump-data needs --dump (its lines say which sample each row is)");
 	if (o->epochs && o->batches)
-		return usage_error("options '--epochs' and '--batches' exclude each other");
+		return ctl_usage_error("options '--epochs' and '--batches' exclude each other");
 	if (!o->epochs && !o->batches)
 		o->epochs = 1;
 	return 0;
@@ -103,11 +103,7 @@ static int dump_open(struct dump_file *d, const char *path)
 {
 	d->path = path;
 	d->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
-	if (d->fd < 0) {
-		fprintf(stderr, "loaderctl: %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	return 0;
+	return d->fd < 0 ? ctl_error("%s: %s", path, strerror(errno)) : 0;
 }
 
 /* Room for n more bytes of the batch being prepared, or NULL. */
@@ -119,7 +115,7 @@ static uint8_t *dump_reserve(struct dump_file *d, size_t n)
 			cap *= 2;
 		uint8_t *grown = realloc(d->buf, cap);
 		if (!grown) {
-			fprintf(stderr, "loaderctl: out of memory\n");
+			ctl_error("out of memory");
 			return NULL;
 		}
 		d->buf = grown;
@@ -139,11 +135,10 @@ static int dump_write(struct dump_file *d)
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n <= 0) {
-			fprintf(stderr, "loaderctl: writing %s: %s\n", d->path,
-				n < 0 ? strerror(errno) : "nothing written");
+			ctl_error("writing %s: %s", d->path, n < 0 ? strerror(errno) : "nothing written");
 			if (at > 0 && ftruncate(d->fd, d->size) < 0)
-				fprintf(stderr, "loaderctl: %s: cannot cut the partly written batch off: %s\n",
-					d->path, strerror(errno));
+				ctl_error("%s: cannot cut the partly written batch off: %s", d->path,
+					  strerror(errno));
 			d->len = 0;
 			return -1;
 		}
@@ -161,8 +156,8 @@ static void dump_unwrite(struct dump_file *d)
 	if (d->fd < 0 || d->size == d->before)
 		return;
 	if (ftruncate(d->fd, d->before) < 0)
-		fprintf(stderr, "loaderctl: %s: cannot cut off the last batch, which was not released: %s\n",
-			d->path, strerror(errno));
+		ctl_error("%s: cannot cut off the last batch, which was not released: %s", d->path,
+			  strerror(errno));
 	d->size = d->before;
 }
 
@@ -170,10 +165,8 @@ static void dump_unwrite(struct dump_file *d)
 static int dump_close(struct dump_file *d)
 {
 	int rc = 0;
-	if (d->fd >= 0 && close(d->fd) < 0) {
-		fprintf(stderr, "loaderctl: %s: %s\n", d->path, strerror(errno));
-		rc = -1;
-	}
+	if (d->fd >= 0 && close(d->fd) < 0)
+		rc = ctl_error("%s: %s", d->path, strerror(errno));
 	d->fd = -1;
 	free(d->buf);
 	d->buf = NULL;
@@ -182,11 +175,11 @@ static int dump_close(struct dump_file *d)
 }
 
 /* Sleeps step_ms (a simulated training step), cut short by a stop request. */
-static void step_sleep(uint64_t step_ms)
+static void consume_step_sleep(uint64_t step_ms)
 {
 	struct timespec ts = { .tv_sec = (time_t)(step_ms / 1000),
 			       .tv_nsec = (long)(step_ms % 1000) * 1000000 };
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !stop_requested)
+	while (nanosleep(&ts, &ts) < 0 && errno == EINTR && !ctl_stop_requested)
 		;
 }
 
@@ -204,10 +197,8 @@ static int dump_batch(struct dump_file *dump, struct dump_file *data_f, struct l
 		total += b->tensors[t].bytes;
 	if (b->on_device && total > *copy_cap) {
 		uint8_t *grown = realloc(*copy, total);
-		if (!grown) {
-			fprintf(stderr, "loaderctl: out of memory\n");
-			return -1;
-		}
+		if (!grown)
+			return ctl_error("out of memory");
 		*copy = grown;
 		*copy_cap = total;
 	}
@@ -216,10 +207,8 @@ static int dump_batch(struct dump_file *dump, struct dump_file *data_f, struct l
 		data[t] = b->tensors[t].data;
 		if (!b->on_device)
 			continue;
-		if (ldr_copy_to_host(c, b, t, *copy + at) < 0) {
-			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
-			return -1;
-		}
+		if (ldr_copy_to_host(c, b, t, *copy + at) < 0)
+			return ctl_error("%s", ldr_error(c));
 		data[t] = *copy + at;
 		at += b->tensors[t].bytes;
 	}
@@ -254,7 +243,7 @@ static int dump_batch(struct dump_file *dump, struct dump_file *data_f, struct l
 /* Releases b; true when the position now counts it. A release that fails
  * may still have counted it (the batch is done with even when the daemon
  * is gone): the position says which. */
-static bool release_batch(struct ldr_client *c, const struct ldr_batch *b, int *rc)
+static bool consume_release(struct ldr_client *c, const struct ldr_batch *b, int *rc)
 {
 	char after[LDR_POSITION_MAX], now[LDR_POSITION_MAX];
 	if (ldr_position_after(c, b, after, sizeof after) < 0)
@@ -270,37 +259,37 @@ static bool release_batch(struct ldr_client *c, const struct ldr_batch *b, int *
 static int consume_loop(struct ldr_client *c, const struct consume_opts *o, struct dump_file *dump,
 			struct dump_file *dump_data, struct consume_stats *st)
 {
-	double last_progress = now_s();
+	double last_progress = ctl_now_s();
 	struct consume_stats at_progress = *st;
 	uint8_t *copy = NULL;
 	size_t copy_cap = 0;
 	int rc = -1;
-	while (!stop_requested) {
+	while (!ctl_stop_requested) {
 		struct ldr_batch b;
-		double t0 = now_s();
-		int r = ldr_next(c, &b, NEXT_WAIT_MS);
+		double t0 = ctl_now_s();
+		int r = ldr_next(c, &b, CTL_WAIT_MS);
 		if (r == -ETIMEDOUT || r == -EINTR)
 			continue;
 		/* Device batches are used on the legacy default stream: it waits
 		 * for the copy, and the release is recorded behind that wait. */
 		if (r == 0 && b.on_device)
 			r = ldr_stream_wait(c, &b, NULL);
-		st->call_s += now_s() - t0;
+		st->call_s += ctl_now_s() - t0;
 		if (r < 0) {
-			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			ctl_error("%s", ldr_error(c));
 			goto free_copy;
 		}
 		/* Dumped, then released: a batch the position counts is in the dump. */
 		if (dump->fd >= 0 && dump_batch(dump, dump_data, c, &b, &copy, &copy_cap) < 0)
 			goto free_copy;
 		if (o->step_ms)
-			step_sleep(o->step_ms);
+			consume_step_sleep(o->step_ms);
 		uint64_t bytes = 0;
 		for (unsigned t = 0; t < b.n_tensors; t++)
 			bytes += b.tensors[t].bytes;
-		t0 = now_s();
-		bool consumed = release_batch(c, &b, &r);
-		st->call_s += now_s() - t0;
+		t0 = ctl_now_s();
+		bool consumed = consume_release(c, &b, &r);
+		st->call_s += ctl_now_s() - t0;
 		if (consumed) {
 			st->batches++;
 			st->samples += b.rows;
@@ -311,11 +300,11 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, stru
 			dump_unwrite(dump_data);
 		}
 		if (r < 0) {
-			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+			ctl_error("%s", ldr_error(c));
 			goto free_copy;
 		}
 
-		double now = now_s();
+		double now = ctl_now_s();
 		if (!o->quiet && now - last_progress >= 1.0) {
 			double dt = now - last_progress;
 			fprintf(stderr, "consume: epoch %" PRIu64 " batch %" PRIu64
@@ -331,7 +320,7 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, stru
 	}
 	/* Device delivery: done means every copy has landed. */
 	if (ldr_synchronize(c) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		ctl_error("%s", ldr_error(c));
 		goto free_copy;
 	}
 	rc = 0;
@@ -342,14 +331,12 @@ free_copy:
 
 /* The two stdout lines: the summary and the position after the last
  * released batch; 0, or -1 after printing the reason. */
-static int print_summary(struct ldr_client *c, const struct consume_opts *o,
-			 const struct consume_stats *st, double seconds)
+static int consume_print_summary(struct ldr_client *c, const struct consume_opts *o,
+				 const struct consume_stats *st, double seconds)
 {
 	char token[LDR_POSITION_MAX];
-	if (ldr_position(c, token, sizeof token) < 0) {
-		fprintf(stderr, "loaderctl: no position to report\n");
-		return -1;
-	}
+	if (ldr_position(c, token, sizeof token) < 0)
+		return ctl_error("no position to report");
 	double per_s = seconds > 0 ? 1.0 / seconds : 0.0;
 	printf("consume: pipeline=%s rank=%" PRIu64 " world=%" PRIu64 " epochs=%" PRIu64
 	       " batches=%" PRIu64 " samples=%" PRIu64 " bytes=%" PRIu64 " seconds=%.3f"
@@ -362,7 +349,7 @@ static int print_summary(struct ldr_client *c, const struct consume_opts *o,
 	return fflush(stdout) == 0 ? 0 : -1;
 }
 
-static int run_consume(const struct consume_opts *o)
+static int consume_run(const struct consume_opts *o)
 {
 	struct ldr_client *c;
 	struct consume_stats st = { 0 };
@@ -373,7 +360,7 @@ static int run_consume(const struct consume_opts *o)
 	    (o->dump_data && dump_open(&dump_data, o->dump_data) < 0))
 		goto close_dump;
 	if (ldr_connect(o->socket, &c) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		ctl_error("%s", ldr_error(c));
 		goto close_client;
 	}
 	struct ldr_attach_opts ao = {
@@ -382,17 +369,17 @@ static int run_consume(const struct consume_opts *o)
 		.client_name = o->name ? o->name : "consume", .device = o->device,
 	};
 	if (ldr_attach(c, &ao) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		ctl_error("%s", ldr_error(c));
 		goto close_client;
 	}
 
 	/* Attached: from here on every exit prints the two lines. */
-	double start = now_s();
-	bool failed = install_stop_handlers() < 0 || consume_loop(c, o, &dump, &dump_data, &st) < 0;
-	double seconds = now_s() - start;
+	double start = ctl_now_s();
+	bool failed = ctl_install_stop_handlers() < 0 || consume_loop(c, o, &dump, &dump_data, &st) < 0;
+	double seconds = ctl_now_s() - start;
 	failed |= dump_close(&dump_data) < 0;
 	failed |= dump_close(&dump) < 0;
-	failed |= print_summary(c, o, &st, seconds) < 0;
+	failed |= consume_print_summary(c, o, &st, seconds) < 0;
 	rc = failed ? 1 : 0;
 close_client:
 	ldr_close(c);
@@ -405,8 +392,8 @@ close_dump:
 int consume_command(int argc, char **argv, int first, const char *socket)
 {
 	struct consume_opts o = { .socket = socket, .world = 1 };
-	int r = parse_consume(argc, argv, first, &o);
+	int r = consume_parse(argc, argv, first, &o);
 	if (r != 0)
 		return r;
-	return run_consume(&o);
+	return consume_run(&o);
 }

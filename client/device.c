@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/errtext.h"
 #include "common/gpu_uuid.h"
 
 /* The few driver API types used, as cuda.h declares them (the library
@@ -29,7 +30,7 @@ typedef struct { char bytes[PROTO_UUID_BYTES]; } cu_uuid;
 #define CU_ERROR_INVALID_DEVICE 101
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 
-static struct driver {
+static struct device_driver {
 	bool loaded;
 	char error[256]; /* why loading failed */
 	cu_result (*init)(unsigned);
@@ -58,7 +59,7 @@ static const struct {
 	const char *name;
 	size_t offset;
 } drv_symbols[] = {
-#define SYM(name, field) { name, offsetof(struct driver, field) }
+#define SYM(name, field) { name, offsetof(struct device_driver, field) }
 	SYM("cuInit", init),
 	SYM("cuDeviceGetCount", device_get_count),
 	SYM("cuDeviceGet", device_get),
@@ -83,14 +84,15 @@ static void drv_load(void)
 {
 	void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!lib) {
-		snprintf(drv.error, sizeof drv.error, "the CUDA driver is not available (%s)", dlerror());
+		errtext(drv.error, sizeof drv.error, -ENODEV, "the CUDA driver is not available (%s)",
+			dlerror());
 		return;
 	}
 	for (size_t i = 0; i < sizeof drv_symbols / sizeof drv_symbols[0]; i++) {
 		void *f = dlsym(lib, drv_symbols[i].name);
 		if (!f) {
-			snprintf(drv.error, sizeof drv.error, "the CUDA driver lacks %s: too old",
-				 drv_symbols[i].name);
+			errtext(drv.error, sizeof drv.error, -ENODEV, "the CUDA driver lacks %s: too old",
+				drv_symbols[i].name);
 			return; /* lib stays loaded: harmless, and other users may share it */
 		}
 		memcpy((char *)&drv + drv_symbols[i].offset, &f, sizeof f);
@@ -99,20 +101,17 @@ static void drv_load(void)
 	if (r != CU_SUCCESS) {
 		const char *s = NULL;
 		drv.get_error_string(r, &s);
-		snprintf(drv.error, sizeof drv.error, "cuInit: %s", s ? s : "unknown error");
+		errtext(drv.error, sizeof drv.error, -ENODEV, "cuInit: %s", s ? s : "unknown error");
 		return;
 	}
 	drv.loaded = true;
 }
 
-static int driver(char *err, size_t cap)
+/* Loads the driver once per process: 0, or -ENODEV with why in err. */
+static int device_driver(char *err, size_t cap)
 {
 	pthread_once(&drv_once, drv_load);
-	if (!drv.loaded) {
-		snprintf(err, cap, "%s", drv.error);
-		return -ENODEV;
-	}
-	return 0;
+	return drv.loaded ? 0 : errtext(err, cap, -ENODEV, "%s", drv.error);
 }
 
 /* Driver errors become text in exactly one place. */
@@ -121,8 +120,8 @@ static int cu_fail(cu_result r, char *err, size_t cap, const char *what)
 	const char *s = NULL;
 	if (drv.get_error_string(r, &s) != CU_SUCCESS || !s)
 		s = "unknown error";
-	snprintf(err, cap, "%s: %s (CUDA error %d)", what, s, r);
-	return r == CU_ERROR_NO_DEVICE || r == CU_ERROR_INVALID_DEVICE ? -ENODEV : -EIO;
+	return errtext(err, cap, r == CU_ERROR_NO_DEVICE || r == CU_ERROR_INVALID_DEVICE ? -ENODEV : -EIO,
+		       "%s: %s (CUDA error %d)", what, s, r);
 }
 
 struct device_ring {
@@ -142,12 +141,10 @@ int device_resolve(const char *spec, int *ordinal, uint8_t uuid[PROTO_UUID_BYTES
 	bool by_uuid = gpu_uuid_parse(spec, want) == 0;
 	char *end = NULL;
 	long n = by_uuid ? 0 : strtol(spec, &end, 10);
-	if (!by_uuid && (end == spec || *end != '\0' || n < 0 || n > 1024)) {
-		snprintf(err, cap, "device \"%s\" is neither a CUDA device ordinal nor a GPU UUID "
-			 "(GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", spec);
-		return -EINVAL;
-	}
-	int rc = driver(err, cap);
+	if (!by_uuid && (end == spec || *end != '\0' || n < 0 || n > 1024))
+		return errtext(err, cap, -EINVAL, "device \"%s\" is neither a CUDA device ordinal nor a "
+			       "GPU UUID (GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx)", spec);
+	int rc = device_driver(err, cap);
 	if (rc < 0)
 		return rc;
 	int count = 0;
@@ -170,25 +167,23 @@ int device_resolve(const char *spec, int *ordinal, uint8_t uuid[PROTO_UUID_BYTES
 		memcpy(uuid, u.bytes, PROTO_UUID_BYTES);
 		return 0;
 	}
+	const char *visible = getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset";
 	if (by_uuid)
-		snprintf(err, cap, "no GPU with UUID %s is visible to this process (%d device%s; "
-			 "CUDA_VISIBLE_DEVICES=%s)", spec, count, count == 1 ? "" : "s",
-			 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-	else
-		snprintf(err, cap, "CUDA device %ld does not exist: this process sees %d (CUDA_VISIBLE_"
-			 "DEVICES=%s)", n, count,
-			 getenv("CUDA_VISIBLE_DEVICES") ? getenv("CUDA_VISIBLE_DEVICES") : "unset");
-	return -ENODEV;
+		return errtext(err, cap, -ENODEV, "no GPU with UUID %s is visible to this process (%d "
+			       "device%s; CUDA_VISIBLE_DEVICES=%s)", spec, count, count == 1 ? "" : "s",
+			       visible);
+	return errtext(err, cap, -ENODEV, "CUDA device %ld does not exist: this process sees %d "
+		       "(CUDA_VISIBLE_DEVICES=%s)", n, count, visible);
 }
 
 /* Makes the ring's context current for one call sequence. */
-static int push(struct device_ring *r, char *err, size_t cap)
+static int device_push(struct device_ring *r, char *err, size_t cap)
 {
 	cu_result e = drv.ctx_push(r->ctx);
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuCtxPushCurrent");
 }
 
-static void pop(void)
+static void device_pop(void)
 {
 	cu_context unused;
 	drv.ctx_pop(&unused);
@@ -197,14 +192,12 @@ static void pop(void)
 int device_open(int ordinal, const struct proto_device *dev, struct device_ring **out, char *err,
 		size_t cap)
 {
-	int rc = driver(err, cap);
+	int rc = device_driver(err, cap);
 	if (rc < 0)
 		return rc;
 	struct device_ring *r = calloc(1, sizeof *r);
-	if (!r) {
-		snprintf(err, cap, "out of memory");
-		return -ENOMEM;
-	}
+	if (!r)
+		return errtext(err, cap, -ENOMEM, "out of memory");
 	cu_result e = drv.device_get(&r->device, ordinal);
 	if (e != CU_SUCCESS) {
 		rc = cu_fail(e, err, cap, "cuDeviceGet");
@@ -217,7 +210,7 @@ int device_open(int ordinal, const struct proto_device *dev, struct device_ring 
 		free(r);
 		return rc;
 	}
-	rc = push(r, err, cap);
+	rc = device_push(r, err, cap);
 	if (rc < 0)
 		goto release_ctx;
 	cu_ipc_mem_handle mh;
@@ -243,11 +236,11 @@ int device_open(int ordinal, const struct proto_device *dev, struct device_ring 
 		}
 		r->slots = d + 1;
 	}
-	pop();
+	device_pop();
 	*out = r;
 	return 0;
 pop_ctx:
-	pop();
+	device_pop();
 release_ctx:
 	device_close(r);
 	return rc;
@@ -272,7 +265,7 @@ void device_close(struct device_ring *r)
 		}
 		if (r->base)
 			drv.ipc_close_mem(r->base);
-		pop();
+		device_pop();
 	}
 	drv.primary_ctx_release(r->device);
 	free(r);
@@ -285,18 +278,18 @@ const void *device_ptr(const struct device_ring *r, uint64_t offset)
 
 int device_wait(struct device_ring *r, uint32_t slot, void *stream, char *err, size_t cap)
 {
-	int rc = push(r, err, cap);
+	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
 	cu_result e = drv.stream_wait_event((cu_stream)stream, r->ready[slot], 0);
-	pop();
+	device_pop();
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuStreamWaitEvent on the ready event");
 }
 
 int device_release(struct device_ring *r, uint32_t slot, void *const *streams, unsigned n,
 		   char *err, size_t cap)
 {
-	int rc = push(r, err, cap);
+	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
 	/* Each further stream waits for the event as last recorded, then
@@ -307,38 +300,38 @@ int device_release(struct device_ring *r, uint32_t slot, void *const *streams, u
 		if (e == CU_SUCCESS)
 			e = drv.event_record(r->released[slot], (cu_stream)streams[i]);
 	}
-	pop();
+	device_pop();
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuEventRecord of the released event");
 }
 
 int device_copy_to_host(struct device_ring *r, uint32_t slot, const void *src, void *dst,
 			size_t bytes, char *err, size_t cap)
 {
-	int rc = push(r, err, cap);
+	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
 	cu_result e = drv.event_synchronize(r->ready[slot]);
 	if (e != CU_SUCCESS) {
-		pop();
+		device_pop();
 		return cu_fail(e, err, cap, "cuEventSynchronize on the ready event");
 	}
 	e = drv.memcpy_dtoh(dst, (cu_deviceptr)(uintptr_t)src, bytes);
-	pop();
+	device_pop();
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuMemcpyDtoH");
 }
 
 int device_synchronize(struct device_ring *r, char *err, size_t cap)
 {
-	int rc = push(r, err, cap);
+	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
 	for (uint32_t d = 0; d < r->slots; d++) {
 		cu_result e = drv.event_synchronize(r->released[d]);
 		if (e != CU_SUCCESS) {
-			pop();
+			device_pop();
 			return cu_fail(e, err, cap, "cuEventSynchronize on a released event");
 		}
 	}
-	pop();
+	device_pop();
 	return 0;
 }

@@ -31,7 +31,7 @@
 #include "loaderd.h"
 #include "peek.h"
 
-struct peek_opts {
+struct ctl_peek_opts {
 	const char *socket;
 	const char *pipeline;
 	const char *out;
@@ -39,27 +39,25 @@ struct peek_opts {
 	uint64_t columns; /* 0: the default */
 };
 
-volatile sig_atomic_t stop_requested;
+volatile sig_atomic_t ctl_stop_requested;
 
-static void on_stop_signal(int sig)
+static void ctl_on_stop_signal(int sig)
 {
 	(void)sig;
-	stop_requested = 1;
+	ctl_stop_requested = 1;
 }
 
-int install_stop_handlers(void)
+int ctl_install_stop_handlers(void)
 {
-	struct sigaction sa = { .sa_handler = on_stop_signal };
+	struct sigaction sa = { .sa_handler = ctl_on_stop_signal };
 	sigemptyset(&sa.sa_mask);
 	/* No SA_RESTART: a blocked wait returns EINTR and the loop sees the flag. */
-	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0) {
-		fprintf(stderr, "loaderctl: sigaction: %s\n", strerror(errno));
-		return -1;
-	}
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+		return ctl_error("sigaction: %s", strerror(errno));
 	return 0;
 }
 
-static const char usage_text[] =
+static const char ctl_usage_text[] =
 	"Usage: loaderctl [--socket PATH] status | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
@@ -81,18 +79,33 @@ static const char usage_text[] =
 	"             (default ceil(sqrt(batch)), at most 16); float images are shown with\n"
 	"             each channel stretched from the batch's min..max to 0..255\n";
 
-int usage_error(const char *fmt, ...)
+static void ctl_vreport(const char *fmt, va_list ap)
 {
-	va_list ap;
 	fputs("loaderctl: ", stderr);
-	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputs("\nTry 'loaderctl --help' for more information.\n", stderr);
-	return EXIT_USAGE;
+	fputc('\n', stderr);
 }
 
-double now_s(void)
+int ctl_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ctl_vreport(fmt, ap);
+	va_end(ap);
+	return -1;
+}
+
+int ctl_usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	ctl_vreport(fmt, ap);
+	va_end(ap);
+	fputs("Try 'loaderctl --help' for more information.\n", stderr);
+	return CTL_EXIT_USAGE;
+}
+
+double ctl_now_s(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -104,7 +117,7 @@ double now_s(void)
  * its value and advances *i past it: returns 1. Returns 0 when argv[*i] is
  * another option, -1 (after the usage message) when the value is missing.
  */
-static int take_value(int argc, char **argv, int *i, const char *name, const char **value)
+static int ctl_take_value(int argc, char **argv, int *i, const char *name, const char **value)
 {
 	const char *arg = argv[*i];
 	size_t len = strlen(name);
@@ -117,7 +130,7 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 	if (arg[len] != '\0')
 		return 0;
 	if (*i + 1 >= argc || strncmp(argv[*i + 1], "--", 2) == 0) {
-		usage_error("option '%s' needs a value", name);
+		ctl_usage_error("option '%s' needs a value", name);
 		return -1;
 	}
 	*value = argv[++*i];
@@ -125,8 +138,8 @@ static int take_value(int argc, char **argv, int *i, const char *name, const cha
 }
 
 /* Decimal digits only, no sign, in [min, max]; else a usage error (-1). */
-static int parse_number(const char *name, const char *text, uint64_t min, uint64_t max,
-			uint64_t *out)
+static int ctl_parse_number(const char *name, const char *text, uint64_t min, uint64_t max,
+			    uint64_t *out)
 {
 	uint64_t v = 0;
 	const char *s = text;
@@ -145,20 +158,21 @@ static int parse_number(const char *name, const char *text, uint64_t min, uint64
 	*out = v;
 	return 0;
 bad:
-	usage_error("option '%s': '%s' is not a number", name, text);
+	ctl_usage_error("option '%s': '%s' is not a number", name, text);
 	return -1;
 out_of_range:
-	usage_error("option '%s': %s is out of range (%" PRIu64 "..%" PRIu64 ")", name, text, min, max);
+	ctl_usage_error("option '%s': %s is out of range (%" PRIu64 "..%" PRIu64 ")", name, text, min,
+			max);
 	return -1;
 }
 
-int parse_options(int argc, char **argv, int first, const struct option_spec *specs,
-		  size_t n_specs)
+int ctl_parse_options(int argc, char **argv, int first, const struct ctl_option *specs,
+		      size_t n_specs)
 {
 	for (int i = first; i < argc; i++) {
 		int r = 0;
 		for (size_t k = 0; k < n_specs && r == 0; k++) {
-			const struct option_spec *sp = &specs[k];
+			const struct ctl_option *sp = &specs[k];
 			const char *value;
 			if (sp->flag) {
 				r = strcmp(argv[i], sp->name) == 0;
@@ -166,85 +180,76 @@ int parse_options(int argc, char **argv, int first, const struct option_spec *sp
 					*sp->flag = true;
 				continue;
 			}
-			r = take_value(argc, argv, &i, sp->name, &value);
+			r = ctl_take_value(argc, argv, &i, sp->name, &value);
 			if (r == 1 && sp->string && value[0] == '\0')
-				return usage_error("option '%s' needs a non-empty value", sp->name);
+				return ctl_usage_error("option '%s' needs a non-empty value", sp->name);
 			if (r == 1 && sp->string)
 				*sp->string = value;
 			if (r == 1 && sp->number &&
-			    parse_number(sp->name, value, sp->min, sp->max, sp->number) < 0)
-				return EXIT_USAGE;
+			    ctl_parse_number(sp->name, value, sp->min, sp->max, sp->number) < 0)
+				return CTL_EXIT_USAGE;
 		}
 		if (r < 0)
-			return EXIT_USAGE;
+			return CTL_EXIT_USAGE;
 		if (r == 0)
-			return usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
-					   "unexpected argument '%s'", argv[i]);
+			return ctl_usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
+					       "unexpected argument '%s'", argv[i]);
 	}
 	return 0;
 }
 
 /* Parses peek's options from argv[first..]; 0, or an exit code. */
-static int parse_peek(int argc, char **argv, int first, struct peek_opts *o)
+static int ctl_peek_parse(int argc, char **argv, int first, struct ctl_peek_opts *o)
 {
-	const struct option_spec specs[] = {
+	const struct ctl_option specs[] = {
 		{ "--pipeline", .string = &o->pipeline },
 		{ "--out", .string = &o->out },
 		{ "--batch", .number = &o->batch, .max = UINT64_MAX },
 		{ "--columns", .number = &o->columns, .min = 1, .max = 4096 },
 	};
-	int r = parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
+	int r = ctl_parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
 	if (r != 0)
 		return r;
 	if (!o->pipeline || !o->out)
-		return usage_error("peek needs --pipeline NAME and --out FILE.png");
+		return ctl_usage_error("peek needs --pipeline NAME and --out FILE.png");
 	return 0;
 }
 
 /* Takes batches 0..o->batch into *b (releasing the others) and finds the
  * images of the last; each batch is checked, so a pipeline without images
  * fails at its first. 0, or -1 after printing the reason. */
-static int peek_fetch(struct ldr_client *c, const struct peek_opts *o, struct ldr_batch *b,
-		      struct peek_image *img)
+static int ctl_peek_fetch(struct ldr_client *c, const struct ctl_peek_opts *o, struct ldr_batch *b,
+			  struct peek_image *img)
 {
 	uint64_t n = ldr_batches_in_epoch(c, 0);
-	if (o->batch >= n) {
-		fprintf(stderr, "loaderctl: pipeline %s has %" PRIu64 " batches per epoch; there is "
-			"no batch %" PRIu64 "\n", o->pipeline, n, o->batch);
-		return -1;
-	}
+	if (o->batch >= n)
+		return ctl_error("pipeline %s has %" PRIu64 " batches per epoch; there is no batch %"
+				 PRIu64, o->pipeline, n, o->batch);
 	for (uint64_t k = 0;; k++) {
 		int r;
-		while ((r = ldr_next(c, b, NEXT_WAIT_MS)) == -ETIMEDOUT || r == -EINTR)
-			if (stop_requested)
+		while ((r = ldr_next(c, b, CTL_WAIT_MS)) == -ETIMEDOUT || r == -EINTR)
+			if (ctl_stop_requested)
 				goto stopped;
-		if (r < 0) {
-			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
-			return -1;
-		}
+		if (r < 0)
+			return ctl_error("%s", ldr_error(c));
 		r = peek_find_image(b, img);
-		if (r == -ENOENT || r == -EINVAL) {
-			fprintf(stderr, r == -ENOENT ?
-				"loaderctl: pipeline %s has no image tensor; peek shows image pipelines\n" :
-				"loaderctl: pipeline %s: its image tensor is not [B,3,H,W] or [B,H,W,3] "
-				"of uint8, float16 or float32\n", o->pipeline);
-			return -1;
-		}
+		if (r == -ENOENT || r == -EINVAL)
+			return ctl_error(r == -ENOENT ?
+					 "pipeline %s has no image tensor; peek shows image pipelines" :
+					 "pipeline %s: its image tensor is not [B,3,H,W] or [B,H,W,3] "
+					 "of uint8, float16 or float32", o->pipeline);
 		if (k == o->batch)
 			return 0;
-		if (ldr_release(c, b) < 0) {
-			fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
-			return -1;
-		}
-		if (stop_requested)
+		if (ldr_release(c, b) < 0)
+			return ctl_error("%s", ldr_error(c));
+		if (ctl_stop_requested)
 			goto stopped;
 	}
 stopped:
-	fprintf(stderr, "loaderctl: peek interrupted\n");
-	return -1;
+	return ctl_error("peek interrupted");
 }
 
-static int run_peek(const struct peek_opts *o)
+static int ctl_peek_run(const struct ctl_peek_opts *o)
 {
 	struct peek_output out;
 	struct ldr_client *c;
@@ -254,31 +259,30 @@ static int run_peek(const struct peek_opts *o)
 	char err[512];
 	int rc = 1;
 	/* The signal handlers first: a stop must still remove the temporary file. */
-	if (install_stop_handlers() < 0)
+	if (ctl_install_stop_handlers() < 0)
 		return 1;
 	if (peek_output_open(&out, o->out, err, sizeof err) < 0) { /* before attaching */
-		fprintf(stderr, "loaderctl: %s\n", err);
+		ctl_error("%s", err);
 		return 1;
 	}
 	struct ldr_attach_opts ao = { .pipeline = o->pipeline, .client_name = "peek" };
 	if (ldr_connect(o->socket, &c) < 0 || ldr_attach(c, &ao) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		ctl_error("%s", ldr_error(c));
 		goto close_client;
 	}
-	if (peek_fetch(c, o, &b, &img) < 0)
+	if (ctl_peek_fetch(c, o, &b, &img) < 0)
 		goto close_client;
 	if (peek_layout(&img, (unsigned)o->columns, &sheet) < 0) {
-		fprintf(stderr, "loaderctl: pipeline %s: a sheet of %u images %ux%u is over %u "
-			"pixels a side; try --columns\n", o->pipeline, img.count, img.width,
-			img.height, PEEK_SHEET_MAX);
+		ctl_error("pipeline %s: a sheet of %u images %ux%u is over %u pixels a side; try "
+			  "--columns", o->pipeline, img.count, img.width, img.height, PEEK_SHEET_MAX);
 		goto close_client;
 	}
 	if (peek_output_commit(&out, &img, &sheet, err, sizeof err) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", err);
+		ctl_error("%s", err);
 		goto close_client;
 	}
 	if (ldr_release(c, &b) < 0) {
-		fprintf(stderr, "loaderctl: %s\n", ldr_error(c));
+		ctl_error("%s", ldr_error(c));
 		goto close_client;
 	}
 	printf("peek: pipeline %s batch %" PRIu64 ": %u images %ux%u -> %s (%ux%u tiles)\n",
@@ -292,14 +296,14 @@ close_client:
 }
 
 /* status and reload: one control request, its text on stdout. */
-static int run_control(const char *socket, bool reload)
+static int ctl_control_run(const char *socket, bool reload)
 {
 	char *text;
 	char err[1280];
 	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
 		       : ldr_status(socket, &text, err, sizeof err);
 	if (r < 0) {
-		fprintf(stderr, "loaderctl: %s%s\n", reload ? "reload: " : "", err);
+		ctl_error("%s%s", reload ? "reload: " : "", err);
 		return 1;
 	}
 	size_t len = strlen(text);
@@ -317,35 +321,35 @@ int main(int argc, char **argv)
 	for (; i < argc && strncmp(argv[i], "--", 2) == 0; i++) {
 		int r;
 		if (strcmp(argv[i], "--help") == 0) {
-			fputs(usage_text, stdout);
+			fputs(ctl_usage_text, stdout);
 			return 0;
 		}
 		if (strcmp(argv[i], "--version") == 0) {
 			printf("loaderctl %s\n", LOADERD_VERSION);
 			return 0;
 		}
-		r = take_value(argc, argv, &i, "--socket", &socket);
+		r = ctl_take_value(argc, argv, &i, "--socket", &socket);
 		if (r < 0)
-			return EXIT_USAGE;
+			return CTL_EXIT_USAGE;
 		if (r == 0)
-			return usage_error("unknown option '%s'", argv[i]);
+			return ctl_usage_error("unknown option '%s'", argv[i]);
 		if (socket[0] == '\0')
-			return usage_error("option '--socket' needs a non-empty value");
+			return ctl_usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return usage_error("no command given (status, reload, consume or peek)");
+		return ctl_usage_error("no command given (status, reload, consume or peek)");
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
 		if (i + 1 < argc)
-			return usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
-					   "unexpected argument '%s'", argv[i + 1]);
-		return run_control(socket, strcmp(argv[i], "reload") == 0);
+			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
+					       "unexpected argument '%s'", argv[i + 1]);
+		return ctl_control_run(socket, strcmp(argv[i], "reload") == 0);
 	}
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);
 	if (strcmp(argv[i], "peek") == 0) {
-		struct peek_opts o = { .socket = socket };
-		int r = parse_peek(argc, argv, i + 1, &o);
-		return r != 0 ? r : run_peek(&o);
+		struct ctl_peek_opts o = { .socket = socket };
+		int r = ctl_peek_parse(argc, argv, i + 1, &o);
+		return r != 0 ? r : ctl_peek_run(&o);
 	}
-	return usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
+	return ctl_usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
 }

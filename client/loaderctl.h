@@ -5,7 +5,7 @@
  * it is not part of the client library.
  *
  * Exit codes, for every command: 0 success, 1 an error (message on stderr
- * starting "loaderctl: "), EXIT_USAGE a usage error.
+ * starting "loaderctl: "), CTL_EXIT_USAGE a usage error.
  */
 #ifndef LDR_CLIENT_LOADERCTL_H
 #define LDR_CLIENT_LOADERCTL_H
@@ -15,27 +15,31 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define EXIT_USAGE 2
-#define NEXT_WAIT_MS 1000 /* bounds how long a stop request waits to be seen */
+#define CTL_EXIT_USAGE 2
+#define CTL_WAIT_MS 1000 /* bounds how long a stop request waits to be seen */
 
-/* Set by SIGINT/SIGTERM once install_stop_handlers() has run; commands poll
- * it between waits of at most NEXT_WAIT_MS. */
-extern volatile sig_atomic_t stop_requested;
+/* Set by SIGINT/SIGTERM once ctl_install_stop_handlers() has run; commands
+ * poll it between waits of at most CTL_WAIT_MS. */
+extern volatile sig_atomic_t ctl_stop_requested;
 
-/* Sets stop_requested on SIGINT and SIGTERM (without SA_RESTART, so a
+/* Sets ctl_stop_requested on SIGINT and SIGTERM (without SA_RESTART, so a
  * blocked wait returns EINTR); 0, or -1 after printing the reason. */
-int install_stop_handlers(void);
+int ctl_install_stop_handlers(void);
 
 /* Monotonic clock, in seconds. */
-double now_s(void);
+double ctl_now_s(void);
+
+/* Prints "loaderctl: " and the message, then a newline, to stderr;
+ * returns -1. */
+int ctl_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Prints "loaderctl: " and the message, then the --help hint, to stderr;
- * returns EXIT_USAGE. */
-int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+ * returns CTL_EXIT_USAGE. */
+int ctl_usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* An option of a command: a flag, a non-empty string or a number in
  * [min, max], whichever destination is set. */
-struct option_spec {
+struct ctl_option {
 	const char *name;
 	bool *flag;
 	const char **string;
@@ -44,8 +48,8 @@ struct option_spec {
 };
 
 /* Parses argv[first..] against specs; 0, or an exit code. */
-int parse_options(int argc, char **argv, int first, const struct option_spec *specs,
-		  size_t n_specs);
+int ctl_parse_options(int argc, char **argv, int first, const struct ctl_option *specs,
+		      size_t n_specs);
 
 /* `loaderctl consume` (consume.c): parses its options from argv[first..]
  * and runs it against the daemon at socket (NULL: the default); the exit

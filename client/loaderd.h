@@ -47,7 +47,8 @@
  *
  * Thread-safety: a client handle is used by one thread at a time (calls on
  * one handle must be serialised by the caller); distinct handles are
- * independent. ldr_status() uses no handle and is safe from any thread.
+ * independent. ldr_status() uses no handle and is safe from any thread, as
+ * are ldr_position_parse() and ldr_position_format().
  *
  * Lifetime: tensor pointers of a batch are valid until that batch is
  * released or the client is closed; after that the slot is refilled.
@@ -200,10 +201,36 @@ int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
  * (b not held), -ENOSPC. */
 int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap);
 
+/* A position token's fields. The token ("ldr1:SEED:N:EPOCH:OFFSET") is
+ * what ldr_position() writes and ldr_attach_opts.resume takes; a binding or
+ * tool that needs its fields (the epoch a stream is in, a token for the
+ * start of another epoch) reads and writes them with the two calls below
+ * instead of parsing the text itself. */
+struct ldr_position {
+	uint64_t seed;      /* the pipeline's seed: a token resumes only its own stream */
+	uint64_t n_samples; /* the dataset's size when saved: a changed dataset is refused */
+	uint64_t epoch;     /* below 2^32 in a well-formed token */
+	uint64_t offset;    /* samples of `epoch` consumed by all ranks together, <= n_samples */
+};
+
+/* Parses a token: 0, or -EINVAL for anything that is not exactly one
+ * (every field decimal without sign or leading zero, EPOCH below 2^32,
+ * OFFSET at most N), *out left alone and err (when not NULL) saying which
+ * field is at fault and why, e.g. `EPOCH "x" is not a decimal number`. */
+int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap);
+
+/* Writes p as a token into buf (LDR_POSITION_MAX bytes always suffice): 0,
+ * or -ENOSPC (buf then holds ""). The fields are written as they are:
+ * whether the daemon resumes at the token is its call at attach. */
+int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap);
+
 /* sizeof(struct ldr_batch) as this library was built: a binding that lays
  * the struct out itself (the Python package, through ctypes) checks its
  * layout against it. */
 size_t ldr_sizeof_batch(void);
+
+/* sizeof(struct ldr_position) as this library was built, for the same check. */
+size_t ldr_sizeof_position(void);
 
 /* Text of the last failure on this handle ("" if none). */
 const char *ldr_error(const struct ldr_client *c);

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
+
 #define GLYPH_COLS 5
 #define GLYPH_ROWS 7
 #define GLYPH_ADVANCE 6     /* font columns from one glyph to the next */
@@ -237,7 +239,7 @@ static void render_row(const struct peek_image *img, const struct peek_sheet *s,
 static void on_png_error(png_structp png, png_const_charp message)
 {
 	struct png_sink *sink = png_get_error_ptr(png);
-	snprintf(sink->message, sizeof sink->message, "%s", message);
+	errtext(sink->message, sizeof sink->message, 0, "%s", message);
 	png_longjmp(png, 1);
 }
 
@@ -307,17 +309,14 @@ int peek_output_open(struct peek_output *o, const char *path, char *err, size_t 
 	/* The rename would replace whatever is there: a device, a FIFO or a
 	 * symbolic link (/dev/stdout) must not become a PNG. */
 	struct stat st;
-	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
-		snprintf(err, err_cap, "%s: exists and is not a regular file", path);
-		return -EEXIST;
-	}
+	if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+		return errtext(err, err_cap, -EEXIST, "%s: exists and is not a regular file", path);
 	size_t cap = strlen(path) + 32;
 	o->path = strdup(path);
 	o->tmp_path = malloc(cap);
 	if (!o->path || !o->tmp_path) {
 		peek_output_discard(o);
-		snprintf(err, err_cap, "out of memory");
-		return -ENOMEM;
+		return errtext(err, err_cap, -ENOMEM, "out of memory");
 	}
 	snprintf(o->tmp_path, cap, "%s.tmp-%ld", path, (long)getpid());
 	/* O_EXCL: never through a link, never into a file already there (one
@@ -327,8 +326,8 @@ int peek_output_open(struct peek_output *o, const char *path, char *err, size_t 
 		int errno_open = errno;
 		if (fd >= 0)
 			close(fd);
-		snprintf(err, err_cap, "%s: %s", errno_open == EEXIST ? o->tmp_path : path,
-			 strerror(errno_open));
+		errtext(err, err_cap, -errno_open, "%s: %s", errno_open == EEXIST ? o->tmp_path : path,
+			strerror(errno_open));
 		if (fd < 0) {
 			free(o->tmp_path);
 			o->tmp_path = NULL; /* not ours: nothing to remove */
@@ -345,23 +344,21 @@ int peek_output_commit(struct peek_output *o, const struct peek_image *img,
 	struct png_sink sink = { .f = o->f };
 	int rc = write_png(&sink, img, s);
 	if (rc < 0 && !sink.write_errno && sink.message[0]) {
-		snprintf(err, err_cap, "%s: libpng: %s", o->tmp_path, sink.message);
+		errtext(err, err_cap, rc, "%s: libpng: %s", o->tmp_path, sink.message);
 		goto remove_tmp;
 	}
 	if (rc < 0) {
-		snprintf(err, err_cap, "%s: %s", o->tmp_path, strerror(-rc));
+		errtext(err, err_cap, rc, "%s: %s", o->tmp_path, strerror(-rc));
 		goto remove_tmp;
 	}
 	FILE *f = o->f;
 	o->f = NULL;
 	if (fclose(f) != 0) {
-		rc = -errno;
-		snprintf(err, err_cap, "%s: %s", o->tmp_path, strerror(errno));
+		rc = errtext(err, err_cap, -errno, "%s: %s", o->tmp_path, strerror(errno));
 		goto remove_tmp;
 	}
 	if (rename(o->tmp_path, o->path) < 0) {
-		rc = -errno;
-		snprintf(err, err_cap, "%s: %s", o->path, strerror(errno));
+		rc = errtext(err, err_cap, -errno, "%s: %s", o->path, strerror(errno));
 		goto remove_tmp;
 	}
 	free(o->tmp_path);

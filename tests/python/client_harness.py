@@ -43,6 +43,21 @@ def frameworks():
     return wanted
 
 
+def raw_pipeline(env, n, record_bytes, batch_size, data_seed, seed=None):
+    """The package under test and a daemon serving pipeline "p": a raw file
+    of n records (generated from data_seed), batch_size, and the pipeline's
+    seed when given. Returns (loaderd, the file's records, the config, the
+    daemon)."""
+    loaderd = import_loaderd()
+    data = env.make_raw("data.bin", n, record_bytes, seed=data_seed)
+    recs = records(data, record_bytes)
+    pipeline = {"source": "raw:" + data, "record_bytes": record_bytes, "batch_size": batch_size}
+    if seed is not None:
+        pipeline["seed"] = seed
+    cfg = env.config("py", {"p": pipeline})
+    return loaderd, recs, cfg, env.start_daemon(cfg)
+
+
 def records(path, record_bytes):
     with open(path, "rb") as f:
         data = f.read()

@@ -98,21 +98,30 @@ def resume_rest(loaderd, env, cfg, state, taken, recs, fw, what):
     return d
 
 
+def start(loaderd, d, fw, recs, what, k=K, **kw):
+    """A new loader, its epoch iterator, and the sample indices of its first
+    k batches (values checked)."""
+    x = new_loader(loaderd, d, fw, **kw)
+    it = iter(x)
+    return x, it, take(it, k, recs, what)
+
+
+def recover(loaderd, env, cfg, x, it, e, taken, recs, fw, what):
+    """check_failed, then resume_rest from the state it returns."""
+    return resume_rest(loaderd, env, cfg, check_failed(loaderd, x, it, e, taken, what), taken, recs, fw, what)
+
+
 def killed_holding(loaderd, env, cfg, d, recs, fw):
     what = fw + ": SIGKILL while a batch is held"
-    x = new_loader(loaderd, d, fw)
-    it = iter(x)
-    taken = take(it, K, recs, what)
+    x, it, taken = start(loaderd, d, fw, recs, what)
     d.kill()
     e = expect_error(loaderd, lambda: next(it), what + ": next()")
-    return resume_rest(loaderd, env, cfg, check_failed(loaderd, x, it, e, taken, what), taken, recs, fw, what)
+    return recover(loaderd, env, cfg, x, it, e, taken, recs, fw, what)
 
 
 def killed_waiting(loaderd, env, cfg, d, recs):
     what = "SIGKILL while next() waits"
-    x = new_loader(loaderd, d, "numpy", timeout=0.3)
-    it = iter(x)
-    taken = take(it, K, recs, what)
+    x, it, taken = start(loaderd, d, "numpy", recs, what, timeout=0.3)
     os.kill(d.pid, signal.SIGSTOP)
     try:
         for _ in range(DEPTH + 2):  # the batches already sent, then a wait that times out
@@ -124,30 +133,24 @@ def killed_waiting(loaderd, env, cfg, d, recs):
         d.kill()  # SIGKILL ends a stopped process too
     e = expect_error(loaderd, lambda: next(it), what + ": next()")
     check(e.errno == errno.ECONNRESET, "%s: errno %s, expected ECONNRESET" % (what, e.errno))
-    return resume_rest(loaderd, env, cfg, check_failed(loaderd, x, it, e, taken, what), taken, recs,
-                       "numpy", what)
+    return recover(loaderd, env, cfg, x, it, e, taken, recs, "numpy", what)
 
 
 def killed_then_release(loaderd, env, cfg, d, recs):
     what = "SIGKILL, then Batch.release()"
-    x = new_loader(loaderd, d, "numpy")
-    it = iter(x)
-    taken = take(it, K - 1, recs, what)
+    x, it, taken = start(loaderd, d, "numpy", recs, what, k=K - 1)
     b = next(it)
     taken.append(ch.check_rows(b, "data", recs, what))
     d.kill()
     e = expect_error(loaderd, b.release, what)
     check(b.released, "%s: the batch is not marked released" % what)
     b.release()  # twice: nothing
-    return resume_rest(loaderd, env, cfg, check_failed(loaderd, x, it, e, taken, what), taken, recs,
-                       "numpy", what)
+    return recover(loaderd, env, cfg, x, it, e, taken, recs, "numpy", what)
 
 
 def daemon_error(loaderd, env, cfg, d, recs):
     what = "the daemon's ERROR (SIGTERM)"
-    x = new_loader(loaderd, d, "numpy")
-    it = iter(x)
-    taken = take(it, K, recs, what)
+    x, it, taken = start(loaderd, d, "numpy", recs, what)
     d.stop()
     e = None
     for _ in range(DEPTH + 2):  # batches sent before the ERROR may still come
@@ -160,8 +163,7 @@ def daemon_error(loaderd, env, cfg, d, recs):
           and "daemon shutting down" in str(e),
           "%s: raised %r (errno %s), expected DaemonUnavailableError ESHUTDOWN with the daemon's text"
           % (what, e, getattr(e, "errno", None)))
-    return resume_rest(loaderd, env, cfg, check_failed(loaderd, x, it, e, taken, what), taken, recs,
-                       "numpy", what)
+    return recover(loaderd, env, cfg, x, it, e, taken, recs, "numpy", what)
 
 
 def with_block(loaderd, env, cfg, d, recs):
@@ -182,12 +184,7 @@ def with_block(loaderd, env, cfg, d, recs):
 
 
 def body(env):
-    loaderd = ch.import_loaderd()
-    data = env.make_raw("data.bin", N, RECORD, seed=4)
-    recs = ch.records(data, RECORD)
-    cfg = env.config("py", {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
-                                  "seed": SEED}})
-    d = env.start_daemon(cfg)
+    loaderd, recs, cfg, d = ch.raw_pipeline(env, N, RECORD, BATCH, data_seed=4, seed=SEED)
     for fw in ch.frameworks():
         d = killed_holding(loaderd, env, cfg, d, recs, fw)
     d = killed_waiting(loaderd, env, cfg, d, recs)

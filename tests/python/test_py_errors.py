@@ -47,10 +47,7 @@ def has_gpu():
 
 
 def body(env):
-    loaderd = ch.import_loaderd()
-    data = env.make_raw("data.bin", N, RECORD, seed=2)
-    cfg = env.config("py", {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH}})
-    d = env.start_daemon(cfg)
+    loaderd, _, _, d = ch.raw_pipeline(env, N, RECORD, BATCH, data_seed=2)
     sock = d.socket
     L = loaderd.Loader
 

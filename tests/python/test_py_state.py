@@ -143,12 +143,7 @@ def refusals(loaderd, sock, recs):
 
 
 def body(env):
-    loaderd = ch.import_loaderd()
-    data = env.make_raw("data.bin", N, RECORD, seed=8)
-    recs = ch.records(data, RECORD)
-    cfg = env.config("py", {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
-                                  "seed": SEED}})
-    d = env.start_daemon(cfg)
+    loaderd, recs, _, d = ch.raw_pipeline(env, N, RECORD, BATCH, data_seed=8, seed=SEED)
     for fw in ch.frameworks():
         round_trip(loaderd, d.socket, fw, recs)
         other_world(loaderd, d.socket, fw, recs)

@@ -110,12 +110,7 @@ def env_ranks(loaderd, sock):
 
 
 def body(env):
-    loaderd = ch.import_loaderd()
-    data = env.make_raw("data.bin", N, RECORD, seed=5)
-    recs = ch.records(data, RECORD)
-    cfg = env.config("py", {"p": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH,
-                                  "seed": SEED}})
-    d = env.start_daemon(cfg)
+    loaderd, recs, _, d = ch.raw_pipeline(env, N, RECORD, BATCH, data_seed=5, seed=SEED)
     for fw in ch.frameworks():
         perm = one_rank(loaderd, d.socket, fw, recs)
         two_ranks(loaderd, d.socket, fw, recs, perm)

@@ -1,8 +1,8 @@
 /*
  * Unit tests for the client library's edges (client/loaderd.h) that need no
  * daemon: connecting to a missing path or to something that is not a
- * socket, refusing bad attach options before anything is sent, and checking
- * every number the daemon sends.
+ * socket, refusing bad attach options before anything is sent, checking
+ * every number the daemon sends, and position tokens' fields.
  *
  * The frames a correct daemon never sends (a READY out of sequence or
  * outside the arena, an arena fd of the wrong size) are written here by a
@@ -311,58 +311,56 @@ static void test_attach_error(void **state)
 	assert_string_equal(ldr_error(p->c), "unknown pipeline \"nope\"");
 }
 
+/* Queues WELCOME w with fd; ldr_attach refuses it, its text saying `says`. */
+static void refused_welcome(struct peer *p, const struct proto_welcome *w, int fd, const char *says)
+{
+	send_welcome(p, w, fd);
+	struct ldr_attach_opts o = { .pipeline = "p" };
+	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
+	assert_non_null(strstr(ldr_error(p->c), says));
+}
+
+/* Attaches, then queues one READY (batch 0, epoch 0); ldr_next refuses it,
+ * its text saying `says`. */
+static void refused_ready(struct peer *p, uint64_t seq, uint32_t slot, uint32_t rows,
+			  const char *says)
+{
+	struct proto_welcome w = welcome_msg();
+	attach_ok(p, &w);
+	send_ready(p, seq, 0, slot, rows, 0);
+	struct ldr_batch b;
+	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
+	assert_non_null(strstr(ldr_error(p->c), says));
+}
+
 static void test_welcome_arena_size_mismatch(void **state)
 {
 	struct peer *p = *state;
 	struct proto_welcome w = welcome_msg();
 	w.arena_bytes = 2 * ARENA_BYTES;
-	send_welcome(p, &w, p->arena_fd);
-	struct ldr_attach_opts o = { .pipeline = "p" };
-	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "arena fd has"));
+	refused_welcome(p, &w, p->arena_fd, "arena fd has");
 }
 
 static void test_welcome_without_fd(void **state)
 {
-	struct peer *p = *state;
 	struct proto_welcome w = welcome_msg();
-	send_welcome(p, &w, -1);
-	struct ldr_attach_opts o = { .pipeline = "p" };
-	assert_int_equal(ldr_attach(p->c, &o), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "without an arena fd"));
+	refused_welcome(*state, &w, -1, "without an arena fd");
 }
 
 static void test_ready_out_of_sequence(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 1, 0, 0, BATCH, 0);
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "seq 1, expected 0"));
+	refused_ready(*state, 1, 0, BATCH, "seq 1, expected 0");
 }
 
 static void test_ready_outside_arena(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 0, 0, 3, BATCH, 0); /* slot 3 would start at the arena's end */
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "does not fit the arena"));
+	/* slot 3 would start at the arena's end */
+	refused_ready(*state, 0, 3, BATCH, "does not fit the arena");
 }
 
 static void test_ready_too_many_rows(void **state)
 {
-	struct peer *p = *state;
-	struct proto_welcome w = welcome_msg();
-	attach_ok(p, &w);
-	send_ready(p, 0, 0, 0, BATCH + 1, 0);
-	struct ldr_batch b;
-	assert_int_equal(ldr_next(p->c, &b, 1000), -EPROTO);
-	assert_non_null(strstr(ldr_error(p->c), "rows"));
+	refused_ready(*state, 0, 0, BATCH + 1, "rows");
 }
 
 static void test_peer_closed(void **state)
@@ -375,6 +373,30 @@ static void test_peer_closed(void **state)
 	struct ldr_batch b;
 	assert_int_equal(ldr_next(p->c, &b, 1000), -ECONNRESET);
 	assert_string_equal(ldr_error(p->c), "daemon closed the connection");
+}
+
+/* ldr_position_parse and ldr_position_format need no daemon: the fields
+ * of a token and back, with the parser's reason for a malformed one. */
+static void test_position_tokens(void **state)
+{
+	(void)state;
+	struct ldr_position p = { 0 };
+	char err[256] = "", token[LDR_POSITION_MAX], small[8];
+	assert_int_equal(ldr_sizeof_position(), sizeof(struct ldr_position));
+	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6", &p, err, sizeof err), 0);
+	assert_true(p.seed == 5 && p.n_samples == 10 && p.epoch == 3 && p.offset == 6);
+	p.epoch = 4;
+	p.offset = 0;
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
+	assert_string_equal(token, "ldr1:5:10:4:0");
+	assert_int_equal(ldr_position_format(&p, small, sizeof small), -ENOSPC);
+	assert_string_equal(small, "");
+
+	assert_int_equal(ldr_position_parse("ldr1:5:10:4294967296:0", &p, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "EPOCH 4294967296 is not below"));
+	assert_int_equal(p.epoch, 4); /* left alone */
+	assert_int_equal(ldr_position_parse("ldr1:5:x:0:0", &p, NULL, 0), -EINVAL);
+	assert_int_equal(ldr_position_parse(NULL, &p, err, sizeof err), -EINVAL);
 }
 
 /* The daemon said why and closed while the client held a batch: the
@@ -401,6 +423,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_connect_missing_path),
 		cmocka_unit_test(test_status_not_a_socket),
+		cmocka_unit_test(test_position_tokens),
 		cmocka_unit_test_setup_teardown(test_bad_options_send_nothing, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_batches_release_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_resumed_position, peer_setup, peer_teardown),

@@ -13,7 +13,8 @@ ctypes). See loader.py for the lifetime and stream rules.
 
 from .errors import (BatchReleasedError, DaemonUnavailableError, DeviceUnavailableError,
                      LoaderdError, PipelineNotFoundError)
-from .loader import Batch, Loader, default_rank_world, status
+from .batch import Batch
+from .loader import Loader, default_rank_world, status
 
 __version__ = "0.1.0"
 __all__ = ["Batch", "BatchReleasedError", "DaemonUnavailableError", "DeviceUnavailableError",

@@ -1,9 +1,10 @@
 """_lib: the C client library (client/loaderd.h) through ctypes.
 
-The structs below mirror loaderd.h field for field; load() checks the
-layout against the library's own sizeof(struct ldr_batch) before anything
-else is called, so a package and a library that disagree fail at import
-with a message, not with corrupted batches.
+The structs below mirror loaderd.h field for field; load() checks their
+layout against the library's own sizeof(struct ldr_batch) and
+sizeof(struct ldr_position) before anything else is called, so a
+package and a library that disagree fail at import with a message, not
+with corrupted batches or positions.
 
 Where the library is looked for, first match wins:
   1. $LOADERD_CLIENT_LIB (a path to libloaderd_client.so);
@@ -22,45 +23,30 @@ NDIM_MAX = 4
 POSITION_MAX = 96
 LIBRARY_NAME = "libloaderd_client.so"
 
+_u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c_char_p
+
 
 class AttachOpts(ctypes.Structure):
-    _fields_ = [
-        ("pipeline", ctypes.c_char_p),
-        ("rank", ctypes.c_uint),
-        ("world", ctypes.c_uint),
-        ("depth", ctypes.c_uint),
-        ("resume", ctypes.c_char_p),
-        ("client_name", ctypes.c_char_p),
-        ("device", ctypes.c_char_p),
-    ]
+    _fields_ = [("pipeline", _str), ("rank", _uint), ("world", _uint), ("depth", _uint),
+                ("resume", _str), ("client_name", _str), ("device", _str)]
 
 
 class CTensor(ctypes.Structure):
-    _fields_ = [
-        ("name", ctypes.c_char * 32),
-        ("dtype", ctypes.c_int),
-        ("ndim", ctypes.c_uint),
-        ("shape", ctypes.c_int64 * NDIM_MAX),
-        ("data", ctypes.c_void_p),
-        ("bytes", ctypes.c_size_t),
-    ]
+    _fields_ = [("name", ctypes.c_char * 32), ("dtype", _int), ("ndim", _uint),
+                ("shape", ctypes.c_int64 * NDIM_MAX), ("data", ctypes.c_void_p),
+                ("bytes", ctypes.c_size_t)]
 
 
 class CBatch(ctypes.Structure):
-    _fields_ = [
-        ("seq", ctypes.c_uint64),
-        ("epoch", ctypes.c_uint64),
-        ("index", ctypes.c_uint64),
-        ("rows", ctypes.c_uint),
-        ("last_in_epoch", ctypes.c_int),
-        ("on_device", ctypes.c_int),
-        ("n_tensors", ctypes.c_uint),
-        ("tensors", CTensor * TENSORS_MAX),
-        ("priv_first", ctypes.c_uint64),
-        ("priv_epoch_offset", ctypes.c_uint64),
-        ("priv_slot", ctypes.c_uint32),
-        ("priv_generation", ctypes.c_uint32),
-    ]
+    _fields_ = [("seq", _u64), ("epoch", _u64), ("index", _u64),
+                ("rows", _uint), ("last_in_epoch", _int), ("on_device", _int), ("n_tensors", _uint),
+                ("tensors", CTensor * TENSORS_MAX),
+                ("priv_first", _u64), ("priv_epoch_offset", _u64),
+                ("priv_slot", ctypes.c_uint32), ("priv_generation", ctypes.c_uint32)]
+
+
+class CPosition(ctypes.Structure):
+    _fields_ = [("seed", _u64), ("n_samples", _u64), ("epoch", _u64), ("offset", _u64)]
 
 
 # enum ldr_dtype -> (name, itemsize, DLPack type code: 0 int, 1 uint, 2 float)
@@ -93,7 +79,10 @@ _SIGNATURES = {
     "ldr_sample_index": (ctypes.c_uint64, [_CLIENT, _P(CBatch), ctypes.c_uint]),
     "ldr_position": (ctypes.c_int, [_CLIENT, ctypes.c_char_p, ctypes.c_size_t]),
     "ldr_position_after": (ctypes.c_int, [_CLIENT, _P(CBatch), ctypes.c_char_p, ctypes.c_size_t]),
+    "ldr_position_parse": (ctypes.c_int, [ctypes.c_char_p, _P(CPosition), ctypes.c_char_p, ctypes.c_size_t]),
+    "ldr_position_format": (ctypes.c_int, [_P(CPosition), ctypes.c_char_p, ctypes.c_size_t]),
     "ldr_sizeof_batch": (ctypes.c_size_t, []),
+    "ldr_sizeof_position": (ctypes.c_size_t, []),
     "ldr_error": (ctypes.c_char_p, [_CLIENT]),
     "ldr_close": (None, [_CLIENT]),
     "ldr_status": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
@@ -137,10 +126,12 @@ def load():
                 raise ImportError("loaderd: %s has no %s: it is older than this package" %
                                   (lib._name, name)) from None
             f.restype, f.argtypes = restype, argtypes
-        if lib.ldr_sizeof_batch() != ctypes.sizeof(CBatch):
-            raise ImportError("loaderd: %s lays out struct ldr_batch in %d bytes, this package in %d:"
-                              " they come from different versions" %
-                              (lib._name, lib.ldr_sizeof_batch(), ctypes.sizeof(CBatch)))
+        for struct, ours, theirs in (("ldr_batch", CBatch, lib.ldr_sizeof_batch()),
+                                     ("ldr_position", CPosition, lib.ldr_sizeof_position())):
+            if theirs != ctypes.sizeof(ours):
+                raise ImportError("loaderd: %s lays out struct %s in %d bytes, this package in %d:"
+                                  " they come from different versions" %
+                                  (lib._name, struct, theirs, ctypes.sizeof(ours)))
         lib.free = ctypes.CDLL(None).free
         lib.free.argtypes, lib.free.restype = [ctypes.c_void_p], None
         _lib = lib

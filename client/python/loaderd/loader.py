@@ -1,5 +1,5 @@
-"""loader: Loader (one attachment to a pipeline) and Batch (one delivered
-batch, a mapping of tensor name -> tensor).
+"""loader: Loader (one attachment to a pipeline); the batches it hands out
+are Batch objects (batch.py), mappings of tensor name -> tensor.
 
 A Loader attaches when it is made, so a wrong pipeline name, a GPU the
 daemon cannot deliver to or a refused resume state fail there, as
@@ -27,9 +27,9 @@ import errno
 import os
 import sys
 
-from . import _dlpack, _lib
-from .errors import (BatchReleasedError, DaemonUnavailableError, DeviceUnavailableError,
-                     LoaderdError, PipelineNotFoundError)
+from . import _lib
+from .batch import Batch
+from .errors import DaemonUnavailableError, DeviceUnavailableError, LoaderdError, PipelineNotFoundError
 
 STATE_VERSION = 1
 _WAIT_SLICE_MS = 1000  # ldr_next waits this long between checks for signals
@@ -105,170 +105,6 @@ def _device_ordinal(device, torch):
             return int(device[5:])
     raise ValueError("loaderd: device %r: expected \"cpu\", \"cuda\", \"cuda:N\", an ordinal or a "
                      "torch.device" % (device,))
-
-
-def _parse_position(token):
-    """(seed, n_samples, epoch, offset) of a position token."""
-    parts = token.split(":")
-    if len(parts) != 5 or parts[0] != "ldr1":
-        raise LoaderdError(errno.EPROTO, "unexpected position token %r" % token)
-    return tuple(int(p) for p in parts[1:])
-
-
-def _stream_pointer(stream):
-    """A DLPack stream value as the cudaStream_t the C library takes."""
-    if stream is None or stream == 0 or stream == _dlpack.STREAM_LEGACY:
-        return None  # NULL: the legacy default stream
-    return stream  # STREAM_PER_THREAD (2) is the driver's CU_STREAM_PER_THREAD too
-
-
-class _Exporter:
-    """One tensor of one batch, as a DLPack producer (for torch, CuPy, JAX,
-    numpy: anything with from_dlpack)."""
-
-    __slots__ = ("_batch", "_i")
-
-    def __init__(self, batch, i):
-        self._batch = batch
-        self._i = i
-
-    def __dlpack_device__(self):
-        ordinal = self._batch._loader._ordinal
-        return (_dlpack.KDL_CPU, 0) if ordinal is None else (_dlpack.KDL_CUDA, ordinal)
-
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        b = self._batch
-        b._check_live("export tensor %r" % b._names[self._i])
-        if copy:
-            raise BufferError("loaderd: tensors are exported as views of the daemon's memory; "
-                              "copy=True is not supported (copy after import)")
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError("loaderd: batch is on device %r, asked for %r" %
-                              (self.__dlpack_device__(), tuple(dl_device)))
-        t = b._c.tensors[self._i]
-        if b._loader._ordinal is not None and stream != _dlpack.STREAM_NO_SYNC:
-            b._loader._check(b._lib.ldr_stream_wait(b._loader._client, ctypes.byref(b._c),
-                                                    _stream_pointer(stream)), "ldr_stream_wait")
-            b._streams.setdefault(_stream_pointer(stream), None)
-        _, itemsize, code = _lib.DTYPES[t.dtype]
-        device_type, device_id = self.__dlpack_device__()
-        shape = [t.shape[d] for d in range(t.ndim)]
-        return _dlpack.capsule(t.data, shape, code, itemsize * 8, device_type, device_id)
-
-
-class Batch(collections.abc.Mapping):
-    """One delivered batch: tensor name -> tensor (torch.Tensor, or a
-    read-only numpy array where the loader delivers numpy).
-
-    Attributes: seq (0, 1, ... since attach), epoch, index (batch within the
-    epoch), rows, last_in_epoch, device ("cpu" or "cuda:N").
-
-    Valid until released: when the loader is asked for the next batch, or
-    by release(). The tensors are views, not copies; clone what must
-    outlive the step. A released batch raises BatchReleasedError.
-    """
-
-    def __init__(self, loader, cbatch):
-        self._loader = loader
-        self._lib = loader._lib
-        self._c = cbatch
-        self._names = [cbatch.tensors[i].name.decode() for i in range(cbatch.n_tensors)]
-        self._tensors = {}
-        self._streams = {}  # streams the tensors were exported to (ordered set)
-        self._released = False
-        self.seq, self.epoch, self.index = cbatch.seq, cbatch.epoch, cbatch.index
-        self.rows = cbatch.rows
-        self.last_in_epoch = bool(cbatch.last_in_epoch)
-        ordinal = loader._ordinal
-        self.device = "cpu" if ordinal is None else "cuda:%d" % ordinal
-
-    def _check_live(self, what):
-        if self._released:
-            raise BatchReleasedError(
-                "loaderd: cannot %s: batch %d (epoch %d, index %d) was released, and its slot "
-                "now holds other data" % (what, self.seq, self.epoch, self.index))
-
-    @property
-    def released(self):
-        return self._released
-
-    # Mapping
-    def __getitem__(self, name):
-        self._check_live("read tensor %r" % (name,))
-        t = self._tensors.get(name)
-        if t is None:
-            try:
-                i = self._names.index(name)
-            except ValueError:
-                raise KeyError("loaderd: batch has no tensor %r (it has %s)" %
-                               (name, ", ".join(self._names))) from None
-            t = self._loader._convert(self, i)
-            self._tensors[name] = t
-        return t
-
-    def __iter__(self):
-        return iter(self._names)
-
-    def __len__(self):
-        return len(self._names)
-
-    def __repr__(self):
-        state = "released" if self._released else self.device
-        return "<loaderd.Batch seq=%d epoch=%d index=%d rows=%d tensors=%s %s>" % (
-            self.seq, self.epoch, self.index, self.rows, ",".join(self._names), state)
-
-    def dlpack(self, name):
-        """The DLPack producer of one tensor, for frameworks other than
-        torch: cupy.from_dlpack(batch.dlpack("image"))."""
-        self._check_live("export tensor %r" % (name,))
-        if name not in self._names:
-            raise KeyError("loaderd: batch has no tensor %r (it has %s)" %
-                           (name, ", ".join(self._names)))
-        return _Exporter(self, self._names.index(name))
-
-    def _single(self):
-        if len(self._names) != 1:
-            raise TypeError("loaderd: the batch has %d tensors (%s): export one with "
-                            "batch.dlpack(name)" % (len(self._names), ", ".join(self._names)))
-        return _Exporter(self, 0)
-
-    def __dlpack__(self, stream=None, max_version=None, dl_device=None, copy=None):
-        """A batch of one tensor is itself a DLPack producer."""
-        return self._single().__dlpack__(stream=stream, max_version=max_version,
-                                         dl_device=dl_device, copy=copy)
-
-    def __dlpack_device__(self):
-        return self._single().__dlpack_device__()
-
-    def sample_indices(self):
-        """Dataset index of each row."""
-        self._check_live("read sample indices")
-        client = self._loader._client
-        return [self._lib.ldr_sample_index(client, ctypes.byref(self._c), r) for r in range(self.rows)]
-
-    def release(self, stream=None):
-        """Hands the slot back to the daemon. GPU delivery: the slot is
-        reused once the work enqueued so far on every stream the tensors
-        were exported to (or on `stream`, a cudaStream_t handle, when
-        given) is done. Releasing twice does nothing. A failed release fails
-        the loader (raised once); the batch counts as consumed either way."""
-        if self._released:
-            return
-        self._released = True
-        self._tensors.clear()
-        loader = self._loader
-        if loader._current is self:
-            loader._current = None
-        if loader._client is None:
-            return  # closed: the daemon took the slot back with the connection
-        if stream is not None:
-            streams = [_stream_pointer(stream)]
-        else:
-            streams = list(self._streams) or [None]
-        array = (ctypes.c_void_p * len(streams))(*streams)
-        rc = self._lib.ldr_release_streams(loader._client, ctypes.byref(self._c), array, len(streams))
-        if rc < 0 and loader._failure is None:
-            loader._fail(rc, "release of batch %d of pipeline %r" % (self.seq, loader.pipeline))
 
 
 class _EpochIterator:
@@ -442,6 +278,13 @@ class Loader:
             raise LoaderdError(-rc, "loaderd: no position token: %s" % os.strerror(-rc))
         return buf.value.decode()
 
+    def _position_fields(self):
+        """The fields of the position token (a _lib.CPosition)."""
+        p = _lib.CPosition()
+        if self._lib.ldr_position_parse(self._position.encode(), ctypes.byref(p), None, 0) < 0:
+            raise LoaderdError(errno.EPROTO, "unexpected position token %r" % self._position)
+        return p
+
     @property
     def failed(self):
         """None; or, once the daemon failed the loader (it went away, sent
@@ -490,7 +333,7 @@ class Loader:
     @property
     def epoch(self):
         """The epoch the next batch belongs to."""
-        return _parse_position(self._position)[2]
+        return self._position_fields().epoch
 
     def __len__(self):
         """Batches this rank gets in the epoch the stream is in (the first
@@ -531,23 +374,6 @@ class Loader:
         self._current = Batch(self, cbatch)
         return self._current
 
-    def _convert(self, batch, i):
-        """Tensor i of the batch in the loader's framework."""
-        exporter = _Exporter(batch, i)
-        if self._torch is not None:
-            try:
-                return self._torch.utils.dlpack.from_dlpack(exporter)
-            except (RuntimeError, TypeError, BufferError) as e:
-                t = batch._c.tensors[i]
-                raise LoaderdError(errno.EINVAL, "loaderd: torch %s cannot take tensor %r (%s): %s" % (
-                    self._torch.__version__, batch._names[i], _lib.DTYPES[t.dtype][0], e)) from e
-        t = batch._c.tensors[i]
-        dtype = self._np.dtype(_lib.DTYPES[t.dtype][0])
-        raw = (ctypes.c_char * t.bytes).from_address(t.data)
-        array = self._np.frombuffer(raw, dtype=dtype).reshape([t.shape[d] for d in range(t.ndim)])
-        array.flags.writeable = False
-        return array
-
     def synchronize(self):
         """GPU delivery: blocks until the work ordered before every release
         so far is done."""
@@ -560,12 +386,17 @@ class Loader:
         already in that epoch (then nothing changes, so a loop that calls
         set_epoch after resuming mid-epoch keeps its place)."""
         self._live()
-        seed, n, current, _ = _parse_position(self._position)
-        if epoch == current:
+        p = self._position_fields()
+        if epoch == p.epoch:
             return
         if epoch < 0:
             raise ValueError("loaderd: epoch %d: epochs count from 0" % epoch)
-        self._reattach("ldr1:%d:%d:%d:0" % (seed, n, epoch))
+        epoch = int(epoch)  # as "%d" would write it
+        if epoch >= 1 << 64:  # more than a token holds (the daemon refuses 2^32 and more)
+            raise LoaderdError(errno.EINVAL, "loaderd: epoch %d: a stream's epochs are below 2^32" %
+                               epoch)
+        p.epoch, p.offset = epoch, 0
+        self._reattach(self._token(self._lib.ldr_position_format, ctypes.byref(p)))
 
     def state_dict(self):
         """The position after the last batch handed out (the current one

@@ -1,0 +1,306 @@
+/*
+ * batch: the client library's batches (client_impl.h): next, release, the
+ * device calls on a held batch, sample indices and position tokens.
+ *
+ * Beyond the header's list, ldr_next() returns -EINTR when a signal handler
+ * interrupted its wait (poll(2) is never restarted), so a caller can notice
+ * its own signals; nothing was consumed and it may be called again.
+ */
+#include "client_impl.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "common/errtext.h"
+
+_Static_assert(LDR_POSITION_MAX == POSITION_TEXT_MAX, "position token sizes agree");
+
+static struct client_held_batch *client_find_held(struct ldr_client *c, uint32_t slot)
+{
+	for (uint32_t i = 0; i < c->depth; i++)
+		if (c->held[i].used && c->held[i].slot == slot)
+			return &c->held[i];
+	return NULL;
+}
+
+/* Checks a READY's numbers before any pointer is formed from them. */
+static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd)
+{
+	uint64_t end;
+	if (rd->seq != c->next_seq)
+		return client_error(c, -EPROTO, "bad READY: seq %" PRIu64 ", expected %" PRIu64, rd->seq,
+				    c->next_seq);
+	if (c->ring) {
+		const struct proto_device *dev = &c->welcome.device;
+		if (rd->slot >= dev->slots || rd->slot_offset != (uint64_t)rd->slot * dev->slot_bytes)
+			return client_error(c, -EPROTO, "bad READY: device slot %" PRIu32 " at offset %"
+					    PRIu64 " is not one of the %" PRIu32 " slots of %" PRIu64
+					    " bytes", rd->slot, rd->slot_offset, dev->slots,
+					    dev->slot_bytes);
+	} else if (__builtin_add_overflow(rd->slot_offset, c->welcome.slot_bytes, &end) ||
+		   end > c->arena_bytes) {
+		return client_error(c, -EPROTO, "bad READY: slot at offset %" PRIu64 " does not fit the "
+				    "arena of %zu bytes", rd->slot_offset, c->arena_bytes);
+	}
+	if (rd->rows == 0 || rd->rows > c->welcome.batch_size)
+		return client_error(c, -EPROTO, "bad READY: %" PRIu32 " rows, batch_size %" PRIu32,
+				    rd->rows, c->welcome.batch_size);
+	/* ldr_sample_index divides by n - epoch_offset and reads rank-local
+	 * indices first..first+rows-1: both must name real samples. */
+	uint64_t first_end;
+	if (rd->epoch_offset >= c->welcome.n_samples ||
+	    __builtin_add_overflow(rd->first, (uint64_t)rd->rows, &first_end) ||
+	    first_end > sampler_rank_samples(&c->sampler, rd->epoch_offset))
+		return client_error(c, -EPROTO, "bad READY: rows %" PRIu64 "..+%" PRIu32 " of the segment "
+				    "at %" PRIu64 " are outside the rank's share", rd->first, rd->rows,
+				    rd->epoch_offset);
+	if (client_find_held(c, rd->slot))
+		return client_error(c, -EPROTO, "bad READY: slot %" PRIu32 " is still held by this client",
+				    rd->slot);
+	return 0;
+}
+
+/* Holds the slot of READY rd (checked) and describes its batch in b. */
+static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, struct ldr_batch *b)
+{
+	struct client_held_batch *hb = NULL;
+	for (uint32_t i = 0; i < c->depth && !hb; i++)
+		if (!c->held[i].used)
+			hb = &c->held[i];
+	*hb = (struct client_held_batch){
+		.used = true, .seq = rd->seq, .epoch = rd->epoch, .epoch_offset = rd->epoch_offset,
+		.first = rd->first, .slot = rd->slot, .generation = rd->generation,
+		.rows = rd->rows, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
+	};
+	c->n_held++;
+	c->next_seq++;
+
+	memset(b, 0, sizeof *b);
+	b->seq = rd->seq;
+	b->epoch = rd->epoch;
+	b->index = rd->batch;
+	b->rows = rd->rows;
+	b->last_in_epoch = hb->last;
+	b->on_device = c->ring != NULL;
+	b->n_tensors = c->welcome.n_tensors;
+	for (uint32_t i = 0; i < c->welcome.n_tensors; i++) {
+		const struct proto_tensor *t = &c->welcome.tensors[i];
+		struct ldr_tensor *out = &b->tensors[i];
+		memcpy(out->name, t->name, sizeof out->name);
+		out->dtype = (enum ldr_dtype)t->dtype;
+		out->ndim = t->ndim;
+		out->shape[0] = rd->rows;
+		for (uint32_t d = 1; d < t->ndim; d++)
+			out->shape[d] = (int64_t)t->shape[d];
+		out->data = c->ring ? device_ptr(c->ring, rd->slot_offset + t->offset)
+				    : c->arena + rd->slot_offset + t->offset;
+		out->bytes = (size_t)(c->tensor_row_bytes[i] * rd->rows);
+	}
+	b->priv_first = rd->first;
+	b->priv_epoch_offset = rd->epoch_offset;
+	b->priv_slot = rd->slot;
+	b->priv_generation = rd->generation;
+}
+
+int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
+{
+	if (c->failed)
+		return c->failed;
+	if (!c->attached)
+		return client_error(c, -EINVAL, "not attached");
+	if (c->n_held >= c->depth)
+		return client_error(c, -EBUSY, "%" PRIu32 " batches held, the depth is %" PRIu32
+				    ": release one first", c->n_held, c->depth);
+	struct proto_msg *msg = &c->msg;
+	int r = client_recv_frame(c, timeout_ms, NULL);
+	if (r == -ETIMEDOUT)
+		client_error(c, r, "no batch within %d ms", timeout_ms);
+	if (r == -ETIMEDOUT || r == -EINTR)
+		return r; /* nothing consumed: the caller may wait again */
+	if (r < 0)
+		return client_fail(c, r);
+	if (msg->hdr.type == PROTO_ERROR)
+		return client_fail(c, client_daemon_error(c));
+	if (msg->hdr.type == PROTO_BYE)
+		return client_fail(c, client_error(c, -ECONNRESET, "daemon closed the connection"));
+	if (msg->hdr.type != PROTO_READY)
+		return client_fail(c, client_error(c, -EPROTO, "unexpected %s frame from the daemon",
+						   proto_type_name(msg->hdr.type)));
+	r = client_check_ready(c, &msg->u.ready);
+	if (r < 0)
+		return client_fail(c, r);
+	client_hand_out(c, &msg->u.ready, b);
+	return 0;
+}
+
+/* The held batch b names, or NULL with the reason set. */
+static struct client_held_batch *client_held(struct ldr_client *c, const struct ldr_batch *b)
+{
+	if (!c->attached) {
+		client_error(c, -EINVAL, "not attached");
+		return NULL;
+	}
+	struct client_held_batch *hb = client_find_held(c, b->priv_slot);
+	if (!hb || hb->generation != b->priv_generation || hb->seq != b->seq) {
+		client_error(c, -EINVAL, "batch %" PRIu64 " (slot %" PRIu32 ") is not held by this client",
+			     b->seq, b->priv_slot);
+		return NULL;
+	}
+	return hb;
+}
+
+int ldr_stream_wait(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream)
+{
+	struct client_held_batch *hb = client_held(c, b);
+	if (!hb)
+		return -EINVAL;
+	if (!c->ring)
+		return client_error(c, -EINVAL, "ldr_stream_wait: the client is not attached with "
+				    "device delivery");
+	return device_wait(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+}
+
+int ldr_copy_to_host(struct ldr_client *c, const struct ldr_batch *b, unsigned tensor, void *dst)
+{
+	struct client_held_batch *hb = client_held(c, b);
+	if (!hb)
+		return -EINVAL;
+	if (tensor >= b->n_tensors)
+		return client_error(c, -EINVAL, "tensor %u: the batch has %u", tensor, b->n_tensors);
+	const struct ldr_tensor *t = &b->tensors[tensor];
+	if (!c->ring) {
+		memcpy(dst, t->data, t->bytes);
+		return 0;
+	}
+	return device_copy_to_host(c->ring, hb->slot, t->data, dst, t->bytes, c->error,
+				   sizeof c->error);
+}
+
+int ldr_synchronize(struct ldr_client *c)
+{
+	if (!c->attached || !c->ring)
+		return 0;
+	return device_synchronize(c->ring, c->error, sizeof c->error);
+}
+
+int ldr_release(struct ldr_client *c, const struct ldr_batch *b)
+{
+	return ldr_release_stream(c, b, NULL);
+}
+
+int ldr_release_stream(struct ldr_client *c, const struct ldr_batch *b, void *cuda_stream)
+{
+	return ldr_release_streams(c, b, &cuda_stream, 1);
+}
+
+/* The position once held batch hb is consumed, into *p. */
+static void client_position_after(const struct ldr_client *c, const struct client_held_batch *hb,
+				  struct position *p)
+{
+	position_after_batch(c->welcome.seed, c->welcome.n_samples, c->welcome.world, hb->epoch,
+			     hb->epoch_offset, hb->first, hb->rows, hb->last, p);
+}
+
+int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
+			unsigned n)
+{
+	struct client_held_batch *hb = client_held(c, b);
+	if (!hb)
+		return -EINVAL;
+	if (n == 0)
+		return client_error(c, -EINVAL, "ldr_release_streams: no stream given");
+	/* The released event is recorded before RELEASE goes out: the daemon's
+	 * next copy into the slot waits for it. A failed record keeps the batch
+	 * held (the slot is not known to be free). */
+	if (c->ring) {
+		int r = device_release(c->ring, hb->slot, cuda_streams, n, c->error, sizeof c->error);
+		if (r < 0)
+			return r;
+	}
+	/* The caller is done with the batch whether or not the daemon still
+	 * listens, so the position advances before the send. */
+	if (!c->released_any || hb->seq > c->position_seq) {
+		client_position_after(c, hb, &c->position);
+		c->position_seq = hb->seq;
+		c->released_any = true;
+	}
+	struct proto_msg *msg = &c->msg; /* only the fields RELEASE uses: the union is 64 KiB */
+	msg->hdr = (struct proto_header){.type = PROTO_RELEASE};
+	msg->u.release = (struct proto_release){
+		.seq = hb->seq, .slot = hb->slot, .generation = hb->generation,
+	};
+	hb->used = false;
+	c->n_held--;
+	if (c->failed)
+		return c->failed;
+	int r = client_send_frame(c, "RELEASE");
+	return r < 0 ? client_fail(c, r) : 0;
+}
+
+uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b, unsigned row)
+{
+	/* No error channel: UINT64_MAX for what names no sample. */
+	if (!c || !c->attached || row >= b->rows || b->priv_epoch_offset >= c->welcome.n_samples)
+		return UINT64_MAX;
+	return sampler_sample(&c->sampler, b->epoch, b->priv_epoch_offset, b->priv_first + row);
+}
+
+size_t ldr_sizeof_batch(void)
+{
+	return sizeof(struct ldr_batch);
+}
+
+int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap)
+{
+	if (cap)
+		buf[0] = '\0';
+	struct client_held_batch *hb = client_held(c, b);
+	if (!hb)
+		return -EINVAL;
+	struct position p;
+	client_position_after(c, hb, &p);
+	return position_format(&p, buf, cap);
+}
+
+int ldr_position(const struct ldr_client *c, char *buf, size_t cap)
+{
+	if (!c || !c->attached) {
+		if (cap)
+			buf[0] = '\0';
+		return -EINVAL;
+	}
+	return position_format(&c->position, buf, cap);
+}
+
+int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap)
+{
+	if (!err)
+		err_cap = 0;
+	if (!token)
+		return errtext(err, err_cap, -EINVAL, "no token");
+	struct position p;
+	int r = position_parse(token, &p, err, err_cap);
+	if (r < 0)
+		return r;
+	*out = (struct ldr_position){
+		.seed = p.seed, .n_samples = p.n_samples, .epoch = p.epoch, .offset = p.offset,
+	};
+	return 0;
+}
+
+int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap)
+{
+	const struct position q = {
+		.seed = p->seed, .n_samples = p->n_samples, .epoch = p->epoch, .offset = p->offset,
+	};
+	int r = position_format(&q, buf, cap);
+	if (r < 0 && cap)
+		buf[0] = '\0'; /* no token rather than a cut one */
+	return r;
+}
+
+size_t ldr_sizeof_position(void)
+{
+	return sizeof(struct ldr_position);
+}

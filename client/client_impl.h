@@ -1,0 +1,111 @@
+/*
+ * client_impl.h: the client library's handle, shared by its files; nothing
+ * outside the library includes it (client/loaderd.h is the interface).
+ *
+ *   client.c   the connection (frames in and out, the handle's error
+ *              text), attach and WELCOME, the pipeline's facts, close
+ *   batch.c    batches: next, release, the device calls on a batch, sample
+ *              indices, position tokens
+ *   control.c  control requests without a handle: status, reload
+ *
+ * A handle owns one SOCK_SEQPACKET connection and, once attached, one
+ * read-only mapping of the daemon's arena (host delivery) or one device
+ * ring (device delivery, device.h). The daemon is trusted to mean well but
+ * not to be bug-free: every number it sends (sizes, offsets, sequence
+ * numbers, row counts) is checked before a pointer is formed from it, and a
+ * frame that breaks a rule is -EPROTO with a text saying which.
+ *
+ * After the connection fails (the daemon's ERROR, its close, a bad frame)
+ * the handle stays failed: later calls return the same code and ldr_error()
+ * keeps the first reason.
+ */
+#ifndef LDR_CLIENT_CLIENT_IMPL_H
+#define LDR_CLIENT_CLIENT_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/gpu_uuid.h"
+#include "common/position.h"
+#include "common/sampler.h"
+#include "device.h"
+#include "loaderd.h"
+#include "proto/wire.h"
+
+#define CLIENT_ERROR_MAX (PROTO_ERROR_TEXT_MAX + 256)
+
+/* A batch handed out by ldr_next() and not yet released. */
+struct client_held_batch {
+	bool used;
+	uint64_t seq;
+	uint64_t epoch;
+	uint64_t epoch_offset;
+	uint64_t first;
+	uint32_t slot;
+	uint32_t generation;
+	uint32_t rows;
+	bool last;
+};
+
+struct ldr_client {
+	int sock;                   /* -1 when not connected */
+	int failed;                 /* 0, or the -errno the connection died with */
+	bool attached;
+	uint64_t next_request_id;
+	char error[CLIENT_ERROR_MAX];
+
+	/* WELCOME facts, valid once attached */
+	const uint8_t *arena;       /* host delivery */
+	size_t arena_bytes;
+	struct device_ring *ring;   /* device delivery */
+	int device_ordinal;
+	char device_uuid[GPU_UUID_TEXT_MAX]; /* "" for host delivery */
+	struct proto_welcome welcome;
+	uint64_t tensor_row_bytes[PROTO_TENSORS_MAX];
+	struct sampler sampler;
+
+	uint64_t next_seq;          /* seq the next READY must carry */
+	uint32_t depth;             /* granted: most batches held at once */
+	uint32_t n_held;
+	struct client_held_batch *held; /* depth entries */
+
+	struct position position;   /* after the highest-seq released batch */
+	bool released_any;
+	uint64_t position_seq;
+
+	struct proto_msg msg;       /* the frame being sent or received (~64 KiB) */
+};
+
+/* Writes the handle's error text (common/errtext.h) and returns code. */
+int client_error(struct ldr_client *c, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Marks the connection dead with code r (the text is already set); r. */
+int client_fail(struct ldr_client *c, int r);
+
+/* A handle with no connection yet, or NULL (out of memory). */
+struct ldr_client *client_new(void);
+
+/* Connects c to path (NULL: the default): 0 or -errno with the reason set. */
+int client_connect_socket(struct ldr_client *c, const char *path);
+
+/*
+ * Waits up to timeout_ms (< 0: forever) for one frame into c->msg. An fd
+ * riding along goes to *fd_out, or is closed when fd_out is NULL. Frames
+ * the decoder refuses are -EPROTO.
+ */
+int client_recv_frame(struct ldr_client *c, int timeout_ms, int *fd_out);
+
+/*
+ * Sends c->msg (`what` names it in an error). When the daemon is gone it
+ * may have said why just before closing (an ERROR such as "daemon shutting
+ * down", or a refused client), and that frame is still queued for us: it
+ * is the reason reported.
+ */
+int client_send_frame(struct ldr_client *c, const char *what);
+
+/* The daemon's ERROR frame (in c->msg) as a return value and text. */
+int client_daemon_error(struct ldr_client *c);
+
+#endif
