@@ -32,6 +32,7 @@ SOURCE_DIR = os.environ.get("LOADERD_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
 import make_dataset  # noqa: E402  (tools/ is put on the path just above)
+import wait  # noqa: E402
 
 EXIT_PASS, EXIT_FAIL, EXIT_SKIP = 0, 1, 77
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
@@ -109,15 +110,9 @@ def environ(overrides):
 
 def wait_for(cond, timeout_s, what, interval_s=0.02):
     """Polls cond() until it returns a true value, which is returned; fails
-    with `what` when timeout_s passes first."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TestFailure("timed out after %.1f s waiting for %s" % (timeout_s, what))
-        time.sleep(interval_s)
+    with `what` when timeout_s passes first (tools/wait.py)."""
+    return wait.wait_for(cond, timeout_s, interval_s,
+                         lambda: TestFailure("timed out after %.1f s waiting for %s" % (timeout_s, what)))
 
 
 # ---------------------------------------------------------------- CRC-32C
