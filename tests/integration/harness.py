@@ -184,16 +184,22 @@ def read_text(path):
         return f.read()
 
 
+def parse_dump_lines(lines, path):
+    """`consume --dump` lines (of the file at path) as a list of (epoch,
+    batch, sample, crc)."""
+    rows = []
+    for n, line in enumerate(lines, 1):
+        fields = line.split()
+        check(len(fields) == 4 and all(x.isdigit() for x in fields),
+              "%s:%d: not 'epoch batch sample crc': %r" % (path, n, line))
+        rows.append(tuple(int(x) for x in fields))
+    return rows
+
+
 def read_dump(path):
     """`consume --dump` lines as a list of (epoch, batch, sample, crc)."""
-    rows = []
     with open(path) as f:
-        for n, line in enumerate(f, 1):
-            fields = line.split()
-            check(len(fields) == 4 and all(x.isdigit() for x in fields),
-                  "%s:%d: not 'epoch batch sample crc': %r" % (path, n, line))
-            rows.append(tuple(int(x) for x in fields))
-    return rows
+        return parse_dump_lines(f, path)
 
 
 def check_dump_crcs(rows, expected_crcs, what):
@@ -484,6 +490,40 @@ def consume_all(env, socket_path, jobs, timeout_s=40):
         summary, token = parse_consume_output(out)
         results.append((summary, token, read_dump(j["dump"]) if j.get("dump") else None))
     return results
+
+
+def reference_epoch(env, d, crcs, n):
+    """One epoch of pipeline "p" consumed, dumped to ref.dump and checked
+    (its CRCs, n samples): the reference a run under faults must equal.
+    The dump's path."""
+    ref_dump = env.path("ref.dump")
+    (_, _, ref_rows), = consume_all(env, d.socket, [{"pipeline": "p", "epochs": 1, "dump": ref_dump}])
+    check_dump_crcs(ref_rows, crcs, "reference run")
+    check(len(ref_rows) == n, "reference run delivered %d samples, expected %d" % (len(ref_rows), n))
+    return ref_dump
+
+
+def spawn_slow_consumer(env, d, step_ms):
+    """A consumer of one epoch of pipeline "p", named "slow", step_ms per
+    batch, dumping to slow.dump, returned (with the dump's path) once it
+    has released 5 batches, for a fault to strike mid-epoch."""
+    slow_dump = env.path("slow.dump")
+    slow = env.spawn_loaderctl(consume_args(
+        d.socket, "p", epochs=1, dump=slow_dump,
+        extra=["--step-ms", str(step_ms), "--name", "slow", "--quiet"]))
+    d.wait_status(lambda st: any(c["pid"] == slow.pid and c["released"] >= 5 for c in st["clients"]),
+                  15, "the slow consumer to release 5 batches")
+    return slow, slow_dump
+
+
+def check_same_dump(path, ref_path, differs):
+    """The dump at path holds what the one at ref_path does; else the test
+    fails with `differs` and the first differing line. The reference's
+    text."""
+    text, ref_text = read_text(path), read_text(ref_path)
+    check(text == ref_text, "%s (first differing line %s)"
+          % (differs, first_difference(text.splitlines(), ref_text.splitlines())))
+    return ref_text
 
 
 class Daemon:
