@@ -4,7 +4,8 @@ config lines of its daemon and the wording of its log lines; what a bench
 measures stays in the bench.
 
 Also here, since the daemon needs them and both benches import this
-module: Log, StepError, last_line and wait_for.
+module: Log, StepError, last_line and wait_for (tools/wait.py's, in a
+bench's terms).
 """
 
 import os
@@ -12,7 +13,10 @@ import re
 import shlex
 import signal
 import subprocess
-import time
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+import wait  # noqa: E402  (tools/ is put on the path just above)
 
 START_TIMEOUT_S = 90        # loaderd start: the file list, CUDA init, rings, workers
 STOP_TIMEOUT_S = 30         # SIGTERM to exit, and SIGKILL to exit
@@ -68,15 +72,10 @@ def last_line(text):
 
 
 def wait_for(cond, timeout_s, what, interval_s=0.05):
-    """Polls cond() until it returns a true value, which is returned."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise StepError("timed out after %d s waiting for %s" % (timeout_s, what))
-        time.sleep(interval_s)
+    """Polls cond() until it returns a true value, which is returned; a
+    StepError naming `what` when timeout_s passes first."""
+    return wait.wait_for(cond, timeout_s, interval_s,
+                         lambda: StepError("timed out after %d s waiting for %s" % (timeout_s, what)))
 
 
 class LoaderdDaemon:

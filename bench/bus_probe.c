@@ -27,10 +27,12 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cuda_runtime_api.h>
+
+#define CUDA_PROG_NAME "loaderd-bus-probe"
+#include "tools/cuda_prog.h"
 
 #define MIB (1ull << 20)
 #define BATCH (16 * MIB)
@@ -38,30 +40,12 @@
 #define CPU_BUFFER (256 * MIB)
 #define MAX_THREADS 15
 #define FILE_BATCHES 64
-#define EXIT_USAGE 2
-#define EXIT_SKIP 77
 
-static bool cuda_ok(cudaError_t err, const char *call)
-{
-	if (err == cudaSuccess)
-		return true;
-	fprintf(stderr, "loaderd-bus-probe: %s: %s (%s)\n", call, cudaGetErrorString(err),
-		cudaGetErrorName(err));
-	return false;
-}
-
-#define CUDA_TRY(call)                       \
-	do {                                 \
-		if (!cuda_ok((call), #call)) \
-			return -1;           \
+#define CUDA_TRY(call)                            \
+	do {                                      \
+		if (!cuda_prog_ok((call), #call)) \
+			return -1;                \
 	} while (0)
-
-static double now_s(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 struct gpu {
 	cudaStream_t stream;
@@ -127,10 +111,10 @@ static int memcpy_rates(struct gpu *g, struct copier *cs, int n)
 		}
 	}
 	usleep(200000);
-	double t0 = now_s();
+	double t0 = cuda_prog_now_s();
 	uint64_t c0 = atomic_load(&copied);
 	usleep(1000000);
-	double cpu = (double)(atomic_load(&copied) - c0) / (now_s() - t0) / 1e9;
+	double cpu = (double)(atomic_load(&copied) - c0) / (cuda_prog_now_s() - t0) / 1e9;
 	double bus = 0;
 	int rc = bus_rate(g, false, &bus);
 	atomic_store(&stop, true);
@@ -165,17 +149,18 @@ static int file_rate(struct gpu *g, const uint8_t *map, uint64_t bytes, uint64_t
 	memset(&attr, 0, sizeof(attr));
 	attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
 	size_t attr_index = 0;
-	if (!cuda_ok(cudaEventRecord(g->start, g->stream), "cudaEventRecord"))
+	if (!cuda_prog_ok(cudaEventRecord(g->start, g->stream), "cudaEventRecord"))
 		goto out;
 	for (size_t b = 0; b < FILE_BATCHES; b++)
-		if (!cuda_ok(cudaMemcpyBatchAsync(dsts + b * per, srcs + b * per, sizes + b * per, per,
-						  &attr, &attr_index, 1, g->stream),
-			     "cudaMemcpyBatchAsync"))
+		if (!cuda_prog_ok(cudaMemcpyBatchAsync(dsts + b * per, srcs + b * per,
+						       sizes + b * per, per, &attr, &attr_index, 1,
+						       g->stream),
+				  "cudaMemcpyBatchAsync"))
 			goto out;
 	float ms = 0;
-	if (!cuda_ok(cudaEventRecord(g->stop, g->stream), "cudaEventRecord") ||
-	    !cuda_ok(cudaEventSynchronize(g->stop), "cudaEventSynchronize") ||
-	    !cuda_ok(cudaEventElapsedTime(&ms, g->start, g->stop), "cudaEventElapsedTime"))
+	if (!cuda_prog_ok(cudaEventRecord(g->stop, g->stream), "cudaEventRecord") ||
+	    !cuda_prog_ok(cudaEventSynchronize(g->stop), "cudaEventSynchronize") ||
+	    !cuda_prog_ok(cudaEventElapsedTime(&ms, g->start, g->stop), "cudaEventElapsedTime"))
 		goto out;
 	printf("file: piece_bytes=%llu GB_per_s=%.2f\n", (unsigned long long)piece,
 	       (double)BATCH * FILE_BATCHES / (ms * 1e-3) / 1e9);
@@ -198,19 +183,21 @@ static int probe_file(struct gpu *g, const char *path)
 		return -1;
 	}
 	uint64_t bytes = (uint64_t)st.st_size;
-	double t0 = now_s();
+	double t0 = cuda_prog_now_s();
 	void *map = mmap(NULL, bytes, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (map == MAP_FAILED) {
 		perror("loaderd-bus-probe: mmap");
 		return -1;
 	}
-	if (!cuda_ok(cudaHostRegister(map, bytes, cudaHostRegisterReadOnly | cudaHostRegisterPortable),
-		     "cudaHostRegister")) {
+	if (!cuda_prog_ok(cudaHostRegister(map, bytes,
+					   cudaHostRegisterReadOnly | cudaHostRegisterPortable),
+			  "cudaHostRegister")) {
 		munmap(map, bytes);
 		return -1;
 	}
-	printf("file: bytes=%llu lock_seconds=%.3f\n", (unsigned long long)bytes, now_s() - t0);
+	printf("file: bytes=%llu lock_seconds=%.3f\n", (unsigned long long)bytes,
+	       cuda_prog_now_s() - t0);
 	int rc = 0;
 	const uint64_t pieces[] = {MIB, 64 << 10, 4 << 10};
 	for (size_t i = 0; i < 3 && rc == 0; i++)
@@ -271,17 +258,17 @@ int main(int argc, char **argv)
 			file = argv[++i];
 		} else {
 			fprintf(stderr, "usage: loaderd-bus-probe [--device N] [--file PATH]\n");
-			return EXIT_USAGE;
+			return CUDA_PROG_EXIT_USAGE;
 		}
 	}
 	int n = 0;
 	if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
 		printf("loaderd-bus-probe: skipped: no GPU\n");
-		return EXIT_SKIP;
+		return CUDA_PROG_EXIT_SKIP;
 	}
 	if (device < 0 || device >= n) {
 		fprintf(stderr, "loaderd-bus-probe: --device %d: this machine has %d GPUs\n", device, n);
-		return EXIT_USAGE;
+		return CUDA_PROG_EXIT_USAGE;
 	}
 	return run(device, file) == 0 ? 0 : 1;
 }

@@ -427,6 +427,18 @@ def report(ctx, res):
 
 # ---------------------------------------------------------------- main
 
+def int_list(ap, option, text, what, most):
+    """The comma-separated integers of an option (image_bench.py's too),
+    each in 1..most; ap.error() otherwise, `what` naming them."""
+    try:
+        values = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        ap.error("%s: %r is not a list of integers" % (option, text))
+    if not values or min(values) < 1 or max(values) > most:
+        ap.error("%s: %s must be 1..%d" % (option, what, most))
+    return values
+
+
 class Context:
     """What every step needs: options, paths, the log."""
 
@@ -448,12 +460,7 @@ def parse_args():
     ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     ap.add_argument("--skip-torch", action="store_true", help="leave out the DataLoader")
     a = ap.parse_args()
-    try:
-        a.sizes = [int(x) for x in a.sizes_mib.split(",") if x.strip()]
-    except ValueError:
-        ap.error("--sizes-mib: %r is not a list of integers" % a.sizes_mib)
-    if not a.sizes or min(a.sizes) < 1 or max(a.sizes) > 1024:
-        ap.error("--sizes-mib: sizes must be 1..1024")
+    a.sizes = int_list(ap, "--sizes-mib", a.sizes_mib, "sizes", 1024)
     if a.workers < 1 or a.batches < 0 or a.seconds <= 0 or not 1 <= a.depth <= 32:
         ap.error("--workers >= 1, --batches >= 0, --seconds > 0 and --depth 1..32, please")
     if int(a.gib * GIB) // RECORD_BYTES < max(a.sizes):

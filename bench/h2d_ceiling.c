@@ -27,8 +27,9 @@
 
 #include <cuda_runtime_api.h>
 
-#define EXIT_USAGE 2
-#define EXIT_SKIP 77
+#define CUDA_PROG_NAME "loaderd-h2d-ceiling"
+#include "tools/cuda_prog.h"
+
 #define MAX_SIZES 64
 #define MAX_SOURCES 16
 #define MAX_REPEATS 1000
@@ -59,20 +60,10 @@ static const char usage_text[] =
 	"  --sources N   page-locked source buffers copied from in turn (2..16, default 2)\n"
 	"  BYTES         copy size; a K, M or G suffix means KiB, MiB, GiB\n";
 
-/* The one place CUDA errors are turned into a message; true when err is success. */
-static bool cuda_ok(cudaError_t err, const char *call)
-{
-	if (err == cudaSuccess)
-		return true;
-	fprintf(stderr, "loaderd-h2d-ceiling: %s: %s (%s)\n", call, cudaGetErrorString(err),
-		cudaGetErrorName(err));
-	return false;
-}
-
-#define CUDA_CHECK_GOTO(call, label)          \
-	do {                                  \
-		if (!cuda_ok((call), #call))  \
-			goto label;           \
+#define CUDA_CHECK_GOTO(call, label)              \
+	do {                                      \
+		if (!cuda_prog_ok((call), #call)) \
+			goto label;               \
 	} while (0)
 
 /* Decimal digits, optionally one of K M G (powers of 1024), in [min, max];
@@ -148,29 +139,29 @@ static int parse_args(int argc, char **argv, struct ceiling_opts *o)
 			if (i + 1 >= argc) {
 				fprintf(stderr, "loaderd-h2d-ceiling: option '%s' needs a value\n%s", arg,
 					usage_text);
-				return EXIT_USAGE;
+				return CUDA_PROG_EXIT_USAGE;
 			}
 			if (parse_size(arg, argv[++i], min, max, dst) < 0)
-				return EXIT_USAGE;
+				return CUDA_PROG_EXIT_USAGE;
 			if (dst == &device)
 				o->device = (int)device;
 			continue;
 		}
 		if (strncmp(arg, "--", 2) == 0) {
 			fprintf(stderr, "loaderd-h2d-ceiling: unknown option '%s'\n%s", arg, usage_text);
-			return EXIT_USAGE;
+			return CUDA_PROG_EXIT_USAGE;
 		}
 		if (o->n_sizes == MAX_SIZES) {
 			fprintf(stderr, "loaderd-h2d-ceiling: at most %d sizes\n", MAX_SIZES);
-			return EXIT_USAGE;
+			return CUDA_PROG_EXIT_USAGE;
 		}
 		if (parse_size("size", arg, 1, MAX_BYTES, &o->sizes[o->n_sizes]) < 0)
-			return EXIT_USAGE;
+			return CUDA_PROG_EXIT_USAGE;
 		o->n_sizes++;
 	}
 	if (o->n_sizes == 0) {
 		fprintf(stderr, "loaderd-h2d-ceiling: no size given\n%s", usage_text);
-		return EXIT_USAGE;
+		return CUDA_PROG_EXIT_USAGE;
 	}
 	return 0;
 }
@@ -183,7 +174,7 @@ static int compare_double(const void *a, const void *b)
 
 /*
  * Times the copies of one size; *gb_per_s is the median repeat. Returns 0,
- * or -1 after cuda_ok has named the failing call. Every buffer, event and
+ * or -1 after cuda_prog_ok has named the failing call. Every buffer, event and
  * the stream are freed on both paths (cleanup accepts the NULLs of what was
  * never made).
  */
@@ -237,16 +228,16 @@ static int measure_size(const struct ceiling_opts *o, uint64_t bytes, double *gb
 	rc = 0;
 free_buffers:
 	/* Results of the frees are checked too: a failure here is a broken context. */
-	if (stop && !cuda_ok(cudaEventDestroy(stop), "cudaEventDestroy(stop)"))
+	if (stop && !cuda_prog_ok(cudaEventDestroy(stop), "cudaEventDestroy(stop)"))
 		rc = -1;
-	if (start && !cuda_ok(cudaEventDestroy(start), "cudaEventDestroy(start)"))
+	if (start && !cuda_prog_ok(cudaEventDestroy(start), "cudaEventDestroy(start)"))
 		rc = -1;
-	if (stream && !cuda_ok(cudaStreamDestroy(stream), "cudaStreamDestroy(stream)"))
+	if (stream && !cuda_prog_ok(cudaStreamDestroy(stream), "cudaStreamDestroy(stream)"))
 		rc = -1;
-	if (dst && !cuda_ok(cudaFree(dst), "cudaFree(dst)"))
+	if (dst && !cuda_prog_ok(cudaFree(dst), "cudaFree(dst)"))
 		rc = -1;
 	for (uint64_t s = 0; s < o->sources; s++)
-		if (src[s] && !cuda_ok(cudaFreeHost(src[s]), "cudaFreeHost(src[s])"))
+		if (src[s] && !cuda_prog_ok(cudaFreeHost(src[s]), "cudaFreeHost(src[s])"))
 			rc = -1;
 	return rc;
 }
@@ -269,20 +260,20 @@ int main(int argc, char **argv)
 	    (err == cudaSuccess && count == 0)) {
 		fprintf(stderr, "loaderd-h2d-ceiling: no GPU: %s\n",
 			err == cudaSuccess ? "the CUDA runtime sees 0 devices" : cudaGetErrorString(err));
-		return EXIT_SKIP;
+		return CUDA_PROG_EXIT_SKIP;
 	}
-	if (!cuda_ok(err, "cudaGetDeviceCount(&count)"))
+	if (!cuda_prog_ok(err, "cudaGetDeviceCount(&count)"))
 		return 1;
 	if (o.device >= count) {
 		fprintf(stderr, "loaderd-h2d-ceiling: --device %d: the CUDA runtime sees %d device%s\n",
 			o.device, count, count == 1 ? "" : "s");
-		return EXIT_USAGE;
+		return CUDA_PROG_EXIT_USAGE;
 	}
-	if (!cuda_ok(cudaSetDevice(o.device), "cudaSetDevice(o.device)"))
+	if (!cuda_prog_ok(cudaSetDevice(o.device), "cudaSetDevice(o.device)"))
 		return 1;
 	struct cudaDeviceProp prop;
-	if (!cuda_ok(cudaGetDeviceProperties(&prop, o.device),
-		     "cudaGetDeviceProperties(&prop, o.device)"))
+	if (!cuda_prog_ok(cudaGetDeviceProperties(&prop, o.device),
+			  "cudaGetDeviceProperties(&prop, o.device)"))
 		return 1;
 	printf("device: %d \"%s\" pci %04x:%02x:%02x.0\n", o.device, prop.name,
 	       (unsigned)prop.pciDomainID, (unsigned)prop.pciBusID, (unsigned)prop.pciDeviceID);

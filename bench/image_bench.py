@@ -69,8 +69,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_daemon import LoaderdDaemon, Log, StepError, failed_exit, last_line, publish  # noqa: E402  (this directory)
-from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
-                       ratio, run, usable_cores)
+from gpu_bench import (EXIT_SKIP, Failed, Notes, int_list, loaderd_gpus, nvidia_smi,  # noqa: E402
+                       raise_memlock, ratio, run, usable_cores)
 from host_bench import cpu_model  # noqa: E402  (this directory)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
@@ -82,6 +82,7 @@ MEAN_KB_LO, MEAN_KB_HI = 70, 110  # what an ImageNet-like set of this size shoul
 BATCH = 256
 SIZE = 224
 TRANSFORM = "random_resized_crop(%d) hflip(0.5)" % SIZE
+DATA_DIR = "/dev/shm/loaderd-image-bench"
 STAGING_SLOTS = 16
 MIN_RATE = 50.0            # images/s below which a run is taken to be stuck
 MAX_EPOCHS = 1000
@@ -401,24 +402,32 @@ def decode_lines(ctx, dec, notes):
             "  loaderd / PIL + torchvision: %s" % ratio(first(lo_tf), first(t_tf), "%.2fx")]
 
 
+def head_lines(ctx):
+    """The report's first lines, train_bench.py's too: the machine, the
+    date, the command, the dataset."""
+    a = ctx.args
+    return [machine_line(ctx),
+            "date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
+            "command: %s" % shlex.join([sys.argv[0]] + sys.argv[1:]),
+            "dataset: %d JPEGs in %d classes, %d-%d px, quality %d (mkjpeg --tree, seed %d), mean "
+            "%.1f KB, in %s" % (a.images, CLASSES, MIN_SIDE, MAX_SIDE, QUALITY, a.seed, ctx.mean_kb,
+                                a.data_dir)]
+
+
 def report(ctx, res, dec):
     a = ctx.args
     where = "host memory (--host)" if a.host else "GPU %d" % a.device
-    out = [machine_line(ctx),
-           "date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-           "command: %s" % shlex.join([sys.argv[0]] + sys.argv[1:]),
-           "dataset: %d JPEGs in %d classes, %d-%d px, quality %d (mkjpeg --tree, seed %d), mean %.1f KB, in %s"
-           % (a.images, CLASSES, MIN_SIDE, MAX_SIDE, QUALITY, a.seed, ctx.mean_kb, a.data_dir),
-           "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
-           "warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, prefetch_factor 4, "
-           "max(8, W) warm-up batches, then %s"
-           % (BATCH, TRANSFORM, where, STAGING_SLOTS,
-              plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
-              "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
-              else "%g s" % a.seconds),
-           "",
-           "| workers | loaderd images/s | per worker | DataLoader images/s | per worker | loaderd / DataLoader |",
-           "|---|---|---|---|---|---|"]
+    out = head_lines(ctx) + [
+        "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
+        "warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, prefetch_factor 4, "
+        "max(8, W) warm-up batches, then %s"
+        % (BATCH, TRANSFORM, where, STAGING_SLOTS,
+           plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
+           "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
+           else "%g s" % a.seconds),
+        "",
+        "| workers | loaderd images/s | per worker | DataLoader images/s | per worker | loaderd / DataLoader |",
+        "|---|---|---|---|---|---|"]
     notes = Notes()
     for w in a.worker_counts:
         lo, t = res["loaderd"][w], res["torch"][w]
@@ -435,16 +444,23 @@ def report(ctx, res, dec):
 
 # ---------------------------------------------------------------- main
 
-def parse_args():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_tree_args(ap, logs, data_dir_note=""):
+    """The options of the build, the output and the JPEG tree, train_bench.py's
+    too; logs says whose logs --out keeps, data_dir_note ends --data-dir's
+    help."""
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree (default ./build)")
-    ap.add_argument("--out", help="directory for the table, the logs and loaderd's logs")
-    ap.add_argument("--data-dir", default="/dev/shm/loaderd-image-bench",
-                    help="where the JPEG tree is made (default /dev/shm/loaderd-image-bench)")
+    ap.add_argument("--out", help="directory for the table, the logs and %s" % logs)
+    ap.add_argument("--data-dir", default=DATA_DIR,
+                    help="where the JPEG tree is made (default %s%s)" % (DATA_DIR, data_dir_note))
     ap.add_argument("--keep", action="store_true", help="keep the tree for the next run")
     ap.add_argument("--images", type=int, default=10000,
                     help="images, a multiple of %d (default 10000)" % CLASSES)
     ap.add_argument("--seed", type=int, default=1, help="mkjpeg seed (default 1)")
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    add_tree_args(ap, "loaderd's logs")
     ap.add_argument("--workers", default="4,8,15", help="worker counts (default 4,8,15)")
     ap.add_argument("--epochs", type=int, default=0,
                     help="timed epochs (default: about --seconds worth for loaderd; the DataLoader "
@@ -458,12 +474,7 @@ def parse_args():
                     help="deliver to host memory, no GPU needed (the DataLoader skips pinning and copies)")
     ap.add_argument("--skip-torch", action="store_true", help="leave out every torch measurement")
     a = ap.parse_args()
-    try:
-        a.worker_counts = [int(x) for x in a.workers.split(",") if x.strip()]
-    except ValueError:
-        ap.error("--workers: %r is not a list of integers" % a.workers)
-    if not a.worker_counts or min(a.worker_counts) < 1 or max(a.worker_counts) > 256:
-        ap.error("--workers: counts must be 1..256")
+    a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     if a.images < CLASSES or a.images % CLASSES or a.images // CLASSES < 1:
         ap.error("--images: a positive multiple of %d, please" % CLASSES)
     if a.images // CLASSES > 100000 or a.epochs < 0 or a.seconds <= 0 or a.decode_files < 1 or a.seed < 0:
@@ -475,21 +486,29 @@ def parse_args():
     return a
 
 
-def setup(a, bindir):
-    """The context, or an exit code when there is nothing to measure here."""
+def new_context(a, bindir, name):
+    """The context of a run of bench `name` (train_bench.py's too): the
+    options, the binaries, the tree, --out made, a working directory, the
+    log."""
     ctx = Context()
     ctx.args = a
     ctx.bindir = bindir
     ctx.loaderctl = os.path.join(bindir, "loaderctl")
     ctx.tree = os.path.join(a.data_dir, "tree")
     ctx.mean_kb = 0.0
-    cpus = sorted(os.sched_getaffinity(0))
-    ctx.decode_cpu = cpus[DECODE_CPU_INDEX] if len(cpus) > DECODE_CPU_INDEX else cpus[-1]
     if a.out:
         os.makedirs(a.out, exist_ok=True)
-    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-image-bench-")
+    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-%s-" % name.replace("_", "-"))
     ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log("image_bench", os.path.join(a.out, "bench.log") if a.out else None)
+    ctx.log = Log(name, os.path.join(a.out, "bench.log") if a.out else None)
+    return ctx
+
+
+def setup(a, bindir):
+    """The context, or an exit code when there is nothing to measure here."""
+    ctx = new_context(a, bindir, "image_bench")
+    cpus = sorted(os.sched_getaffinity(0))
+    ctx.decode_cpu = cpus[DECODE_CPU_INDEX] if len(cpus) > DECODE_CPU_INDEX else cpus[-1]
     return ctx
 
 

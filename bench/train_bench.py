@@ -58,17 +58,14 @@ loaderd --version reports none; or torch or torchvision missing).
 """
 
 import argparse
-import datetime
 import json
 import os
-import shlex
 import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
-from bench_daemon import Log, StepError, failed_exit, last_line, publish  # noqa: E402
+from bench_daemon import StepError, failed_exit, last_line, publish  # noqa: E402
 from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
                        ratio, run)
 
@@ -80,10 +77,6 @@ PIPELINE = "train"
 GOAL_SYNTHETIC = 0.97
 MIN_TRAIN_RATE = 200.0   # images/s below which a run is taken to be stuck
 START_TIMEOUT_S = 180    # a run's start: torch, CUDA, cuDNN's search, the loader
-
-
-class Context:
-    """What every step needs: options, paths, the log."""
 
 
 # ---------------------------------------------------------------- loaderd
@@ -200,18 +193,12 @@ def setup_line(ctx):
 
 def report(ctx, res):
     a = ctx.args
-    out = [image_bench.machine_line(ctx),
-           "date: %s" % datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z"),
-           "command: %s" % shlex.join([sys.argv[0]] + sys.argv[1:]),
-           "dataset: %d JPEGs in %d classes, %d-%d px, quality %d (mkjpeg --tree, seed %d), mean %.1f KB, "
-           "in %s"
-           % (a.images, image_bench.CLASSES, image_bench.MIN_SIDE, image_bench.MAX_SIDE, image_bench.QUALITY,
-              a.seed, ctx.mean_kb, a.data_dir),
-           setup_line(ctx),
-           "",
-           "| model | synthetic images/s | loaderd images/s | loaderd data wait | torch images/s "
-           "| torch data wait | loaderd / synthetic | loaderd / torch |",
-           "|---|---|---|---|---|---|---|---|"]
+    out = image_bench.head_lines(ctx) + [
+        setup_line(ctx),
+        "",
+        "| model | synthetic images/s | loaderd images/s | loaderd data wait | torch images/s "
+        "| torch data wait | loaderd / synthetic | loaderd / torch |",
+        "|---|---|---|---|---|---|---|---|"]
     notes = Notes()
     skipped = Failed("skipped: not in --loaders")
     for m in a.model_list:
@@ -232,14 +219,7 @@ def report(ctx, res):
 
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="build tree (default ./build)")
-    ap.add_argument("--out", help="directory for the table, the logs and loaderd's log")
-    ap.add_argument("--data-dir", default="/dev/shm/loaderd-image-bench",
-                    help="where the JPEG tree is made (default /dev/shm/loaderd-image-bench, as image_bench)")
-    ap.add_argument("--keep", action="store_true", help="keep the tree for the next run")
-    ap.add_argument("--images", type=int, default=10000,
-                    help="images, a multiple of %d (default 10000)" % image_bench.CLASSES)
-    ap.add_argument("--seed", type=int, default=1, help="mkjpeg seed (default 1)")
+    image_bench.add_tree_args(ap, "loaderd's log", ", as image_bench")
     ap.add_argument("--steps", type=int, default=200, help="timed steps of every run (default 200)")
     ap.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
     ap.add_argument("--models", default=",".join(MODELS), help="default %s" % ",".join(MODELS))
@@ -266,18 +246,8 @@ def parse_args():
 
 
 def setup(a, bindir):
-    ctx = Context()
-    ctx.args = a
-    ctx.bindir = bindir
-    ctx.loaderctl = os.path.join(bindir, "loaderctl")
-    ctx.tree = os.path.join(a.data_dir, "tree")
-    ctx.mean_kb = 0.0
+    ctx = image_bench.new_context(a, bindir, "train_bench")
     ctx.runs = []
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-train-bench-")
-    ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log("train_bench", os.path.join(a.out, "bench.log") if a.out else None)
     return ctx
 
 

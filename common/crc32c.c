@@ -22,7 +22,7 @@ __attribute__((constructor)) static void crc_table_init(void)
 	}
 }
 
-static uint32_t crc_sw(uint32_t c, const uint8_t *p, size_t len)
+static uint32_t crc32c_sw(uint32_t c, const uint8_t *p, size_t len)
 {
 	while (len--)
 		c = crc_table[(c ^ *p++) & 0xff] ^ (c >> 8);
@@ -54,5 +54,5 @@ uint32_t crc32c(uint32_t crc, const void *data, size_t len)
 	if (have_hw)
 		return ~crc_hw(c, data, len);
 #endif
-	return ~crc_sw(c, data, len);
+	return ~crc32c_sw(c, data, len);
 }

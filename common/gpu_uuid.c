@@ -7,7 +7,7 @@
 #include <strings.h>
 
 /* Byte positions after which the text form has a dash. */
-static bool dash_after(int byte)
+static bool gpu_uuid_dash_after(int byte)
 {
 	return byte == 3 || byte == 5 || byte == 7 || byte == 9;
 }
@@ -18,13 +18,13 @@ void gpu_uuid_format(const uint8_t uuid[GPU_UUID_BYTES], char out[GPU_UUID_TEXT_
 	memcpy(out, "GPU-", 4);
 	for (int i = 0; i < GPU_UUID_BYTES; i++) {
 		p += sprintf(p, "%02x", uuid[i]);
-		if (dash_after(i))
+		if (gpu_uuid_dash_after(i))
 			*p++ = '-';
 	}
 	*p = '\0';
 }
 
-static int hex_value(char c)
+static int gpu_uuid_hex_value(char c)
 {
 	if (c >= '0' && c <= '9')
 		return c - '0';
@@ -40,12 +40,13 @@ int gpu_uuid_parse(const char *text, uint8_t uuid[GPU_UUID_BYTES])
 	if (strncasecmp(text, "GPU-", 4) == 0)
 		text += 4;
 	for (int i = 0; i < GPU_UUID_BYTES; i++) {
-		int hi = hex_value(text[0]), lo = hi < 0 ? -1 : hex_value(text[1]);
+		int hi = gpu_uuid_hex_value(text[0]);
+		int lo = hi < 0 ? -1 : gpu_uuid_hex_value(text[1]);
 		if (hi < 0 || lo < 0)
 			return -EINVAL;
 		uuid[i] = (uint8_t)(hi << 4 | lo);
 		text += 2;
-		if (dash_after(i) && *text++ != '-')
+		if (gpu_uuid_dash_after(i) && *text++ != '-')
 			return -EINVAL;
 	}
 	return *text == '\0' ? 0 : -EINVAL;

@@ -43,7 +43,7 @@ struct log_summary {
 	char like[LOG_LIKE_MAX];
 };
 
-static uint64_t monotonic_ms(void)
+static uint64_t log_monotonic_ms(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -54,11 +54,11 @@ static uint64_t monotonic_ms(void)
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct log_site log_sites[LOG_SITES];
 static uint64_t log_next_summary_ms = UINT64_MAX; /* earliest ended-with-drops window */
-static uint64_t (*log_clock)(void) = monotonic_ms;
+static uint64_t (*log_clock)(void) = log_monotonic_ms;
 
 /* systemd sets JOURNAL_STREAM=DEV:INO for the stream it connected; stderr
  * is the journal only when it is still that very stream. */
-static int stderr_is_journal(void)
+static int log_stderr_is_journal(void)
 {
 	const char *env = getenv("JOURNAL_STREAM");
 	unsigned long long dev, ino;
@@ -75,7 +75,7 @@ void log_init(const char *ident, enum log_level max_level)
 	static bool exit_hook;
 	snprintf(log_ident, sizeof(log_ident), "%s", ident);
 	log_max = max_level;
-	log_journal = stderr_is_journal();
+	log_journal = log_stderr_is_journal();
 	if (!exit_hook && atexit(log_flush_at_exit) == 0)
 		exit_hook = true;
 }
@@ -87,7 +87,7 @@ void log_set_ratelimit(bool on)
 
 void log_set_clock(uint64_t (*now_ms)(void))
 {
-	log_clock = now_ms ? now_ms : monotonic_ms;
+	log_clock = now_ms ? now_ms : log_monotonic_ms;
 }
 
 void log_set_level(enum log_level max_level)
@@ -130,7 +130,7 @@ static const char *const level_words[] = {
 };
 
 /* Writes one line: the prefix, the formatted text and '\n', in one write. */
-static void write_line(int level, const char *fmt, va_list ap)
+static void log_write_line(int level, const char *fmt, va_list ap)
 {
 	char line[2048];
 	int n;
@@ -147,25 +147,25 @@ static void write_line(int level, const char *fmt, va_list ap)
 	(void)w;
 }
 
-static void write_linef(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void log_write_linef(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-static void write_linef(int level, const char *fmt, ...)
+static void log_write_linef(int level, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	write_line(level, fmt, ap);
+	log_write_line(level, fmt, ap);
 	va_end(ap);
 }
 
-static void write_summaries(const struct log_summary *s, size_t n)
+static void log_write_summaries(const struct log_summary *s, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
-		write_linef(s[i].level, "%u similar message%s suppressed: %s", s[i].dropped,
-			    s[i].dropped == 1 ? "" : "s", s[i].like);
+		log_write_linef(s[i].level, "%u similar message%s suppressed: %s", s[i].dropped,
+				s[i].dropped == 1 ? "" : "s", s[i].like);
 }
 
 /* Moves a site's drops into *out and frees the site. Under log_lock. */
-static void site_take(struct log_site *site, struct log_summary *out)
+static void log_site_take(struct log_site *site, struct log_summary *out)
 {
 	out->level = site->level;
 	out->dropped = site->dropped;
@@ -176,7 +176,7 @@ static void site_take(struct log_site *site, struct log_summary *out)
 /* Takes up to cap summaries of windows with drops that ended by now (every
  * window with drops when all is set) and recomputes log_next_summary_ms.
  * Under log_lock. */
-static size_t take_ended(uint64_t now, bool all, struct log_summary *out, size_t cap)
+static size_t log_take_ended(uint64_t now, bool all, struct log_summary *out, size_t cap)
 {
 	size_t n = 0;
 	if (!all && now < log_next_summary_ms)
@@ -187,7 +187,7 @@ static size_t take_ended(uint64_t now, bool all, struct log_summary *out, size_t
 		if (!site->caller || !site->dropped)
 			continue;
 		if ((all || site->window_end_ms <= now) && n < cap)
-			site_take(site, &out[n++]);
+			log_site_take(site, &out[n++]);
 		else if (site->window_end_ms < next)
 			next = site->window_end_ms;
 	}
@@ -198,8 +198,8 @@ static size_t take_ended(uint64_t now, bool all, struct log_summary *out, size_t
 /* The entry of (caller, fmt), its window current at now; a full chain
  * gives up the entry whose window ends first, its drops into *evicted.
  * Under log_lock. */
-static struct log_site *site_get(const void *caller, const char *fmt, uint64_t now,
-				 struct log_summary *evicted, size_t *n_evicted)
+static struct log_site *log_site_get(const void *caller, const char *fmt, uint64_t now,
+				     struct log_summary *evicted, size_t *n_evicted)
 {
 	uintptr_t h = ((uintptr_t)caller ^ ((uintptr_t)fmt >> 3)) * (uintptr_t)0x9E3779B97F4A7C15ull;
 	size_t start = (size_t)(h >> 7) % LOG_SITES;
@@ -209,7 +209,7 @@ static struct log_site *site_get(const void *caller, const char *fmt, uint64_t n
 		if (site->caller == caller && site->fmt == fmt) {
 			if (now >= site->window_end_ms) {
 				if (site->dropped)
-					site_take(site, &evicted[(*n_evicted)++]);
+					log_site_take(site, &evicted[(*n_evicted)++]);
 				spare = site;
 				break;
 			}
@@ -224,14 +224,14 @@ static struct log_site *site_get(const void *caller, const char *fmt, uint64_t n
 	if (!spare) {
 		spare = oldest;
 		if (spare->dropped)
-			site_take(spare, &evicted[(*n_evicted)++]);
+			log_site_take(spare, &evicted[(*n_evicted)++]);
 	}
 	*spare = (struct log_site){.caller = caller, .fmt = fmt, .window_end_ms = now + LOG_WINDOW_MS};
 	return spare;
 }
 
 /* "like": the message of the first dropped line, cut at a word boundary. */
-static void set_like(const void *caller, const char *fmt, uint64_t window_end_ms, va_list ap)
+static void log_set_like(const void *caller, const char *fmt, uint64_t window_end_ms, va_list ap)
 {
 	char text[LOG_LIKE_MAX];
 	int m = vsnprintf(text, sizeof(text), fmt, ap);
@@ -256,17 +256,17 @@ static void set_like(const void *caller, const char *fmt, uint64_t window_end_ms
 
 /* Writes the summaries of the windows with drops that ended by now;
  * returns when the next one ends (UINT64_MAX: none pending). */
-static uint64_t flush_ended(uint64_t now)
+static uint64_t log_flush_ended(uint64_t now)
 {
 	struct log_summary out[LOG_SUMMARIES];
 	size_t n;
 	uint64_t next;
 	do {
 		pthread_mutex_lock(&log_lock);
-		n = take_ended(now, false, out, LOG_SUMMARIES);
+		n = log_take_ended(now, false, out, LOG_SUMMARIES);
 		next = log_next_summary_ms;
 		pthread_mutex_unlock(&log_lock);
-		write_summaries(out, n);
+		log_write_summaries(out, n);
 	} while (n == LOG_SUMMARIES);
 	return next;
 }
@@ -274,7 +274,7 @@ static uint64_t flush_ended(uint64_t now)
 int64_t log_flush_suppressed(void)
 {
 	int saved_errno = errno;
-	uint64_t now = log_clock(), next = flush_ended(now);
+	uint64_t now = log_clock(), next = log_flush_ended(now);
 	errno = saved_errno;
 	return next == UINT64_MAX ? -1 : next <= now ? 0 : (int64_t)(next - now);
 }
@@ -286,9 +286,9 @@ static void log_flush_at_exit(void)
 	size_t n;
 	do {
 		pthread_mutex_lock(&log_lock);
-		n = take_ended(0, true, out, LOG_SUMMARIES);
+		n = log_take_ended(0, true, out, LOG_SUMMARIES);
 		pthread_mutex_unlock(&log_lock);
-		write_summaries(out, n);
+		log_write_summaries(out, n);
 	} while (n == LOG_SUMMARIES);
 }
 
@@ -302,7 +302,7 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	va_list ap;
 	if (!atomic_load_explicit(&log_limit, memory_order_relaxed)) {
 		va_start(ap, fmt);
-		write_line((int)level, fmt, ap);
+		log_write_line((int)level, fmt, ap);
 		va_end(ap);
 		errno = saved_errno;
 		return;
@@ -311,9 +311,9 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	struct log_summary evicted;
 	size_t n = 0;
 	uint64_t now = log_clock();
-	flush_ended(now); /* older news first */
+	log_flush_ended(now); /* older news first */
 	pthread_mutex_lock(&log_lock);
-	struct log_site *site = site_get(caller, fmt, now, &evicted, &n);
+	struct log_site *site = log_site_get(caller, fmt, now, &evicted, &n);
 	site->level = (int)level;
 	bool print = site->printed < LOG_BURST;
 	bool first_drop = false;
@@ -327,12 +327,12 @@ void log_msg(enum log_level level, const char *fmt, ...)
 	uint64_t window_end_ms = site->window_end_ms;
 	pthread_mutex_unlock(&log_lock);
 
-	write_summaries(&evicted, n);
+	log_write_summaries(&evicted, n);
 	va_start(ap, fmt);
 	if (print)
-		write_line((int)level, fmt, ap);
+		log_write_line((int)level, fmt, ap);
 	else if (first_drop)
-		set_like(caller, fmt, window_end_ms, ap);
+		log_set_like(caller, fmt, window_end_ms, ap);
 	va_end(ap);
 	errno = saved_errno;
 }

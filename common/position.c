@@ -1,11 +1,11 @@
 /* position: resumable stream position tokens (position.h). */
 #include "common/position.h"
 
+#include "common/errtext.h"
 #include "common/escape.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,22 +21,9 @@ int position_format(const struct position *p, char *buf, size_t cap)
 static const char *const field_names[] = {"SEED", "N", "EPOCH", "OFFSET"};
 #define FIELD_QUOTE_MAX 32 /* bytes of a bad field shown in a message */
 
-static int explain(char *why, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-static int explain(char *why, size_t cap, const char *fmt, ...)
-{
-	if (cap > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(why, cap, fmt, ap);
-		va_end(ap);
-	}
-	return -EINVAL;
-}
-
 /* s[0..len) for a message, between quotes and escaped (common/escape.h),
  * at most FIELD_QUOTE_MAX bytes of it, "..." marking a cut. */
-static void quote(const char *s, size_t len, char *out, size_t cap)
+static void position_quote(const char *s, size_t len, char *out, size_t cap)
 {
 	char shown[ESCAPE_SIZE(FIELD_QUOTE_MAX)];
 	escape_bytes(s, len < FIELD_QUOTE_MAX ? len : FIELD_QUOTE_MAX, shown, sizeof(shown));
@@ -44,25 +31,27 @@ static void quote(const char *s, size_t len, char *out, size_t cap)
 }
 
 /* Field f, the len bytes at s: canonical decimal of a uint64_t. */
-static int parse_field(const char *s, size_t len, int f, uint64_t *out, char *why, size_t cap)
+static int position_parse_field(const char *s, size_t len, int f, uint64_t *out, char *why,
+				size_t cap)
 {
 	char q[FIELD_QUOTE_MAX * 4 + 8];
-	quote(s, len, q, sizeof(q));
+	position_quote(s, len, q, sizeof(q));
 	if (len == 0)
-		return explain(why, cap, "%s is empty", field_names[f]);
+		return errtext(why, cap, -EINVAL, "%s is empty", field_names[f]);
 	uint64_t v = 0;
 	for (size_t i = 0; i < len; i++) {
 		if (s[i] < '0' || s[i] > '9')
-			return explain(why, cap, "%s %s is not a decimal number (digits only)",
+			return errtext(why, cap, -EINVAL,
+				       "%s %s is not a decimal number (digits only)",
 				       field_names[f], q);
 		uint64_t d = (uint64_t)(s[i] - '0');
 		if (v > (UINT64_MAX - d) / 10)
-			return explain(why, cap, "%s %s is larger than %" PRIu64, field_names[f], q,
-				       UINT64_MAX);
+			return errtext(why, cap, -EINVAL, "%s %s is larger than %" PRIu64,
+				       field_names[f], q, UINT64_MAX);
 		v = v * 10 + d;
 	}
 	if (len > 1 && s[0] == '0')
-		return explain(why, cap, "%s %s has a leading zero", field_names[f], q);
+		return errtext(why, cap, -EINVAL, "%s %s has a leading zero", field_names[f], q);
 	*out = v;
 	return 0;
 }
@@ -71,25 +60,29 @@ int position_parse(const char *text, struct position *p, char *why, size_t why_c
 {
 	uint64_t v[4];
 	if (strncmp(text, "ldr1:", 5) != 0)
-		return explain(why, why_cap, "it does not start with \"ldr1:\"");
+		return errtext(why, why_cap, -EINVAL, "it does not start with \"ldr1:\"");
 	const char *s = text + 5;
 	for (int f = 0; f < 4; f++) {
 		size_t len = strcspn(s, ":");
 		if (f < 3 && s[len] != ':')
-			return explain(why, why_cap, "it has %d field%s after \"ldr1:\", not 4 "
+			return errtext(why, why_cap, -EINVAL,
+				       "it has %d field%s after \"ldr1:\", not 4 "
 				       "(SEED:N:EPOCH:OFFSET)", f + 1, f ? "s" : "");
 		if (f == 3 && s[len] != '\0')
-			return explain(why, why_cap, "it has more than 4 fields after \"ldr1:\" "
+			return errtext(why, why_cap, -EINVAL,
+				       "it has more than 4 fields after \"ldr1:\" "
 				       "(SEED:N:EPOCH:OFFSET)");
-		if (parse_field(s, len, f, &v[f], why, why_cap) < 0)
+		if (position_parse_field(s, len, f, &v[f], why, why_cap) < 0)
 			return -EINVAL;
 		s += len + 1;
 	}
 	if (v[2] >= POSITION_EPOCHS)
-		return explain(why, why_cap, "EPOCH %" PRIu64 " is not below %llu (2^32), the number of "
+		return errtext(why, why_cap, -EINVAL,
+			       "EPOCH %" PRIu64 " is not below %llu (2^32), the number of "
 			       "epochs a stream has", v[2], POSITION_EPOCHS);
 	if (v[3] > v[1])
-		return explain(why, why_cap, "OFFSET %" PRIu64 " is larger than N %" PRIu64, v[3], v[1]);
+		return errtext(why, why_cap, -EINVAL,
+			       "OFFSET %" PRIu64 " is larger than N %" PRIu64, v[3], v[1]);
 	*p = (struct position){.seed = v[0], .n_samples = v[1], .epoch = v[2], .offset = v[3]};
 	return 0;
 }

@@ -33,19 +33,20 @@ int regfile_open(int dirfd, const char *path, struct stat *st)
 
 const char *regfile_kind(mode_t mode)
 {
-	if (S_ISFIFO(mode))
-		return "a FIFO";
-	if (S_ISCHR(mode))
-		return "a character device";
-	if (S_ISBLK(mode))
-		return "a block device";
-	if (S_ISDIR(mode))
-		return "a directory";
-	if (S_ISSOCK(mode))
-		return "a socket";
-	if (S_ISREG(mode))
-		return "a regular file";
-	if (S_ISLNK(mode))
-		return "a symbolic link";
+	static const struct {
+		mode_t type;
+		const char *kind;
+	} kinds[] = {
+		{S_IFIFO, "a FIFO"},
+		{S_IFCHR, "a character device"},
+		{S_IFBLK, "a block device"},
+		{S_IFDIR, "a directory"},
+		{S_IFSOCK, "a socket"},
+		{S_IFREG, "a regular file"},
+		{S_IFLNK, "a symbolic link"},
+	};
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if ((mode & S_IFMT) == kinds[i].type)
+			return kinds[i].kind;
 	return "a file of unknown type";
 }

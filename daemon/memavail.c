@@ -11,9 +11,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
+
 /* The start of a small text file, NUL-terminated; false when it cannot be
  * read. */
-static bool read_text(const char *path, char *buf, size_t cap)
+static bool memavail_read_text(const char *path, char *buf, size_t cap)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
@@ -35,14 +37,14 @@ static bool read_text(const char *path, char *buf, size_t cap)
 }
 
 /* The line after the one at line, or NULL at the end of the text. */
-static const char *next_line(const char *line)
+static const char *memavail_next_line(const char *line)
 {
 	const char *nl = strchr(line, '\n');
 	return nl && nl[1] ? nl + 1 : NULL;
 }
 
 /* A decimal number followed by optional spaces and one newline. */
-static bool parse_number(const char *s, uint64_t *out)
+static bool memavail_parse_number(const char *s, uint64_t *out)
 {
 	uint64_t v = 0;
 	if (*s < '0' || *s > '9')
@@ -61,32 +63,33 @@ static bool parse_number(const char *s, uint64_t *out)
 	return *s == '\0';
 }
 
-static void offer(struct memavail *out, uint64_t bytes, const char *fmt, ...)
+/* A limit of bytes, described by fmt: kept when it is the lowest so far. */
+static void memavail_offer(struct memavail *out, uint64_t bytes, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static void offer(struct memavail *out, uint64_t bytes, const char *fmt, ...)
+static void memavail_offer(struct memavail *out, uint64_t bytes, const char *fmt, ...)
 {
 	if (bytes >= out->bytes)
 		return;
 	out->bytes = bytes;
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(out->source, sizeof(out->source), fmt, ap);
+	verrtext(out->source, sizeof(out->source), 0, fmt, ap);
 	va_end(ap);
 }
 
-static void from_meminfo(const char *path, struct memavail *out)
+static void memavail_from_meminfo(const char *path, struct memavail *out)
 {
 	char text[8192];
-	if (!read_text(path, text, sizeof(text)))
+	if (!memavail_read_text(path, text, sizeof(text)))
 		return;
-	for (const char *line = text; line; line = next_line(line)) {
+	for (const char *line = text; line; line = memavail_next_line(line)) {
 		unsigned long long kb;
 		char unit[4];
 		if (strncmp(line, "MemAvailable:", 13) == 0 &&
 		    sscanf(line + 13, "%llu %3s", &kb, unit) == 2 && strcmp(unit, "kB") == 0 &&
 		    kb <= UINT64_MAX / 1024) {
-			offer(out, (uint64_t)kb * 1024, "MemAvailable in %s", path);
+			memavail_offer(out, (uint64_t)kb * 1024, "MemAvailable in %s", path);
 			return;
 		}
 	}
@@ -94,30 +97,31 @@ static void from_meminfo(const char *path, struct memavail *out)
 
 /* One cgroup (dir, "" for the root of the hierarchy): memory.max minus
  * memory.current, when memory.max is a number. */
-static void from_cgroup_dir(const char *root, const char *dir, struct memavail *out)
+static void memavail_from_cgroup_dir(const char *root, const char *dir, struct memavail *out)
 {
 	char path[PATH_MAX], text[64];
 	uint64_t max, current = 0;
 	if (snprintf(path, sizeof(path), "%s%s/memory.max", root, dir) >= (int)sizeof(path) ||
-	    !read_text(path, text, sizeof(text)) || !parse_number(text, &max))
+	    !memavail_read_text(path, text, sizeof(text)) || !memavail_parse_number(text, &max))
 		return; /* absent, or "max": no limit here */
 	if (snprintf(path, sizeof(path), "%s%s/memory.current", root, dir) < (int)sizeof(path) &&
-	    read_text(path, text, sizeof(text)))
-		parse_number(text, &current);
-	offer(out, max > current ? max - current : 0, "cgroup %s: memory.max %" PRIu64
-	      " - memory.current %" PRIu64 " (%s%s)", dir[0] ? dir : "/", max, current, root, dir);
+	    memavail_read_text(path, text, sizeof(text)))
+		memavail_parse_number(text, &current);
+	memavail_offer(out, max > current ? max - current : 0,
+		       "cgroup %s: memory.max %" PRIu64 " - memory.current %" PRIu64 " (%s%s)",
+		       dir[0] ? dir : "/", max, current, root, dir);
 }
 
 /* The process's cgroup v2 ("0::PATH" in /proc/self/cgroup) and each of its
  * ancestors, up to the hierarchy's root. */
-static void from_cgroup(const char *self_cgroup, const char *root, struct memavail *out)
+static void memavail_from_cgroup(const char *self_cgroup, const char *root, struct memavail *out)
 {
 	char text[4096];
-	if (!read_text(self_cgroup, text, sizeof(text)))
+	if (!memavail_read_text(self_cgroup, text, sizeof(text)))
 		return;
 	const char *line = text;
 	while (line && strncmp(line, "0::", 3) != 0)
-		line = next_line(line);
+		line = memavail_next_line(line);
 	if (!line || line[3] != '/')
 		return; /* cgroup v1 only */
 	char dir[PATH_MAX];
@@ -129,7 +133,7 @@ static void from_cgroup(const char *self_cgroup, const char *root, struct memava
 	while (len > 0 && dir[len - 1] == '/') /* "/" is the root: "" below */
 		dir[--len] = '\0';
 	for (;;) {
-		from_cgroup_dir(root, dir, out);
+		memavail_from_cgroup_dir(root, dir, out);
 		char *slash = strrchr(dir, '/');
 		if (!slash)
 			break;
@@ -141,6 +145,6 @@ void memavail_read(const struct memavail_paths *paths, struct memavail *out)
 {
 	out->bytes = UINT64_MAX;
 	snprintf(out->source, sizeof(out->source), "no limit known");
-	from_meminfo(paths->meminfo, out);
-	from_cgroup(paths->self_cgroup, paths->cgroup_root, out);
+	memavail_from_meminfo(paths->meminfo, out);
+	memavail_from_cgroup(paths->self_cgroup, paths->cgroup_root, out);
 }

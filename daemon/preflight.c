@@ -9,18 +9,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
 #include "common/log.h"
 #include "daemon/workerprobe.h"
 
 #define GROUP_BUF_MAX (1u << 20) /* getgrnam_r's buffer grows up to this */
 
-static uint64_t align_arena(uint64_t v)
-{
-	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-}
-
 /* "FILE:LINE: " when the file sets the [daemon] key, else "". */
-static const char *where(const struct config *cfg, const char *key, char *buf, size_t cap)
+static const char *preflight_where(const struct config *cfg, const char *key, char *buf, size_t cap)
 {
 	int line = config_key_line(cfg, NULL, key);
 	if (line > 0)
@@ -38,15 +34,15 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 	for (size_t i = 0; i < cfg->n_pipelines; i++)
 		if (sources[i].batch_bytes > slot_bytes)
 			slot_bytes = sources[i].batch_bytes;
-	slot_bytes = align_arena(slot_bytes);
+	slot_bytes = arena_align(slot_bytes);
 	/* Image pipelines' sample lists: entries, then shards, then paths, each aligned. */
 	uint64_t indexes_bytes = 0;
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
 		const struct image_index *ix = &sources[i].index;
 		out->index_at[i] = indexes_bytes;
-		indexes_bytes += align_arena(ix->n * sizeof(struct arena_image)) +
-				 align_arena(ix->n_shards * sizeof(struct arena_shard)) +
-				 align_arena(ix->paths_bytes);
+		indexes_bytes += arena_align(ix->n * sizeof(struct arena_image)) +
+				 arena_align(ix->n_shards * sizeof(struct arena_shard)) +
+				 arena_align(ix->paths_bytes);
 	}
 	out->plan = (struct arena_plan){
 		.n_pipelines = (uint32_t)cfg->n_pipelines, .n_workers = cfg->max_workers,
@@ -63,20 +59,19 @@ int preflight_arena(const struct config *cfg, const struct arena_sizing *sz,
 	snprintf(what, sizeof(what), "%u staging slots of %" PRIu64 " bytes (the largest batch)%s",
 		 sz->plan.n_slots, sz->plan.slot_bytes,
 		 sz->plan.indexes_bytes ? " and the image file lists" : "");
-	if (sz->bytes > cfg->shm_bytes) {
-		snprintf(err, err_cap, "%sshared memory: %s need %" PRIu64 " bytes, over shm_bytes = %"
-			 PRIu64 "; raise shm_bytes or lower staging_slots or batch_size",
-			 where(cfg, "shm_bytes", at, sizeof(at)), what, sz->bytes, cfg->shm_bytes);
-		return -ENOSPC;
-	}
+	if (sz->bytes > cfg->shm_bytes)
+		return errtext(err, err_cap, -ENOSPC, "%sshared memory: %s need %" PRIu64
+			       " bytes, over shm_bytes = %" PRIu64 "; raise shm_bytes or lower "
+			       "staging_slots or batch_size",
+			       preflight_where(cfg, "shm_bytes", at, sizeof(at)), what, sz->bytes,
+			       cfg->shm_bytes);
 	struct memavail mem;
 	memavail_read(paths, &mem);
-	if (sz->bytes > mem.bytes) {
-		snprintf(err, err_cap, "shared memory: %s need %" PRIu64 " bytes, but only %" PRIu64
-			 " bytes of memory are available (%s); lower staging_slots or batch_size, "
-			 "or give loaderd more memory", what, sz->bytes, mem.bytes, mem.source);
-		return -ENOMEM;
-	}
+	if (sz->bytes > mem.bytes)
+		return errtext(err, err_cap, -ENOMEM, "shared memory: %s need %" PRIu64
+			       " bytes, but only %" PRIu64 " bytes of memory are available (%s); "
+			       "lower staging_slots or batch_size, or give loaderd more memory",
+			       what, sz->bytes, mem.bytes, mem.source);
 	return 0;
 }
 
@@ -89,10 +84,8 @@ int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap)
 	size_t cap = hint > 0 ? (size_t)hint : 4096;
 	for (;;) {
 		char *buf = malloc(cap);
-		if (!buf) {
-			snprintf(err, err_cap, "out of memory");
-			return -ENOMEM;
-		}
+		if (!buf)
+			return errtext(err, err_cap, -ENOMEM, "out of memory");
 		struct group gr, *found = NULL;
 		int rc = getgrnam_r(cfg->socket_group, &gr, buf, cap, &found);
 		free(buf);
@@ -102,15 +95,13 @@ int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap)
 		}
 		if (rc == 0 && found)
 			return 0;
-		where(cfg, "socket_group", at, sizeof(at));
-		if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM) {
-			snprintf(err, err_cap, "%s[daemon] socket_group: \"%s\" is not a group on this "
-				 "system", at, cfg->socket_group);
-			return -ENOENT;
-		}
-		snprintf(err, err_cap, "%s[daemon] socket_group: cannot look up group \"%s\": %s", at,
-			 cfg->socket_group, strerror(rc));
-		return -rc;
+		preflight_where(cfg, "socket_group", at, sizeof(at));
+		if (rc == 0 || rc == ENOENT || rc == ESRCH || rc == EBADF || rc == EPERM)
+			return errtext(err, err_cap, -ENOENT,
+				       "%s[daemon] socket_group: \"%s\" is not "
+				       "a group on this system", at, cfg->socket_group);
+		return errtext(err, err_cap, -rc, "%s[daemon] socket_group: cannot look up group "
+			       "\"%s\": %s", at, cfg->socket_group, strerror(rc));
 	}
 }
 
@@ -123,17 +114,16 @@ int preflight_worker(const struct config *cfg, const char *default_program, int 
 	if (rc == 0)
 		return 0;
 	if (cfg->worker_program[0])
-		snprintf(err, err_cap, "%s[daemon] worker_program: %s: %s",
-			 where(cfg, "worker_program", at, sizeof(at)), program, why);
-	else
-		snprintf(err, err_cap, "worker program %s (the default; worker_program in [daemon] "
-			 "names another): %s", program, why);
-	return rc;
+		return errtext(err, err_cap, rc, "%s[daemon] worker_program: %s: %s",
+			       preflight_where(cfg, "worker_program", at, sizeof(at)), program,
+			       why);
+	return errtext(err, err_cap, rc, "worker program %s (the default; worker_program in "
+		       "[daemon] names another): %s", program, why);
 }
 
 /* Each pipeline's data; one line per bad pipeline, naming the file and
  * line of its source. */
-static int open_sources(const struct config *cfg, struct source *sources)
+static int preflight_open_sources(const struct config *cfg, struct source *sources)
 {
 	int rc = 0;
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
@@ -156,7 +146,7 @@ int preflight_run(const struct config *cfg, struct source *sources, const char *
 {
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
-	int rc = open_sources(cfg, sources);
+	int rc = preflight_open_sources(cfg, sources);
 	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		rc = -EINVAL;

@@ -38,6 +38,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/errtext.h"
 #include "common/log.h"
 #include "daemon/server_impl.h"
 #include "daemon/status.h"
@@ -56,47 +57,41 @@
 
 int server_check_peer(int rc, socklen_t len, const struct ucred *cred, char *why, size_t cap)
 {
-	if (rc < 0) {
-		snprintf(why, cap, "loaderd cannot identify the connecting process: SO_PEERCRED: %s",
-			 strerror(-rc));
-		return -EPERM;
-	}
-	if (len != sizeof(*cred)) {
-		snprintf(why, cap, "loaderd cannot identify the connecting process: SO_PEERCRED gave "
-			 "%u bytes, not %zu", (unsigned)len, sizeof(*cred));
-		return -EPERM;
-	}
-	if (cred->pid <= 0) {
-		snprintf(why, cap, "the connecting process (uid %u) is not visible in loaderd's pid "
-			 "namespace (SO_PEERCRED gave pid %d): loaderd could neither name it nor watch it "
-			 "exit; connect from a process loaderd can see", (unsigned)cred->uid,
-			 (int)cred->pid);
-		return -EPERM;
-	}
+	if (rc < 0)
+		return errtext(why, cap, -EPERM, "loaderd cannot identify the connecting process: "
+			       "SO_PEERCRED: %s", strerror(-rc));
+	if (len != sizeof(*cred))
+		return errtext(why, cap, -EPERM, "loaderd cannot identify the connecting process: "
+			       "SO_PEERCRED gave %u bytes, not %zu", (unsigned)len, sizeof(*cred));
+	if (cred->pid <= 0)
+		return errtext(why, cap, -EPERM, "the connecting process (uid %u) is not visible "
+			       "in loaderd's pid namespace (SO_PEERCRED gave pid %d): loaderd "
+			       "could neither name it nor watch it exit; connect from a process "
+			       "loaderd can see", (unsigned)cred->uid, (int)cred->pid);
 	return 0;
 }
 
 /* Writes the summaries of log lines dropped by the rate limit once their
  * window is over, even when the flood that filled it has stopped. */
-static void on_log_timer(uv_timer_t *t)
+static void server_on_log_timer(uv_timer_t *t)
 {
 	int64_t ms = log_flush_suppressed();
 	if (ms >= 0)
-		uv_timer_start(t, on_log_timer, (uint64_t)ms + 1, 0);
+		uv_timer_start(t, server_on_log_timer, (uint64_t)ms + 1, 0);
 }
 
 /* Call after logging where floods happen: (re)arms the timer for the
  * earliest window with drops. */
-static void log_backstop(struct server *srv)
+static void server_log_backstop(struct server *srv)
 {
 	if (srv->timers_started)
-		on_log_timer(&srv->log_timer);
+		server_on_log_timer(&srv->log_timer);
 }
 
 /* Sends ERROR (when the socket takes it) and closes fd. What the peer has
  * sent is read and dropped first: closing with it unread would reset the
  * connection, and the peer could lose the ERROR. */
-static void refuse_fd(int fd, int code, const char *text)
+static void server_refuse_fd(int fd, int code, const char *text)
 {
 	struct proto_msg m; /* not zeroed whole: the union holds a 64 KiB status text */
 	m.hdr = (struct proto_header){.type = PROTO_ERROR};
@@ -109,7 +104,7 @@ static void refuse_fd(int fd, int code, const char *text)
 	close(fd);
 }
 
-static void handshake_push(struct server *srv, struct conn *c)
+static void server_handshake_push(struct server *srv, struct conn *c)
 {
 	c->handshaking = true;
 	c->hs_next = NULL;
@@ -140,23 +135,23 @@ void handshake_remove(struct conn *c)
 	srv->n_handshakes--;
 }
 
-static void on_hs_timer(uv_timer_t *t);
+static void server_on_hs_timer(uv_timer_t *t);
 
 /* Arms the timer for the oldest connection's deadline. */
-static void hs_timer_arm(struct server *srv)
+static void server_hs_timer_arm(struct server *srv)
 {
 	if (!srv->hs_head || !srv->timers_started)
 		return;
 	uint64_t due = srv->hs_head->accepted_ms + srv->cfg->handshake_timeout_ms;
 	uint64_t now = uv_now(srv->loop);
-	uv_timer_start(&srv->hs_timer, on_hs_timer, due > now ? due - now : 0, 0);
+	uv_timer_start(&srv->hs_timer, server_on_hs_timer, due > now ? due - now : 0, 0);
 }
 
 enum close_why { CLOSE_TIMEOUT, CLOSE_CAP, CLOSE_NO_FD };
 
 /* Closes c, still without a first frame, unless that frame has come in
  * the meantime (then it is handled as usual). */
-static void handshake_close(struct conn *c, enum close_why why)
+static void server_handshake_close(struct conn *c, enum close_why why)
 {
 	struct server *srv = c->srv;
 	conn_read(c, false);
@@ -185,22 +180,23 @@ static void handshake_close(struct conn *c, enum close_why why)
 		break;
 	}
 	log_notice("client pid %d (uid %u): %s", (int)c->pid, (unsigned)c->uid, text);
-	log_backstop(srv);
+	server_log_backstop(srv);
 	conn_error(c, 0, code, text);
 }
 
-static void on_hs_timer(uv_timer_t *t)
+static void server_on_hs_timer(uv_timer_t *t)
 {
 	struct server *srv = t->data;
 	uint64_t now = uv_now(srv->loop);
 	while (srv->hs_head && srv->hs_head->accepted_ms + srv->cfg->handshake_timeout_ms <= now)
-		handshake_close(srv->hs_head, CLOSE_TIMEOUT);
-	hs_timer_arm(srv);
+		server_handshake_close(srv->hs_head, CLOSE_TIMEOUT);
+	server_hs_timer_arm(srv);
 }
 
 /* The peer of a connection just accepted, into *cred; a peer that cannot
  * be identified is counted, refused (ERROR EPERM, why) and false. */
-static bool peer_identify(struct server *srv, int fd, struct ucred *cred, char *why, size_t cap)
+static bool server_peer_identify(struct server *srv, int fd, struct ucred *cred, char *why,
+				 size_t cap)
 {
 	socklen_t len = sizeof(*cred);
 	memset(cred, 0, sizeof(*cred));
@@ -208,18 +204,18 @@ static bool peer_identify(struct server *srv, int fd, struct ucred *cred, char *
 	if (server_check_peer(rc, len, cred, why, cap) == 0)
 		return true;
 	srv->counts.unidentified++;
-	refuse_fd(fd, EPERM, why);
+	server_refuse_fd(fd, EPERM, why);
 	return false;
 }
 
 /* Takes a connection just accepted on fd. */
-static void conn_accept(struct server *srv, int fd)
+static void server_conn_accept(struct server *srv, int fd)
 {
 	struct ucred cred;
 	char why[300];
-	if (!peer_identify(srv, fd, &cred, why, sizeof(why))) {
+	if (!server_peer_identify(srv, fd, &cred, why, sizeof(why))) {
 		log_warning("%s: connection refused: %s", srv->path, why);
-		log_backstop(srv);
+		server_log_backstop(srv);
 		return;
 	}
 	int rc;
@@ -227,13 +223,13 @@ static void conn_accept(struct server *srv, int fd)
 	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 	struct conn *c = calloc(1, sizeof(*c));
 	if (!c) {
-		refuse_fd(fd, ENOMEM, "loaderd is out of memory");
+		server_refuse_fd(fd, ENOMEM, "loaderd is out of memory");
 		return;
 	}
 	rc = uv_poll_init(srv->loop, &c->poll, fd);
 	if (rc < 0) {
 		log_warning("client pid %d: polling its connection: %s", (int)cred.pid, uv_strerror(rc));
-		refuse_fd(fd, -rc, "loaderd cannot poll this connection");
+		server_refuse_fd(fd, -rc, "loaderd cannot poll this connection");
 		free(c);
 		return;
 	}
@@ -249,15 +245,15 @@ static void conn_accept(struct server *srv, int fd)
 	srv->conns = c;
 	c->poll.data = c;
 	uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_event);
-	handshake_push(srv, c);
+	server_handshake_push(srv, c);
 	conn_read(c, false);
 	if (srv->hs_head == c)
-		hs_timer_arm(srv);
+		server_hs_timer_arm(srv);
 	while (srv->n_handshakes > srv->cfg->max_handshakes)
-		handshake_close(srv->hs_head, CLOSE_CAP);
+		server_handshake_close(srv->hs_head, CLOSE_CAP);
 }
 
-static void spare_open(struct server *srv)
+static void server_spare_open(struct server *srv)
 {
 	if (srv->spare_fd < 0)
 		srv->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -265,19 +261,19 @@ static void spare_open(struct server *srv)
 
 /* Out of descriptors with none to reclaim: the waiting connections are
  * taken on the spare descriptor, one at a time, and closed. */
-static void shed_backlog(struct server *srv)
+static void server_shed_backlog(struct server *srv)
 {
 	for (int i = 0; i < SERVER_BACKLOG && srv->spare_fd >= 0; i++) {
 		close(srv->spare_fd);
 		srv->spare_fd = -1;
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0) {
-			spare_open(srv);
+			server_spare_open(srv);
 			return;
 		}
 		struct ucred cred;
 		char why[300];
-		if (peer_identify(srv, fd, &cred, why, sizeof(why))) {
+		if (server_peer_identify(srv, fd, &cred, why, sizeof(why))) {
 			/* Status stays answerable: a STATUS_REQ sent with the
 			 * connect is here already. */
 			int passed = -1;
@@ -291,15 +287,15 @@ static void shed_backlog(struct server *srv)
 			} else {
 				srv->counts.shed++;
 				srv->episode_shed++;
-				refuse_fd(fd, EMFILE, "loaderd is out of file descriptors and cannot take this "
-					  "connection; try again later");
+				server_refuse_fd(fd, EMFILE, "loaderd is out of file descriptors "
+						 "and cannot take this connection; try again later");
 			}
 		}
-		spare_open(srv);
+		server_spare_open(srv);
 	}
 }
 
-static void on_accept_timer(uv_timer_t *t)
+static void server_on_accept_timer(uv_timer_t *t)
 {
 	struct server *srv = t->data;
 	if (!srv->listening || !srv->accept_paused)
@@ -310,7 +306,7 @@ static void on_accept_timer(uv_timer_t *t)
 
 /* accept failed with errno e (not EAGAIN): shed what waits if the failure
  * is for descriptors, and pause accepting. */
-static void accept_failed(struct server *srv, int e)
+static void server_accept_failed(struct server *srv, int e)
 {
 	srv->episode_failures++;
 	if (!srv->in_episode) {
@@ -325,17 +321,17 @@ static void accept_failed(struct server *srv, int e)
 		srv->counts.accept_pauses++;
 		log_warning("accept on %s: %s%s: new connections are refused and accepting pauses "
 			    "until it passes", srv->path, strerror(e), limit);
-		log_backstop(srv);
+		server_log_backstop(srv);
 	}
 	if (e == EMFILE || e == ENFILE)
-		shed_backlog(srv);
+		server_shed_backlog(srv);
 	uv_poll_stop(&srv->listen_poll);
 	srv->accept_paused = true;
-	uv_timer_start(&srv->accept_timer, on_accept_timer, srv->pause_ms, 0);
+	uv_timer_start(&srv->accept_timer, server_on_accept_timer, srv->pause_ms, 0);
 	srv->pause_ms = srv->pause_ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : srv->pause_ms * 2;
 }
 
-static void episode_end(struct server *srv)
+static void server_episode_end(struct server *srv)
 {
 	if (!srv->in_episode)
 		return;
@@ -349,12 +345,12 @@ static void episode_end(struct server *srv)
 void server_on_listen_readable(uv_poll_t *h, int status, int events)
 {
 	struct server *srv = h->data;
-	spare_open(srv);
+	server_spare_open(srv);
 	for (int i = 0; i < SERVER_ACCEPT_BUDGET && srv->listening; i++) {
 		int fd = accept4(srv->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd >= 0) {
-			episode_end(srv);
-			conn_accept(srv, fd);
+			server_episode_end(srv);
+			server_conn_accept(srv, fd);
 			continue;
 		}
 		int e = errno;
@@ -363,10 +359,10 @@ void server_on_listen_readable(uv_poll_t *h, int status, int events)
 		if (e == EINTR || e == ECONNABORTED)
 			continue;
 		if ((e == EMFILE || e == ENFILE) && srv->hs_head) {
-			handshake_close(srv->hs_head, CLOSE_NO_FD);
+			server_handshake_close(srv->hs_head, CLOSE_NO_FD);
 			continue;
 		}
-		accept_failed(srv, e);
+		server_accept_failed(srv, e);
 		return;
 	}
 }
@@ -374,7 +370,7 @@ void server_on_listen_readable(uv_poll_t *h, int status, int events)
 void server_accept_start(struct server *srv)
 {
 	srv->spare_fd = -1;
-	spare_open(srv);
+	server_spare_open(srv);
 	uv_timer_init(srv->loop, &srv->hs_timer);
 	uv_timer_init(srv->loop, &srv->accept_timer);
 	uv_timer_init(srv->loop, &srv->log_timer);
@@ -382,7 +378,7 @@ void server_accept_start(struct server *srv)
 	srv->timers_started = true;
 }
 
-static void on_timer_closed(uv_handle_t *h)
+static void server_on_timer_closed(uv_handle_t *h)
 {
 	(void)h;
 }
@@ -392,9 +388,9 @@ void server_accept_stop(struct server *srv)
 	if (!srv->timers_started)
 		return;
 	srv->timers_started = false;
-	uv_close((uv_handle_t *)&srv->hs_timer, on_timer_closed);
-	uv_close((uv_handle_t *)&srv->accept_timer, on_timer_closed);
-	uv_close((uv_handle_t *)&srv->log_timer, on_timer_closed);
+	uv_close((uv_handle_t *)&srv->hs_timer, server_on_timer_closed);
+	uv_close((uv_handle_t *)&srv->accept_timer, server_on_timer_closed);
+	uv_close((uv_handle_t *)&srv->log_timer, server_on_timer_closed);
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
 	srv->spare_fd = -1;

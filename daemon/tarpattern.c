@@ -6,12 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct expansion {
+#include "common/errtext.h"
+
+struct tar_expansion {
 	char **v;
 	size_t n;
 };
 
-static void expansion_free(struct expansion *e)
+static void tar_expansion_free(struct tar_expansion *e)
 {
 	for (size_t i = 0; i < e->n; i++)
 		free(e->v[i]);
@@ -21,19 +23,18 @@ static void expansion_free(struct expansion *e)
 }
 
 /* why, with the brace body concerned when there is one (len > 0). */
-static int pattern_fail(char *err, size_t err_cap, const char *why, const char *at, size_t len)
+static int tar_pattern_fail(char *err, size_t err_cap, const char *why, const char *at, size_t len)
 {
 	if (len)
-		snprintf(err, err_cap, "%s: \"{%.*s}\"", why, (int)(len > 200 ? 200 : len), at);
-	else
-		snprintf(err, err_cap, "%s", why);
-	return -EINVAL;
+		return errtext(err, err_cap, -EINVAL, "%s: \"{%.*s}\"", why,
+			       (int)(len > 200 ? 200 : len), at);
+	return errtext(err, err_cap, -EINVAL, "%s", why);
 }
 
 /* The items of one brace body (without the braces): a range A..B of
  * decimal numbers, or a list a,b,c. */
-static int brace_items(const char *body, size_t len, struct expansion *items, char *err,
-		       size_t err_cap)
+static int tar_brace_items(const char *body, size_t len, struct tar_expansion *items, char *err,
+			   size_t err_cap)
 {
 	const char *dots = memmem(body, len, "..", 2);
 	if (dots) {
@@ -41,15 +42,17 @@ static int brace_items(const char *body, size_t len, struct expansion *items, ch
 		const char *b = dots + 2;
 		if (la == 0 || lb == 0 || la > 18 || lb > 18 || strspn(body, "0123456789") != la ||
 		    strspn(b, "0123456789") < lb)
-			return pattern_fail(err, err_cap, "a range must be {A..B} with decimal A and B",
-					    body, len);
+			return tar_pattern_fail(err, err_cap,
+						"a range must be {A..B} with decimal A and B", body,
+						len);
 		unsigned long long lo = strtoull(body, NULL, 10), hi = strtoull(b, NULL, 10);
 		int width = (body[0] == '0' && la > 1) || (b[0] == '0' && lb > 1) ?
 			    (int)(la > lb ? la : lb) : 0;
 		unsigned long long count = (lo <= hi ? hi - lo : lo - hi) + 1;
 		if (count > TAR_SHARDS_MAX)
-			return pattern_fail(err, err_cap, "the range names more than 1000000 shards",
-					    body, len);
+			return tar_pattern_fail(err, err_cap,
+						"the range names more than 1000000 shards", body,
+						len);
 		if (!(items->v = calloc(count, sizeof(char *))))
 			return -ENOMEM;
 		for (unsigned long long i = 0; i < count; i++) {
@@ -63,8 +66,8 @@ static int brace_items(const char *body, size_t len, struct expansion *items, ch
 		return 0;
 	}
 	if (!memchr(body, ',', len))
-		return pattern_fail(err, err_cap, "a brace must hold a range A..B or a list a,b",
-				    body, len);
+		return tar_pattern_fail(err, err_cap,
+					"a brace must hold a range A..B or a list a,b", body, len);
 	size_t count = 1;
 	for (size_t i = 0; i < len; i++)
 		count += body[i] == ',';
@@ -74,7 +77,8 @@ static int brace_items(const char *body, size_t len, struct expansion *items, ch
 		const char *comma = memchr(p, ',', (size_t)(end - p));
 		size_t n = (size_t)((comma ? comma : end) - p);
 		if (n == 0)
-			return pattern_fail(err, err_cap, "a brace list has an empty item", body, len);
+			return tar_pattern_fail(err, err_cap, "a brace list has an empty item",
+						body, len);
 		if (!(items->v[items->n] = strndup(p, n)))
 			return -ENOMEM;
 		items->n++;
@@ -84,14 +88,13 @@ static int brace_items(const char *body, size_t len, struct expansion *items, ch
 }
 
 /* *acc becomes every string of *acc followed by every item. */
-static int expansion_product(struct expansion *acc, const struct expansion *items, char *err,
-			     size_t err_cap)
+static int tar_expansion_product(struct tar_expansion *acc, const struct tar_expansion *items,
+				 char *err, size_t err_cap)
 {
-	if (items->n != 0 && acc->n > TAR_SHARDS_MAX / items->n) {
-		snprintf(err, err_cap, "the pattern names more than %u shards", TAR_SHARDS_MAX);
-		return -EINVAL;
-	}
-	struct expansion out = {.v = calloc(acc->n * items->n + 1, sizeof(char *))};
+	if (items->n != 0 && acc->n > TAR_SHARDS_MAX / items->n)
+		return errtext(err, err_cap, -EINVAL, "the pattern names more than %u shards",
+			       TAR_SHARDS_MAX);
+	struct tar_expansion out = {.v = calloc(acc->n * items->n + 1, sizeof(char *))};
 	if (!out.v)
 		return -ENOMEM;
 	for (size_t i = 0; i < acc->n; i++)
@@ -99,21 +102,21 @@ static int expansion_product(struct expansion *acc, const struct expansion *item
 			size_t la = strlen(acc->v[i]), lk = strlen(items->v[k]);
 			char *s = malloc(la + lk + 1);
 			if (!s) {
-				expansion_free(&out);
+				tar_expansion_free(&out);
 				return -ENOMEM;
 			}
 			memcpy(s, acc->v[i], la);
 			memcpy(s + la, items->v[k], lk + 1);
 			out.v[out.n++] = s;
 		}
-	expansion_free(acc);
+	tar_expansion_free(acc);
 	*acc = out;
 	return 0;
 }
 
 int tar_pattern_expand(const char *pattern, char ***out, size_t *n_out, char *err, size_t err_cap)
 {
-	struct expansion acc = {.v = calloc(1, sizeof(char *))};
+	struct tar_expansion acc = {.v = calloc(1, sizeof(char *))};
 	if (!acc.v || !(acc.v[0] = strdup(""))) {
 		free(acc.v);
 		return -ENOMEM;
@@ -122,9 +125,9 @@ int tar_pattern_expand(const char *pattern, char ***out, size_t *n_out, char *er
 	int rc = 0;
 	for (const char *p = pattern; rc == 0 && *p;) {
 		const char *open = strchr(p, '{'), *close = strchr(p, '}');
-		struct expansion items = {0};
+		struct tar_expansion items = {0};
 		if (close && (!open || close < open)) {
-			rc = pattern_fail(err, err_cap, "a '}' without its '{'", pattern, 0);
+			rc = tar_pattern_fail(err, err_cap, "a '}' without its '{'", pattern, 0);
 			break;
 		}
 		size_t literal = open ? (size_t)(open - p) : strlen(p);
@@ -138,21 +141,25 @@ int tar_pattern_expand(const char *pattern, char ***out, size_t *n_out, char *er
 		} else {
 			const char *next_open = strchr(open + 1, '{');
 			if (!close)
-				rc = pattern_fail(err, err_cap, "a '{' without its '}'", pattern, 0);
+				rc = tar_pattern_fail(err, err_cap, "a '{' without its '}'",
+						      pattern, 0);
 			else if (next_open && next_open < close)
-				rc = pattern_fail(err, err_cap, "nested braces are not supported", pattern, 0);
+				rc = tar_pattern_fail(err, err_cap,
+						      "nested braces are not supported", pattern,
+						      0);
 			else
-				rc = brace_items(open + 1, (size_t)(close - open - 1), &items, err, err_cap);
+				rc = tar_brace_items(open + 1, (size_t)(close - open - 1), &items,
+						     err, err_cap);
 			p = close ? close + 1 : p + strlen(p);
 		}
 		if (rc == 0)
-			rc = expansion_product(&acc, &items, err, err_cap);
-		expansion_free(&items);
+			rc = tar_expansion_product(&acc, &items, err, err_cap);
+		tar_expansion_free(&items);
 	}
 	if (rc == -ENOMEM)
-		snprintf(err, err_cap, "out of memory expanding the pattern");
+		errtext(err, err_cap, rc, "out of memory expanding the pattern");
 	if (rc < 0) {
-		expansion_free(&acc);
+		tar_expansion_free(&acc);
 		return rc;
 	}
 	*out = acc.v;
@@ -162,7 +169,7 @@ int tar_pattern_expand(const char *pattern, char ***out, size_t *n_out, char *er
 
 void tar_pattern_free(char **paths, size_t n)
 {
-	struct expansion e = {.v = paths, .n = n};
-	expansion_free(&e);
+	struct tar_expansion e = {.v = paths, .n = n};
+	tar_expansion_free(&e);
 }
 

@@ -235,6 +235,32 @@ def make_optimizer_step(model, optimizer, amp_dtype, use_scaler, device):
     return step
 
 
+def run(prog, needs, train, summary, json_out, missing=()):
+    """An example's main() around its train(): the figures as a summary
+    line on stdout, or with json_out the summary on stderr and one JSON
+    line on stdout. 0; 1 after the message when torch is missing (needs
+    names what: "torch", "torch and torchvision"; so do the exceptions in
+    `missing` that train() raises) or train() fails with an ExampleError, a
+    timeout or the daemon's error."""
+    if IMPORT_ERROR is not None:
+        say(prog, "needs %s: %s" % (needs, IMPORT_ERROR))
+        return 1
+    try:
+        result = train()
+    except (ExampleError, TimeoutError) + loaderd_errors() as e:
+        say(prog, str(e))
+        return 1
+    except missing as e:
+        say(prog, "needs %s: %s" % (needs, e))
+        return 1
+    if json_out:
+        say(prog, summary(result))
+        print(json.dumps(result), flush=True)
+    else:
+        print(summary(result), flush=True)
+    return 0
+
+
 # ---------------------------------------------------------------- loaders
 
 def imagefolder_classes(root):
@@ -469,23 +495,8 @@ def parse_args():
 def main():
     args = parse_args()
     prog = "train_resnet"
-    if IMPORT_ERROR is not None:
-        say(prog, "needs torch and torchvision: %s" % IMPORT_ERROR)
-        return 1
-    try:
-        result = train(args, prog)
-    except (ExampleError, TimeoutError) + loaderd_errors() as e:
-        say(prog, str(e))
-        return 1
-    except ImportError as e:
-        say(prog, "needs torch and torchvision: %s" % e)
-        return 1
-    if args.json:
-        say(prog, summary(result))
-        print(json.dumps(result), flush=True)
-    else:
-        print(summary(result), flush=True)
-    return 0
+    return run(prog, "torch and torchvision", lambda: train(args, prog), summary, args.json,
+               missing=ImportError)
 
 
 if __name__ == "__main__":

@@ -38,14 +38,13 @@ it; the daemon's own for loaderd's); 2 bad arguments.
 
 import argparse
 import itertools
-import json
 import math
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_resnet import (IMPORT_ERROR, ExampleError, device_name, import_loaderd,  # noqa: E402
-                          loaderd_errors, make_optimizer_step, pick_amp, pick_device, say, timed_steps)
+                          make_optimizer_step, pick_amp, pick_device, run, say, timed_steps)
 
 if IMPORT_ERROR is None:
     import torch
@@ -202,20 +201,7 @@ def parse_args():
 
 def main():
     args = parse_args()
-    if IMPORT_ERROR is not None:
-        say(PROG, "needs torch: %s" % IMPORT_ERROR)
-        return 1
-    try:
-        result = train(args)
-    except (ExampleError, TimeoutError) + loaderd_errors() as e:
-        say(PROG, str(e))
-        return 1
-    if args.json:
-        say(PROG, summary(result))
-        print(json.dumps(result), flush=True)
-    else:
-        print(summary(result), flush=True)
-    return 0
+    return run(PROG, "torch", lambda: train(args), summary, args.json)
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@
  * libjpeg allocated. Our own memory is the caller's scratch, so nothing
  * else needs undoing.
  *
- * The setjmp sits in a function of its own (decode_guarded), and what the
- * error path reads lives in a context owned by its caller. C leaves
+ * The setjmp sits in a function of its own (jd_decode_guarded), and what
+ * the error path reads lives in a context owned by its caller. C leaves
  * indeterminate only the locals of the function that called setjmp that
  * changed before the longjmp, and the error path uses none of those.
  *
@@ -69,6 +69,8 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "common/errtext.h"
+
 /* Decoded pixels past each edge of the box, at least; see jd_decode_box. */
 #define JD_MARGIN_PX 2
 
@@ -114,52 +116,38 @@ struct jd_ctx {
 	size_t err_cap;
 };
 
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void set_err(char *err, size_t cap, const char *fmt, ...)
-{
-	if (!err || cap == 0)
-		return;
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(err, cap, fmt, ap);
-	va_end(ap);
-}
-
-static struct jd_ctx *ctx_of(j_common_ptr cinfo)
+static struct jd_ctx *jd_ctx_of(j_common_ptr cinfo)
 {
 	return (struct jd_ctx *)cinfo->err;
 }
 
-static _Noreturn void fail(struct jd_ctx *ctx, int rc, const char *fmt, ...)
+static _Noreturn void jd_fail(struct jd_ctx *ctx, int rc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 
-static _Noreturn void fail(struct jd_ctx *ctx, int rc, const char *fmt, ...)
+/* Ends the call: the reason into the caller's buffer, rc to return, and
+ * back to the setjmp that destroys the decompressor. */
+static _Noreturn void jd_fail(struct jd_ctx *ctx, int rc, const char *fmt, ...)
 {
-	if (ctx->err && ctx->err_cap > 0) {
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(ctx->err, ctx->err_cap, fmt, ap);
-		va_end(ap);
-	}
-	ctx->rc = rc;
+	va_list ap;
+	va_start(ap, fmt);
+	ctx->rc = verrtext(ctx->err, ctx->err_cap, rc, fmt, ap);
+	va_end(ap);
 	longjmp(ctx->jump, 1);
 }
 
-static _Noreturn void on_error_exit(j_common_ptr cinfo)
+static _Noreturn void jd_on_error_exit(j_common_ptr cinfo)
 {
-	struct jd_ctx *ctx = ctx_of(cinfo);
+	struct jd_ctx *ctx = jd_ctx_of(cinfo);
 	char msg[JMSG_LENGTH_MAX];
 	(*cinfo->err->format_message)(cinfo, msg);
 	switch (cinfo->err->msg_code) {
 	case JERR_OUT_OF_MEMORY:
-		fail(ctx, -ENOMEM, "%s", msg);
+		jd_fail(ctx, -ENOMEM, "%s", msg);
 	case JERR_NO_BACKING_STORE: /* what going over max_memory_to_use raises */
-		fail(ctx, -ENOMEM, "needs more than the decoder's memory limit of %ld bytes",
-		     cinfo->mem->max_memory_to_use);
+		jd_fail(ctx, -ENOMEM, "needs more than the decoder's memory limit of %ld bytes",
+			cinfo->mem->max_memory_to_use);
 	default:
-		fail(ctx, -EBADMSG, "%s", msg);
+		jd_fail(ctx, -EBADMSG, "%s", msg);
 	}
 }
 
@@ -170,30 +158,30 @@ static _Noreturn void on_error_exit(j_common_ptr cinfo)
  * ends the call. The one exception is an unknown JFIF major version, which
  * says nothing about the pixels. Trace messages (level >= 0) are ignored.
  */
-static void on_emit_message(j_common_ptr cinfo, int msg_level)
+static void jd_on_emit_message(j_common_ptr cinfo, int msg_level)
 {
 	if (msg_level >= 0)
 		return;
-	struct jd_ctx *ctx = ctx_of(cinfo);
+	struct jd_ctx *ctx = jd_ctx_of(cinfo);
 	int code = cinfo->err->msg_code;
 	if (code == JWRN_JFIF_MAJOR)
 		return;
 	if (code == JWRN_JPEG_EOF) {
 		if (ctx->in_header)
-			fail(ctx, -ENODATA, "truncated");
-		fail(ctx, -EBADMSG, "premature end of data");
+			jd_fail(ctx, -ENODATA, "truncated");
+		jd_fail(ctx, -EBADMSG, "premature end of data");
 	}
 	char msg[JMSG_LENGTH_MAX];
 	(*cinfo->err->format_message)(cinfo, msg);
-	fail(ctx, -EBADMSG, "%s", msg);
+	jd_fail(ctx, -EBADMSG, "%s", msg);
 }
 
-static void on_output_message(j_common_ptr cinfo)
+static void jd_on_output_message(j_common_ptr cinfo)
 {
 	(void)cinfo; /* pure decoder: the caller logs */
 }
 
-static uint64_t thread_cpu_ns(void)
+static uint64_t jd_thread_cpu_ns(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
@@ -206,27 +194,27 @@ static uint64_t thread_cpu_ns(void)
 
 /* Called before each unit of input work (an iMCU row, a marker) and each
  * batch of output rows. */
-static void on_progress(j_common_ptr cinfo)
+static void jd_on_progress(j_common_ptr cinfo)
 {
 	if (!cinfo->is_decompressor)
 		return;
-	struct jd_ctx *ctx = ctx_of(cinfo);
+	struct jd_ctx *ctx = jd_ctx_of(cinfo);
 	int scan = ((j_decompress_ptr)cinfo)->input_scan_number;
 	if (scan > JD_MAX_SCANS)
-		fail(ctx, -EBADMSG, "more than %d scans", JD_MAX_SCANS);
+		jd_fail(ctx, -EBADMSG, "more than %d scans", JD_MAX_SCANS);
 	if (ctx->max_cpu_ms && ++ctx->progress_calls % JD_CPU_CHECK_EVERY == 0 &&
-	    thread_cpu_ns() - ctx->cpu_start_ns > (uint64_t)ctx->max_cpu_ms * 1000000ull)
-		fail(ctx, -ETIME, "took over %u ms of CPU time", ctx->max_cpu_ms);
+	    jd_thread_cpu_ns() - ctx->cpu_start_ns > (uint64_t)ctx->max_cpu_ms * 1000000ull)
+		jd_fail(ctx, -ETIME, "took over %u ms of CPU time", ctx->max_cpu_ms);
 }
 
-static void ctx_init(struct jd_ctx *ctx, char *err, size_t err_cap)
+static void jd_ctx_init(struct jd_ctx *ctx, char *err, size_t err_cap)
 {
 	memset(ctx, 0, sizeof(*ctx));
 	jpeg_std_error(&ctx->pub);
-	ctx->pub.error_exit = on_error_exit;
-	ctx->pub.emit_message = on_emit_message;
-	ctx->pub.output_message = on_output_message;
-	ctx->progress.progress_monitor = on_progress;
+	ctx->pub.error_exit = jd_on_error_exit;
+	ctx->pub.emit_message = jd_on_emit_message;
+	ctx->pub.output_message = jd_on_output_message;
+	ctx->progress.progress_monitor = jd_on_progress;
 	ctx->err = err;
 	ctx->err_cap = err_cap;
 	ctx->in_header = true;
@@ -234,7 +222,7 @@ static void ctx_init(struct jd_ctx *ctx, char *err, size_t err_cap)
 
 /* Inside the setjmp scope: creates the decompressor and reads the header.
  * Errors longjmp. */
-static void open_and_read_header(struct jd_ctx *ctx, const uint8_t *data, size_t len)
+static void jd_open_and_read_header(struct jd_ctx *ctx, const uint8_t *data, size_t len)
 {
 	j_decompress_ptr cinfo = &ctx->cinfo;
 	cinfo->err = &ctx->pub;
@@ -247,42 +235,49 @@ static void open_and_read_header(struct jd_ctx *ctx, const uint8_t *data, size_t
 	ctx->in_header = false;
 }
 
-static int header_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len, uint32_t *w,
-			  uint32_t *h)
+static int jd_header_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len, uint32_t *w,
+			     uint32_t *h)
 {
 	if (setjmp(ctx->jump)) {
 		jpeg_destroy_decompress(&ctx->cinfo);
 		return ctx->rc;
 	}
-	open_and_read_header(ctx, data, len);
+	jd_open_and_read_header(ctx, data, len);
 	*w = ctx->cinfo.image_width;
 	*h = ctx->cinfo.image_height;
 	jpeg_destroy_decompress(&ctx->cinfo);
 	return 0;
 }
 
+/* What both entry points check first, with err emptied: their own
+ * arguments (args_ok), the data, an empty file. 0, -EINVAL or -ENODATA. */
+static int jd_check_input(const uint8_t *data, size_t len, bool args_ok, char *err, size_t err_cap)
+{
+	errtext(err, err_cap, 0, "%s", "");
+	if (!args_ok || (!data && len > 0))
+		return errtext(err, err_cap, -EINVAL, "invalid argument");
+	if (len == 0)
+		return errtext(err, err_cap, -ENODATA, "empty file");
+	return 0;
+}
+
 int jd_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h, char *err,
 	      size_t err_cap)
 {
-	if (err && err_cap > 0)
-		err[0] = '\0';
-	if (!w || !h || (!data && len > 0)) {
-		set_err(err, err_cap, "invalid argument");
-		return -EINVAL;
-	}
+	int rc = jd_check_input(data, len, w && h, err, err_cap);
+	if (rc == -EINVAL)
+		return rc;
 	*w = *h = 0;
-	if (len == 0) {
-		set_err(err, err_cap, "empty file");
-		return -ENODATA;
-	}
+	if (rc < 0)
+		return rc;
 	struct jd_ctx ctx;
-	ctx_init(&ctx, err, err_cap);
-	return header_guarded(&ctx, data, len, w, h);
+	jd_ctx_init(&ctx, err, err_cap);
+	return jd_header_guarded(&ctx, data, len, w, h);
 }
 
 /* Smallest M in {1, 2, 4, 8} whose scale M/8 keeps the box at least as big
  * as the output; 8 when none does. */
-static int pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
+static int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
 {
 	for (int m = 1; m < 8; m *= 2)
 		if (w * m / 8 >= out_w && h * m / 8 >= out_h)
@@ -298,8 +293,8 @@ static int pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
  * any conversion, so absurd boxes cannot overflow. Never empty: a box
  * wholly outside keeps the edge pixel nearest to it.
  */
-static void axis_range(double start, double span, double s, uint32_t out, uint32_t n,
-		       uint32_t *lo, uint32_t *hi)
+static void jd_axis_range(double start, double span, double s, uint32_t out, uint32_t n,
+			  uint32_t *lo, uint32_t *hi)
 {
 	double reach = fmax(1.0, span * s / out);
 	double margin = fmax(JD_MARGIN_PX, ceil(reach / 2 + 0.5));
@@ -340,7 +335,7 @@ static void axis_range(double start, double span, double s, uint32_t out, uint32
 #define MIN_SCALED_V(ci) ((ci)->min_DCT_scaled_size)
 #endif
 
-static bool crop_is_exact(j_decompress_ptr cinfo)
+static bool jd_crop_is_exact(j_decompress_ptr cinfo)
 {
 	const int min_h = MIN_SCALED_H(cinfo), min_v = MIN_SCALED_V(cinfo);
 	for (int ci = 0; ci < cinfo->num_components; ci++) {
@@ -353,7 +348,7 @@ static bool crop_is_exact(j_decompress_ptr cinfo)
 	return true;
 }
 
-static uint8_t *scratch_reserve(struct jd_scratch *s, size_t bytes)
+static uint8_t *jd_scratch_reserve(struct jd_scratch *s, size_t bytes)
 {
 	if (s->cap >= bytes)
 		return s->buf;
@@ -364,7 +359,7 @@ static uint8_t *scratch_reserve(struct jd_scratch *s, size_t bytes)
 }
 
 /* round(a * b / 255) for a, b in [0, 255], exactly. */
-static uint8_t mul255(unsigned a, unsigned b)
+static uint8_t jd_mul255(unsigned a, unsigned b)
 {
 	unsigned t = a * b + 128;
 	return (uint8_t)((t + (t >> 8)) >> 8);
@@ -373,7 +368,7 @@ static uint8_t mul255(unsigned a, unsigned b)
 /* In place: n CMYK pixels at row become n RGB pixels at its start. Each
  * RGB pixel is written at or before the CMYK pixel it comes from, which
  * has already been read. */
-static void cmyk_to_rgb(uint8_t *row, size_t n, bool inverted)
+static void jd_cmyk_to_rgb(uint8_t *row, size_t n, bool inverted)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned c = row[4 * i], m = row[4 * i + 1], y = row[4 * i + 2], k = row[4 * i + 3];
@@ -383,9 +378,9 @@ static void cmyk_to_rgb(uint8_t *row, size_t n, bool inverted)
 			y = 255 - y;
 			k = 255 - k;
 		}
-		row[3 * i] = mul255(c, k);
-		row[3 * i + 1] = mul255(m, k);
-		row[3 * i + 2] = mul255(y, k);
+		row[3 * i] = jd_mul255(c, k);
+		row[3 * i + 1] = jd_mul255(m, k);
+		row[3 * i + 2] = jd_mul255(y, k);
 	}
 }
 
@@ -395,21 +390,21 @@ struct jd_request {
 	uint64_t max_pixels;
 };
 
-static int decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
-			  const struct jd_request *rq, struct jd_image *out, struct jd_scratch *s)
+static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
+			     const struct jd_request *rq, struct jd_image *out, struct jd_scratch *s)
 {
 	j_decompress_ptr cinfo = &ctx->cinfo;
 	if (setjmp(ctx->jump)) {
 		jpeg_destroy_decompress(cinfo);
 		return ctx->rc;
 	}
-	open_and_read_header(ctx, data, len);
+	jd_open_and_read_header(ctx, data, len);
 
 	uint64_t pixels = (uint64_t)cinfo->image_width * cinfo->image_height;
 	if (pixels > rq->max_pixels)
-		fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
-		     (unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
-		     (unsigned long long)rq->max_pixels);
+		jd_fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
+			(unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
+			(unsigned long long)rq->max_pixels);
 
 	bool cmyk;
 	switch (cinfo->jpeg_color_space) {
@@ -425,10 +420,10 @@ static int decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
 		cinfo->out_color_space = JCS_CMYK;
 		break;
 	default:
-		fail(ctx, -EBADMSG, "unsupported color space (%d components)",
-		     cinfo->num_components);
+		jd_fail(ctx, -EBADMSG, "unsupported color space (%d components)",
+			cinfo->num_components);
 	}
-	int m = pick_scale(rq->w, rq->h, rq->out_w, rq->out_h);
+	int m = jd_pick_scale(rq->w, rq->h, rq->out_w, rq->out_h);
 	cinfo->scale_num = (unsigned)m;
 	cinfo->scale_denom = 8;
 	cinfo->dct_method = JDCT_ISLOW;
@@ -442,8 +437,8 @@ static int decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
 	const uint32_t full_w = cinfo->output_width, full_h = cinfo->output_height;
 	const double scale = m / 8.0;
 	uint32_t c0, c1, r0, r1;
-	axis_range(rq->x, rq->w, scale, rq->out_w, full_w, &c0, &c1);
-	axis_range(rq->y, rq->h, scale, rq->out_h, full_h, &r0, &r1);
+	jd_axis_range(rq->x, rq->w, scale, rq->out_w, full_w, &c0, &c1);
+	jd_axis_range(rq->y, rq->h, scale, rq->out_h, full_h, &r0, &r1);
 
 	/* One guard column each side where the image has one, and no crop
 	 * narrower than JD_MIN_CROP_PX (see the top). */
@@ -454,26 +449,26 @@ static int decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
 		xoff = xend > JD_MIN_CROP_PX ? xend - JD_MIN_CROP_PX : 0;
 	}
 	JDIMENSION cw = xend - xoff;
-	if (!crop_is_exact(cinfo)) {
+	if (!jd_crop_is_exact(cinfo)) {
 		xoff = 0;
 		cw = full_w;
 	}
 	if (xoff > 0 || cw < full_w)
 		jpeg_crop_scanline(cinfo, &xoff, &cw);
 	if (xoff > c0 || xoff + cinfo->output_width < c1)
-		fail(ctx, -EBADMSG, "crop to columns %u..%u gave %u..%u", c0, c1, (unsigned)xoff,
-		     (unsigned)(xoff + cinfo->output_width));
+		jd_fail(ctx, -EBADMSG, "crop to columns %u..%u gave %u..%u", c0, c1, (unsigned)xoff,
+			(unsigned)(xoff + cinfo->output_width));
 
 	const size_t px_bytes = cmyk ? 4 : 3;
 	const size_t row_bytes = (size_t)cinfo->output_width * px_bytes;
 	const size_t rows = r1 - r0;
-	uint8_t *buf = scratch_reserve(s, rows * row_bytes);
+	uint8_t *buf = jd_scratch_reserve(s, rows * row_bytes);
 	if (!buf)
-		fail(ctx, -ENOMEM, "out of memory for a %zu x %u region", rows,
-		     (unsigned)cinfo->output_width);
+		jd_fail(ctx, -ENOMEM, "out of memory for a %zu x %u region", rows,
+			(unsigned)cinfo->output_width);
 
 	if (r0 > 0 && jpeg_skip_scanlines(cinfo, r0) != r0)
-		fail(ctx, -EBADMSG, "could not skip to row %u", r0);
+		jd_fail(ctx, -EBADMSG, "could not skip to row %u", r0);
 	while (cinfo->output_scanline < r1) {
 		JSAMPROW ptrs[JD_READ_ROWS];
 		JDIMENSION at = cinfo->output_scanline, n = r1 - at;
@@ -483,10 +478,10 @@ static int decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
 			ptrs[i] = buf + (size_t)(at - r0 + i) * row_bytes;
 		JDIMENSION got = jpeg_read_scanlines(cinfo, ptrs, n);
 		if (got == 0) /* cannot happen with a memory source; never spin */
-			fail(ctx, -EBADMSG, "decoder stopped at row %u", (unsigned)at);
+			jd_fail(ctx, -EBADMSG, "decoder stopped at row %u", (unsigned)at);
 		if (cmyk)
 			for (JDIMENSION i = 0; i < got; i++)
-				cmyk_to_rgb(ptrs[i], cinfo->output_width, cinfo->saw_Adobe_marker);
+				jd_cmyk_to_rgb(ptrs[i], cinfo->output_width, cinfo->saw_Adobe_marker);
 	}
 
 	out->rgb = buf + (size_t)(c0 - xoff) * 3;
@@ -504,26 +499,21 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 		  uint32_t out_w, uint32_t out_h, uint64_t max_pixels, struct jd_image *out,
 		  struct jd_scratch *s, char *err, size_t err_cap)
 {
-	if (err && err_cap > 0)
-		err[0] = '\0';
 	if (out)
 		memset(out, 0, sizeof(*out));
-	if (!out || !s || (!data && len > 0) || out_w == 0 || out_h == 0 || !isfinite(x) ||
-	    !isfinite(y) || !isfinite(w) || !isfinite(h) || !(w > 0) || !(h > 0)) {
-		set_err(err, err_cap, "invalid argument");
-		return -EINVAL;
-	}
-	if (len == 0) {
-		set_err(err, err_cap, "empty file");
-		return -ENODATA;
-	}
+	int rc = jd_check_input(data, len,
+				out && s && out_w > 0 && out_h > 0 && isfinite(x) && isfinite(y) &&
+				     isfinite(w) && isfinite(h) && w > 0 && h > 0,
+				err, err_cap);
+	if (rc < 0)
+		return rc;
 	struct jd_ctx ctx;
-	ctx_init(&ctx, err, err_cap);
+	jd_ctx_init(&ctx, err, err_cap);
 	ctx.max_cpu_ms = s->max_cpu_ms;
 	if (ctx.max_cpu_ms)
-		ctx.cpu_start_ns = thread_cpu_ns();
+		ctx.cpu_start_ns = jd_thread_cpu_ns();
 	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels};
-	int rc = decode_guarded(&ctx, data, len, &rq, out, s);
+	rc = jd_decode_guarded(&ctx, data, len, &rq, out, s);
 	if (rc < 0)
 		memset(out, 0, sizeof(*out));
 	return rc;

@@ -64,7 +64,7 @@ struct rs__axis {
 	float *weight;          /* [n_out][stride][lanes] */
 };
 
-static double triangle(double t)
+static double rs__triangle(double t)
 {
 	t = fabs(t);
 	return t < 1.0 ? 1.0 - t : 0.0;
@@ -73,7 +73,7 @@ static double triangle(double t)
 /* Taps per output the table must hold: PIL's kernel size,
  * 2 * ceil(support) + 1, but never more than the image, since taps never
  * leave it. */
-static uint32_t axis_stride(uint32_t src_len, double len, uint32_t n_out)
+static uint32_t rs__axis_stride(uint32_t src_len, double len, uint32_t n_out)
 {
 	double support = fmax(len / n_out, 1.0);
 	double k = 2.0 * ceil(support) + 1.0;
@@ -83,8 +83,8 @@ static uint32_t axis_stride(uint32_t src_len, double len, uint32_t n_out)
 /* PIL's precompute_coeffs for one axis (see resize.h), with the taps of
  * weight 0 at either end dropped. mirror stores output i's taps at
  * n_out - 1 - i. */
-static void axis_fill(struct rs__axis *ax, uint32_t src_len, double start, double len,
-		      bool mirror)
+static void rs__axis_fill(struct rs__axis *ax, uint32_t src_len, double start, double len,
+			  bool mirror)
 {
 	const double scale = len / ax->n_out;
 	const double filter_scale = scale > 1.0 ? scale : 1.0;
@@ -114,7 +114,7 @@ static void axis_fill(struct rs__axis *ax, uint32_t src_len, double start, doubl
 		double sum = 0.0;
 		uint32_t nz_first = end, nz_end = first;
 		for (uint32_t j = first; j < end; j++) {
-			double wj = triangle((j - center + 0.5) * inv_scale);
+			double wj = rs__triangle((j - center + 0.5) * inv_scale);
 			if (wj == 0.0)
 				continue;
 			sum += wj;
@@ -126,7 +126,7 @@ static void axis_fill(struct rs__axis *ax, uint32_t src_len, double start, doubl
 			continue;
 		assert(nz_end - nz_first <= ax->stride);
 		for (uint32_t j = nz_first; j < nz_end; j++) {
-			float wj = (float)(triangle((j - center + 0.5) * inv_scale) / sum);
+			float wj = (float)(rs__triangle((j - center + 0.5) * inv_scale) / sum);
 			for (uint32_t l = 0; l < ax->lanes; l++)
 				*wt++ = wj;
 		}
@@ -148,7 +148,7 @@ static void axis_fill(struct rs__axis *ax, uint32_t src_len, double start, doubl
  * changes from pixel to pixel costs a mispredicted branch at most of
  * them, which is more than the padding's multiplications.
  */
-static void axis_fix_windows(struct rs__axis *ax)
+static void rs__axis_fix_windows(struct rs__axis *ax)
 {
 	uint32_t k_max = 0;
 	for (uint32_t i = 0; i < ax->n_out; i++)
@@ -170,21 +170,21 @@ static void axis_fix_windows(struct rs__axis *ax)
 	}
 }
 
-static rs__f32x4 load4(const float *p)
+static rs__f32x4 rs__load4(const float *p)
 {
 	rs__f32x4 v;
 	memcpy(&v, p, sizeof v);
 	return v;
 }
 
-static void store4(float *p, rs__f32x4 v)
+static void rs__store4(float *p, rs__f32x4 v)
 {
 	memcpy(p, &v, sizeof v);
 }
 
 /* 16 bytes to 16 floats, in order. */
-static void widen16(const uint8_t *p, rs__f32x4 *x0, rs__f32x4 *x1, rs__f32x4 *x2,
-		    rs__f32x4 *x3)
+static void rs__widen16(const uint8_t *p, rs__f32x4 *x0, rs__f32x4 *x1, rs__f32x4 *x2,
+			rs__f32x4 *x3)
 {
 	const rs__u8x16 z8 = {0};
 	const rs__u16x8 z16 = {0};
@@ -207,7 +207,7 @@ static void widen16(const uint8_t *p, rs__f32x4 *x0, rs__f32x4 *x1, rs__f32x4 *x
 /* Round half up into 0..255, as PIL's clip8 does. Weights and pixels are
  * >= 0, so only float error could leave 0..255; clamped all the same,
  * before the conversion, which would be undefined out of range. */
-static uint8_t to_u8(float v)
+static uint8_t rs__to_u8(float v)
 {
 	v += 0.5f;
 	if (!(v > 0.0f))
@@ -217,7 +217,7 @@ static uint8_t to_u8(float v)
 	return (uint8_t)v;
 }
 
-static rs__i32x4 to_u8x4(rs__f32x4 v)
+static rs__i32x4 rs__to_u8x4(rs__f32x4 v)
 {
 	const rs__f32x4 top = {255.0f, 255.0f, 255.0f, 255.0f};
 	v += 0.5f;
@@ -227,13 +227,13 @@ static rs__i32x4 to_u8x4(rs__f32x4 v)
 	return __builtin_convertvector((rs__f32x4)bits, rs__i32x4);
 }
 
-/* 16 floats to 16 bytes, rounded as to_u8 does. */
-static void narrow16(uint8_t *p, rs__f32x4 x0, rs__f32x4 x1, rs__f32x4 x2, rs__f32x4 x3)
+/* 16 floats to 16 bytes, rounded as rs__to_u8 does. */
+static void rs__narrow16(uint8_t *p, rs__f32x4 x0, rs__f32x4 x1, rs__f32x4 x2, rs__f32x4 x3)
 {
-	rs__u16x8 lo = RS__SHUF8((rs__u16x8)to_u8x4(x0), (rs__u16x8)to_u8x4(x1), 0, 2, 4, 6, 8,
-				 10, 12, 14);
-	rs__u16x8 hi = RS__SHUF8((rs__u16x8)to_u8x4(x2), (rs__u16x8)to_u8x4(x3), 0, 2, 4, 6, 8,
-				 10, 12, 14);
+	rs__u16x8 lo = RS__SHUF8((rs__u16x8)rs__to_u8x4(x0), (rs__u16x8)rs__to_u8x4(x1), 0, 2, 4, 6,
+				 8, 10, 12, 14);
+	rs__u16x8 hi = RS__SHUF8((rs__u16x8)rs__to_u8x4(x2), (rs__u16x8)rs__to_u8x4(x3), 0, 2, 4, 6,
+				 8, 10, 12, 14);
 	rs__u8x16 b = RS__SHUF16((rs__u8x16)lo, (rs__u8x16)hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
 				 20, 22, 24, 26, 28, 30);
 	memcpy(p, &b, sizeof b);
@@ -245,72 +245,88 @@ static void narrow16(uint8_t *p, rs__f32x4 x0, rs__f32x4 x1, rs__f32x4 x2, rs__f
  * recomputing a few values rather than running a scalar tail. Lines
  * shorter than 16 run the scalar loop.
  */
-static size_t block_at(size_t c, size_t len)
+static size_t rs__block_at(size_t c, size_t len)
 {
 	return c + 16 <= len ? c : len - 16;
 }
 
+/* 16 floats stored at p, as rs__widen16 leaves them. */
+static void rs__store16(float *p, rs__f32x4 x0, rs__f32x4 x1, rs__f32x4 x2, rs__f32x4 x3)
+{
+	rs__store4(p, x0);
+	rs__store4(p + 4, x1);
+	rs__store4(p + 8, x2);
+	rs__store4(p + 12, x3);
+}
+
+/* sum_k w[k] * src[k * stride], k in order: one column of the vertical
+ * filter, the scalar way (lines shorter than 16). */
+static float rs__vtap_u8(const uint8_t *src, size_t stride, const float *w, uint32_t n)
+{
+	float acc = 0.0f;
+	for (uint32_t k = 0; k < n; k++)
+		acc += w[k] * src[k * stride];
+	return acc;
+}
+
+static float rs__vtap_f32(const float *src, size_t stride, const float *w, uint32_t n)
+{
+	float acc = 0.0f;
+	for (uint32_t k = 0; k < n; k++)
+		acc += w[k] * src[k * stride];
+	return acc;
+}
+
 /* out[c] = sum_k w[k] * src[k * stride + c] for c < len: the vertical
  * filter over uint8 source rows. */
-static void vfilter_u8(const uint8_t *src, size_t stride, const float *w, uint32_t n,
-		       float *out, size_t len)
+static void rs__vfilter_u8(const uint8_t *src, size_t stride, const float *w, uint32_t n,
+			   float *out, size_t len)
 {
 	if (len < 16) {
-		for (size_t c = 0; c < len; c++) {
-			float acc = 0.0f;
-			for (uint32_t k = 0; k < n; k++)
-				acc += w[k] * src[k * stride + c];
-			out[c] = acc;
-		}
+		for (size_t c = 0; c < len; c++)
+			out[c] = rs__vtap_u8(src + c, stride, w, n);
 		return;
 	}
 	for (size_t c0 = 0; c0 < len; c0 += 16) {
-		size_t c = block_at(c0, len);
+		size_t c = rs__block_at(c0, len);
 		rs__f32x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
 		const uint8_t *p = src + c;
 		for (uint32_t k = 0; k < n; k++, p += stride) {
 			rs__f32x4 x0, x1, x2, x3;
-			widen16(p, &x0, &x1, &x2, &x3);
+			rs__widen16(p, &x0, &x1, &x2, &x3);
 			a0 += w[k] * x0;
 			a1 += w[k] * x1;
 			a2 += w[k] * x2;
 			a3 += w[k] * x3;
 		}
-		store4(out + c, a0);
-		store4(out + c + 4, a1);
-		store4(out + c + 8, a2);
-		store4(out + c + 12, a3);
+		rs__store16(out + c, a0, a1, a2, a3);
 	}
 }
 
 /* The same over float rows (stride in floats), rounded into uint8. */
-static void vfilter_f32_u8(const float *src, size_t stride, const float *w, uint32_t n,
-			   uint8_t *out, size_t len)
+static void rs__vfilter_f32_u8(const float *src, size_t stride, const float *w, uint32_t n,
+			       uint8_t *out, size_t len)
 {
 	if (len < 16) {
-		for (size_t c = 0; c < len; c++) {
-			float acc = 0.0f;
-			for (uint32_t k = 0; k < n; k++)
-				acc += w[k] * src[k * stride + c];
-			out[c] = to_u8(acc);
-		}
+		for (size_t c = 0; c < len; c++)
+			out[c] = rs__to_u8(rs__vtap_f32(src + c, stride, w, n));
 		return;
 	}
 	for (size_t c0 = 0; c0 < len; c0 += 16) {
-		size_t c = block_at(c0, len);
+		size_t c = rs__block_at(c0, len);
 		rs__f32x4 a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
 		const float *p = src + c;
 		for (uint32_t k = 0; k < n; k++, p += stride) {
-			a0 += w[k] * load4(p);
-			a1 += w[k] * load4(p + 4);
-			a2 += w[k] * load4(p + 8);
-			a3 += w[k] * load4(p + 12);
+			a0 += w[k] * rs__load4(p);
+			a1 += w[k] * rs__load4(p + 4);
+			a2 += w[k] * rs__load4(p + 8);
+			a3 += w[k] * rs__load4(p + 12);
 		}
-		narrow16(out + c, a0, a1, a2, a3);
+		rs__narrow16(out + c, a0, a1, a2, a3);
 	}
 }
 
-static void widen_line(const uint8_t *src, float *out, size_t len)
+static void rs__widen_line(const uint8_t *src, float *out, size_t len)
 {
 	if (len < 16) {
 		for (size_t c = 0; c < len; c++)
@@ -318,37 +334,34 @@ static void widen_line(const uint8_t *src, float *out, size_t len)
 		return;
 	}
 	for (size_t c0 = 0; c0 < len; c0 += 16) {
-		size_t c = block_at(c0, len);
+		size_t c = rs__block_at(c0, len);
 		rs__f32x4 x0, x1, x2, x3;
-		widen16(src + c, &x0, &x1, &x2, &x3);
-		store4(out + c, x0);
-		store4(out + c + 4, x1);
-		store4(out + c + 8, x2);
-		store4(out + c + 12, x3);
+		rs__widen16(src + c, &x0, &x1, &x2, &x3);
+		rs__store16(out + c, x0, x1, x2, x3);
 	}
 }
 
-static void narrow_line(const float *src, uint8_t *out, size_t len)
+static void rs__narrow_line(const float *src, uint8_t *out, size_t len)
 {
 	if (len < 16) {
 		for (size_t c = 0; c < len; c++)
-			out[c] = to_u8(src[c]);
+			out[c] = rs__to_u8(src[c]);
 		return;
 	}
 	for (size_t c0 = 0; c0 < len; c0 += 16) {
-		size_t c = block_at(c0, len);
-		narrow16(out + c, load4(src + c), load4(src + c + 4), load4(src + c + 8),
-			 load4(src + c + 12));
+		size_t c = rs__block_at(c0, len);
+		rs__narrow16(out + c, rs__load4(src + c), rs__load4(src + c + 4),
+			     rs__load4(src + c + 8), rs__load4(src + c + 12));
 	}
 }
 
-/* The horizontal filter for windows of `taps` pixels (axis_fix_windows):
+/* The horizontal filter for windows of `taps` pixels (rs__axis_fix_windows):
  * row holds the pixels from ax->lo on, then RS__PAD floats; out gets
  * 3 * n_out floats, then junk in its RS__PAD. Inlined with a constant
  * taps, the tap loop unrolls (-O2 alone would not) and loses its
  * counter. */
 static inline __attribute__((always_inline)) void
-hfilter_taps(const float *row, const struct rs__axis *ax, float *out, uint32_t taps)
+rs__hfilter_taps(const float *row, const struct rs__axis *ax, float *out, uint32_t taps)
 {
 	/* One pixel per 4-float vector; the fourth lane is junk, and each
 	 * store's is overwritten by the next pixel's, so in order. */
@@ -358,30 +371,30 @@ hfilter_taps(const float *row, const struct rs__axis *ax, float *out, uint32_t t
 		rs__f32x4 acc = {0};
 #pragma GCC unroll 16
 		for (uint32_t k = 0; k < taps; k++)
-			acc += load4(w + 4 * k) * load4(p + 3 * k);
-		store4(out + 3 * (size_t)i, acc);
+			acc += rs__load4(w + 4 * k) * rs__load4(p + 3 * k);
+		rs__store4(out + 3 * (size_t)i, acc);
 	}
 }
 
-static void hfilter(const float *row, const struct rs__axis *ax, float *out)
+static void rs__hfilter(const float *row, const struct rs__axis *ax, float *out)
 {
 	/* 1: no downscale; up to 5 covers downscales to 2x, 9 to 4x. */
 	switch (ax->span[0].count) {
-	case 1: hfilter_taps(row, ax, out, 1); break;
-	case 2: hfilter_taps(row, ax, out, 2); break;
-	case 3: hfilter_taps(row, ax, out, 3); break;
-	case 4: hfilter_taps(row, ax, out, 4); break;
-	case 5: hfilter_taps(row, ax, out, 5); break;
-	case 6: hfilter_taps(row, ax, out, 6); break;
-	case 7: hfilter_taps(row, ax, out, 7); break;
-	case 8: hfilter_taps(row, ax, out, 8); break;
-	case 9: hfilter_taps(row, ax, out, 9); break;
-	default: hfilter_taps(row, ax, out, ax->span[0].count); break;
+	case 1: rs__hfilter_taps(row, ax, out, 1); break;
+	case 2: rs__hfilter_taps(row, ax, out, 2); break;
+	case 3: rs__hfilter_taps(row, ax, out, 3); break;
+	case 4: rs__hfilter_taps(row, ax, out, 4); break;
+	case 5: rs__hfilter_taps(row, ax, out, 5); break;
+	case 6: rs__hfilter_taps(row, ax, out, 6); break;
+	case 7: rs__hfilter_taps(row, ax, out, 7); break;
+	case 8: rs__hfilter_taps(row, ax, out, 8); break;
+	case 9: rs__hfilter_taps(row, ax, out, 9); break;
+	default: rs__hfilter_taps(row, ax, out, ax->span[0].count); break;
 	}
 }
 
 /* Grows *buf to at least need bytes; its contents are not kept. */
-static int grow(void **buf, size_t *have, size_t need)
+static int rs__grow(void **buf, size_t *have, size_t need)
 {
 	if (*have >= need)
 		return 0;
@@ -395,27 +408,27 @@ static int grow(void **buf, size_t *have, size_t need)
 }
 
 /* a * b + c without wrapping; false when it would. */
-static bool size_mad(size_t a, size_t b, size_t c, size_t *out)
+static bool rs__size_mad(size_t a, size_t b, size_t c, size_t *out)
 {
 	size_t ab;
 	return !__builtin_mul_overflow(a, b, &ab) && !__builtin_add_overflow(ab, c, out);
 }
 
 /* Spans and weights of one axis, rounded up to keep what follows aligned. */
-static bool axis_bytes(uint32_t n_out, uint32_t stride, uint32_t lanes, size_t *out)
+static bool rs__axis_bytes(uint32_t n_out, uint32_t stride, uint32_t lanes, size_t *out)
 {
 	size_t spans = (size_t)n_out * sizeof(struct rs__span);
 	size_t weights;
-	if (!size_mad(n_out, (size_t)stride * lanes * sizeof(float), 0, &weights))
+	if (!rs__size_mad(n_out, (size_t)stride * lanes * sizeof(float), 0, &weights))
 		return false;
-	if (!size_mad(1, spans, weights, out) || !size_mad(1, *out, 63, out))
+	if (!rs__size_mad(1, spans, weights, out) || !rs__size_mad(1, *out, 63, out))
 		return false;
 	*out &= ~(size_t)63;
 	return true;
 }
 
-static void axis_place(struct rs__axis *ax, uint8_t *at, uint32_t n_out, uint32_t stride,
-		       uint32_t lanes)
+static void rs__axis_place(struct rs__axis *ax, uint8_t *at, uint32_t n_out, uint32_t stride,
+			   uint32_t lanes)
 {
 	ax->n_out = n_out;
 	ax->stride = stride;
@@ -435,7 +448,7 @@ static void axis_place(struct rs__axis *ax, uint8_t *at, uint32_t n_out, uint32_
 #define RS__COST_WIDEN 1.3
 #define RS__COST_NARROW 4.0
 
-static double cost_h_pixel(uint32_t taps)
+static double rs__cost_h_pixel(uint32_t taps)
 {
 	return taps <= 9 ? 0.9 + 0.45 * taps : 2.0 + 0.6 * taps;
 }
@@ -456,20 +469,21 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 		return -EINVAL;
 
 	/* The horizontal pass multiplies a pixel by 4 copies of its weight. */
-	const uint32_t x_stride = axis_stride(src_w, w, out_w);
-	const uint32_t y_stride = axis_stride(src_h, h, out_h);
+	const uint32_t x_stride = rs__axis_stride(src_w, w, out_w);
+	const uint32_t y_stride = rs__axis_stride(src_h, h, out_h);
 	size_t x_bytes, y_bytes, table_bytes;
-	if (!axis_bytes(out_w, x_stride, 4, &x_bytes) || !axis_bytes(out_h, y_stride, 1, &y_bytes) ||
-	    !size_mad(1, x_bytes, y_bytes, &table_bytes))
+	if (!rs__axis_bytes(out_w, x_stride, 4, &x_bytes) ||
+	    !rs__axis_bytes(out_h, y_stride, 1, &y_bytes) ||
+	    !rs__size_mad(1, x_bytes, y_bytes, &table_bytes))
 		return -ENOMEM;
-	if (grow(&s->tables, &s->tables_bytes, table_bytes) < 0)
+	if (rs__grow(&s->tables, &s->tables_bytes, table_bytes) < 0)
 		return -ENOMEM;
 
 	struct rs__axis ax, ay;
-	axis_place(&ax, s->tables, out_w, x_stride, 4);
-	axis_place(&ay, (uint8_t *)s->tables + x_bytes, out_h, y_stride, 1);
-	axis_fill(&ax, src_w, x, w, flip);
-	axis_fill(&ay, src_h, y, h, false);
+	rs__axis_place(&ax, s->tables, out_w, x_stride, 4);
+	rs__axis_place(&ay, (uint8_t *)s->tables + x_bytes, out_h, y_stride, 1);
+	rs__axis_fill(&ax, src_w, x, w, flip);
+	rs__axis_fill(&ay, src_h, y, h, false);
 
 	const size_t out_row = 3 * (size_t)out_w;
 	if (ax.lo >= ax.hi || ay.lo >= ay.hi) {
@@ -477,14 +491,14 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 			memset(dst + r * dst_stride, 0, out_row);
 		return 0;
 	}
-	axis_fix_windows(&ax);
+	rs__axis_fix_windows(&ax);
 	const size_t cols = ax.hi - ax.lo, rows = ay.hi - ay.lo;
 	const size_t in_row = 3 * cols;
 	const uint8_t *src0 = src + 3 * (size_t)ax.lo;
 
 	/* Vertical first filters the columns the taps reach once per output
 	 * row; horizontal first filters each source row they reach once. */
-	const double h_line = out_w * cost_h_pixel(ax.span[0].count);
+	const double h_line = out_w * rs__cost_h_pixel(ax.span[0].count);
 	double cost_v_first = ay.taps * (in_row / 16.0) * RS__COST_V_U8 +
 			      out_h * (h_line + out_row / 16.0 * RS__COST_NARROW);
 	double cost_h_first = rows * (in_row / 16.0 * RS__COST_WIDEN + h_line) +
@@ -496,10 +510,10 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 	 * line of output. Horizontal first: all the filtered source rows. */
 	const size_t line_floats = in_row + RS__PAD, mid_stride = out_row + RS__PAD;
 	size_t floats, bytes;
-	if (!size_mad(v_first ? 1 : rows, mid_stride, line_floats, &floats) ||
-	    !size_mad(floats, sizeof(float), 0, &bytes))
+	if (!rs__size_mad(v_first ? 1 : rows, mid_stride, line_floats, &floats) ||
+	    !rs__size_mad(floats, sizeof(float), 0, &bytes))
 		return -ENOMEM;
-	if (grow((void **)&s->rows, &s->rows_bytes, bytes) < 0)
+	if (rs__grow((void **)&s->rows, &s->rows_bytes, bytes) < 0)
 		return -ENOMEM;
 	float *line = s->rows, *mid = s->rows + line_floats;
 	/* Read by the last pixel's 4-float loads: defined, and never NaN. */
@@ -513,17 +527,17 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 				memset(out, 0, out_row);
 				continue;
 			}
-			vfilter_u8(src0 + sp.first * src_stride, src_stride,
-				   ay.weight + (size_t)r * ay.stride, sp.count, line, in_row);
-			hfilter(line, &ax, mid);
-			narrow_line(mid, out, out_row);
+			rs__vfilter_u8(src0 + sp.first * src_stride, src_stride,
+				       ay.weight + (size_t)r * ay.stride, sp.count, line, in_row);
+			rs__hfilter(line, &ax, mid);
+			rs__narrow_line(mid, out, out_row);
 		}
 		return 0;
 	}
 
 	for (size_t r = 0; r < rows; r++) {
-		widen_line(src0 + (ay.lo + r) * src_stride, line, in_row);
-		hfilter(line, &ax, mid + r * mid_stride);
+		rs__widen_line(src0 + (ay.lo + r) * src_stride, line, in_row);
+		rs__hfilter(line, &ax, mid + r * mid_stride);
 	}
 	for (uint32_t r = 0; r < out_h; r++) {
 		const struct rs__span sp = ay.span[r];
@@ -532,8 +546,8 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 			memset(out, 0, out_row);
 			continue;
 		}
-		vfilter_f32_u8(mid + (sp.first - ay.lo) * mid_stride, mid_stride,
-			       ay.weight + (size_t)r * ay.stride, sp.count, out, out_row);
+		rs__vfilter_f32_u8(mid + (sp.first - ay.lo) * mid_stride, mid_stride,
+				   ay.weight + (size_t)r * ay.stride, sp.count, out, out_row);
 	}
 	return 0;
 }

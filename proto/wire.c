@@ -11,27 +11,16 @@
 #include "proto/wire.h"
 
 #include <errno.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "common/errtext.h"
 
 /* Room for a few fds more than allowed, so that a peer sending several gets
  * them all installed (and closed by us) rather than cut off with MSG_CTRUNC;
  * the kernel drops whatever does not fit even then. */
 #define WIRE_FDS_ROOM 8
-
-__attribute__((format(printf, 3, 4)))
-static void wire_why(char *why, size_t why_cap, const char *fmt, ...)
-{
-	va_list ap;
-	if (!why || why_cap == 0)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(why, why_cap, fmt, ap);
-	va_end(ap);
-}
 
 int wire_send(int sock, struct proto_msg *msg, int fd)
 {
@@ -112,7 +101,7 @@ int wire_recv(int sock, struct proto_msg *msg, int *fd_out, char *why, size_t wh
 	int rc, has_flag;
 
 	*fd_out = -1;
-	wire_why(why, why_cap, "%s", "");
+	errtext(why, why_cap, 0, "%s", "");
 	memset(&control, 0, sizeof(control));
 	mh = (struct msghdr){.msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = control.buf, .msg_controllen = sizeof(control.buf)};
@@ -122,28 +111,23 @@ int wire_recv(int sock, struct proto_msg *msg, int *fd_out, char *why, size_t wh
 	if (got < 0) {
 		if (errno == EWOULDBLOCK)
 			return -EAGAIN;
-		if (errno == ECONNRESET || errno == EPIPE) {
-			wire_why(why, why_cap, "peer closed the connection");
-			return -ECONNRESET;
-		}
+		if (errno == ECONNRESET || errno == EPIPE)
+			return errtext(why, why_cap, -ECONNRESET, "peer closed the connection");
 		return -errno;
 	}
 	n_fds = wire_collect_fds(&mh, fds, WIRE_FDS_ROOM);
 
 	if (got == 0) {
-		wire_why(why, why_cap, "peer closed the connection");
-		rc = -ECONNRESET;
+		rc = errtext(why, why_cap, -ECONNRESET, "peer closed the connection");
 		goto close_fds;
 	}
 	if (mh.msg_flags & MSG_TRUNC) {
-		wire_why(why, why_cap, "packet larger than the %d-byte maximum frame",
-			 PROTO_MAX_FRAME);
-		rc = -EMSGSIZE;
+		rc = errtext(why, why_cap, -EMSGSIZE,
+			     "packet larger than the %d-byte maximum frame", PROTO_MAX_FRAME);
 		goto close_fds;
 	}
 	if ((mh.msg_flags & MSG_CTRUNC) || n_fds > 1) {
-		wire_why(why, why_cap, "more than one fd attached to a frame");
-		rc = -EBADMSG;
+		rc = errtext(why, why_cap, -EBADMSG, "more than one fd attached to a frame");
 		goto close_fds;
 	}
 	rc = proto_decode(buf, (size_t)got, msg, why, why_cap);
@@ -151,10 +135,10 @@ int wire_recv(int sock, struct proto_msg *msg, int *fd_out, char *why, size_t wh
 		goto close_fds;
 	has_flag = (msg->hdr.flags & PROTO_FLAG_FD) != 0;
 	if (has_flag != (n_fds == 1)) {
-		wire_why(why, why_cap, has_flag ? "%s: fd flag set but no fd attached"
-						 : "%s: fd attached without the fd flag",
-			 proto_type_name(msg->hdr.type));
-		rc = -EBADMSG;
+		rc = errtext(why, why_cap, -EBADMSG,
+			     has_flag ? "%s: fd flag set but no fd attached"
+				      : "%s: fd attached without the fd flag",
+			     proto_type_name(msg->hdr.type));
 		goto close_fds;
 	}
 	*fd_out = n_fds == 1 ? fds[0] : -1;

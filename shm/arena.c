@@ -9,33 +9,28 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static uint64_t align_up(uint64_t v)
-{
-	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-}
-
 /* One worker's region: command ring, completion ring, beat. */
-static uint64_t ring_pair_bytes(void)
+static uint64_t arena_ring_pair_bytes(void)
 {
-	return align_up(ring_bytes(sizeof(struct work_cmd))) +
-	       align_up(ring_bytes(sizeof(struct work_done))) + align_up(sizeof(struct worker_beat));
+	return arena_align(ring_bytes(sizeof(struct work_cmd))) +
+	arena_align(ring_bytes(sizeof(struct work_done))) + arena_align(sizeof(struct worker_beat));
 }
 
 /* Fills in every offset of the header for a plan. */
-static void plan_header(const struct arena_plan *plan, struct arena_header *h)
+static void arena_plan_header(const struct arena_plan *plan, struct arena_header *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->magic = ARENA_MAGIC;
 	h->version = ARENA_VERSION;
 	h->n_pipelines = plan->n_pipelines;
-	h->pipelines_offset = align_up(sizeof(*h));
-	h->rings_offset = align_up(h->pipelines_offset +
-				   (uint64_t)plan->n_pipelines * sizeof(struct arena_pipeline));
-	h->ring_pair_bytes = ring_pair_bytes();
+	h->pipelines_offset = arena_align(sizeof(*h));
+	h->rings_offset = arena_align(h->pipelines_offset +
+				      (uint64_t)plan->n_pipelines * sizeof(struct arena_pipeline));
+	h->ring_pair_bytes = arena_ring_pair_bytes();
 	h->n_workers_max = plan->n_workers;
 	h->indexes_offset = h->rings_offset + (uint64_t)plan->n_workers * h->ring_pair_bytes;
 	h->indexes_bytes = plan->indexes_bytes;
-	h->slots_offset = align_up(h->indexes_offset + plan->indexes_bytes);
+	h->slots_offset = arena_align(h->indexes_offset + plan->indexes_bytes);
 	h->slot_bytes = plan->slot_bytes;
 	h->n_slots = plan->n_slots;
 	/* Saturates rather than wraps: a plan too large for 64 bits must not
@@ -50,11 +45,11 @@ static void plan_header(const struct arena_plan *plan, struct arena_header *h)
 uint64_t arena_plan_bytes(const struct arena_plan *plan)
 {
 	struct arena_header h;
-	plan_header(plan, &h);
+	arena_plan_header(plan, &h);
 	return h.total_bytes;
 }
 
-static int map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
+static int arena_map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
 {
 	int prot = PROT_READ | (writable ? PROT_WRITE : 0);
 	void *p = mmap(NULL, bytes, prot, MAP_SHARED, fd, 0);
@@ -72,7 +67,7 @@ static int map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
 /* A read-only descriptor of the same object, for clients: a new open file
  * description, so it cannot be turned writable with fcntl, and mmap with
  * PROT_WRITE, write, ftruncate and fallocate all refuse it. */
-static int reopen_readonly(int fd)
+static int arena_reopen_readonly(int fd)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
@@ -86,7 +81,7 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 	    plan->slot_bytes % ARENA_ALIGN != 0 || plan->n_slots == 0)
 		return -EINVAL;
 	struct arena_header h;
-	plan_header(plan, &h);
+	arena_plan_header(plan, &h);
 
 	/* A memfd has no name in any filesystem: nothing is left behind after
 	 * a crash. 0400: a client of another user cannot reopen it for
@@ -111,13 +106,13 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 		err = -errno;
 		goto close_fd;
 	}
-	int client_fd = reopen_readonly(fd);
+	int client_fd = arena_reopen_readonly(fd);
 	if (client_fd < 0) {
 		err = client_fd;
 		goto close_fd;
 	}
 	uint8_t *base = NULL;
-	err = map_fd(fd, h.total_bytes, true, &base);
+	err = arena_map_fd(fd, h.total_bytes, true, &base);
 	if (err < 0)
 		goto close_client_fd;
 	memcpy(base, &h, sizeof(h));
@@ -142,7 +137,7 @@ int arena_attach(int fd, bool writable, struct arena *out)
 	if ((uint64_t)st.st_size < sizeof(struct arena_header))
 		return -EPROTO;
 	uint8_t *base = NULL;
-	int err = map_fd(fd, (size_t)st.st_size, writable, &base);
+	int err = arena_map_fd(fd, (size_t)st.st_size, writable, &base);
 	if (err < 0)
 		return err;
 	const struct arena_header *h = (const struct arena_header *)base;
@@ -152,7 +147,7 @@ int arena_attach(int fd, bool writable, struct arena *out)
 		.indexes_bytes = h->indexes_bytes < (1ull << 48) ? h->indexes_bytes : 0,
 	};
 	struct arena_header expect;
-	plan_header(&plan, &expect);
+	arena_plan_header(&plan, &expect);
 	if (h->magic != ARENA_MAGIC || h->version != ARENA_VERSION ||
 	    h->n_pipelines > ARENA_PIPELINES_MAX || h->n_workers_max > ARENA_WORKERS_MAX ||
 	    memcmp(h, &expect, sizeof(expect)) != 0 || h->total_bytes != (uint64_t)st.st_size) {
@@ -202,15 +197,16 @@ struct ring arena_done_ring(const struct arena *a, uint32_t worker)
 {
 	struct ring r;
 	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
-	ring_view(&r, pair + align_up(ring_bytes(sizeof(struct work_cmd))), sizeof(struct work_done));
+	ring_view(&r, pair + arena_align(ring_bytes(sizeof(struct work_cmd))),
+		  sizeof(struct work_done));
 	return r;
 }
 
 struct worker_beat *arena_worker_beat(const struct arena *a, uint32_t worker)
 {
 	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
-	return (struct worker_beat *)(pair + align_up(ring_bytes(sizeof(struct work_cmd))) +
-				      align_up(ring_bytes(sizeof(struct work_done))));
+	return (struct worker_beat *)(pair + arena_align(ring_bytes(sizeof(struct work_cmd))) +
+				      arena_align(ring_bytes(sizeof(struct work_done))));
 }
 
 uint64_t arena_indexes_offset(const struct arena *a)

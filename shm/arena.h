@@ -46,6 +46,13 @@ struct arena_plan {
 	uint64_t indexes_bytes; /* image pipelines' sample lists, < 2^48 */
 };
 
+/* bytes rounded up to ARENA_ALIGN, where every region of the arena starts
+ * (the caller keeps bytes below 2^64 - ARENA_ALIGN). */
+static inline uint64_t arena_align(uint64_t bytes)
+{
+	return (bytes + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
+}
+
 /* Bytes the arena of a plan occupies; UINT64_MAX when that overflows. */
 uint64_t arena_plan_bytes(const struct arena_plan *plan);
 

@@ -19,8 +19,8 @@
 
 /* The tar shard table inside the arena: every shard's path a string of
  * the paths, its samples a range of the index. */
-static int shards_check(struct arena *arena, const struct arena_pipeline *p,
-			struct reader_pipeline *out)
+static int image_shards_check(struct arena *arena, const struct arena_pipeline *p,
+			      struct reader_pipeline *out)
 {
 	const struct arena_image_params *ip = &p->image;
 	const struct arena_shard *sh = arena_range(arena, ip->shards_offset,
@@ -62,7 +62,7 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 			 row_bytes > slot_bytes || p->tensor_offset[1] % 8 != 0))
 		err = -EINVAL;
 	if (err == 0 && ip->n_shards > 0)
-		err = shards_check(arena, p, out);
+		err = image_shards_check(arena, p, out);
 	if (err < 0) {
 		image_sampler_free(img);
 		free(img);
@@ -134,7 +134,7 @@ void image_release(struct reader_read *rd)
  * out of descriptors, the kept ones are closed and the open tried again.
  * A shard that is no longer a regular file is REGFILE_NOT_REGULAR, never
  * a blocked open. */
-static int shard_fd(struct reader_pipeline *p, uint32_t i)
+static int image_shard_fd(struct reader_pipeline *p, uint32_t i)
 {
 	if (p->shard_fds[i] >= 0)
 		return p->shard_fds[i];
@@ -169,7 +169,7 @@ static int image_arm(struct reader_read *rd)
 		return -ENODATA;
 	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
 		return -EFBIG;
-	int fd = p->n_shards > 0 ? shard_fd(p, e->shard) :
+	int fd = p->n_shards > 0 ? image_shard_fd(p, e->shard) :
 		 regfile_open(p->fd, p->paths + e->path_offset, NULL);
 	if (fd < 0)
 		return fd;

@@ -53,7 +53,7 @@ void image_sampler_free(struct image_sampler *s)
 
 /* IEEE half from float, rounding to nearest even (values here are small
  * and finite). */
-static uint16_t half_from_float(float f)
+static uint16_t image_half_from_float(float f)
 {
 	uint32_t x;
 	memcpy(&x, &f, sizeof(x));
@@ -81,7 +81,7 @@ static uint16_t half_from_float(float f)
 }
 
 /* s->rgb (HWC uint8) into row, in the pipeline's layout and dtype. */
-static void store(const struct image_sampler *s, uint8_t *row)
+static void image_store_row(const struct image_sampler *s, uint8_t *row)
 {
 	const struct arena_image_params *p = &s->params;
 	size_t pixels = (size_t)p->out_h * p->out_w;
@@ -108,7 +108,7 @@ static void store(const struct image_sampler *s, uint8_t *row)
 			if (p->dtype == PROTO_DTYPE_FLOAT32) {
 				memcpy(row + at * 4, &v, sizeof(v));
 			} else {
-				uint16_t h = half_from_float(v);
+				uint16_t h = image_half_from_float(v);
 				memcpy(row + at * 2, &h, sizeof(h));
 			}
 		}
@@ -137,7 +137,7 @@ int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint6
 			   plan.out_w, plan.out_h, (size_t)plan.out_w * 3, plan.flip, &s->rs);
 	if (rc < 0)
 		return rc == -EINVAL ? -EBADMSG : rc;
-	store(s, row);
+	image_store_row(s, row);
 	return 0;
 }
 

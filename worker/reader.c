@@ -66,8 +66,8 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
-static int pipeline_check(const struct reader *r, const struct arena_pipeline *p,
-			  struct reader_pipeline *out)
+static int reader_pipeline_check(const struct reader *r, const struct arena_pipeline *p,
+				 struct reader_pipeline *out)
 {
 	if (p->kind == ARENA_SOURCE_IMAGES)
 		return image_pipeline_check(r->arena, r->slot_bytes, p, out);
@@ -110,14 +110,14 @@ static int pipeline_check(const struct reader *r, const struct arena_pipeline *p
  * remembered: the next item tries again. A data file that is no longer a
  * regular file (swapped for a FIFO, a device or a directory since start)
  * is REGFILE_NOT_REGULAR, never a blocked open (common/regfile.h). */
-static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out)
+static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out)
 {
 	if (index >= r->n_pipelines)
 		return -EINVAL;
 	struct reader_pipeline *rp = &r->pipes[index];
 	const struct arena_pipeline *p = arena_pipeline(r->arena, index);
 	if (rp->state == 0)
-		rp->state = pipeline_check(r, p, rp) == 0 ? 1 : -EINVAL;
+		rp->state = reader_pipeline_check(r, p, rp) == 0 ? 1 : -EINVAL;
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */
@@ -137,7 +137,7 @@ static int pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline
 /* slot_offset must be the start of one of the arena's staging slots: rows
  * are then checked against that slot, never against the whole arena, so a
  * bad command cannot reach the header, the rings or a neighbouring slot. */
-static bool slot_valid(const struct reader *r, uint64_t slot_offset)
+static bool reader_slot_valid(const struct reader *r, uint64_t slot_offset)
 {
 	if (slot_offset < r->slots_offset || r->slot_bytes == 0)
 		return false;
@@ -145,8 +145,8 @@ static bool slot_valid(const struct reader *r, uint64_t slot_offset)
 	return rel % r->slot_bytes == 0 && rel / r->slot_bytes < r->n_slots;
 }
 
-static int read_plan(const struct reader *r, struct reader_item *it, const struct work_cmd *cmd,
-		     uint32_t k, struct reader_read *rd)
+static int reader_read_plan(const struct reader *r, struct reader_item *it,
+			    const struct work_cmd *cmd, uint32_t k, struct reader_read *rd)
 {
 	const struct reader_pipeline *p = it->pipe;
 	if (p->kind == ARENA_SOURCE_IMAGES)
@@ -184,22 +184,22 @@ void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t
 
 /* Plans every read of a command before any starts, so a command that is
  * bad anywhere writes nothing. A failed plan leaves count = pending = 0. */
-static void item_plan(struct reader *r, struct reader_item *it, const struct work_cmd *cmd)
+static void reader_item_plan(struct reader *r, struct reader_item *it, const struct work_cmd *cmd)
 {
 	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch, .beat = r->beat,
 				   .pipeline = cmd->pipeline};
 	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
-	    !slot_valid(r, cmd->slot_offset)) {
+	    !reader_slot_valid(r, cmd->slot_offset)) {
 		reader_item_fail(it, cmd->first_row, -EINVAL, 0);
 		return;
 	}
-	int err = pipeline_get(r, cmd->pipeline, &it->pipe);
+	int err = reader_pipeline_get(r, cmd->pipeline, &it->pipe);
 	if (err < 0) {
 		reader_item_fail(it, cmd->first_row, err, 0);
 		return;
 	}
 	for (uint32_t k = 0; k < cmd->count; k++) {
-		err = read_plan(r, it, cmd, k, &it->reads[k]);
+		err = reader_read_plan(r, it, cmd, k, &it->reads[k]);
 		if (err < 0) {
 			reader_item_fail(it, cmd->first_row + k, err, 0);
 			return;
@@ -212,7 +212,7 @@ static void item_plan(struct reader *r, struct reader_item *it, const struct wor
 /* Zero-extends the n tokens at the start of row in place, last to first:
  * token i is written at or after where it was read, so it only overwrites
  * tokens that are already done. File and tensors are little-endian. */
-static void widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
+static void reader_widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
 {
 	for (uint64_t i = n; i-- > 0;) {
 		uint64_t v;
@@ -238,7 +238,7 @@ static void widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
 /* Applies the result of one read call (bytes, or -errno) to rd. Returns
  * true when rd needs another call (short read, transient error, an image
  * replaced by another). */
-static bool read_progress(struct reader_read *rd, int64_t res)
+static bool reader_read_progress(struct reader_read *rd, int64_t res)
 {
 	struct reader_item *it = rd->item;
 	const struct reader_pipeline *p = it->pipe;
@@ -252,8 +252,8 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 		if (image)
 			return image_finish(rd);
 		if (p->out_elem_bytes > p->in_elem_bytes)
-			widen_row(rd->dst, p->read_bytes / p->in_elem_bytes, p->in_elem_bytes,
-				  p->out_elem_bytes);
+			reader_widen_row(rd->dst, p->read_bytes / p->in_elem_bytes,
+					 p->in_elem_bytes, p->out_elem_bytes);
 		return false;
 	}
 	if (res == 0) {
@@ -274,20 +274,20 @@ static bool read_progress(struct reader_read *rd, int64_t res)
 
 /* Starts an image row: its file open and buffer ready (true), or given up
  * on (false: the item has failed on it). Other rows are always ready. */
-static bool read_arm(struct reader_read *rd)
+static bool reader_read_arm(struct reader_read *rd)
 {
 	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES)
 		return true;
 	return image_start(rd);
 }
 
-static size_t read_len(const struct reader_read *rd)
+static size_t reader_read_len(const struct reader_read *rd)
 {
 	uint64_t left = rd->len - rd->done_bytes;
 	return left > READER_READ_MAX ? READER_READ_MAX : (size_t)left;
 }
 
-static int done_push(struct reader *r, const struct work_done *d)
+static int reader_done_push(struct reader *r, const struct work_done *d)
 {
 	/* The master keeps at most RING_ENTRIES items outstanding per worker,
 	 * so a full completion ring means the two sides disagree. */
@@ -298,7 +298,7 @@ static int done_push(struct reader *r, const struct work_done *d)
 }
 
 /* One eventfd write for every completion pushed since the last one. */
-static int done_signal(struct reader *r)
+static int reader_done_signal(struct reader *r)
 {
 	if (r->unsignalled == 0)
 		return 0;
@@ -316,7 +316,7 @@ static int done_signal(struct reader *r)
 	return 0;
 }
 
-static int item_post(struct reader *r, struct reader_item *it)
+static int reader_item_post(struct reader *r, struct reader_item *it)
 {
 	atomic_fetch_add_explicit(&r->beat->beats, 1, memory_order_release);
 	struct work_done d = {
@@ -329,66 +329,66 @@ static int item_post(struct reader *r, struct reader_item *it)
 		.bad_status = it->bad_status,
 	};
 	r->free_items[r->n_free++] = it;
-	return done_push(r, &d);
+	return reader_done_push(r, &d);
 }
 
 /* A read that will not be submitted again: the item completes with its
  * last one. */
-static int read_retire(struct reader *r, struct reader_read *rd)
+static int reader_read_retire(struct reader *r, struct reader_read *rd)
 {
 	struct reader_item *it = rd->item;
 	image_release(rd);
 	if (--it->pending == 0)
-		return item_post(r, it);
+		return reader_item_post(r, it);
 	return 0;
 }
 
-static void queue_push(struct reader *r, struct reader_read *rd)
+static void reader_queue_push(struct reader *r, struct reader_read *rd)
 {
 	/* Each read is queued or in flight, never both, so the queue (sized
 	 * for every read of every item) cannot overflow. */
 	r->queue[r->queue_tail++ % READER_READS_MAX] = rd;
 }
 
-static int uring_start(struct reader *r, struct reader_item *it)
+static int reader_uring_start(struct reader *r, struct reader_item *it)
 {
 	if (it->pending == 0)
-		return item_post(r, it);
+		return reader_item_post(r, it);
 	for (uint32_t k = 0; k < it->count; k++) {
 		struct reader_read *rd = &it->reads[k];
-		if (read_arm(rd)) {
-			queue_push(r, rd);
+		if (reader_read_arm(rd)) {
+			reader_queue_push(r, rd);
 			continue;
 		}
-		int err = read_retire(r, rd);
+		int err = reader_read_retire(r, rd);
 		if (err < 0)
 			return err;
 	}
 	return 0;
 }
 
-static int pread_item(struct reader *r, struct reader_item *it)
+static int reader_pread_item(struct reader *r, struct reader_item *it)
 {
 	for (uint32_t k = 0; k < it->count; k++) {
 		struct reader_read *rd = &it->reads[k];
-		bool more = read_arm(rd);
+		bool more = reader_read_arm(rd);
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
-			ssize_t n = pread(rd->fd, to + rd->done_bytes, read_len(rd),
+			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
 					  (off_t)(rd->offset + rd->done_bytes));
-			more = read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
+			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
 		}
 		image_release(rd);
 	}
-	int err = item_post(r, it);
+	int err = reader_item_post(r, it);
 	if (err == 0)
-		err = done_signal(r);
+		err = reader_done_signal(r);
 	return err;
 }
 
 /* Takes commands while an item is free. In pread mode each item is served
  * before the next command is taken. */
-static int cmd_take(struct reader *r)
+static int reader_cmd_take(struct reader *r)
 {
 	struct work_cmd cmd;
 	while (!r->exiting && r->n_free > 0 && ring_pop(&r->cmd, &cmd)) {
@@ -397,8 +397,8 @@ static int cmd_take(struct reader *r)
 			break;
 		}
 		struct reader_item *it = r->free_items[--r->n_free];
-		item_plan(r, it, &cmd);
-		int err = r->use_uring ? uring_start(r, it) : pread_item(r, it);
+		reader_item_plan(r, it, &cmd);
+		int err = r->use_uring ? reader_uring_start(r, it) : reader_pread_item(r, it);
 		if (err < 0)
 			return err;
 	}
@@ -407,7 +407,7 @@ static int cmd_take(struct reader *r)
 
 /* Queues the command eventfd's request and as many queued reads as the
  * completion ring has room for; submits whenever the SQ fills. */
-static int uring_flush(struct reader *r)
+static int reader_uring_flush(struct reader *r)
 {
 	for (;;) {
 		bool want_cmd = r->cmd_arm != 0;
@@ -433,14 +433,14 @@ static int uring_flush(struct reader *r)
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
-		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)read_len(rd),
+		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
 				   rd->offset + rd->done_bytes);
 		io_uring_sqe_set_data(sqe, rd);
 		r->inflight++;
 	}
 }
 
-static int uring_complete(struct reader *r, uint64_t tag, int res)
+static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
 {
 	if (tag == TAG_CMD_READ || tag == TAG_CMD_POLL) {
 		if (res < 0 && res != -EAGAIN && res != -EINTR && res != -ECANCELED)
@@ -452,14 +452,14 @@ static int uring_complete(struct reader *r, uint64_t tag, int res)
 	}
 	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 	r->inflight--;
-	if (read_progress(rd, res)) {
-		queue_push(r, rd);
+	if (reader_read_progress(rd, res)) {
+		reader_queue_push(r, rd);
 		return 0;
 	}
-	return read_retire(r, rd);
+	return reader_read_retire(r, rd);
 }
 
-static int uring_reap(struct reader *r)
+static int reader_uring_reap(struct reader *r)
 {
 	struct io_uring_cqe *cqe;
 	unsigned head;
@@ -467,7 +467,7 @@ static int uring_reap(struct reader *r)
 	int err = 0;
 	io_uring_for_each_cqe(&r->uring, head, cqe) {
 		seen++;
-		err = uring_complete(r, cqe->user_data, cqe->res);
+		err = reader_uring_complete(r, cqe->user_data, cqe->res);
 		if (err < 0)
 			break;
 	}
@@ -478,15 +478,15 @@ static int uring_reap(struct reader *r)
 /* The command eventfd's read is always queued or in flight; whenever it
  * completes, the ring is drained. Completions that arrive together are
  * signalled with one eventfd write. */
-static int uring_loop(struct reader *r)
+static int reader_uring_loop(struct reader *r)
 {
 	r->cmd_arm = TAG_CMD_READ;
 	for (;;) {
-		int err = cmd_take(r);
+		int err = reader_cmd_take(r);
 		if (err == 0)
-			err = uring_flush(r);
+			err = reader_uring_flush(r);
 		if (err == 0)
-			err = done_signal(r);
+			err = reader_done_signal(r);
 		if (err < 0)
 			return err;
 		if (r->exiting && r->n_free == READER_ITEMS)
@@ -494,13 +494,13 @@ static int uring_loop(struct reader *r)
 		int ret = io_uring_submit_and_wait(&r->uring, 1);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			return reader_fatal("io_uring_submit_and_wait", ret);
-		err = uring_reap(r);
+		err = reader_uring_reap(r);
 		if (err < 0)
 			return err;
 	}
 }
 
-static int pread_wait(struct reader *r)
+static int reader_pread_wait(struct reader *r)
 {
 	for (;;) {
 		ssize_t n = read(r->cmd_fd, &r->cmd_value, sizeof(r->cmd_value));
@@ -520,15 +520,15 @@ static int pread_wait(struct reader *r)
 
 /* Commands queued before the first wake-up are served too: the ring is
  * drained before each wait. */
-static int pread_loop(struct reader *r)
+static int reader_pread_loop(struct reader *r)
 {
 	for (;;) {
-		int err = cmd_take(r);
+		int err = reader_cmd_take(r);
 		if (err < 0)
 			return err;
 		if (r->exiting)
 			return 0;
-		err = pread_wait(r);
+		err = reader_pread_wait(r);
 		if (err < 0)
 			return err;
 	}
@@ -567,11 +567,11 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 		r->inflight_max = params.cq_entries - 2;
 	}
 
-	int err = done_push(r, &ready);
+	int err = reader_done_push(r, &ready);
 	if (err == 0)
-		err = done_signal(r);
+		err = reader_done_signal(r);
 	if (err == 0)
-		err = r->use_uring ? uring_loop(r) : pread_loop(r);
+		err = r->use_uring ? reader_uring_loop(r) : reader_pread_loop(r);
 
 	if (r->use_uring)
 		io_uring_queue_exit(&r->uring);

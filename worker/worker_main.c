@@ -26,7 +26,7 @@ struct worker_args {
 };
 
 /* A decimal number in [min, max] with nothing around it. */
-static int parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *out)
+static int worker_parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
 	if (text == NULL || text[0] < '0' || text[0] > '9')
 		return -EINVAL;
@@ -39,7 +39,7 @@ static int parse_number(const char *text, uint64_t min, uint64_t max, uint64_t *
 	return 0;
 }
 
-static int parse_args(int argc, char **argv, struct worker_args *out)
+static int worker_parse_args(int argc, char **argv, struct worker_args *out)
 {
 	bool have_index = false;
 	bool have_parent = false;
@@ -47,14 +47,14 @@ static int parse_args(int argc, char **argv, struct worker_args *out)
 		const char *value = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t v;
 		if (strcmp(argv[i], "--index") == 0 && !have_index) {
-			if (parse_number(value, 0, ARENA_WORKERS_MAX - 1, &v) < 0) {
+			if (worker_parse_number(value, 0, ARENA_WORKERS_MAX - 1, &v) < 0) {
 				log_error("--index: expected a worker index below %d", ARENA_WORKERS_MAX);
 				return -EINVAL;
 			}
 			out->index = (uint32_t)v;
 			have_index = true;
 		} else if (strcmp(argv[i], "--parent") == 0 && !have_parent) {
-			if (parse_number(value, 1, INT32_MAX, &v) < 0) {
+			if (worker_parse_number(value, 1, INT32_MAX, &v) < 0) {
 				log_error("--parent: expected a process id");
 				return -EINVAL;
 			}
@@ -73,7 +73,7 @@ static int parse_args(int argc, char **argv, struct worker_args *out)
 	return 0;
 }
 
-static void on_sigterm(int sig)
+static void worker_on_sigterm(int sig)
 {
 	(void)sig;
 	_exit(WORKER_EXIT_OK);
@@ -84,9 +84,9 @@ static void on_sigterm(int sig)
  * SIGINT and SIGHUP reach workers too when the master runs on a terminal
  * (same process group); the master decides what they mean and tells the
  * workers through their rings. */
-static int signals_setup(void)
+static int worker_signals_setup(void)
 {
-	struct sigaction sa = {.sa_handler = on_sigterm};
+	struct sigaction sa = {.sa_handler = worker_on_sigterm};
 	sigemptyset(&sa.sa_mask);
 	if (sigaction(SIGTERM, &sa, NULL) < 0)
 		return -errno;
@@ -100,7 +100,7 @@ static int signals_setup(void)
 /* `loaderd-worker --probe`: the master runs this before it starts (and for
  * --check-config) to learn that worker_program is a loaderd worker of its
  * own version. One line on stdout, nothing else touched (worker.h). */
-static int probe(void)
+static int worker_answer_probe(void)
 {
 	printf("loaderd-worker %s arena %d\n", LOADERD_VERSION, ARENA_VERSION);
 	return fflush(stdout) == 0 && !ferror(stdout) ? WORKER_EXIT_OK : WORKER_EXIT_SYSTEM;
@@ -109,16 +109,16 @@ static int probe(void)
 int main(int argc, char **argv)
 {
 	if (argc == 2 && strcmp(argv[1], "--probe") == 0)
-		return probe();
+		return worker_answer_probe();
 	log_init("loaderd-worker", LOG_LEVEL_INFO);
 	struct worker_args args = {0};
-	if (parse_args(argc, argv, &args) < 0)
+	if (worker_parse_args(argc, argv, &args) < 0)
 		return WORKER_EXIT_USAGE;
 	char ident[32];
 	snprintf(ident, sizeof(ident), "loaderd-worker[%" PRIu32 "]", args.index);
 	log_init(ident, LOG_LEVEL_INFO);
 
-	int err = signals_setup();
+	int err = worker_signals_setup();
 	if (err < 0) {
 		log_error("sigaction: %s", strerror(-err));
 		return WORKER_EXIT_SYSTEM;

@@ -34,18 +34,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "loaderd.h"
 
-enum {
-	EXIT_RAN = 0,
-	EXIT_USAGE = 2,
-	EXIT_CLIENT = 3,
-	EXIT_CUDA = 4,
-	EXIT_IO = 5,
-};
+#define CUDA_PROG_NAME "attach_cycles"
+#include "tools/cuda_prog.h"
 
+#define EXIT_RAN 0 /* and the others of tools/cuda_prog.h */
 #define NEXT_TIMEOUT_MS 30000
 #define BATCHES_PER_CYCLE 2
 
@@ -55,15 +50,6 @@ struct options {
 	uint64_t cycles;
 	uint64_t warmup;
 };
-
-static bool cuda_ok(cudaError_t err, const char *call)
-{
-	if (err == cudaSuccess)
-		return true;
-	fprintf(stderr, "attach_cycles: %s: %s (%s)\n", call, cudaGetErrorString(err),
-		cudaGetErrorName(err));
-	return false;
-}
 
 /* Entries of /proc/self/fd (the directory's own fd included, the same
  * both times it is counted); -1 when it cannot be read. */
@@ -106,7 +92,7 @@ static int cycle(const struct options *o, uint64_t n)
 			fprintf(stderr, "attach_cycles: cycle %" PRIu64 ": a batch arrived in host memory "
 				"although device \"0\" was asked for\n", n);
 			ldr_close(c);
-			return EXIT_CLIENT;
+			return CUDA_PROG_EXIT_CLIENT;
 		}
 		if (r == 0) {
 			call = "ldr_release";
@@ -117,7 +103,7 @@ static int cycle(const struct options *o, uint64_t n)
 		fprintf(stderr, "attach_cycles: cycle %" PRIu64 ": %s: %s (%s)\n", n, call,
 			c ? ldr_error(c) : "", strerror(-r));
 	ldr_close(c);
-	return r < 0 ? EXIT_CLIENT : 0;
+	return r < 0 ? CUDA_PROG_EXIT_CLIENT : 0;
 }
 
 static int run_cycles(const struct options *o, uint64_t first, uint64_t count)
@@ -137,29 +123,15 @@ static int handshake(const char *point)
 	printf("attach_cycles: %s\n", point);
 	if (fflush(stdout) != 0 || !fgets(line, sizeof(line), stdin)) {
 		fprintf(stderr, "attach_cycles: stdin closed while waiting after \"%s\"\n", point);
-		return EXIT_IO;
+		return CUDA_PROG_EXIT_IO;
 	}
 	return 0;
 }
 
 static int usage(const char *msg)
 {
-	fprintf(stderr,
-		"attach_cycles: %s\n"
-		"usage: attach_cycles --socket PATH --pipeline NAME [--cycles N] [--warmup N]\n",
-		msg);
-	return EXIT_USAGE;
-}
-
-static bool parse_u64(const char *s, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > 100000000)
-		return false;
-	*out = v;
-	return true;
+	return cuda_prog_usage(msg, "usage: attach_cycles --socket PATH --pipeline NAME "
+			       "[--cycles N] [--warmup N]\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -178,11 +150,11 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 's': o->socket = optarg; break;
 		case 'p': o->pipeline = optarg; break;
 		case 'n':
-			if (!parse_u64(optarg, &o->cycles))
+			if (!cuda_prog_parse_u64(optarg, 100000000, &o->cycles))
 				return usage("--cycles: not an integer in 0..100000000");
 			break;
 		case 'w':
-			if (!parse_u64(optarg, &o->warmup))
+			if (!cuda_prog_parse_u64(optarg, 100000000, &o->warmup))
 				return usage("--warmup: not an integer in 0..100000000");
 			break;
 		default: return usage("unknown option");
@@ -193,13 +165,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 	if (!o->socket || !o->pipeline)
 		return usage("--socket and --pipeline are required");
 	return 0;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
 int main(int argc, char **argv)
@@ -213,8 +178,8 @@ int main(int argc, char **argv)
 	 * library; initialising it first keeps its own set-up out of the
 	 * figures. */
 	size_t free_before, free_after, total;
-	if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice(0)") || !cuda_ok(cudaFree(NULL), "cudaFree(NULL)"))
-		return EXIT_CUDA;
+	if (!cuda_prog_start())
+		return CUDA_PROG_EXIT_CUDA;
 
 	rc = run_cycles(&o, 0, o.warmup);
 	if (rc)
@@ -224,26 +189,26 @@ int main(int argc, char **argv)
 		return rc;
 	long fds_before = open_fds();
 	if (fds_before < 0)
-		return EXIT_IO;
-	if (!cuda_ok(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo"))
-		return EXIT_CUDA;
+		return CUDA_PROG_EXIT_IO;
+	if (!cuda_prog_ok(cudaMemGetInfo(&free_before, &total), "cudaMemGetInfo"))
+		return CUDA_PROG_EXIT_CUDA;
 
-	double start = now_s();
+	double start = cuda_prog_now_s();
 	rc = run_cycles(&o, o.warmup, o.cycles);
 	if (rc)
 		return rc;
-	double elapsed_s = now_s() - start;
+	double elapsed_s = cuda_prog_now_s() - start;
 	rc = handshake("cycled");
 	if (rc)
 		return rc;
-	if (!cuda_ok(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo"))
-		return EXIT_CUDA;
+	if (!cuda_prog_ok(cudaMemGetInfo(&free_after, &total), "cudaMemGetInfo"))
+		return CUDA_PROG_EXIT_CUDA;
 	long fds_after = open_fds();
 	if (fds_after < 0)
-		return EXIT_IO;
+		return CUDA_PROG_EXIT_IO;
 
 	printf("attach_cycles: cycles=%" PRIu64 " device_free_before=%zu device_free_after=%zu "
 	       "fds_before=%ld fds_after=%ld seconds=%.3f\n",
 	       o.cycles, free_before, free_after, fds_before, fds_after, elapsed_s);
-	return fflush(stdout) == 0 ? EXIT_RAN : EXIT_IO;
+	return fflush(stdout) == 0 ? EXIT_RAN : CUDA_PROG_EXIT_IO;
 }

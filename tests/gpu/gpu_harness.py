@@ -198,13 +198,7 @@ def read_complete_dump_lines(path):
     except FileNotFoundError:
         return []
     lines = text.split("\n")[:-1]  # the last element is "" or a cut line
-    rows = []
-    for n, line in enumerate(lines, 1):
-        fields = line.split()
-        check(len(fields) == 4 and all(x.isdigit() for x in fields),
-              "%s:%d: not 'epoch batch sample crc': %r" % (path, n, line))
-        rows.append(tuple(int(x) for x in fields))
-    return rows
+    return harness.parse_dump_lines(lines, path)
 
 
 def client_by_pid(st, pid):

@@ -41,18 +41,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "loaderd.h"
 
-enum {
-	EXIT_MATCH = 0,
-	EXIT_MISMATCH = 1,
-	EXIT_USAGE = 2,
-	EXIT_CLIENT = 3,
-	EXIT_CUDA = 4,
-	EXIT_IO = 5,
-};
+#define CUDA_PROG_NAME "stream_check"
+#include "tools/cuda_prog.h"
+
+#define EXIT_MATCH 0
+#define EXIT_MISMATCH 1 /* and the others of tools/cuda_prog.h */
 
 #define CHECKSUM_THREADS 256
 #define NEXT_TIMEOUT_MS 30000
@@ -126,15 +122,6 @@ static uint64_t host_checksum(const unsigned char *row, size_t row_bytes)
 	return acc;
 }
 
-static bool cuda_ok(cudaError_t err, const char *call)
-{
-	if (err == cudaSuccess)
-		return true;
-	fprintf(stderr, "stream_check: %s: %s (%s)\n", call, cudaGetErrorString(err),
-		cudaGetErrorName(err));
-	return false;
-}
-
 static bool client_ok(int r, struct ldr_client *c, const char *call)
 {
 	if (r >= 0)
@@ -147,7 +134,7 @@ static bool client_ok(int r, struct ldr_client *c, const char *call)
 static int reference_checksums(const char *path, size_t record_bytes, uint64_t **out,
 			       uint64_t *n_records)
 {
-	int rc = EXIT_IO;
+	int rc = CUDA_PROG_EXIT_IO;
 	unsigned char *buf = NULL;
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -198,24 +185,10 @@ free_sums:
 
 static int usage(const char *msg)
 {
-	fprintf(stderr,
-		"stream_check: %s\n"
+	return cuda_prog_usage(msg,
 		"usage: stream_check --socket PATH --pipeline NAME --data FILE --record-bytes N\n"
 		"                    --batches N (--busy | --idle) [--depth D] [--spin-us US]\n"
-		"                    [--no-ready-wait] [--release-elsewhere]\n",
-		msg);
-	return EXIT_USAGE;
-}
-
-static bool parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-	char *end;
-	errno = 0;
-	unsigned long long v = strtoull(s, &end, 10);
-	if (errno || end == s || *end || s[0] == '-' || v > max)
-		return false;
-	*out = v;
-	return true;
+		"                    [--no-ready-wait] [--release-elsewhere]\n");
 }
 
 static int parse_options(int argc, char **argv, struct options *o)
@@ -245,20 +218,21 @@ static int parse_options(int argc, char **argv, struct options *o)
 		case 'p': o->pipeline = optarg; break;
 		case 'f': o->data = optarg; break;
 		case 'r':
-			if (!parse_u64(optarg, 1u << 30, &o->record_bytes) || o->record_bytes == 0)
+			if (!cuda_prog_parse_u64(optarg, 1u << 30, &o->record_bytes) ||
+			    o->record_bytes == 0)
 				return usage("--record-bytes: not an integer in 1..2^30");
 			break;
 		case 'n':
-			if (!parse_u64(optarg, 1u << 24, &o->batches) || o->batches == 0)
+			if (!cuda_prog_parse_u64(optarg, 1u << 24, &o->batches) || o->batches == 0)
 				return usage("--batches: not an integer in 1..2^24");
 			break;
 		case 'd':
-			if (!parse_u64(optarg, 1024, &v))
+			if (!cuda_prog_parse_u64(optarg, 1024, &v))
 				return usage("--depth: not an integer in 0..1024");
 			o->depth = (unsigned)v;
 			break;
 		case 'u':
-			if (!parse_u64(optarg, 10000000, &v))
+			if (!cuda_prog_parse_u64(optarg, 10000000, &v))
 				return usage("--spin-us: not an integer in 0..10000000");
 			o->spin_us = (unsigned)v;
 			break;
@@ -278,13 +252,6 @@ static int parse_options(int argc, char **argv, struct options *o)
 	return 0;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* Takes o->batches batches and enqueues their kernels; fills the sample
  * index of every row (rows past a short batch's end stay UINT64_MAX).
  * Returns 0 or an exit code. */
@@ -295,32 +262,32 @@ static int stream_batches(struct ldr_client *c, const struct options *o, cudaStr
 	for (uint64_t i = 0; i < o->batches; i++) {
 		struct ldr_batch b;
 		if (!client_ok(ldr_next(c, &b, NEXT_TIMEOUT_MS), c, "ldr_next"))
-			return EXIT_CLIENT;
+			return CUDA_PROG_EXIT_CLIENT;
 		if (!b.on_device || b.n_tensors != 1 || b.rows == 0 || b.rows > batch_size ||
 		    b.tensors[0].bytes != (size_t)b.rows * o->record_bytes) {
 			fprintf(stderr, "stream_check: batch %" PRIu64 ": on_device %d, %u tensors, "
 				"%u rows, %zu bytes: not one device tensor of rows * %" PRIu64 " bytes\n",
 				i, b.on_device, b.n_tensors, b.rows, b.tensors[0].bytes, o->record_bytes);
-			return EXIT_CLIENT;
+			return CUDA_PROG_EXIT_CLIENT;
 		}
 		for (unsigned row = 0; row < b.rows; row++)
 			samples[i * batch_size + row] = ldr_sample_index(c, &b, row);
 
 		if (!o->no_ready_wait && !client_ok(ldr_stream_wait(c, &b, work), c, "ldr_stream_wait"))
-			return EXIT_CLIENT;
+			return CUDA_PROG_EXIT_CLIENT;
 		if (o->busy) {
 			spin_kernel<<<1, 1, 0, work>>>(spin_cycles);
-			if (!cuda_ok(cudaGetLastError(), "spin_kernel launch"))
-				return EXIT_CUDA;
+			if (!cuda_prog_ok(cudaGetLastError(), "spin_kernel launch"))
+				return CUDA_PROG_EXIT_CUDA;
 		}
 		checksum_kernel<<<b.rows, CHECKSUM_THREADS, 0, work>>>(
 			(const unsigned char *)b.tensors[0].data, o->record_bytes,
 			d_sums + i * batch_size);
-		if (!cuda_ok(cudaGetLastError(), "checksum_kernel launch"))
-			return EXIT_CUDA;
+		if (!cuda_prog_ok(cudaGetLastError(), "checksum_kernel launch"))
+			return CUDA_PROG_EXIT_CUDA;
 		if (!client_ok(ldr_release_stream(c, &b, o->release_elsewhere ? other : work), c,
 			       "ldr_release_stream"))
-			return EXIT_CLIENT;
+			return CUDA_PROG_EXIT_CLIENT;
 	}
 	return 0;
 }
@@ -347,15 +314,17 @@ int main(int argc, char **argv)
 	size_t slots;
 	double start, elapsed_s;
 
-	rc = EXIT_CUDA;
-	if (!cuda_ok(cudaSetDevice(0), "cudaSetDevice(0)") || !cuda_ok(cudaFree(NULL), "cudaFree(NULL)") ||
-	    !cuda_ok(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0),
-		     "cudaDeviceGetAttribute(cudaDevAttrClockRate)") ||
-	    !cuda_ok(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking), "cudaStreamCreateWithFlags") ||
-	    !cuda_ok(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"))
+	rc = CUDA_PROG_EXIT_CUDA;
+	if (!cuda_prog_start() ||
+	    !cuda_prog_ok(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrClockRate, 0),
+			  "cudaDeviceGetAttribute(cudaDevAttrClockRate)") ||
+	    !cuda_prog_ok(cudaStreamCreateWithFlags(&work, cudaStreamNonBlocking),
+			  "cudaStreamCreateWithFlags") ||
+	    !cuda_prog_ok(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking),
+			  "cudaStreamCreateWithFlags"))
 		goto destroy_streams;
 
-	rc = EXIT_CLIENT;
+	rc = CUDA_PROG_EXIT_CLIENT;
 	struct ldr_attach_opts ao;
 	memset(&ao, 0, sizeof(ao));
 	ao.pipeline = o.pipeline;
@@ -380,22 +349,23 @@ int main(int argc, char **argv)
 	}
 	for (size_t i = 0; i < slots; i++)
 		samples[i] = UINT64_MAX;
-	rc = EXIT_CUDA;
-	if (!cuda_ok(cudaMalloc(&d_sums, slots * sizeof(*d_sums)), "cudaMalloc"))
+	rc = CUDA_PROG_EXIT_CUDA;
+	if (!cuda_prog_ok(cudaMalloc(&d_sums, slots * sizeof(*d_sums)), "cudaMalloc"))
 		goto close_client;
 
-	start = now_s();
+	start = cuda_prog_now_s();
 	rc = stream_batches(c, &o, work, other, (long long)o.spin_us * clock_khz / 1000, batch_size,
 			    d_sums, samples);
 	if (rc)
 		goto close_client;
-	rc = EXIT_CUDA;
-	if (!cuda_ok(cudaStreamSynchronize(work), "cudaStreamSynchronize") ||
-	    !cuda_ok(cudaStreamSynchronize(other), "cudaStreamSynchronize") ||
-	    !cuda_ok(cudaMemcpy(h_sums, d_sums, slots * sizeof(*h_sums), cudaMemcpyDeviceToHost),
-		     "cudaMemcpy"))
+	rc = CUDA_PROG_EXIT_CUDA;
+	if (!cuda_prog_ok(cudaStreamSynchronize(work), "cudaStreamSynchronize") ||
+	    !cuda_prog_ok(cudaStreamSynchronize(other), "cudaStreamSynchronize") ||
+	    !cuda_prog_ok(cudaMemcpy(h_sums, d_sums, slots * sizeof(*h_sums),
+				     cudaMemcpyDeviceToHost),
+			  "cudaMemcpy"))
 		goto close_client;
-	elapsed_s = now_s() - start;
+	elapsed_s = cuda_prog_now_s() - start;
 	fprintf(stderr, "stream_check: %s%s%s, spin %u us, %.3f s, %.1f batches/s, GPU %s\n",
 		o.busy ? "busy" : "idle", o.no_ready_wait ? ", no ready wait" : "",
 		o.release_elsewhere ? ", released on another stream" : "", o.busy ? o.spin_us : 0,
@@ -415,7 +385,7 @@ int main(int argc, char **argv)
 	}
 	printf("stream_check: batches=%" PRIu64 " rows=%" PRIu64 " mismatches=%" PRIu64 "\n",
 	       o.batches, rows, mismatches);
-	rc = fflush(stdout) != 0 ? EXIT_IO : mismatches ? EXIT_MISMATCH : EXIT_MATCH;
+	rc = fflush(stdout) != 0 ? CUDA_PROG_EXIT_IO : mismatches ? EXIT_MISMATCH : EXIT_MATCH;
 
 close_client:
 	/* Every batch taken was released; ldr_close waits for the work it

@@ -10,10 +10,9 @@ codes CTest understands: 0 pass, 1 fail, 77 skip.
 socket the harness binds in the test's directory). Everything that waits
 waits for a condition under a deadline; nothing sleeps a fixed time.
 
-The expected content of a sample is computed here, independently of the
-daemon: a pure-Python CRC-32C over the sample's bytes read from the data file
-(raw: the record; tokens: the seq_len+1 window, zero-extended to the
-delivered width, little-endian).
+What needs no process (the checks, the expected content of samples, the
+readers of dumps and of status) is harness_data.py's; its names are this
+module's too, so a test imports harness alone.
 """
 
 import contextlib
@@ -32,22 +31,11 @@ SOURCE_DIR = os.environ.get("LOADERD_SOURCE_DIR") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
 import make_dataset  # noqa: E402  (tools/ is put on the path just above)
+import wait  # noqa: E402
+from harness_data import *  # noqa: E402,F401,F403  (beside this file; see above)
 
 EXIT_PASS, EXIT_FAIL, EXIT_SKIP = 0, 1, 77
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
-
-
-class TestFailure(Exception):
-    """A check failed; the message says which and with what."""
-
-
-class TestSkip(Exception):
-    """The test cannot run here."""
-
-
-def check(cond, message):
-    if not cond:
-        raise TestFailure(message)
 
 
 def import_or_fail(test, *modules):
@@ -109,261 +97,9 @@ def environ(overrides):
 
 def wait_for(cond, timeout_s, what, interval_s=0.02):
     """Polls cond() until it returns a true value, which is returned; fails
-    with `what` when timeout_s passes first."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() >= deadline:
-            raise TestFailure("timed out after %.1f s waiting for %s" % (timeout_s, what))
-        time.sleep(interval_s)
-
-
-# ---------------------------------------------------------------- CRC-32C
-
-def _crc32c_table():
-    table = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        table.append(c)
-    return table
-
-
-_CRC_TABLE = _crc32c_table()
-
-
-def crc32c(data, crc=0):
-    """CRC-32C (Castagnoli, reflected, init/xorout 0xFFFFFFFF); chainable
-    like common/crc32c.h: crc32c(b, crc32c(a)) == crc32c(a + b)."""
-    table = _CRC_TABLE
-    c = crc ^ 0xFFFFFFFF
-    for b in data:
-        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-
-assert crc32c(b"123456789") == 0xE3069283  # the published check value
-
-
-def raw_sample_crcs(path, record_bytes):
-    """CRC of every record of a raw file, by sample index."""
-    with open(path, "rb") as f:
-        data = f.read()
-    return [crc32c(data[i:i + record_bytes]) for i in range(0, len(data), record_bytes)]
-
-
-def token_sample_crcs(path, in_bytes, out_bytes, seq_len):
-    """CRC of every seq_len+1 window of a token file, each token widened
-    (zero-extended) from in_bytes to out_bytes, little-endian."""
-    with open(path, "rb") as f:
-        data = f.read()
-    n_tokens = len(data) // in_bytes
-    pad = bytes(out_bytes - in_bytes)
-    widened = b"".join(data[i:i + in_bytes] + pad for i in range(0, n_tokens * in_bytes, in_bytes))
-    n_samples = (n_tokens - 1) // seq_len
-    row = (seq_len + 1) * out_bytes
-    step = seq_len * out_bytes
-    return [crc32c(widened[i * step:i * step + row]) for i in range(n_samples)]
-
-
-# ---------------------------------------------------------------- files
-
-def write_config(path, daemon, pipelines):
-    """Writes an INI config: daemon is a dict of [daemon] keys, pipelines a
-    dict name -> dict of keys (values are written as str())."""
-    lines = ["[daemon]"]
-    lines += ["%s = %s" % (k, v) for k, v in daemon.items()]
-    for name, keys in pipelines.items():
-        lines += ["", "[pipeline.%s]" % name]
-        lines += ["%s = %s" % (k, v) for k, v in keys.items()]
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    return path
-
-
-def read_text(path):
-    with open(path) as f:
-        return f.read()
-
-
-def read_dump(path):
-    """`consume --dump` lines as a list of (epoch, batch, sample, crc)."""
-    rows = []
-    with open(path) as f:
-        for n, line in enumerate(f, 1):
-            fields = line.split()
-            check(len(fields) == 4 and all(x.isdigit() for x in fields),
-                  "%s:%d: not 'epoch batch sample crc': %r" % (path, n, line))
-            rows.append(tuple(int(x) for x in fields))
-    return rows
-
-
-def check_dump_crcs(rows, expected_crcs, what):
-    """Every dumped sample's CRC must be the CRC of its bytes in the file."""
-    for epoch, batch, sample, crc in rows:
-        check(sample < len(expected_crcs),
-              "%s: epoch %d batch %d: sample index %d out of range (n = %d)"
-              % (what, epoch, batch, sample, len(expected_crcs)))
-        check(crc == expected_crcs[sample],
-              "%s: epoch %d batch %d sample %d: crc %d, the file's bytes give %d"
-              % (what, epoch, batch, sample, crc, expected_crcs[sample]))
-
-
-def epoch_rows(rows, epoch):
-    """(batch, sample) of one epoch's dump lines, in delivery order."""
-    return [(b, s) for e, b, s, _ in rows if e == epoch]
-
-
-def shard_expected(perm, g, rank, world, batch_size, drop_last):
-    """(batch, sample) that `rank` of `world` must receive, in order, from
-    the segment of an epoch that starts at global offset g, given that
-    epoch's permutation perm (position -> sample index): DistributedSampler
-    semantics as common/sampler.h states them, written out independently."""
-    n = len(perm)
-    remaining = n - g
-    if drop_last:
-        k = remaining // world
-        k -= k % batch_size  # an incomplete last batch is dropped
-    else:
-        k = -(-remaining // world)
-    out = []
-    for j in range(k):
-        p = g + rank + j * world
-        if p >= n:  # padding wraps to the segment's start
-            p = g + (p - n) % remaining
-        out.append((j // batch_size, perm[p]))
-    return out
-
-
-def first_difference(a, b):
-    """Index of the first element where two sequences differ (or where the
-    shorter one ends); None when they are equal."""
-    for i, (x, y) in enumerate(zip(a, b)):
-        if x != y:
-            return i
-    return None if len(a) == len(b) else min(len(a), len(b))
-
-
-def check_permutation(order, n, what):
-    check(sorted(order) == list(range(n)),
-          "%s: the %d samples are not a permutation of 0..%d" % (what, len(order), n - 1))
-
-
-_SUMMARY_RE = re.compile(
-    r"^consume: pipeline=(\S+) rank=(\d+) world=(\d+) epochs=(\d+) batches=(\d+) "
-    r"samples=(\d+) bytes=(\d+) seconds=(\d+\.\d{3}) batches_per_s=(\S+) "
-    r"samples_per_s=(\S+) MB_per_s=(\S+) device=(host|GPU-[0-9a-f-]{36}) call_us=(\S+)$")
-
-
-def parse_consume_output(stdout):
-    """The two stdout lines of `loaderctl consume`: (summary dict, token)."""
-    lines = stdout.splitlines()
-    check(len(lines) == 2, "consume printed %d lines on stdout, expected 2:\n%s" % (len(lines), stdout))
-    m = _SUMMARY_RE.match(lines[0])
-    check(m is not None, "consume summary line does not match the contract: %r" % lines[0])
-    keys = ["pipeline", "rank", "world", "epochs", "batches", "samples", "bytes", "seconds",
-            "batches_per_s", "samples_per_s", "MB_per_s", "device", "call_us"]
-    summary = dict(zip(keys, m.groups()))
-    for k in ("rank", "world", "epochs", "batches", "samples", "bytes"):
-        summary[k] = int(summary[k])
-    for k in ("seconds", "batches_per_s", "samples_per_s", "MB_per_s", "call_us"):
-        summary[k] = float(summary[k])
-    check(lines[1].startswith("position: "), "second stdout line is not 'position: TOKEN': %r" % lines[1])
-    token = lines[1][len("position: "):]
-    check(re.fullmatch(r"ldr1:\d+:\d+:\d+:\d+", token) is not None, "malformed position token %r" % token)
-    return summary, token
-
-
-_STATUS_HEAD_RE = re.compile(r"^loaderd (\S+) pid (\d+) uptime (\d+(?:\.\d+)?)s$")
-_ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes, (\d+) in use, "
-                       r"share (\d+)$")
-_WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
-                        r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
-_PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
-                          r"shuffle ([01]) drop_last ([01])$")
-# A client's name is shown escaped (common/escape.h): between the quotes, a
-# backslash starts an escape and a quote is always escaped.
-_CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+) rank (\d+) "
-                        r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
-                        r"staging (\d+)"
-                        r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
-                        r"path (direct|staging))?$")
-_CONNECTIONS_RE = re.compile(
-    r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
-    r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
-    r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused)$")
-_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
-                     r"device_bytes (\d+)$")
-
-
-def parse_status(text):
-    """The status text of the contract, as a dict; fails on a line that
-    does not match it."""
-    lines = text.splitlines()
-    st = {"workers": [], "pipelines": [], "clients": []}
-    it = iter(enumerate(lines, 1))
-
-    def expect(regex, what):
-        n, line = next(it, (None, None))
-        check(line is not None, "status ended before the %s line:\n%s" % (what, text))
-        m = regex.match(line)
-        check(m is not None, "status line %d is not the %s line: %r\n%s" % (n, what, line, text))
-        return m
-
-    m = expect(_STATUS_HEAD_RE, "version")
-    st["version"], st["pid"], st["uptime"] = m.group(1), int(m.group(2)), float(m.group(3))
-    st["delivery"] = expect(re.compile(r"^delivery: (host.*)$"), "delivery").group(1)
-    st["gpus"] = []
-    n_gpus = int(expect(re.compile(r"^gpus: (\d+)$"), "gpus").group(1))
-    for _ in range(n_gpus):
-        m = expect(_GPU_RE, "gpu")
-        st["gpus"].append({"index": int(m.group(1)), "uuid": m.group(2), "name": m.group(3),
-                           "clients": int(m.group(4)), "device_bytes": int(m.group(5))})
-    m = expect(_ARENA_RE, "arena")
-    st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
-        int(x) for x in m.groups())
-    n_workers = int(expect(re.compile(r"^workers: (\d+)$"), "workers").group(1))
-    for _ in range(n_workers):
-        m = expect(_WORKER_RE, "worker")
-        st["workers"].append({
-            "index": int(m.group(1)), "pid": int(m.group(2)), "state": m.group(3),
-            "items": int(m.group(4)), "inflight": int(m.group(5)), "restarts": int(m.group(6)),
-            "last_exit": m.group(7), "retry_in_ms": None if m.group(8) is None else int(m.group(8))})
-    n_pipelines = int(expect(re.compile(r"^pipelines: (\d+)$"), "pipelines").group(1))
-    for _ in range(n_pipelines):
-        m = expect(_PIPELINE_RE, "pipeline")
-        st["pipelines"].append({
-            "name": m.group(1), "source": m.group(2), "samples": int(m.group(3)),
-            "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
-    n_clients = int(expect(re.compile(r"^clients: (\d+)$"), "clients").group(1))
-    for _ in range(n_clients):
-        m = expect(_CLIENT_RE, "client")
-        g = m.groups()
-        st["clients"].append({
-            "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
-            "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
-            "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]), "gpu": g[12],
-            "stream_depth": None if g[13] is None else int(g[13]),
-            "bytes_moved": None if g[14] is None else int(g[14]), "path": g[15]})
-    m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
-    st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
-    m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),
-               "config")
-    st["config"] = {"file": m.group(1), "workers": int(m.group(2)), "max_workers": int(m.group(3)),
-                    "reloads": int(m.group(4)), "refused": int(m.group(5)), "last": None}
-    n, line = next(it, (None, None))
-    if line is not None and line.startswith("  last_reload "):
-        m = re.match(r"^  last_reload ([\d.]+)s ago: (applied|refused): (.*)$", line)
-        check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
-        st["config"]["last"] = (m.group(2), m.group(3))
-        n, line = next(it, (None, None))
-    m = _CONNECTIONS_RE.match(line or "")
-    check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
-    st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}
-    return st
+    with `what` when timeout_s passes first (tools/wait.py)."""
+    return wait.wait_for(cond, timeout_s, interval_s,
+                         lambda: TestFailure("timed out after %.1f s waiting for %s" % (timeout_s, what)))
 
 
 def pid_alive(pid):
@@ -489,6 +225,40 @@ def consume_all(env, socket_path, jobs, timeout_s=40):
         summary, token = parse_consume_output(out)
         results.append((summary, token, read_dump(j["dump"]) if j.get("dump") else None))
     return results
+
+
+def reference_epoch(env, d, crcs, n):
+    """One epoch of pipeline "p" consumed, dumped to ref.dump and checked
+    (its CRCs, n samples): the reference a run under faults must equal.
+    The dump's path."""
+    ref_dump = env.path("ref.dump")
+    (_, _, ref_rows), = consume_all(env, d.socket, [{"pipeline": "p", "epochs": 1, "dump": ref_dump}])
+    check_dump_crcs(ref_rows, crcs, "reference run")
+    check(len(ref_rows) == n, "reference run delivered %d samples, expected %d" % (len(ref_rows), n))
+    return ref_dump
+
+
+def spawn_slow_consumer(env, d, step_ms):
+    """A consumer of one epoch of pipeline "p", named "slow", step_ms per
+    batch, dumping to slow.dump, returned (with the dump's path) once it
+    has released 5 batches, for a fault to strike mid-epoch."""
+    slow_dump = env.path("slow.dump")
+    slow = env.spawn_loaderctl(consume_args(
+        d.socket, "p", epochs=1, dump=slow_dump,
+        extra=["--step-ms", str(step_ms), "--name", "slow", "--quiet"]))
+    d.wait_status(lambda st: any(c["pid"] == slow.pid and c["released"] >= 5 for c in st["clients"]),
+                  15, "the slow consumer to release 5 batches")
+    return slow, slow_dump
+
+
+def check_same_dump(path, ref_path, differs):
+    """The dump at path holds what the one at ref_path does; else the test
+    fails with `differs` and the first differing line. The reference's
+    text."""
+    text, ref_text = read_text(path), read_text(ref_path)
+    check(text == ref_text, "%s (first differing line %s)"
+          % (differs, first_difference(text.splitlines(), ref_text.splitlines())))
+    return ref_text
 
 
 class Daemon:

@@ -93,6 +93,19 @@ def resume_rest(env, d, token, first_rows, crcs, what):
           "%s: %d samples lost (%s), %d delivered twice (%s)" % (what, len(lost), lost[:5], len(twice), twice[:5]))
 
 
+def cut_off_by(env, d, how, released, end, crcs):
+    """A consumer of d, ended by end() once it has released `released`
+    batches; what it dumped checked (check_cut_off). (position, rows, its
+    stderr)."""
+    dump = env.path("%s.dump" % how)
+    p = start_consumer(env, d, dump)
+    wait_released(d, p, released)
+    end()
+    rc, out, err = harness.finish(p, 20, "the consumer after its daemon was %s" % how)
+    token, rows = check_cut_off(rc, out, err, 1, dump, crcs, "daemon %s" % how)
+    return token, rows, err
+
+
 def body(env):
     data = env.make_raw("data.bin", N, RECORD, seed=17)
     crcs = harness.raw_sample_crcs(data, RECORD)
@@ -101,23 +114,13 @@ def body(env):
 
     # The daemon dies: the socket is gone under the consumer.
     d = env.start_daemon(cfg)
-    dump = env.path("killed.dump")
-    p = start_consumer(env, d, dump)
-    wait_released(d, p, 5)
-    d.kill()
-    rc, out, err = harness.finish(p, 20, "the consumer after its daemon was killed")
-    token, rows = check_cut_off(rc, out, err, 1, dump, crcs, "daemon killed")
+    token, rows, err = cut_off_by(env, d, "killed", 5, d.kill, crcs)
     print("daemon killed: %s; %s" % (err.strip(), token))
     d = env.start_daemon(cfg)  # the same configuration and socket
     resume_rest(env, d, token, rows, crcs, "daemon killed")
 
     # The daemon stops: its ERROR frame ends the session.
-    dump = env.path("stopped.dump")
-    p = start_consumer(env, d, dump)
-    wait_released(d, p, 3)
-    d.stop()
-    rc, out, err = harness.finish(p, 20, "the consumer after its daemon was stopped")
-    token, rows = check_cut_off(rc, out, err, 1, dump, crcs, "daemon stopped")
+    token, rows, err = cut_off_by(env, d, "stopped", 3, d.stop, crcs)
     check("daemon shutting down" in err, "daemon stopped: stderr lacks the daemon's reason: %r" % err)
     d = env.start_daemon(cfg)
     resume_rest(env, d, token, rows, crcs, "daemon stopped")

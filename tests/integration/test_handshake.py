@@ -120,6 +120,13 @@ def check_eviction(env, data):
         s.close()
 
 
+def answer_on(sock, what):
+    """The frames the daemon has sent on sock, once there are any."""
+    w = rawconn.Watch([sock])
+    harness.wait_for(w.poll, 5, what)
+    return next(iter(w.got.values()))
+
+
 def check_frames_read_first(env, data):
     """A frame that has come is handled before anything is closed for lack
     of room: the new connection's (read at accept), and the oldest
@@ -135,9 +142,7 @@ def check_frames_read_first(env, data):
     with rawconn.Frozen(d.main_pid()):
         x = rawconn.connect(d.socket)
         x.send(rawconn.frame(rawconn.STATUS_REQ, request_id=5))
-    w = rawconn.Watch([x])
-    harness.wait_for(w.poll, 5, "the answer to the newcomer's STATUS_REQ")
-    got = next(iter(w.got.values()))
+    got = answer_on(x, "the answer to the newcomer's STATUS_REQ")
     check(got[0][0] == rawconn.STATUS, "a STATUS_REQ that came with the connect got %s" % got)
     check(not readable(i1) and not readable(i2), "an idle connection was closed to make room for "
           "a connection whose frame had come")
@@ -148,9 +153,7 @@ def check_frames_read_first(env, data):
     with rawconn.Frozen(d.main_pid()):
         y = rawconn.connect(d.socket)
         i1.send(rawconn.frame(rawconn.STATUS_REQ, request_id=6))
-    w = rawconn.Watch([i1])
-    harness.wait_for(w.poll, 5, "an answer on the oldest connection")
-    got = next(iter(w.got.values()))
+    got = answer_on(i1, "an answer on the oldest connection")
     check(got[0][0] == rawconn.STATUS, "the oldest connection, whose STATUS_REQ had come, got %s"
           % got)
     check(not readable(i2) and not readable(y), "the others heard from the daemon")

@@ -76,17 +76,10 @@ def body(env):
     check(st["config"] == {"file": cfg, "workers": 2, "max_workers": 5, "reloads": 0, "refused": 0, "last": None},
           "config line at start: %s" % st["config"])
 
-    ref_dump = env.path("ref.dump")
-    (_, _, ref_rows), = harness.consume_all(env, d.socket, [{"pipeline": "p", "epochs": 1, "dump": ref_dump}])
-    harness.check_dump_crcs(ref_rows, crcs, "reference run")
-    check(len(ref_rows) == N, "reference run delivered %d samples, expected %d" % (len(ref_rows), N))
+    ref_dump = harness.reference_epoch(env, d, crcs, N)
 
     # Grow, then shrink, under a slow consumer.
-    slow_dump = env.path("slow.dump")
-    slow = env.spawn_loaderctl(harness.consume_args(
-        d.socket, "p", epochs=1, dump=slow_dump, extra=["--step-ms", str(STEP_MS), "--name", "slow", "--quiet"]))
-    d.wait_status(lambda s: any(c["pid"] == slow.pid and c["released"] >= 5 for c in s["clients"]),
-                  15, "the slow consumer to release 5 batches")
+    slow, slow_dump = harness.spawn_slow_consumer(env, d, STEP_MS)
     write(env, 5)
     reload(env, d, 0, "workers 2 -> 5", "growing to 5 workers")
     st = d.wait_status(lambda s: running(s, 5), 15, "five running workers")
@@ -129,9 +122,8 @@ def body(env):
 
     rc, out, err = harness.finish(slow, 60, "the slow consumer")
     check(rc == 0, "the consumer exited %d across reloads\nstdout: %s\nstderr: %s" % (rc, out, err))
-    slow_text, ref_text = harness.read_text(slow_dump), harness.read_text(ref_dump)
-    check(slow_text == ref_text, "the dump across reloads differs from the reference (first differing line %s)"
-          % harness.first_difference(slow_text.splitlines(), ref_text.splitlines()))
+    ref_text = harness.check_same_dump(slow_dump, ref_dump,
+                                       "the dump across reloads differs from the reference")
     for i in (2, 3, 4):
         check("worker %d (pid %d) retired: exit code 0" % (i, pids[i]) in d.log(),
               "retired worker %d did not exit cleanly:\n%s" % (i, d.log()))

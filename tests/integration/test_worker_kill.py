@@ -28,17 +28,8 @@ def body(env):
                                   "batch_size": BATCH, "seed": 8, "chunk": 4}}, workers=2)
     d = env.start_daemon(cfg)
 
-    ref_dump = env.path("ref.dump")
-    (_, _, ref_rows), = harness.consume_all(env, d.socket, [{"pipeline": "p", "epochs": 1, "dump": ref_dump}])
-    harness.check_dump_crcs(ref_rows, crcs, "reference run")
-    check(len(ref_rows) == N, "reference run delivered %d samples, expected %d" % (len(ref_rows), N))
-
-    slow_dump = env.path("slow.dump")
-    slow = env.spawn_loaderctl(harness.consume_args(
-        d.socket, "p", epochs=1, dump=slow_dump,
-        extra=["--step-ms", str(STEP_MS), "--name", "slow", "--quiet"]))
-    d.wait_status(lambda st: any(c["pid"] == slow.pid and c["released"] >= 5 for c in st["clients"]),
-                  15, "the slow consumer to release 5 batches")
+    ref_dump = harness.reference_epoch(env, d, crcs, N)
+    slow, slow_dump = harness.spawn_slow_consumer(env, d, STEP_MS)
     victim = d.status()["workers"][0]
     check(victim["state"] == "running" and victim["pid"] > 0, "worker 0 is not running: %s" % victim)
     check(slow.poll() is None, "the consumer finished before the worker could be killed")
@@ -50,10 +41,8 @@ def body(env):
     rc, out, err = harness.finish(slow, 60, "the slow consumer")
     check(rc == 0, "the consumer exited %d after a worker was killed\nstdout: %s\nstderr: %s" % (rc, out, err))
     harness.parse_consume_output(out)
-    slow_text, ref_text = harness.read_text(slow_dump), harness.read_text(ref_dump)
-    check(slow_text == ref_text, "the dump with a worker killed differs from the fault-free one "
-          "(first differing line %s)"
-          % harness.first_difference(slow_text.splitlines(), ref_text.splitlines()))
+    harness.check_same_dump(slow_dump, ref_dump,
+                            "the dump with a worker killed differs from the fault-free one")
 
     st = d.wait_status(lambda s: s["workers"][0]["state"] == "running" and s["workers"][0]["pid"] > 0
                        and s["workers"][0]["pid"] != victim["pid"],

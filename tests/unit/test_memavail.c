@@ -50,6 +50,27 @@ static void put_cgroup(struct fixture *fx, const char *rel, const char *text)
 	put(path, text);
 }
 
+static const char *const MEMINFO =
+	"MemTotal:       32000000 kB\n"
+	"MemFree:         1000000 kB\n"
+	"MemAvailable:   20000000 kB\n"
+	"Buffers:          100000 kB\n";
+
+/* The fixture of a process in cgroup self ("0::/a/b\n") whose cgroup dir
+ * (under the root, "" for the root itself, else ending in '/') has a limit
+ * and a usage, MemAvailable being MEMINFO's. */
+static void put_limited(struct fixture *fx, const char *self, const char *dir, const char *max,
+			const char *current)
+{
+	char rel[256];
+	put(fx->meminfo, MEMINFO);
+	put(fx->self_cgroup, self);
+	snprintf(rel, sizeof(rel), "%smemory.max", dir);
+	put_cgroup(fx, rel, max);
+	snprintf(rel, sizeof(rel), "%smemory.current", dir);
+	put_cgroup(fx, rel, current);
+}
+
 static int setup(void **state)
 {
 	struct fixture *fx = calloc(1, sizeof(*fx));
@@ -78,12 +99,6 @@ static int teardown(void **state)
 	free(fx);
 	return 0;
 }
-
-static const char *const MEMINFO =
-	"MemTotal:       32000000 kB\n"
-	"MemFree:         1000000 kB\n"
-	"MemAvailable:   20000000 kB\n"
-	"Buffers:          100000 kB\n";
 
 static void test_meminfo_only(void **state)
 {
@@ -123,10 +138,8 @@ static void test_cgroup_limit(void **state)
 {
 	struct fixture *fx = *state;
 	struct memavail m;
-	put(fx->meminfo, MEMINFO);
-	put(fx->self_cgroup, "0::/system.slice/loaderd.service\n");
-	put_cgroup(fx, "system.slice/loaderd.service/memory.max", "1073741824\n");
-	put_cgroup(fx, "system.slice/loaderd.service/memory.current", "73741824\n");
+	put_limited(fx, "0::/system.slice/loaderd.service\n", "system.slice/loaderd.service/",
+		    "1073741824\n", "73741824\n");
 	memavail_read(&fx->paths, &m);
 	assert_int_equal(m.bytes, 1000000000ull);
 	char expect[512];
@@ -165,10 +178,7 @@ static void test_cgroup_root(void **state)
 {
 	struct fixture *fx = *state;
 	struct memavail m;
-	put(fx->meminfo, MEMINFO);
-	put(fx->self_cgroup, "0::/\n");
-	put_cgroup(fx, "memory.max", "2147483648\n");
-	put_cgroup(fx, "memory.current", "147483648\n");
+	put_limited(fx, "0::/\n", "", "2147483648\n", "147483648\n");
 	memavail_read(&fx->paths, &m);
 	assert_int_equal(m.bytes, 2000000000ull);
 	assert_non_null(strstr(m.source, "cgroup /: memory.max 2147483648"));

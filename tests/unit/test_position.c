@@ -202,30 +202,33 @@ static void test_last_epoch(void **state)
 	assert_non_null(strstr(why, "EPOCH 4294967296 is not below"));
 }
 
+/* position_after_batch(seed 5, n 1000, world, epoch, g, first_j, rows,
+ * last) into *p, which must then stand at (want_epoch, want_offset). */
+static void expect_after(uint32_t world, uint64_t epoch, uint64_t g, uint64_t first_j,
+			 uint32_t rows, int last, uint64_t want_epoch, uint64_t want_offset,
+			 struct position *p)
+{
+	position_after_batch(5, 1000, world, epoch, g, first_j, rows, last, p);
+	assert_int_equal(p->epoch, want_epoch);
+	assert_int_equal(p->offset, want_offset);
+}
+
 static void test_after_batch(void **state)
 {
 	struct position p;
 	/* Mid-epoch: rank r's j-th sample is global position g + r + j*W, so
 	 * once every rank has consumed j + rows samples, the epoch is
 	 * consumed up to g + (j + rows) * W. */
-	position_after_batch(5, 1000, 4, 2, 0, 0, 32, 0, &p);
+	expect_after(4, 2, 0, 0, 32, 0, 2, 128, &p);
 	assert_int_equal(p.seed, 5);
 	assert_int_equal(p.n_samples, 1000);
-	assert_int_equal(p.epoch, 2);
-	assert_int_equal(p.offset, 128);
-	position_after_batch(5, 1000, 4, 2, 100, 64, 32, 0, &p);
-	assert_int_equal(p.epoch, 2);
-	assert_int_equal(p.offset, 100 + 96 * 4);
+	expect_after(4, 2, 100, 64, 32, 0, 2, 100 + 96 * 4, &p);
 	/* At the epoch's end: the next epoch, from its start. */
-	position_after_batch(5, 1000, 4, 2, 0, 224, 26, 1, &p);
+	expect_after(4, 2, 0, 224, 26, 1, 3, 0, &p);
 	assert_int_equal(p.seed, 5);
 	assert_int_equal(p.n_samples, 1000);
-	assert_int_equal(p.epoch, 3);
-	assert_int_equal(p.offset, 0);
 	/* A short batch that reaches the end is capped at n. */
-	position_after_batch(5, 1000, 3, 0, 0, 330, 4, 0, &p);
-	assert_int_equal(p.epoch, 0);
-	assert_int_equal(p.offset, 1000);
+	expect_after(3, 0, 0, 330, 4, 0, 0, 1000, &p);
 }
 
 /*

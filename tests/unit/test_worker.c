@@ -317,6 +317,15 @@ static void send(struct fixture *fx, const struct work_cmd *cmds, size_t n)
 	assert_int_equal(write(fx->cmd_efd, &one, sizeof(one)), (ssize_t)sizeof(one));
 }
 
+/* One command sent and its completion taken: the completion. */
+static struct work_done run_one(struct fixture *fx, const struct work_cmd *c)
+{
+	struct work_done d;
+	send(fx, c, 1);
+	assert_true(wait_done(fx, &d));
+	return d;
+}
+
 static struct work_cmd read_cmd(struct fixture *fx, uint32_t pipe, uint32_t slot,
 				uint32_t first_row, uint32_t count, const uint64_t *samples)
 {
@@ -498,9 +507,7 @@ static void test_bad_commands(void **state)
 	/* The worker keeps serving, and an open that failed is tried again. */
 	write_file(fx->missing_path, fx->raw, 10 * RAW_RECORD_BYTES);
 	struct work_cmd again = read_cmd(fx, PIPE_MISSING, 1, 0, 3, (uint64_t[]){9, 0, 4});
-	send(fx, &again, 1);
-	struct work_done d;
-	assert_true(wait_done(fx, &d));
+	struct work_done d = run_one(fx, &again);
 	assert_int_equal(d.item_id, again.item_id);
 	assert_int_equal(d.status, 0);
 	check_row(fx, PIPE_RAW, 1, 0, 9);
@@ -552,24 +559,20 @@ static void test_file_shrank(void **state)
 	struct fixture *fx = *state;
 	start_worker(fx);
 	struct work_cmd c = read_cmd(fx, PIPE_RAW, 0, 0, 2, (uint64_t[]){299, 0});
-	send(fx, &c, 1);
-	struct work_done d;
-	assert_true(wait_done(fx, &d));
+	struct work_done d = run_one(fx, &c);
 	assert_int_equal(d.status, 0);
 
 	/* Sample 150 is now half there; sample 200 not at all. */
 	assert_int_equal(truncate(fx->raw_path, 150 * RAW_RECORD_BYTES + 500), 0);
 	c = read_cmd(fx, PIPE_RAW, 0, 3, 4, (uint64_t[]){10, 150, 200, 20});
-	send(fx, &c, 1);
-	assert_true(wait_done(fx, &d));
+	d = run_one(fx, &c);
 	assert_int_equal(d.item_id, c.item_id);
 	assert_int_equal(d.status, -ENODATA);
 	assert_int_equal(d.bad_row, 4);
 	assert_int_equal(d.detail, 500);
 
 	c = read_cmd(fx, PIPE_RAW, 1, 0, 2, (uint64_t[]){149, 5});
-	send(fx, &c, 1);
-	assert_true(wait_done(fx, &d));
+	d = run_one(fx, &c);
 	assert_int_equal(d.status, 0);
 	check_row(fx, PIPE_RAW, 1, 0, 149);
 	check_row(fx, PIPE_RAW, 1, 1, 5);
