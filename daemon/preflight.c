@@ -38,11 +38,8 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 	/* Image pipelines' sample lists: entries, then shards, then paths, each aligned. */
 	uint64_t indexes_bytes = 0;
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
-		const struct image_index *ix = &sources[i].index;
 		out->index_at[i] = indexes_bytes;
-		indexes_bytes += arena_align(ix->n * sizeof(struct arena_image)) +
-				 arena_align(ix->n_shards * sizeof(struct arena_shard)) +
-				 arena_align(ix->paths_bytes);
+		indexes_bytes += source_index_bytes(&sources[i]);
 	}
 	out->plan = (struct arena_plan){
 		.n_pipelines = (uint32_t)cfg->n_pipelines, .n_workers = cfg->max_workers,

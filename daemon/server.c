@@ -50,7 +50,7 @@ void conn_close(struct conn *c)
 	if (c->state == CONN_CLOSING)
 		return;
 	c->state = CONN_CLOSING;
-	handshake_remove(c);
+	server_handshake_remove(c);
 	uv_poll_stop(&c->poll);
 	uv_close((uv_handle_t *)&c->poll, on_conn_closed);
 	close(c->fd);
@@ -207,7 +207,7 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 	char why[128];
 	uint16_t type = m->hdr.type;
 	if (c->state == CONN_NEW) {
-		handshake_remove(c);
+		server_handshake_remove(c);
 		if (type == PROTO_HELLO) {
 			handle_hello(c, m);
 			return;

@@ -117,7 +117,7 @@ static void server_handshake_push(struct server *srv, struct conn *c)
 	srv->n_handshakes++;
 }
 
-void handshake_remove(struct conn *c)
+void server_handshake_remove(struct conn *c)
 {
 	struct server *srv = c->srv;
 	if (!c->handshaking)

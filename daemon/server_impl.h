@@ -101,7 +101,7 @@ void server_accept_start(struct server *srv);
 void server_accept_stop(struct server *srv);
 void server_on_listen_readable(uv_poll_t *h, int status, int events);
 /* c has sent its first frame, or is closing: it leaves the queue. */
-void handshake_remove(struct conn *c);
+void server_handshake_remove(struct conn *c);
 void server_describe_connections(struct server *srv, struct status_text *t);
 
 #endif

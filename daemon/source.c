@@ -214,16 +214,11 @@ void source_close(struct source *s)
 
 /* ---- the image index in the arena ---- */
 
-static uint64_t index_align(uint64_t v)
-{
-	return (v + ARENA_ALIGN - 1) & ~(uint64_t)(ARENA_ALIGN - 1);
-}
-
 uint64_t source_index_bytes(const struct source *src)
 {
 	const struct image_index *ix = &src->index;
-	return index_align(ix->n * sizeof(struct arena_image)) +
-	       index_align(ix->n_shards * sizeof(struct arena_shard)) + index_align(ix->paths_bytes);
+	return arena_align(ix->n * sizeof(struct arena_image)) +
+	       arena_align(ix->n_shards * sizeof(struct arena_shard)) + arena_align(ix->paths_bytes);
 }
 
 /* The start-up lines of an image pipeline's sample list. */
@@ -256,9 +251,9 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
 			struct arena_image_params *ip = &src->desc.image;
 			const struct image_index *ix = &src->index;
 			ip->index_offset = arena_indexes_offset(arena) + index_at[i];
-			ip->shards_offset = ip->index_offset + index_align(ix->n * sizeof(struct arena_image));
+			ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
 			ip->paths_offset = ip->shards_offset +
-					   index_align(ix->n_shards * sizeof(struct arena_shard));
+					   arena_align(ix->n_shards * sizeof(struct arena_shard));
 			ip->paths_bytes = ix->paths_bytes;
 			memcpy(arena->base + ip->index_offset, ix->entries,
 			       ix->n * sizeof(struct arena_image));
