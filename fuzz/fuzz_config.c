@@ -30,8 +30,11 @@ static void check_accepted(const struct config *c)
 			abort();
 		if (strnlen(p->path, sizeof(p->path)) == sizeof(p->path))
 			abort();
-		if (p->kind != SOURCE_RAW && p->kind != SOURCE_TOKENS)
+		bool image = p->kind == SOURCE_IMAGEFOLDER || p->kind == SOURCE_TAR;
+		if (p->kind != SOURCE_RAW && p->kind != SOURCE_TOKENS && !image)
 			abort();
+		if (image && (p->transform[0] == '\0' || p->max_decode_ms >= c->worker_timeout_ms))
+			abort(); /* required, and the watchdog must outlast a decode */
 		if (p->batch_size < 1 || p->chunk > WORK_CHUNK_MAX)
 			abort();
 		if (config_pipeline(c, p->name) != p)
