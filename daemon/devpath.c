@@ -43,12 +43,7 @@ static uint32_t free_dev_slot(const struct sched_client *c)
 void devpath_flush(struct sched *s, struct sched_client *c)
 {
 	while (!c->failed) {
-		struct slot *sl = NULL;
-		for (uint32_t i = 0; i < s->n_slots && !sl; i++) {
-			struct slot *x = &s->slots[i];
-			if (x->client == c && x->state == SLOT_DONE && x->pos.seq == c->pin_seq)
-				sl = x;
-		}
+		struct slot *sl = sched_done_slot(s, c, c->pin_seq);
 		if (!sl)
 			return;
 		if (sl->error) {

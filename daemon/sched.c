@@ -278,6 +278,16 @@ void sched_pump(struct sched *s)
 	}
 }
 
+struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq)
+{
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		struct slot *sl = &s->slots[i];
+		if (sl->client == c && sl->state == SLOT_DONE && sl->pos.seq == seq)
+			return sl;
+	}
+	return NULL;
+}
+
 /* Delivers, in seq order, every finished batch of c that is next in line. */
 static void client_flush(struct sched *s, struct sched_client *c)
 {
@@ -286,12 +296,7 @@ static void client_flush(struct sched *s, struct sched_client *c)
 		return;
 	}
 	while (!c->failed) {
-		struct slot *sl = NULL;
-		for (uint32_t i = 0; i < s->n_slots && !sl; i++) {
-			struct slot *x = &s->slots[i];
-			if (x->client == c && x->state == SLOT_DONE && x->pos.seq == c->send_seq)
-				sl = x;
-		}
+		struct slot *sl = sched_done_slot(s, c, c->send_seq);
 		if (!sl)
 			return;
 		if (sl->error) {

@@ -130,6 +130,8 @@ struct sched {
  * workers. Called after anything that may free a slot or a client's room. */
 void sched_fill(struct sched *s);
 void sched_slot_free(struct sched *s, struct slot *sl);
+/* The slot holding client c's finished batch `seq`, or NULL. */
+struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq);
 /* Advances client c to its next batch and says where that batch sits. */
 struct batch_pos sched_batch_next(struct sched_client *c);
 /* READY for the batch at pos, in the given slot. */
