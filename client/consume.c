@@ -48,6 +48,7 @@ struct consume_opts {
 	const char *dump;
 	const char *dump_data;
 	bool quiet;
+	bool stages; /* print the per-call breakdown (stderr) at the end */
 };
 
 struct consume_stats {
@@ -56,6 +57,7 @@ struct consume_stats {
 	uint64_t samples;
 	uint64_t bytes;
 	double call_s; /* inside ldr_next + ldr_stream_wait + ldr_release */
+	double next_s, wait_s, release_s; /* each of the three alone */
 };
 
 /* Parses consume's options from argv[first..]; 0, or an exit code. */
@@ -63,6 +65,7 @@ static int consume_parse(int argc, char **argv, int first, struct consume_opts *
 {
 	const struct ctl_option specs[] = {
 		{ "--quiet", .flag = &o->quiet },
+		{ "--stages", .flag = &o->stages },
 		{ "--pipeline", .string = &o->pipeline },
 		{ "--resume", .string = &o->resume },
 		{ "--dump", .string = &o->dump },
@@ -268,13 +271,17 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, stru
 		struct ldr_batch b;
 		double t0 = ctl_now_s();
 		int r = ldr_next(c, &b, CTL_WAIT_MS);
+		double t1 = ctl_now_s();
+		st->next_s += t1 - t0;
 		if (r == -ETIMEDOUT || r == -EINTR)
 			continue;
 		/* Device batches are used on the legacy default stream: it waits
 		 * for the copy, and the release is recorded behind that wait. */
 		if (r == 0 && b.on_device)
 			r = ldr_stream_wait(c, &b, NULL);
-		st->call_s += ctl_now_s() - t0;
+		double t2 = ctl_now_s();
+		st->wait_s += t2 - t1;
+		st->call_s += t2 - t0;
 		if (r < 0) {
 			ctl_error("%s", ldr_error(c));
 			goto free_copy;
@@ -289,6 +296,7 @@ static int consume_loop(struct ldr_client *c, const struct consume_opts *o, stru
 			bytes += b.tensors[t].bytes;
 		t0 = ctl_now_s();
 		bool consumed = consume_release(c, &b, &r);
+		st->release_s += ctl_now_s() - t0;
 		st->call_s += ctl_now_s() - t0;
 		if (consumed) {
 			st->batches++;
@@ -346,6 +354,11 @@ static int consume_print_summary(struct ldr_client *c, const struct consume_opts
 	       (double)st->bytes * per_s / 1e6, ldr_device_uuid(c)[0] ? ldr_device_uuid(c) : "host",
 	       st->batches ? st->call_s * 1e6 / (double)st->batches : 0.0);
 	printf("position: %s\n", token);
+	if (o->stages && st->batches) {
+		double per = 1e6 / (double)st->batches;
+		fprintf(stderr, "consume: stages next_us %.1f stream_wait_us %.1f release_us %.1f "
+			"(means per batch)\n", st->next_s * per, st->wait_s * per, st->release_s * per);
+	}
 	return fflush(stdout) == 0 ? 0 : -1;
 }
 

@@ -61,7 +61,7 @@ static const char ctl_usage_text[] =
 	"Usage: loaderctl [--socket PATH] status | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
-	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet]\n"
+	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet] [--stages]\n"
 	"       loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png\n"
 	"       loaderctl --help | --version\n"
 	"\n"

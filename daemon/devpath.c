@@ -55,6 +55,9 @@ void devpath_flush(struct sched *s, struct sched_client *c)
 		ds->state = DEV_COPYING;
 		ds->generation++;
 		ds->pos = sl->pos;
+		ds->pos.t_handed = sched_now_ns();
+		sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
+		sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
 		sl->state = SLOT_PINNING;
 		c->pin_seq++;
 		s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
@@ -83,6 +86,7 @@ static void direct_start(struct sched *s, struct sched_client *c)
 			     src->desc.sample_stride;
 	ds->state = DEV_COPYING;
 	ds->generation++;
+	ds->pos.t_filled = ds->pos.t_handed = ds->pos.t_pick; /* no workers, no order */
 	c->pin_seq++;
 	s->gpu.copy_direct(s->gpu.gpu, c->pc, d, offsets, ds->pos.rows);
 }
@@ -142,6 +146,7 @@ void devpath_release(struct sched *s, struct sched_client *c, const struct proto
 			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return;
 	}
+	sched_stage(c, STAGE_HELD, ds->pos.t_ready, sched_now_ns());
 	ds->state = DEV_FREE;
 	c->in_flight--;
 	c->released++;
@@ -200,6 +205,8 @@ static void gpu_issued(struct sched *s, struct sched_client *c, uint32_t d)
 		return;
 	struct dev_slot *ds = &c->dev[d];
 	ds->state = DEV_HELD;
+	ds->pos.t_ready = sched_now_ns();
+	sched_stage(c, STAGE_GPU, ds->pos.t_handed, ds->pos.t_ready);
 	struct proto_ready r = sched_ready_of(&ds->pos, d, ds->generation,
 					      (uint64_t)d * c->dev_slot_bytes);
 	c->send_seq++;

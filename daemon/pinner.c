@@ -304,6 +304,7 @@ static void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d,
 			uint32_t staging_slot, uint32_t staging_generation, uint64_t bytes)
 {
 	struct msg *m = msg_new(M_COPY);
+	m->t_request = pinner_now_ns();
 	m->pc = pc;
 	m->tag = pc->tag;
 	m->d = d;
@@ -317,6 +318,7 @@ static void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint3
 			       uint64_t *offsets, uint32_t rows)
 {
 	struct msg *m = msg_new(M_COPY_DIRECT);
+	m->t_request = pinner_now_ns();
 	m->pc = pc;
 	m->tag = pc->tag;
 	m->d = d;
@@ -389,11 +391,19 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	}
 }
 
+/* Mean of sum over n, in us; 0 for none. */
+static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_least64_t *n)
+{
+	uint64_t count = atomic_load(n);
+	return count ? (double)atomic_load(sum_ns) / (double)count / 1e3 : 0.0;
+}
+
 static void pinner_describe_client(struct pinner_client *pc, struct status_text *t)
 {
-	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64 " path %s", pc->uuid,
-		      atomic_load(&pc->stream_depth), (uint64_t)atomic_load(&pc->bytes_moved),
-		      pc->direct ? "direct" : "staging");
+	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64 " path %s queue_us %.1f "
+		      "copy_us %.1f", pc->uuid, atomic_load(&pc->stream_depth),
+		      (uint64_t)atomic_load(&pc->bytes_moved), pc->direct ? "direct" : "staging",
+		      mean_us(&pc->queue_ns, &pc->n_issued), mean_us(&pc->copy_ns, &pc->n_copied));
 }
 
 void pinner_print_system(FILE *out)

@@ -96,6 +96,9 @@ static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 	}
 	if (e == cudaSuccess) {
 		atomic_fetch_add(&pc->stream_depth, 1);
+		m->t_issue = pinner_now_ns();
+		atomic_fetch_add(&pc->queue_ns, m->t_issue - m->t_request);
+		atomic_fetch_add(&pc->n_issued, 1);
 		issued(p, m);
 		what = "cudaLaunchHostFunc";
 		e = pinner_stream_point(p, pc, m, M_COPY_DONE, pc->ready[m->d]);
@@ -252,6 +255,8 @@ void pinner_copy_done(struct pinner *p, struct msg *m)
 	struct pinner_client *pc = m->pc;
 	atomic_fetch_sub(&pc->stream_depth, 1);
 	atomic_fetch_add(&pc->bytes_moved, m->bytes);
+	atomic_fetch_add(&pc->copy_ns, pinner_now_ns() - m->t_issue);
+	atomic_fetch_add(&pc->n_copied, 1);
 	if (m->pinned >= 0) {
 		p->pinned_free[p->n_pinned++] = m->pinned;
 		atomic_fetch_add(&p->pinned_free_count, 1);

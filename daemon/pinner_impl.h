@@ -65,6 +65,8 @@ struct pinner_client {
 	uint64_t deferred_since;         /* when the head was deferred, ns */
 	atomic_uint stream_depth;        /* copies issued, not yet complete */
 	atomic_uint_least64_t bytes_moved;
+	/* stage figures (status): request -> copy issued, issued -> complete */
+	atomic_uint_least64_t queue_ns, copy_ns, n_issued, n_copied;
 };
 
 enum msg_kind {
@@ -90,6 +92,7 @@ struct msg {
 	bool direct;        /* R_ATTACHED: batches come from the registered file */
 	uint64_t *offsets;  /* M_COPY_DIRECT: each sample's file offset, `rows` of them */
 	uint32_t rows;
+	uint64_t t_request, t_issue; /* M_COPY, M_COPY_DIRECT: when asked, when issued (ns) */
 	int pinned;  /* copy mode: pinned buffer index, -1 none */
 	int rc;
 	uint64_t bytes;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/log.h"
 #include "common/position.h"
@@ -121,6 +122,28 @@ void sched_slot_free(struct sched *s, struct slot *sl)
 	s->free_slots++;
 }
 
+uint64_t sched_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to)
+{
+	c->stages.ns[st] += to > from ? to - from : 0;
+	c->stages.n[st]++;
+}
+
+int sched_stage_text(const struct sched_client *c, char *buf, size_t cap)
+{
+	double us[STAGE_COUNT];
+	for (int i = 0; i < STAGE_COUNT; i++)
+		us[i] = c->stages.n[i] ? (double)c->stages.ns[i] / (double)c->stages.n[i] / 1e3 : 0.0;
+	return snprintf(buf, cap, " fill_us %.1f order_us %.1f gpu_us %.1f held_us %.1f",
+			us[STAGE_FILL], us[STAGE_ORDER], us[STAGE_GPU], us[STAGE_HELD]);
+}
+
 struct batch_pos sched_batch_next(struct sched_client *c)
 {
 	if (c->next_batch >= c->segment_batches) {
@@ -135,6 +158,7 @@ struct batch_pos sched_batch_next(struct sched_client *c)
 	pos.first = pos.batch * c->sampler.batch_size;
 	pos.rows = sampler_batch_rows(&c->sampler, c->g, pos.batch);
 	pos.last = pos.batch + 1 == c->segment_batches;
+	pos.t_pick = sched_now_ns();
 	c->in_flight++;
 	return pos;
 }
@@ -304,6 +328,9 @@ static void client_flush(struct sched *s, struct sched_client *c)
 			return;
 		}
 		sl->state = SLOT_HELD;
+		sl->pos.t_ready = sched_now_ns();
+		sched_stage(c, STAGE_FILL, sl->pos.t_pick, sl->pos.t_filled);
+		sched_stage(c, STAGE_ORDER, sl->pos.t_filled, sl->pos.t_ready);
 		uint32_t slot = (uint32_t)(sl - s->slots);
 		struct proto_ready r = sched_ready_of(&sl->pos, slot, sl->generation,
 						      arena_slot_offset(s->arena, slot));
@@ -334,6 +361,7 @@ static void item_finished(struct sched *s, struct slot *sl)
 	if (++sl->items_done < sl->n_items)
 		return;
 	sl->state = SLOT_DONE;
+	sl->pos.t_filled = sched_now_ns();
 	client_flush(s, sl->client);
 }
 

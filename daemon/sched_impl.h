@@ -26,11 +26,28 @@ enum slot_state {
 
 enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
 
-/* Where a batch sits in its client's stream of batches: what READY says. */
+/* Where a batch sits in its client's stream of batches: what READY says;
+ * and when it passed each stage (sched_now_ns), for the client's stage
+ * figures. */
 struct batch_pos {
 	uint64_t seq, epoch, g, batch, first;
 	uint32_t rows;
 	bool last;
+	uint64_t t_pick, t_filled, t_handed, t_ready;
+};
+
+/* The stages of a batch, as a client's status line and detach log line
+ * show them (means per batch):
+ *  fill   picked -> its last item done (the workers)
+ *  order  done -> handed on: READY sent (host), or given to the GPU thread
+ *         (device), once every earlier batch of the client was
+ *  gpu    given to the GPU thread -> its copy issued and READY sent
+ *  held   READY sent -> RELEASE received (the client's own time) */
+enum sched_stage { STAGE_FILL, STAGE_ORDER, STAGE_GPU, STAGE_HELD, STAGE_COUNT };
+
+struct stage_sums {
+	uint64_t ns[STAGE_COUNT];
+	uint64_t n[STAGE_COUNT];
 };
 
 /* A device slot of a client's ring, with the batch it holds (the staging
@@ -77,6 +94,7 @@ struct sched_client {
 	uint64_t released;
 	uint32_t in_flight; /* batches started and not yet released */
 	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
+	struct stage_sums stages;
 	bool failed;
 	/* device delivery (devpath.c) */
 	bool device;
@@ -125,6 +143,13 @@ struct sched {
 };
 
 /* ---- sched.c ---- */
+
+/* The monotonic clock, in ns: stage timestamps. */
+uint64_t sched_now_ns(void);
+/* Adds `to - from` to client c's figures of stage st. */
+void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to);
+/* " fill_us F order_us O gpu_us G held_us H": c's means per batch. */
+int sched_stage_text(const struct sched_client *c, char *buf, size_t cap);
 
 /* Starts batches for clients that can take one, then hands items to the
  * workers. Called after anything that may free a slot or a client's room. */

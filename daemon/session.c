@@ -188,8 +188,16 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 			break;
 		}
 	}
-	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches", c->session,
-		 (int)c->pid, c->released);
+	char stages[128];
+	sched_stage_text(c, stages, sizeof(stages));
+	struct status_text *gpu = NULL; /* the GPU thread's figures of a device client */
+	if (c->device && c->pc && (gpu = malloc(sizeof(*gpu)))) {
+		status_init(gpu);
+		s->gpu.describe_client(c->pc, gpu);
+	}
+	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches; per batch:%s%.300s",
+		 c->session, (int)c->pid, c->released, stages, gpu ? gpu->buf : "");
+	free(gpu);
 	c->conn = NULL;
 	if (c->device)
 		devpath_detach(s, c, handles_closed);
@@ -211,6 +219,7 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 			  "seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return;
 	}
+	sched_stage(c, STAGE_HELD, sl->pos.t_ready, sched_now_ns());
 	sched_slot_free(s, sl);
 	c->in_flight--;
 	c->released++;
@@ -227,6 +236,9 @@ void session_describe(const struct sched *s, struct status_text *t)
 			      " in_flight %u staging %u", c->session, (int)c->pid, c->name,
 			      s->sources[c->pipeline].cfg->name, c->sampler.rank, c->sampler.world,
 			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
+		char stages[128];
+		sched_stage_text(c, stages, sizeof(stages));
+		status_printf(t, "%s", stages);
 		if (c->device && c->pc)
 			s->gpu.describe_client(c->pc, t);
 		status_printf(t, "\n");

@@ -197,11 +197,13 @@ _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_s
                           r"shuffle ([01]) drop_last ([01])$")
 # A client's name is shown escaped (common/escape.h): between the quotes, a
 # backslash starts an escape and a quote is always escaped.
+_US = r"(\d+\.\d)"  # a stage's mean, in microseconds
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+) rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
-                        r"staging (\d+)"
+                        r"staging (\d+) fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
+                        " held_us " + _US +
                         r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
-                        r"path (direct|staging))?$")
+                        r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?$")
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
     r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
@@ -256,9 +258,13 @@ def parse_status(text):
         st["clients"].append({
             "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
-            "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]), "gpu": g[12],
-            "stream_depth": None if g[13] is None else int(g[13]),
-            "bytes_moved": None if g[14] is None else int(g[14]), "path": g[15]})
+            "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]),
+            "stages_us": {"fill": float(g[12]), "order": float(g[13]), "gpu": float(g[14]),
+                          "held": float(g[15]),
+                          "queue": None if g[20] is None else float(g[20]),
+                          "copy": None if g[21] is None else float(g[21])},
+            "gpu": g[16], "stream_depth": None if g[17] is None else int(g[17]),
+            "bytes_moved": None if g[18] is None else int(g[18]), "path": g[19]})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),

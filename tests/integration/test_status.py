@@ -76,9 +76,17 @@ def body(env):
           == ("watcher", "images", 1, 2, 3, 0), "client line: %s" % client)
     check(client["released"] <= client["sent"] and client["sent"] - client["released"] <= client["in_flight"] <= 3,
           "client counts disagree with each other or with depth 3: %s" % client)
+    # Stage means: the workers took some time, the client holds each batch
+    # for its 200 ms step, a host client has no GPU stage.
+    stages = client["stages_us"]
+    check(stages["fill"] > 0 and 150000 <= stages["held"] and stages["gpu"] == 0
+          and stages["queue"] is None, "stage figures of a host client stepping 200 ms: %s" % stages)
     c.kill()
     c.wait()
     d.wait_status(lambda s: s["clients"] == [] and s["in_use"] == 0, 10, "the client to go away")
+    check(re.search(r"client \d+ \(pid %d\) detached after \d+ batches; per batch: fill_us \d+\.\d "
+                    r"order_us \d+\.\d gpu_us 0\.0 held_us \d+\.\d" % c.pid, d.log()),
+          "the detach line has no stage figures:\n%s" % d.log())
     d.stop()
 
 
