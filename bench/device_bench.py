@@ -3,9 +3,9 @@
 clients on one GPU, with host delivery of the same daemon as the reference.
 
 One loaderd (pin register, --workers workers, 64 staging slots, 8 device
-slots) serves raw pipelines of 4 KiB records in batches of 64 KiB, 256 KiB,
-1 MiB, 4 MiB and 16 MiB (--sizes-kib), each through staging and with
-`direct = on`. For every size, path (staging, direct, host) and number of
+slots) serves raw pipelines of 16 records a batch, in batches of 64 KiB,
+256 KiB, 1 MiB, 4 MiB and 16 MiB (--sizes-kib; records of 4 KiB to 1 MiB),
+each through staging and with `direct = on`. For every size, path (staging, direct, host) and number of
 clients (--clients, default 1 2 4 8), that many `loaderctl consume
 --stages` run at once for about --seconds, each its own process and its
 own client of the daemon; a row gives the batches/s of one client (the
@@ -45,7 +45,7 @@ from host_bench import cpu_model  # noqa: E402
 
 KIB = 1 << 10
 MIB = 1 << 20
-RECORD_BYTES = 4 * KIB
+ROWS = 16                   # records per batch: a batch of B bytes has records of B/16
 STAGING_SLOTS = 64
 DEPTH = 8
 EXIT_SKIP = 77
@@ -86,8 +86,7 @@ class Daemon(LoaderdDaemon):
         for kib in a.sizes:
             for path in ("staging", "direct"):
                 lines += ["[pipeline.%s]" % pipeline(kib, path), "source = raw:%s" % self.ctx.data,
-                          "record_bytes = %d" % RECORD_BYTES,
-                          "batch_size = %d" % (kib * KIB // RECORD_BYTES),
+                          "record_bytes = %d" % (kib * KIB // ROWS), "batch_size = %d" % ROWS,
                           "direct = %s" % ("on" if path == "direct" else "off"), ""]
         return lines
 
@@ -193,8 +192,8 @@ def report(ctx, res, ceiling, call):
              % (ctx.gpu_desc, cpu_model(), os.cpu_count() or 0, usable_cores()),
              "date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "command: bench/device_bench.py %s" % " ".join(sys.argv[1:]),
-             "loaderd: %d workers, pin register, %d staging slots, depth %d, 4 KiB records"
-             % (a.workers, STAGING_SLOTS, DEPTH), ""]
+             "loaderd: %d workers, pin register, %d staging slots, depth %d, %d records a batch"
+             % (a.workers, STAGING_SLOTS, DEPTH, ROWS), ""]
     head = "| batch | clients | " + " | ".join(
         "%s per client | %s all" % (p, p) for p in a.paths) + " | bus GB/s |"
     lines += [head, "|" + "---|" * (3 + 2 * len(a.paths))]
@@ -260,9 +259,10 @@ def parse_args():
     a.sizes = [int(x) for x in a.sizes_kib.split(",")]
     a.clients = [int(x) for x in a.clients.split(",")]
     a.paths = [x for x in a.paths.split(",") if x]
-    if min(a.sizes) < 4 or any(k % 4 for k in a.sizes) or min(a.clients) < 1 or \
-            not set(a.paths) <= {"staging", "direct", "host"}:
-        ap.error("sizes are multiples of 4 KiB, clients >= 1, paths among staging,direct,host")
+    if min(a.sizes) < 64 or any(k % 64 for k in a.sizes) or max(a.sizes) > 16384 or \
+            min(a.clients) < 1 or not set(a.paths) <= {"staging", "direct", "host"}:
+        ap.error("sizes are multiples of 64 KiB up to 16384, clients >= 1, paths among "
+                 "staging,direct,host")
     return a
 
 
@@ -293,7 +293,8 @@ def main():
     res = {}
     daemon = Daemon(ctx)
     try:
-        write_dataset(ctx.data, max(256 * MIB, 8 * max(a.sizes) * KIB), max(1, usable_cores()))
+        # A multiple of every record size (at most 1 MiB), 16 of the largest batches.
+        write_dataset(ctx.data, max(256 * MIB, 16 * max(a.sizes) * KIB), max(1, usable_cores()))
         ceiling = measure_ceiling(ctx)
         daemon.start()
         for kib in a.sizes:

@@ -26,6 +26,7 @@ typedef struct { char reserved[PROTO_IPC_HANDLE_BYTES]; } cu_ipc_event_handle;
 typedef struct { char bytes[PROTO_UUID_BYTES]; } cu_uuid;
 
 #define CU_SUCCESS 0
+#define CU_ERROR_NOT_READY 600
 #define CU_ERROR_NO_DEVICE 100
 #define CU_ERROR_INVALID_DEVICE 101
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
@@ -47,6 +48,7 @@ static struct device_driver {
 	cu_result (*event_destroy)(cu_event);
 	cu_result (*event_record)(cu_event, cu_stream);
 	cu_result (*event_synchronize)(cu_event);
+	cu_result (*event_query)(cu_event);
 	cu_result (*stream_wait_event)(cu_stream, cu_event, unsigned);
 	cu_result (*memcpy_dtoh)(void *, cu_deviceptr, size_t);
 	cu_result (*get_error_string)(cu_result, const char **);
@@ -73,6 +75,7 @@ static const struct {
 	SYM("cuIpcOpenEventHandle", ipc_open_event),
 	SYM("cuEventDestroy_v2", event_destroy),
 	SYM("cuEventRecord", event_record),
+	SYM("cuEventQuery", event_query),
 	SYM("cuEventSynchronize", event_synchronize),
 	SYM("cuStreamWaitEvent", stream_wait_event),
 	SYM("cuMemcpyDtoH_v2", memcpy_dtoh),
@@ -281,7 +284,14 @@ int device_wait(struct device_ring *r, uint32_t slot, void *stream, char *err, s
 	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
-	cu_result e = drv.stream_wait_event((cu_stream)stream, r->ready[slot], 0);
+	/* The daemon sends READY once the copy has landed, so the ready event
+	 * has completed and the stream needs no wait; a GPU-side wait on
+	 * another process's event would cost the stream some 160 us. The wait
+	 * stays for an event not yet complete (a daemon that sent READY
+	 * earlier). */
+	cu_result e = drv.event_query(r->ready[slot]);
+	if (e == CU_ERROR_NOT_READY)
+		e = drv.stream_wait_event((cu_stream)stream, r->ready[slot], 0);
 	device_pop();
 	return e == CU_SUCCESS ? 0 : cu_fail(e, err, cap, "cuStreamWaitEvent on the ready event");
 }

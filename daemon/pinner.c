@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "daemon/pinner_impl.h"
@@ -120,9 +121,6 @@ static void handle(struct pinner *p, struct msg *m)
 	case M_SLOT_FREE:
 		pinner_slot_free(p, m);
 		return;
-	case M_COPY_DONE:
-		pinner_copy_done(p, m);
-		return;
 	case M_RETIRE:
 		pinner_client_retire(p, m);
 		return;
@@ -169,6 +167,9 @@ static void shutdown_gpu(struct pinner *p)
 static void *pinner_main(void *arg)
 {
 	struct pinner *p = arg;
+	/* Its timed waits (COPY_POLL_NS, 10 us) must not be stretched by the
+	 * default 50 us of timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1000UL);
 	struct msg *r = msg_new(R_STARTED);
 	r->rc = find_gpus(p, r->text, sizeof(r->text));
 	if (r->rc == 0 && p->n_gpus == 0) {
@@ -188,13 +189,13 @@ static void *pinner_main(void *arg)
 
 	for (;;) {
 		pthread_mutex_lock(&p->mu);
-		if (p->n_deferring > 0 && !p->in.head && !p->stop) {
+		if ((p->n_deferring > 0 || p->n_copying > 0) && !p->in.head && !p->stop) {
 			uint64_t until = pinner_now_ns() + p->poll_ns;
 			struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
 					      .tv_nsec = (long)(until % 1000000000u)};
 			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 		}
-		while (p->n_deferring == 0 && !p->in.head && !p->stop)
+		while (p->n_deferring == 0 && p->n_copying == 0 && !p->in.head && !p->stop)
 			pthread_cond_wait(&p->cv, &p->mu);
 		struct msg *m = msgq_take_all(&p->in);
 		bool stop = p->stop;
@@ -204,6 +205,9 @@ static void *pinner_main(void *arg)
 			handle(p, m);
 			m = next;
 		}
+		p->poll_ns = COPY_POLL_NS;
+		if (p->n_copying > 0)
+			pinner_poll_copies(p);
 		if (p->n_deferring > 0)
 			p->poll_ns = pinner_poll_deferred(p);
 		if (stop)

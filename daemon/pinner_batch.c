@@ -71,9 +71,10 @@ static void batch_end(struct pinner *p, struct msg *m)
 	msg_free(m);
 }
 
-/* Enqueues H2D into device slot d from src, records ready[d] and a
- * completion callback, then reports the batch issued. On failure the
- * client is failed and the message is the caller's again. */
+/* Enqueues H2D into device slot d from src and records ready[d] and
+ * copied[d] behind it; the batch is reported (READY) once copied[d] is
+ * seen complete (pinner_poll_copies). On failure the client is failed and
+ * the message is the caller's again. */
 static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 {
 	struct pinner_client *pc = m->pc;
@@ -95,16 +96,18 @@ static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 		e = cudaEventRecord(pc->ready[m->d], pc->stream);
 	}
 	if (e == cudaSuccess) {
+		what = "cudaEventRecord of the copied event";
+		e = cudaEventRecord(pc->copied[m->d], pc->stream);
+	}
+	if (e == cudaSuccess) {
 		atomic_fetch_add(&pc->stream_depth, 1);
 		m->t_issue = pinner_now_ns();
 		atomic_fetch_add(&pc->queue_ns, m->t_issue - m->t_request);
 		atomic_fetch_add(&pc->n_issued, 1);
-		issued(p, m);
-		what = "cudaLaunchHostFunc";
-		e = pinner_stream_point(p, pc, m, M_COPY_DONE, pc->ready[m->d]);
-		if (e == cudaSuccess)
-			return true;
-		atomic_fetch_sub(&pc->stream_depth, 1);
+		m->kind = M_COPYING;
+		msgq_push(&pc->inflight, m);
+		p->n_copying++;
+		return true;
 	}
 	if (what)
 		cudaerr_failed(e, text, sizeof(text), what);
@@ -250,13 +253,16 @@ void pinner_slot_free(struct pinner *p, struct msg *m)
 	run_copies(p);
 }
 
-void pinner_copy_done(struct pinner *p, struct msg *m)
+/* The copy of m has landed: READY may go out, and the staging slot (or
+ * the pinned buffer) is free. */
+static void copy_done(struct pinner *p, struct msg *m)
 {
 	struct pinner_client *pc = m->pc;
 	atomic_fetch_sub(&pc->stream_depth, 1);
 	atomic_fetch_add(&pc->bytes_moved, m->bytes);
 	atomic_fetch_add(&pc->copy_ns, pinner_now_ns() - m->t_issue);
 	atomic_fetch_add(&pc->n_copied, 1);
+	issued(p, m);
 	if (m->pinned >= 0) {
 		p->pinned_free[p->n_pinned++] = m->pinned;
 		atomic_fetch_add(&p->pinned_free_count, 1);
@@ -265,6 +271,38 @@ void pinner_copy_done(struct pinner *p, struct msg *m)
 		return;
 	}
 	batch_end(p, m);
+}
+
+/* The oldest copy of pc in flight, taken off its queue. */
+static struct msg *inflight_pop(struct pinner *p, struct pinner_client *pc)
+{
+	struct msg *m = pc->inflight.head;
+	pc->inflight.head = m->next;
+	if (!pc->inflight.head)
+		pc->inflight.tail = NULL;
+	p->n_copying--;
+	return m;
+}
+
+void pinner_poll_copies(struct pinner *p)
+{
+	for (uint32_t i = 0; i < p->n_clients && p->n_copying > 0; i++) {
+		struct pinner_client *pc = p->clients[i];
+		if (!pc->inflight.head)
+			continue;
+		cudaSetDevice(pc->dev);
+		while (pc->inflight.head) {
+			cudaError_t e = cudaEventQuery(pc->copied[pc->inflight.head->d]);
+			if (e == cudaErrorNotReady)
+				break;
+			char text[TEXT_MAX];
+			if (cudaerr_failed(e, text, sizeof(text), "waiting for a copy to land")) {
+				client_fail(p, pc, text);
+				pinner_client_sync(pc); /* nothing may still read the source */
+			}
+			copy_done(p, inflight_pop(p, pc));
+		}
+	}
 }
 
 static void drop_deferred(struct pinner *p, struct pinner_client *pc)
@@ -295,4 +333,8 @@ void pinner_drop_waiting(struct pinner *p, struct pinner_client *pc)
 {
 	drop_deferred(p, pc);
 	purge_copy_wait(p, pc);
+	if (pc->inflight.head) /* the stream is idle: they have landed */
+		pinner_client_sync(pc);
+	while (pc->inflight.head)
+		copy_done(p, inflight_pop(p, pc));
 }

@@ -16,6 +16,8 @@ void pinner_client_free(struct pinner *p, struct pinner_client *pc)
 			cudaEventDestroy(pc->ready[d]);
 		if (pc->released[d])
 			cudaEventDestroy(pc->released[d]);
+		if (pc->copied[d])
+			cudaEventDestroy(pc->copied[d]);
 	}
 	if (pc->stream)
 		cudaStreamDestroy(pc->stream);
@@ -126,6 +128,8 @@ struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m)
 		e = cudaEventCreateWithFlags(&pc->ready[d], flags);
 		if (e == cudaSuccess)
 			e = cudaEventCreateWithFlags(&pc->released[d], flags);
+		if (e == cudaSuccess)
+			e = cudaEventCreateWithFlags(&pc->copied[d], cudaEventDisableTiming);
 		if (e == cudaSuccess)
 			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->ready[d], pc->ready[d]);
 		if (e == cudaSuccess)

@@ -25,6 +25,9 @@
 #define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
 #define TEXT_MAX 512
 #define NO_STAGING UINT32_MAX             /* a direct batch holds no staging slot */
+/* How often the pinning thread looks for landed copies while some are in
+ * flight: a batch's READY waits at most this long after its copy. */
+#define COPY_POLL_NS 10000
 
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
@@ -58,6 +61,12 @@ struct pinner_client {
 	cudaEvent_t tail; /* retire: the end of `stream` */
 	cudaEvent_t ready[PROTO_DEVICE_SLOTS_MAX];
 	cudaEvent_t released[PROTO_DEVICE_SLOTS_MAX];
+	/* Recorded behind each copy, like ready[d], but local to this process:
+	 * the pinning thread queries it to learn that the copy has landed (a
+	 * host query, where a host callback behind a GPU-side wait on the
+	 * interprocess event cost a batch 250 us and more). */
+	cudaEvent_t copied[PROTO_DEVICE_SLOTS_MAX];
+	struct msgq inflight;            /* copies issued, in order, not yet seen landed */
 	const struct direct_source *direct; /* its pipeline's file, when registered */
 	bool failed, retiring;
 	struct msgq deferred;           /* batches waiting for released[d], in order */
@@ -74,7 +83,7 @@ enum msg_kind {
 	M_ATTACH, M_COPY, M_COPY_DIRECT, M_RETIRE,
 	/* CUDA host callbacks -> thread */
 	M_SLOT_FREE,    /* copy mode: released[d] has fired, the pinned copy may start */
-	M_COPY_DONE,    /* the H2D copy of a batch has completed */
+	M_COPYING,      /* issued, on pc->inflight until seen landed (pinner_poll_copies) */
 	M_DRAINED,      /* a retiring client's stream has run dry */
 	/* thread -> loop */
 	R_STARTED, R_ATTACHED, R_ISSUED, R_STAGING_FREE, R_FAILED, R_RETIRED,
@@ -140,6 +149,7 @@ struct pinner {
 	atomic_uint pinned_free_count;
 	struct msgq copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
 	uint32_t n_deferring;     /* clients with deferred batches */
+	uint32_t n_copying;       /* copies issued and not yet seen landed, all clients */
 	uint64_t poll_ns;         /* retry interval for them */
 	struct team team;
 	struct direct_source *direct; /* one per source; .ok where registered */
@@ -244,8 +254,9 @@ void pinner_client_sync(struct pinner_client *pc);
 void pinner_do_copy(struct pinner *p, struct msg *m);
 /* M_SLOT_FREE: copy mode, the slot is free on the GPU. */
 void pinner_slot_free(struct pinner *p, struct msg *m);
-/* M_COPY_DONE: the H2D copy of a batch has completed. */
-void pinner_copy_done(struct pinner *p, struct msg *m);
+/* Finishes every copy that has landed, in order per client: READY (the
+ * batch is on the GPU), the staging slot back. Called while n_copying > 0. */
+void pinner_poll_copies(struct pinner *p);
 /* Retries deferred batches; called while n_deferring > 0, again after the
  * interval (ns) it returns. */
 uint64_t pinner_poll_deferred(struct pinner *p);
