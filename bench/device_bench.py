@@ -144,18 +144,57 @@ def daemon_stages(daemon, pids):
     return {k: sum(v) / len(v) for k, v in sums.items()}
 
 
+def cpu_seconds(pid):
+    """CPU seconds (user + system) of the daemon's event loop (its main
+    thread), of its GPU thread (loaderd-pinner) and of its worker processes
+    (its children), read from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat_cpu(path):
+        try:
+            with open(path) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # gone since it was listed
+            return 0.0, None
+        return (int(fields[11]) + int(fields[12])) / tick, int(fields[1])
+
+    got = {"loop": 0.0, "gpu": 0.0, "workers": 0.0}
+    task_dir = "/proc/%d/task" % pid
+    for tid in os.listdir(task_dir):
+        try:
+            with open(os.path.join(task_dir, tid, "comm")) as f:
+                comm = f.read().strip()
+        except OSError:
+            continue
+        if int(tid) == pid:
+            got["loop"] += stat_cpu(os.path.join(task_dir, tid, "stat"))[0]
+        elif comm == "loaderd-pinner":
+            got["gpu"] += stat_cpu(os.path.join(task_dir, tid, "stat"))[0]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            cpu, ppid = stat_cpu("/proc/%s/stat" % entry)
+            if ppid == pid:
+                got["workers"] += cpu
+    return got
+
+
 def measure(ctx, daemon, kib, path, n):
-    """{per_client, total, stages} for n clients of one size and path."""
+    """{per_client, total, stages, busy} for n clients of one size and
+    path; busy: the cores the daemon's loop, GPU thread and workers kept
+    busy during the run."""
     probe = run_clients(ctx, daemon, kib, path, 1, 100)
     rate = probe[0][0]["per_s"]
     batches = max(200, int(ctx.args.seconds * rate))
+    before, t0 = cpu_seconds(daemon.proc.pid), time.perf_counter()
     runs = run_clients(ctx, daemon, kib, path, n, batches)
+    after, wall = cpu_seconds(daemon.proc.pid), time.perf_counter() - t0
+    busy = {k: (after[k] - before[k]) / wall for k in after}
     # Together: all batches over the longest client's time.
     total = sum(r[0]["batches"] for r in runs) / max(r[0]["seconds"] for r in runs)
     stages = daemon_stages(daemon, [r[2] for r in runs])
     for k, name in enumerate(("next", "stream_wait", "release")):
         stages[name] = sum(r[1][k] for r in runs) / len(runs)
-    return {"per_client": total / n, "total": total, "stages": stages}
+    return {"per_client": total / n, "total": total, "stages": stages, "busy": busy}
 
 
 def measure_ceiling(ctx):
@@ -215,6 +254,18 @@ def report(ctx, res, ceiling, call):
             if isinstance(r, dict):
                 lines.append("| %d KiB | %s | %s |" % (kib, p, " | ".join(
                     fmt(r["stages"].get(s, "-"), "%.1f") for s in STAGES)))
+    lines += ["", "cores kept busy during the run (CPU seconds / wall seconds): the daemon's "
+              "event loop, its GPU thread, its workers", "",
+              "| batch | path | clients | batches/s all | loop | GPU thread | workers |",
+              "|---|---|---|---|---|---|---|"]
+    for kib in a.sizes:
+        for p in a.paths:
+            for n in sorted({min(a.clients), max(a.clients)}):
+                r = res.get((kib, p, n))
+                if isinstance(r, dict):
+                    b = r["busy"]
+                    lines.append("| %d KiB | %s | %d | %.0f | %.2f | %.2f | %.2f |"
+                                 % (kib, p, n, r["total"], b["loop"], b["gpu"], b["workers"]))
     lines += ["", "goals:"]
     for p in ("staging", "direct"):
         if p not in a.paths:

@@ -21,8 +21,10 @@
  * Device delivery: set ldr_attach_opts.device ("0", or "GPU-<uuid>") and
  * batches arrive already copied to that GPU; tensors[i].data are device
  * pointers into a ring the daemon allocated on the GPU and exported once
- * (CUDA IPC). Nothing blocks the host: before a stream touches a batch,
- * ldr_stream_wait() makes it wait (on the GPU) for the daemon's copy; when
+ * (CUDA IPC). Nothing blocks the host: ldr_next returns a batch once the
+ * daemon's copy has landed, and ldr_stream_wait() orders a stream after
+ * that copy all the same (a host query of the event when, as with this
+ * daemon, it has completed); when
  * the work that reads the batch is enqueued, ldr_release_stream() marks
  * the slot free on that stream and tells the daemon, whose next copy into
  * the slot waits (on the GPU) for that mark.
@@ -155,7 +157,9 @@ int ldr_release(struct ldr_client *c, const struct ldr_batch *b);
  *
  * ldr_stream_wait: work enqueued on cuda_stream after the call runs after
  * the daemon's copy of batch b has landed. Call it for every stream that
- * reads the batch.
+ * reads the batch: it costs a host query of the ready event, which has
+ * completed by the time the daemon sends READY, and enqueues a GPU-side
+ * wait only when it has not.
  *
  * ldr_release_stream: the slot of batch b becomes free for the daemon's
  * next copy once the work enqueued on cuda_stream before the call is done

@@ -199,7 +199,7 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 	sched_fill(s);
 }
 
-static void gpu_issued(struct sched *s, struct sched_client *c, uint32_t d)
+static void gpu_landed(struct sched *s, struct sched_client *c, uint32_t d)
 {
 	if (!c->conn || c->failed || d >= c->depth || c->dev[d].state != DEV_COPYING)
 		return;
@@ -237,7 +237,7 @@ static void gpu_failed(struct sched *s, struct sched_client *c, const char *text
 struct gpu_answers sched_gpu_answers(struct sched *s)
 {
 	return (struct gpu_answers){
-		.sched = s, .attached = gpu_attached, .issued = gpu_issued,
+		.sched = s, .attached = gpu_attached, .landed = gpu_landed,
 		.staging_free = gpu_staging_free, .failed = gpu_failed, .retired = gpu_retired,
 	};
 }

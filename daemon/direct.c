@@ -142,11 +142,23 @@ cudaError_t direct_copy(const struct direct_source *d, struct direct_scratch *sc
 				 d->src->cfg->path, offsets[i], offsets[i] + len, d->bytes);
 			return cudaErrorInvalidValue;
 		}
-		sc->dsts[i] = dst + i * stride;
-		sc->srcs[i] = d->base + offsets[i];
-		sc->sizes[i] = len;
 	}
-	cudaError_t e = copy_batch(sc, rows, stream);
+	/* Samples that follow each other in the file and in the slot (rows
+	 * without padding, read in file order) go as one copy. */
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < rows; i++) {
+		uint8_t *to = dst + i * stride;
+		const uint8_t *from = d->base + offsets[i];
+		if (n > 0 && (uint8_t *)sc->dsts[n - 1] + sc->sizes[n - 1] == to &&
+		    (const uint8_t *)sc->srcs[n - 1] + sc->sizes[n - 1] == from) {
+			sc->sizes[n - 1] += len;
+			continue;
+		}
+		sc->dsts[n] = to;
+		sc->srcs[n] = from;
+		sc->sizes[n++] = len;
+	}
+	cudaError_t e = copy_batch(sc, n, stream);
 	char why[256];
 	if (e != cudaSuccess)
 		snprintf(text, cap, "copying a batch of %u samples from %.300s: %s", rows,

@@ -52,7 +52,8 @@ struct direct_scratch {
 };
 
 /* Enqueues on `stream` the copy of `rows` samples, sample i from file byte
- * offsets[i], into consecutive rows at dst. On failure, text says which
+ * offsets[i], into consecutive rows at dst; samples adjacent in both go as
+ * one copy. On failure, text says which
  * sample or call failed. */
 cudaError_t direct_copy(const struct direct_source *d, struct direct_scratch *sc,
 			cudaStream_t stream, uint8_t *dst, const uint64_t *offsets, uint32_t rows,

@@ -12,7 +12,7 @@
  *
  * Threads: requests are called on the loop thread and return at once (the
  * GPU thread queues them). Answers are called on the loop thread too, in
- * order per client; `attached` comes once per attach, `issued` once per
+ * order per client; `attached` comes once per attach, `landed` once per
  * copy unless the client failed or is retiring, `staging_free` once per
  * staging copy, `retired` once per retire.
  */
@@ -40,11 +40,11 @@ struct gpu_requests {
 		       const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline, uint32_t slots,
 		       uint64_t slot_bytes);
 	/* Copies `bytes` of staging slot `staging_slot` into device slot d:
-	 * `issued`, and `staging_free` once the staging slot is read. */
+	 * `landed`, and `staging_free` once the staging slot is read. */
 	void (*copy)(struct pinner *gpu, struct pinner_client *pc, uint32_t d, uint32_t staging_slot,
 		     uint32_t staging_generation, uint64_t bytes);
 	/* A direct client's batch: `rows` samples from the page-locked file
-	 * at `offsets` (malloc'd, handed over) into device slot d: `issued`. */
+	 * at `offsets` (malloc'd, handed over) into device slot d: `landed`. */
 	void (*copy_direct)(struct pinner *gpu, struct pinner_client *pc, uint32_t d,
 			    uint64_t *offsets, uint32_t rows);
 	/* Frees the client's ring once its stream has drained: `retired`. */
@@ -60,8 +60,9 @@ struct gpu_answers {
 	 * the page-locked file) or could not be made (rc -errno, text). */
 	void (*attached)(struct sched *s, struct sched_client *c, struct pinner_client *pc, int rc,
 			 const char *text, const struct proto_device *dev, bool direct);
-	/* Device slot d's batch is on its way and ready[d] is recorded. */
-	void (*issued)(struct sched *s, struct sched_client *c, uint32_t d);
+	/* Device slot d's batch has landed on the GPU (ready[d], recorded
+	 * behind the copy, has completed): READY may go. */
+	void (*landed)(struct sched *s, struct sched_client *c, uint32_t d);
 	/* The GPU thread no longer reads the staging slot. */
 	void (*staging_free)(struct sched *s, uint32_t staging_slot, uint32_t staging_generation);
 	/* A CUDA call for this client failed; text names the GPU and call. */

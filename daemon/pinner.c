@@ -238,7 +238,7 @@ static void on_async(uv_async_t *h)
 		case R_ATTACHED:
 			a->attached(a->sched, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct);
 			break;
-		case R_ISSUED: a->issued(a->sched, m->tag, m->d); break;
+		case R_LANDED: a->landed(a->sched, m->tag, m->d); break;
 		case R_STAGING_FREE: a->staging_free(a->sched, m->slot, m->generation); break;
 		case R_FAILED: a->failed(a->sched, m->tag, m->text); break;
 		case R_RETIRED: a->retired(a->sched, m->tag); break;

@@ -12,11 +12,11 @@
  * One batch (the copy request), on the client's stream, never blocking the host:
  *
  *   register: wait(released[d]) -> H2D from the staging slot -> record
- *             ready[d]; "issued" at once, "staging free" when the copy is done
+ *             ready[d] -> "landed" and "staging free" when the copy is done
  *   copy:     wait(released[d]) -> (host callback) memcpy staging -> pinned
  *             buffer on pin_threads threads -> "staging free" -> H2D ->
- *             record ready[d] -> "issued"; the pinned buffer is recycled when
- *             the copy is done. A pinned buffer is taken only once slot d is
+ *             record ready[d] -> "landed" when the copy is done, and the
+ *             pinned buffer is recycled. A pinned buffer is taken only once slot d is
  *             free on the GPU, so a client with a busy GPU holds none.
  *
  * wait(released[d]) is first a host-side query of the event: when the
@@ -24,20 +24,26 @@
  * GPU-side wait; else the batch (and the client's later ones, in order) is
  * retried every 20 us for up to 2 ms before it is queued behind a GPU-side
  * wait. A GPU-side wait on another process's event cost about 160 us of
- * stream time per batch (pinner_batch.c). Completion callbacks run on a
- * second stream per client that waits for ready[d], so the copy stream
- * never stalls on the host.
+ * stream time per batch (pinner_batch.c).
+ *
+ * "Done" is seen from the host: behind each copy the thread records a
+ * local event (copied[d]) and, while copies are in flight, queries the
+ * oldest of each client's every 10 us (COPY_POLL_NS). A host callback per
+ * batch, behind a GPU-side wait for ready[d], cost 250 us and more per
+ * batch and serialised every client behind the one callback thread; the
+ * query costs a fraction of a microsecond. READY therefore goes out once
+ * the batch is on the GPU, and the client's wait for ready[d] is free.
  *
  * A pipeline with `direct = on` has its file page-locked at start
  * (daemon/direct.h); its device clients' batches (copy_direct) skip
  * staging: wait(released[d]) -> one batched copy of the samples from the
- * file -> record ready[d] -> "issued". Whatever the pin mode.
+ * file -> record ready[d] -> "landed" when done. Whatever the pin mode.
  *
  * Threads: the loop thread calls the requests (they queue work and return
  * at once); the pinning thread runs it; CUDA host callbacks only queue.
  * Every result comes back on the loop thread as an answer, in order per
- * client. Each copy yields exactly one staging_free and, unless the
- * client failed or is retiring, one issued before it.
+ * client. Each staging copy yields exactly one staging_free and, unless the
+ * client failed or is retiring, each copy one landed.
  *
  * A device client's resources are freed by the retire request, which the loop
  * calls only once the client process has closed its IPC handles (it said
@@ -74,7 +80,7 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 		 struct pinner **out);
 
 /* The requests this pinner takes (daemon/gpuseam.h): attach, copy (a
- * staging slot), copy_direct (a direct client's batch: one issued, unless
+ * staging slot), copy_direct (a direct client's batch: one landed, unless
  * the client failed or is retiring), retire, describe_client. */
 struct gpu_requests pinner_requests(struct pinner *p);
 

@@ -54,9 +54,9 @@ static void staging_free(struct pinner *p, struct msg *m)
 	post_out(p, r);
 }
 
-static void issued(struct pinner *p, struct msg *m)
+static void landed(struct pinner *p, struct msg *m)
 {
-	struct msg *r = msg_new(R_ISSUED);
+	struct msg *r = msg_new(R_LANDED);
 	r->tag = m->pc->tag;
 	r->d = m->d;
 	post_out(p, r);
@@ -262,7 +262,7 @@ static void copy_done(struct pinner *p, struct msg *m)
 	atomic_fetch_add(&pc->bytes_moved, m->bytes);
 	atomic_fetch_add(&pc->copy_ns, pinner_now_ns() - m->t_issue);
 	atomic_fetch_add(&pc->n_copied, 1);
-	issued(p, m);
+	landed(p, m);
 	if (m->pinned >= 0) {
 		p->pinned_free[p->n_pinned++] = m->pinned;
 		atomic_fetch_add(&p->pinned_free_count, 1);

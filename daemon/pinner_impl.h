@@ -53,10 +53,10 @@ struct pinner_client {
 	uint64_t slot_bytes, ring_bytes;
 	uint8_t *ring;
 	cudaStream_t stream;
-	/* Completion callbacks run on `done`, which waits for each copy's
-	 * ready event: a host function on `stream` itself would stall the
-	 * next copy until the callback has run (54.5 -> 42.0 GB/s, loaderd-bus-probe
-	 * at 16 MiB batches). */
+	/* Host callbacks (copy mode's slot free, retire's drain) run on
+	 * `done`, which waits for the event they follow: a host function on
+	 * `stream` itself would stall the next copy until it has run (54.5 ->
+	 * 42.0 GB/s, loaderd-bus-probe at 16 MiB batches). */
 	cudaStream_t done;
 	cudaEvent_t tail; /* retire: the end of `stream` */
 	cudaEvent_t ready[PROTO_DEVICE_SLOTS_MAX];
@@ -86,7 +86,7 @@ enum msg_kind {
 	M_COPYING,      /* issued, on pc->inflight until seen landed (pinner_poll_copies) */
 	M_DRAINED,      /* a retiring client's stream has run dry */
 	/* thread -> loop */
-	R_STARTED, R_ATTACHED, R_ISSUED, R_STAGING_FREE, R_FAILED, R_RETIRED,
+	R_STARTED, R_ATTACHED, R_LANDED, R_STAGING_FREE, R_FAILED, R_RETIRED,
 };
 
 /* One message, reused along a batch's way (M_COPY -> M_SLOT_FREE -> ...). */

@@ -26,7 +26,7 @@
  * complete batch, in order, takes a free device slot and goes to the GPU
  * thread (daemon/gpuseam.h); its staging slot is free again once the GPU
  * thread has read it, and READY (naming the device slot) goes out once the
- * copy is issued. The device slot is the client's until its RELEASE. A
+ * copy has landed. The device slot is the client's until its RELEASE. A
  * client's in_flight counts its batches from start to RELEASE, so a free
  * device slot always exists when a batch is handed on. A direct client
  * (its pipeline's file is page-locked, daemon/direct.h) uses no staging

@@ -41,7 +41,7 @@ struct batch_pos {
  *  fill   picked -> its last item done (the workers)
  *  order  done -> handed on: READY sent (host), or given to the GPU thread
  *         (device), once every earlier batch of the client was
- *  gpu    given to the GPU thread -> its copy issued and READY sent
+ *  gpu    given to the GPU thread -> its copy landed and READY sent
  *  held   READY sent -> RELEASE received (the client's own time) */
 enum sched_stage { STAGE_FILL, STAGE_ORDER, STAGE_GPU, STAGE_HELD, STAGE_COUNT };
 

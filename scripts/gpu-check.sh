@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # gpu-check.sh: build loaderd on a GPU machine that has a compiler, cmake and
 # the CUDA toolkit but none of loaderd's -dev packages, then run the whole
-# test suite (GPU tests included), the GPU transfer benchmark, the image
+# test suite (GPU tests included), the GPU transfer benchmark, device
+# delivery by batch size and clients (bench/device_bench.py), the image
 # benchmark against the DataLoader and the end-to-end training benchmark
 # (bench/train_bench.py: examples/train_resnet.py fed by loaderd, by the
 # DataLoader and by synthetic data; it needs torch and torchvision).
@@ -10,13 +11,14 @@
 # with `scripts/gpu-check.sh --fetch` on a Debian machine) and are unpacked
 # into a private prefix, never into /; the build links them statically.
 #
-# LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_IMAGE_BENCH=0,
-# LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_ALL_TESTS=0 skip a part;
-# LOADERD_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS and LOADERD_TRAIN_BENCH_ARGS
-# add arguments to the three benchmarks.
+# LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
+# LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_ALL_TESTS=0
+# skip a part; LOADERD_BENCH_ARGS, LOADERD_DEVICE_BENCH_ARGS,
+# LOADERD_IMAGE_BENCH_ARGS and LOADERD_TRAIN_BENCH_ARGS add arguments to the
+# four benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
-# gpu-tests.log, bench/, image/, train/ and tests.log (the rest of the
-# suite), in that order.
+# gpu-tests.log, bench/, device/, image/, train/ and tests.log (the rest of
+# the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev"
@@ -47,6 +49,11 @@ fi
 if [ "${LOADERD_GPU_BENCH:-1}" = 1 ]; then
 	mkdir -p "$OUT/bench"
 	python3 bench/gpu_bench.py --build "$B" --out "$OUT/bench" ${LOADERD_BENCH_ARGS:-} 2>&1 | tail -40 || rc=1
+fi
+if [ "${LOADERD_GPU_DEVICE_BENCH:-1}" = 1 ]; then
+	mkdir -p "$OUT/device"
+	python3 bench/device_bench.py --build "$B" --out "$OUT/device" ${LOADERD_DEVICE_BENCH_ARGS:-} 2>&1 |
+		tail -60 || rc=1
 fi
 if [ "${LOADERD_GPU_IMAGE_BENCH:-1}" = 1 ]; then
 	mkdir -p "$OUT/image"

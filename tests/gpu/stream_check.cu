@@ -16,13 +16,13 @@
  * they are compared with the same checksum of the record that
  * ldr_sample_index() names, computed here from the data file.
  *
- * The negative controls break one of the two orderings on purpose, to show
- * that the comparison would notice:
- *   --no-ready-wait      no ldr_stream_wait: the kernel may read the slot
- *                        before the daemon's copy has landed;
- *   --release-elsewhere  the released event is recorded on a second, idle
- *                        stream: the daemon's next copy into the slot may
- *                        overwrite it while the busy stream still reads it.
+ *   --no-ready-wait      no ldr_stream_wait: the daemon sends READY only
+ *                        once the copy has landed, so the kernels must see
+ *                        the batch all the same;
+ *   --release-elsewhere  a negative control: the released event is recorded
+ *                        on a second, idle stream, so the daemon's next copy
+ *                        into the slot may overwrite it while the busy
+ *                        stream still reads it; the comparison must notice.
  *
  * Row checksum: the row as 8-byte little-endian words w_i (the tail
  * zero-padded), sum of w_i * (2i + 1) mod 2^64: position-dependent, so

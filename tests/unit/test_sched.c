@@ -10,7 +10,7 @@
  * items complete out of order; re-issue of a dead worker's items and the
  * strike rule; generations (stale completions and RELEASEs are ignored,
  * never double-free); a device client's way through the GPU thread
- * (attach, copy, issued, staging free, release, retire).
+ * (attach, copy, landed, staging free, release, retire).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -416,7 +416,7 @@ static void test_generations(void **state)
 
 /* A device client: attach waits for the GPU thread's ring; each batch is
  * copied from its staging slot into a free device slot, READY names the
- * device slot once issued, the staging slot is free once the GPU thread
+ * device slot once landed, the staging slot is free once the GPU thread
  * has read it; detaching without BYE retires the ring once the process
  * has exited. */
 static void test_device_path(void **state)
@@ -435,13 +435,13 @@ static void test_device_path(void **state)
 	for (int k = 0; k < 8; k++)
 		complete(w, k);
 	assert_int_equal(gpu_fake.copies, 4);
-	assert_int_equal(a.n_ready, 0); /* not before the copies are issued */
+	assert_int_equal(a.n_ready, 0); /* not before the copies have landed */
 	uint32_t seen = 0;
 	for (int i = 0; i < 4; i++) {
 		assert_ptr_equal(gpu_fake.copy[i].pc, &gpu_fake.pcs[0]);
 		assert_int_equal(gpu_fake.copy[i].bytes, (uint64_t)BATCH * RECORD);
 		seen |= 1u << gpu_fake.copy[i].d;
-		w->answers.issued(w->answers.sched, sc, gpu_fake.copy[i].d);
+		w->answers.landed(w->answers.sched, sc, gpu_fake.copy[i].d);
 		w->answers.staging_free(w->answers.sched, gpu_fake.copy[i].slot, gpu_fake.copy[i].gen);
 	}
 	assert_int_equal(seen, 0xf); /* four distinct device slots */
