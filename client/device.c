@@ -50,6 +50,7 @@ static struct device_driver {
 	cu_result (*event_synchronize)(cu_event);
 	cu_result (*event_query)(cu_event);
 	cu_result (*stream_wait_event)(cu_stream, cu_event, unsigned);
+	cu_result (*stream_query)(cu_stream);
 	cu_result (*memcpy_dtoh)(void *, cu_deviceptr, size_t);
 	cu_result (*get_error_string)(cu_result, const char **);
 } drv;
@@ -78,6 +79,7 @@ static const struct {
 	SYM("cuEventQuery", event_query),
 	SYM("cuEventSynchronize", event_synchronize),
 	SYM("cuStreamWaitEvent", stream_wait_event),
+	SYM("cuStreamQuery", stream_query),
 	SYM("cuMemcpyDtoH_v2", memcpy_dtoh),
 	SYM("cuGetErrorString", get_error_string),
 #undef SYM
@@ -302,9 +304,26 @@ int device_release(struct device_ring *r, uint32_t slot, void *const *streams, u
 	int rc = device_push(r, err, cap);
 	if (rc < 0)
 		return rc;
+	/* Streams with nothing left to run have finished reading the batch:
+	 * with every one of them idle the slot is free now, and the event,
+	 * whose last record is complete or orders only older work, needs no
+	 * new record. A record would have to wait for this process's turn on
+	 * the GPU, and so would the daemon's next copy into the slot. */
+	cu_result e = CU_SUCCESS;
+	unsigned idle = 0;
+	while (idle < n && (e = drv.stream_query((cu_stream)streams[idle])) == CU_SUCCESS)
+		idle++;
+	if (idle == n) {
+		device_pop();
+		return 0;
+	}
+	if (e != CU_ERROR_NOT_READY) {
+		device_pop();
+		return cu_fail(e, err, cap, "cuStreamQuery of a stream that read the batch");
+	}
 	/* Each further stream waits for the event as last recorded, then
 	 * records it again: it completes once every stream's work is done. */
-	cu_result e = drv.event_record(r->released[slot], (cu_stream)streams[0]);
+	e = drv.event_record(r->released[slot], (cu_stream)streams[0]);
 	for (unsigned i = 1; e == CU_SUCCESS && i < n; i++) {
 		e = drv.stream_wait_event((cu_stream)streams[i], r->released[slot], 0);
 		if (e == CU_SUCCESS)

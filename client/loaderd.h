@@ -163,7 +163,8 @@ int ldr_release(struct ldr_client *c, const struct ldr_batch *b);
  *
  * ldr_release_stream: the slot of batch b becomes free for the daemon's
  * next copy once the work enqueued on cuda_stream before the call is done
- * (it records the slot's "released" event there, then sends RELEASE).
+ * (it records the slot's "released" event there, then sends RELEASE; with
+ * that work already done, the stream idle, it sends RELEASE alone).
  * Work on other streams that reads the batch must be ordered before it
  * (e.g. with an event the caller records and makes cuda_stream wait on).
  */

@@ -93,11 +93,11 @@ static bool scratch_reserve(struct direct_scratch *sc, uint32_t rows)
 }
 
 /* One call for the whole batch where the runtime has it (CUDA 12.8+; the
- * failIdx argument went away in 13.0). */
+ * failIdx argument went away in 13.0); a single run is a plain copy. */
 static cudaError_t copy_batch(struct direct_scratch *sc, uint32_t rows, cudaStream_t stream)
 {
 #if CUDART_VERSION >= 12080
-	if (!sc->no_batch_api) {
+	if (!sc->no_batch_api && rows > 1) {
 		struct cudaMemcpyAttributes attr;
 		memset(&attr, 0, sizeof(attr));
 		attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
