@@ -361,11 +361,6 @@ void pool_free(struct pool *p)
 	free(p);
 }
 
-const char *pool_unable_reason(const struct pool *p)
-{
-	return p && p->unable ? p->unable_text : NULL;
-}
-
 void pool_describe(const struct pool *p, struct status_text *t)
 {
 	unsigned long long now = status_now_ms();

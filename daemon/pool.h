@@ -104,7 +104,4 @@ void pool_free(struct pool *p);
 /* Status lines ("workers: N" and one line per worker). */
 void pool_describe(const struct pool *p, struct status_text *t);
 
-/* Why no worker can run (the text `unable` gave), or NULL while one can. */
-const char *pool_unable_reason(const struct pool *p);
-
 #endif
