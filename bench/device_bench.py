@@ -22,7 +22,7 @@ at least 0.85 of the bus; next + release under 50 us per batch.
 
     bench/device_bench.py [--build build] [--out DIR] [--workers N]
                           [--sizes-kib 64,256,1024,4096,16384] [--clients 1,2,4,8]
-                          [--seconds 1.5] [--paths staging,direct,host]
+                          [--seconds 1.5] [--paths staging,direct,host] [--gpu-threads 1]
 Exit codes: 0; 1 a measurement failed ("error: ..." in its cell); 77 no GPU.
 """
 
@@ -60,7 +60,7 @@ SUMMARY_RE = re.compile(r"^consume: .* batches=(\d+) .* seconds=(\S+) batches_pe
 CLIENT_STAGES_RE = re.compile(r"^consume: stages next_us (\S+) stream_wait_us (\S+) release_us (\S+)",
                               re.M)
 DETACH_RE = re.compile(r"client \d+ \(pid (\d+)\) detached after \d+ batches; per batch: fill_us (\S+) "
-                       r"order_us (\S+) gpu_us (\S+) held_us (\S+)(?: gpu \S+ stream_depth \d+ "
+                       r"order_us (\S+) gpu_us (\S+) held_us (\S+)(?: gpu \S+ thread \S+ stream_depth \d+ "
                        r"bytes_moved \d+ path \S+ queue_us (\S+) copy_us (\S+))?")
 H2D_RE = re.compile(r"^h2d: bytes=(\d+) GB_per_s=(\S+)$", re.M)
 STAGES = ("fill", "order", "gpu", "queue", "copy", "held", "next", "stream_wait", "release")
@@ -82,6 +82,7 @@ class Daemon(LoaderdDaemon):
         lines = ["[daemon]", "socket = %s" % self.socket, "workers = %d" % a.workers,
                  "shm_bytes = %d" % shm, "staging_slots = %d" % STAGING_SLOTS, "max_depth = 16",
                  "max_clients = 64", "gpu = required", "pin = register",
+                 "gpu_threads = %d" % a.gpu_threads,
                  "device_slots = %d" % DEPTH, "log_level = info", ""]
         for kib in a.sizes:
             for path in ("staging", "direct"):
@@ -146,7 +147,7 @@ def daemon_stages(daemon, pids):
 
 def cpu_seconds(pid):
     """CPU seconds (user + system) of the daemon's event loop (its main
-    thread), of its GPU thread (loaderd-pinner) and of its worker processes
+    thread), of its GPU threads (loaderd-gpuN) and of its worker processes
     (its children), read from /proc."""
     tick = os.sysconf("SC_CLK_TCK")
 
@@ -168,7 +169,7 @@ def cpu_seconds(pid):
             continue
         if int(tid) == pid:
             got["loop"] += stat_cpu(os.path.join(task_dir, tid, "stat"))[0]
-        elif comm == "loaderd-pinner":
+        elif comm.startswith("loaderd-gpu"):
             got["gpu"] += stat_cpu(os.path.join(task_dir, tid, "stat"))[0]
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -231,8 +232,8 @@ def report(ctx, res, ceiling, call):
              % (ctx.gpu_desc, cpu_model(), os.cpu_count() or 0, usable_cores()),
              "date: %s" % datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
              "command: bench/device_bench.py %s" % " ".join(sys.argv[1:]),
-             "loaderd: %d workers, pin register, %d staging slots, depth %d, %d records a batch"
-             % (a.workers, STAGING_SLOTS, DEPTH, ROWS), ""]
+             "loaderd: %d workers, pin register, gpu_threads %d, %d staging slots, depth %d, "
+             "%d records a batch" % (a.workers, a.gpu_threads, STAGING_SLOTS, DEPTH, ROWS), ""]
     head = "| batch | clients | " + " | ".join(
         "%s per client | %s all" % (p, p) for p in a.paths) + " | bus GB/s |"
     lines += [head, "|" + "---|" * (3 + 2 * len(a.paths))]
@@ -255,7 +256,7 @@ def report(ctx, res, ceiling, call):
                 lines.append("| %d KiB | %s | %s |" % (kib, p, " | ".join(
                     fmt(r["stages"].get(s, "-"), "%.1f") for s in STAGES)))
     lines += ["", "cores kept busy during the run (CPU seconds / wall seconds): the daemon's "
-              "event loop, its GPU thread, its workers", "",
+              "event loop, its GPU threads, its workers", "",
               "| batch | path | clients | batches/s all | loop | GPU thread | workers |",
               "|---|---|---|---|---|---|---|"]
     for kib in a.sizes:
@@ -306,6 +307,7 @@ def parse_args():
     ap.add_argument("--paths", default="staging,direct,host")
     ap.add_argument("--seconds", type=float, default=1.5)
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--gpu-threads", type=int, default=1, help="the daemon's gpu_threads")
     a = ap.parse_args()
     a.sizes = [int(x) for x in a.sizes_kib.split(",")]
     a.clients = [int(x) for x in a.clients.split(",")]

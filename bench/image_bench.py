@@ -35,7 +35,7 @@ torchvision's, measured in one run on one machine.
 
 Cores: neither loader is confined. Both run W worker processes on the same
 machine, which has more cores than the largest W; loaderd adds its master
-(event loop) and its pinning thread, the DataLoader its main process and its
+(event loop) and its GPU thread, the DataLoader its main process and its
 pin-memory thread. The torch peer's docstring says what it does about
 torch's threads (the workers run with torch.set_num_threads(1)).
 

@@ -28,7 +28,7 @@ torch.set_num_threads(1) (torch/utils/data/_utils/worker.py), and the
 worker_init_fn here calls it again, so that holds whatever the torch
 version, and reports what worker 0 sees. The DataLoader adds its main
 process (this one) and a pin-memory thread to the W workers, as loaderd
-adds its master and its pinning thread: no loader is pinned to fewer
+adds its master and its GPU threads: no loader is pinned to fewer
 cores; both run W workers on the same machine.
 
 Decode-only mode: every FILE read into memory, then, with

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 static char log_ident[64] = "loaderd";
-/* Atomic: a reload changes it on the loop thread while the pinning thread logs. */
+/* Atomic: a reload changes it on the loop thread while the GPU threads log. */
 static _Atomic int log_max = LOG_LEVEL_INFO;
 static int log_journal = -1; /* stderr is journald's stream: use <N> prefixes */
 static _Atomic bool log_limit = true;

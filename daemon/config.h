@@ -41,7 +41,8 @@ enum on_error {
 };
 
 #define CONFIG_TRANSFORM_MAX 512
-#define CONFIG_KEYS_MAX 32 /* room for the line of every key of a section */
+#define CONFIG_KEYS_MAX 32
+#define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */ /* room for the line of every key of a section */
 #define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
 /* CPU time one image's decode may take before the image counts as bad:
  * far beyond what a max_image_pixels image takes (about a second). */
@@ -113,6 +114,7 @@ struct config {
 	enum pin_mode pin;         /* default register */
 	uint32_t pinned_slots;     /* pin = copy: page-locked buffers, default 4 */
 	uint32_t pin_threads;      /* pin = copy: threads sharing each copy, default 4 */
+	uint32_t gpu_threads;      /* threads issuing each GPU's copies, default 1 */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */

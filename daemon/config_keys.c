@@ -80,6 +80,8 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 				    PINNED_SLOTS_MAX, 0, NULL},
 	[CONFIG_DK_PIN_THREADS] = {"pin_threads", CONFIG_VALUE_UINT, DAEMON(pin_threads), 1,
 				   PIN_THREADS_MAX, 0, NULL},
+	[CONFIG_DK_GPU_THREADS] = {"gpu_threads", CONFIG_VALUE_UINT, DAEMON(gpu_threads), 1,
+				   CONFIG_GPU_THREADS_MAX, 0, NULL},
 	[CONFIG_DK_DEVICE_SLOTS] = {"device_slots", CONFIG_VALUE_UINT, DAEMON(device_slots), 1,
 				    PROTO_DEVICE_SLOTS_MAX, 0, NULL},
 	/* also >= workers, checked at the end of the file */
@@ -179,6 +181,7 @@ void config_defaults(struct config *c)
 	c->pin = PIN_REGISTER;
 	c->pinned_slots = 4;
 	c->pin_threads = 4;
+	c->gpu_threads = 1;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }

@@ -21,7 +21,7 @@
 
 struct team {
 	pthread_t *threads;
-	uint32_t n; /* helper threads; the pinning thread does part 0 */
+	uint32_t n; /* helper threads; the calling GPU thread does part 0 */
 	pthread_mutex_t mu;
 	pthread_cond_t go, done;
 	uint64_t round;

@@ -1,6 +1,6 @@
 /*
  * direct: device delivery straight from a pipeline's data file (a pipeline
- * with `direct = on`). Part of the pinning thread: only it calls these.
+ * with `direct = on`). Part of the GPU threads: only they call these (one direct_scratch per thread).
  *
  * Why: in staging delivery every byte crosses host memory three times (the
  * worker reads the page cache and writes the staging slot, then the GPU's

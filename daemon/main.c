@@ -5,9 +5,9 @@
  *   config -> preflight (data files, the worker program's --probe answer,
  *   socket_group, the arena's size against shm_bytes and free memory; all
  *   of this is what --check-config runs) -> arena (shared memory) ->
- *   scheduler -> socket -> worker pool -> pinning thread (CUDA, after the
- *   workers were spawned) -> READY=1 once every worker is up and the
- *   pinning thread has started (or found no GPU: host delivery only)
+ *   scheduler -> socket -> worker pool -> GPU threads (CUDA, after the
+ *   workers were spawned; one per GPU) -> READY=1 once every worker is up
+ *   and the GPU threads have started (or found no GPU: host delivery only)
  *
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
  * remove the socket, exit 0. SIGHUP (and `loaderctl reload`): reload the
@@ -252,7 +252,7 @@ static int start_gpu(struct daemon *d)
 	int rc = pinner_start(&d->loop, &d->cfg, &d->arena, d->sources, d->cfg.n_pipelines, &answers,
 			      on_gpu_started, d, &d->pinner);
 	if (rc < 0) {
-		log_error("starting the pinning thread: %s", strerror(-rc));
+		log_error("starting the GPU threads: %s", strerror(-rc));
 		return rc;
 	}
 	struct gpu_requests requests = pinner_requests(d->pinner);

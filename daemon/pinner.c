@@ -1,4 +1,4 @@
-/* pinner: the pinning thread and every CUDA call of the daemon (pinner.h). */
+/* pinner: the GPU threads and every CUDA call of the daemon (pinner.h). */
 #include "daemon/pinner.h"
 
 #include <assert.h>
@@ -11,7 +11,7 @@
 #include "daemon/pinner_impl.h"
 #include "daemon/status.h"
 
-/* ---- start-up (pinning thread) ---- */
+/* ---- start-up (the first GPU thread, before it serves GPU 0) ---- */
 
 static int find_gpus(struct pinner *p, char *text, size_t cap)
 {
@@ -105,27 +105,39 @@ static void register_direct(struct pinner *p)
 	}
 }
 
-static void handle(struct pinner *p, struct msg *m)
+/* ---- a lane: one GPU's thread ---- */
+
+static void attach(struct lane *l, struct msg *m)
+{
+	struct lane *to = pinner_attach_lane(l->p, m);
+	if (to && to != l) { /* arrived during start-up: the GPU's own lane makes it */
+		post_in(to, m);
+		return;
+	}
+	m->pc = to ? pinner_client_attach(l, m) : NULL;
+	m->direct = m->pc && m->pc->direct;
+	m->kind = R_ATTACHED;
+	post_out(l->p, m);
+}
+
+static void handle(struct lane *l, struct msg *m)
 {
 	switch (m->kind) {
 	case M_ATTACH:
-		m->pc = pinner_client_attach(p, m);
-		m->direct = m->pc && m->pc->direct;
-		m->kind = R_ATTACHED;
-		post_out(p, m);
+		attach(l, m);
 		return;
 	case M_COPY:
 	case M_COPY_DIRECT:
-		pinner_do_copy(p, m);
+		pinner_do_copy(l, m);
 		return;
 	case M_SLOT_FREE:
-		pinner_slot_free(p, m);
+		pinner_slot_free(l, m);
 		return;
 	case M_RETIRE:
-		pinner_client_retire(p, m);
+		pinner_client_retire(l, m);
 		return;
 	case M_DRAINED:
-		pinner_client_drained(p, m);
+		pinner_client_drained(l, m);
 		return;
 	default:
 		msg_free(m);
@@ -133,30 +145,109 @@ static void handle(struct pinner *p, struct msg *m)
 	}
 }
 
-static void shutdown_gpu(struct pinner *p)
+/* Serves the lane's requests until it is stopped. While copies are in
+ * flight or batches deferred it wakes every poll_ns to look at them. */
+static void lane_run(struct lane *l)
 {
-	while (p->n_clients > 0) {
-		struct pinner_client *pc = p->clients[0];
-		cudaSetDevice(pc->dev);
-		pinner_client_unblock(p, pc);
+	for (;;) {
+		pthread_mutex_lock(&l->mu);
+		bool idle = !l->in.head && !l->stop && !l->pinned_back;
+		if ((l->n_deferring > 0 || l->n_copying > 0) && idle) {
+			uint64_t until = pinner_now_ns() + l->poll_ns;
+			struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
+					      .tv_nsec = (long)(until % 1000000000u)};
+			pthread_cond_timedwait(&l->cv, &l->mu, &ts);
+		}
+		while (l->n_deferring == 0 && l->n_copying == 0 && !l->in.head && !l->stop &&
+		       !l->pinned_back)
+			pthread_cond_wait(&l->cv, &l->mu);
+		struct msg *m = msgq_take_all(&l->in);
+		bool stop = l->stop, pinned_back = l->pinned_back;
+		l->pinned_back = false;
+		pthread_mutex_unlock(&l->mu);
+		while (m) {
+			struct msg *next = m->next;
+			handle(l, m);
+			m = next;
+		}
+		if (pinned_back)
+			pinner_run_copies(l);
+		if (l->n_copying > 0)
+			pinner_poll_copies(l);
+		uint64_t poll_ns = COPY_POLL_NS;
+		if (l->n_deferring > 0) {
+			uint64_t deferred_ns = pinner_poll_deferred(l);
+			/* the shorter interval while both wait */
+			if (l->n_copying == 0 || deferred_ns < poll_ns)
+				poll_ns = deferred_ns;
+		}
+		l->poll_ns = poll_ns;
+		if (stop)
+			break;
+	}
+}
+
+/* Frees every CUDA resource of the lane's clients. */
+static void lane_shutdown(struct lane *l)
+{
+	while (l->n_clients > 0) {
+		struct pinner_client *pc = l->clients[0];
+		pinner_client_unblock(l, pc);
 		pinner_client_sync(pc);
-		pinner_client_free(p, pc);
+		pinner_client_free(l, pc);
 	}
 	/* Callbacks that ran during the synchronisations queued messages. */
-	pthread_mutex_lock(&p->mu);
-	msgs_free(msgq_take_all(&p->in));
-	pthread_mutex_unlock(&p->mu);
-	msgs_free(msgq_take_all(&p->copy_wait));
-	for (int i = 0; i < p->n_gpus; i++)
-		if (p->gpus[i].aux) {
-			cudaSetDevice(i);
-			cudaStreamDestroy(p->gpus[i].aux);
+	pthread_mutex_lock(&l->mu);
+	msgs_free(msgq_take_all(&l->in));
+	pthread_mutex_unlock(&l->mu);
+	msgs_free(msgq_take_all(&l->copy_wait));
+	if (l->aux)
+		cudaStreamDestroy(l->aux);
+	direct_scratch_free(&l->scratch);
+}
+
+static void *lane_main(void *arg)
+{
+	struct lane *l = arg;
+	/* Its timed waits (COPY_POLL_NS, 10 us) must not be stretched by the
+	 * default 50 us of timer slack. */
+	prctl(PR_SET_TIMERSLACK, 1000UL);
+	cudaSetDevice(l->dev);
+	lane_run(l);
+	lane_shutdown(l);
+	return NULL;
+}
+
+/* Starts every lane but the first (the start-up thread), unless the
+ * pinner is stopping. */
+static void start_lanes(struct pinner *p)
+{
+	pthread_mutex_lock(&p->lanes_mu);
+	for (int i = 1; i < p->n_gpus * p->gpu_threads && !p->stop; i++) {
+		struct lane *l = &p->lanes[i];
+		l->running = true;
+		int rc = pthread_create(&l->thread, NULL, lane_main, l);
+		if (rc != 0) {
+			/* Attaches go to the GPU's other lanes, or are refused
+			 * (pinner_attach_lane). */
+			l->running = false;
+			log_error("GPU %s: cannot start thread %s: %s", p->gpus[l->dev].uuid, l->name,
+				  strerror(rc));
+			continue;
 		}
+		pthread_setname_np(l->thread, l->name);
+		l->thread_started = true;
+		p->n_lanes_started = i + 1;
+	}
+	pthread_mutex_unlock(&p->lanes_mu);
+}
+
+static void shutdown_shared(struct pinner *p)
+{
 	if (p->registered)
 		cudaHostUnregister(p->registered);
 	for (size_t i = 0; p->direct && i < p->n_sources; i++)
 		direct_unregister(&p->direct[i]);
-	direct_scratch_free(&p->scratch);
 	for (uint32_t i = 0; p->pinned && i < p->cfg->pinned_slots; i++)
 		if (p->pinned[i])
 			cudaFreeHost(p->pinned[i]);
@@ -164,11 +255,12 @@ static void shutdown_gpu(struct pinner *p)
 		team_stop(&p->team);
 }
 
+/* The first GPU thread: finds the GPUs, pins memory, starts the other
+ * lanes, then serves GPU 0 (or, with no GPU, answers attaches with why). */
 static void *pinner_main(void *arg)
 {
 	struct pinner *p = arg;
-	/* Its timed waits (COPY_POLL_NS, 10 us) must not be stretched by the
-	 * default 50 us of timer slack. */
+	struct lane *l0 = &p->lanes[0];
 	prctl(PR_SET_TIMERSLACK, 1000UL);
 	struct msg *r = msg_new(R_STARTED);
 	r->rc = find_gpus(p, r->text, sizeof(r->text));
@@ -181,39 +273,22 @@ static void *pinner_main(void *arg)
 	if (r->rc == 0)
 		register_direct(p);
 	p->ok = r->rc == 0;
-	if (p->ok)
+	l0->running = true;
+	if (p->ok) {
 		snprintf(r->text, sizeof(r->text), "%s", p->summary);
-	else
+		cudaSetDevice(0);
+		start_lanes(p);
+	} else {
 		snprintf(p->summary, sizeof(p->summary), "%s", r->text);
+	}
 	post_out(p, r);
 
-	for (;;) {
-		pthread_mutex_lock(&p->mu);
-		if ((p->n_deferring > 0 || p->n_copying > 0) && !p->in.head && !p->stop) {
-			uint64_t until = pinner_now_ns() + p->poll_ns;
-			struct timespec ts = {.tv_sec = (time_t)(until / 1000000000u),
-					      .tv_nsec = (long)(until % 1000000000u)};
-			pthread_cond_timedwait(&p->cv, &p->mu, &ts);
-		}
-		while (p->n_deferring == 0 && p->n_copying == 0 && !p->in.head && !p->stop)
-			pthread_cond_wait(&p->cv, &p->mu);
-		struct msg *m = msgq_take_all(&p->in);
-		bool stop = p->stop;
-		pthread_mutex_unlock(&p->mu);
-		while (m) {
-			struct msg *next = m->next;
-			handle(p, m);
-			m = next;
-		}
-		p->poll_ns = COPY_POLL_NS;
-		if (p->n_copying > 0)
-			pinner_poll_copies(p);
-		if (p->n_deferring > 0)
-			p->poll_ns = pinner_poll_deferred(p);
-		if (stop)
-			break;
-	}
-	shutdown_gpu(p);
+	lane_run(l0);
+	lane_shutdown(l0);
+	for (int i = 1; i < PINNER_LANES_MAX; i++)
+		if (p->lanes[i].thread_started)
+			pthread_join(p->lanes[i].thread, NULL);
+	shutdown_shared(p);
 	return NULL;
 }
 
@@ -265,13 +340,29 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	p->answers = *answers;
 	p->started = started;
 	p->started_ctx = ctx;
-	pthread_mutex_init(&p->mu, NULL);
-	pthread_condattr_t ca; /* timed waits (deferred batches) on the monotonic clock */
+	pthread_condattr_t ca; /* timed waits (copies, deferred batches) on the monotonic clock */
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cv, &ca);
+	p->gpu_threads = (int)cfg->gpu_threads;
+	for (int i = 0; i < PINNER_LANES_MAX; i++) {
+		struct lane *l = &p->lanes[i];
+		l->p = p;
+		l->index = i;
+		l->dev = i / p->gpu_threads;
+		l->poll_ns = COPY_POLL_NS;
+		if (i % p->gpu_threads == 0)
+			snprintf(l->name, sizeof(l->name), "loaderd-gpu%d", l->dev);
+		else
+			snprintf(l->name, sizeof(l->name), "loaderd-gpu%d.%d", l->dev, i % p->gpu_threads);
+		pthread_mutex_init(&l->mu, NULL);
+		pthread_cond_init(&l->cv, &ca);
+	}
 	pthread_condattr_destroy(&ca);
 	pthread_mutex_init(&p->out_mu, NULL);
+	pthread_mutex_init(&p->lanes_mu, NULL);
+	pthread_mutex_init(&p->pinned_mu, NULL);
+	pthread_mutex_init(&p->team_mu, NULL);
+	p->n_lanes_started = 1;
 	snprintf(p->summary, sizeof(p->summary), "starting");
 	int rc = uv_async_init(loop, &p->async, on_async);
 	if (rc < 0) {
@@ -285,7 +376,7 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 		*out = p; /* freed by pinner_free after the close callback */
 		return rc;
 	}
-	pthread_setname_np(p->thread, "loaderd-pinner");
+	pthread_setname_np(p->thread, p->lanes[0].name);
 	p->thread_started = true;
 	*out = p;
 	return 0;
@@ -301,7 +392,13 @@ static void pinner_attach(struct pinner *p, struct sched_client *tag,
 	memcpy(m->uuid, uuid, PROTO_UUID_BYTES);
 	m->slots = slots;
 	m->bytes = slot_bytes;
-	post_in(p, m);
+	/* The GPU's lane, when the GPUs are known; else the first, which
+	 * passes it on once they are. */
+	struct lane *l = &p->lanes[0];
+	for (int i = 0; p->loop_ok && i < p->n_gpus; i++)
+		if (memcmp(p->gpus[i].uuid_bytes, uuid, PROTO_UUID_BYTES) == 0)
+			l = &p->lanes[i * p->gpu_threads];
+	post_in(l, m);
 }
 
 static void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d,
@@ -315,7 +412,7 @@ static void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d,
 	m->slot = staging_slot;
 	m->generation = staging_generation;
 	m->bytes = bytes;
-	post_in(p, m);
+	post_in(pc->lane, m);
 }
 
 static void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint32_t d,
@@ -330,7 +427,7 @@ static void pinner_copy_direct(struct pinner *p, struct pinner_client *pc, uint3
 	m->offsets = offsets;
 	m->rows = rows;
 	m->bytes = (uint64_t)rows * pc->direct->src->row_bytes[0];
-	post_in(p, m);
+	post_in(pc->lane, m);
 }
 
 static void pinner_retire(struct pinner *p, struct pinner_client *pc)
@@ -338,18 +435,25 @@ static void pinner_retire(struct pinner *p, struct pinner_client *pc)
 	struct msg *m = msg_new(M_RETIRE);
 	m->pc = pc;
 	m->tag = pc->tag;
-	post_in(p, m);
+	post_in(pc->lane, m);
 }
 
 void pinner_stop(struct pinner *p)
 {
 	if (!p || !p->thread_started)
 		return;
-	pthread_mutex_lock(&p->mu);
+	pthread_mutex_lock(&p->lanes_mu);
 	p->stop = true;
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
-	pthread_join(p->thread, NULL);
+	int n = p->n_lanes_started;
+	pthread_mutex_unlock(&p->lanes_mu);
+	for (int i = 0; i < n; i++) {
+		struct lane *l = &p->lanes[i];
+		pthread_mutex_lock(&l->mu);
+		l->stop = true;
+		pthread_cond_signal(&l->cv);
+		pthread_mutex_unlock(&l->mu);
+	}
+	pthread_join(p->thread, NULL); /* it joins the other lanes */
 	p->thread_started = false;
 	pthread_mutex_lock(&p->out_mu);
 	msgs_free(msgq_take_all(&p->out));
@@ -361,14 +465,20 @@ void pinner_free(struct pinner *p)
 {
 	if (!p)
 		return;
-	msgs_free(msgq_take_all(&p->in)); /* posted after the thread stopped */
+	for (int i = 0; i < PINNER_LANES_MAX; i++) {
+		struct lane *l = &p->lanes[i];
+		msgs_free(msgq_take_all(&l->in)); /* posted after the thread stopped */
+		free(l->clients);
+		pthread_mutex_destroy(&l->mu);
+		pthread_cond_destroy(&l->cv);
+	}
 	free(p->pinned);
 	free(p->pinned_free);
 	free(p->direct);
-	free(p->clients);
-	pthread_mutex_destroy(&p->mu);
-	pthread_cond_destroy(&p->cv);
 	pthread_mutex_destroy(&p->out_mu);
+	pthread_mutex_destroy(&p->lanes_mu);
+	pthread_mutex_destroy(&p->pinned_mu);
+	pthread_mutex_destroy(&p->team_mu);
 	free(p);
 }
 
@@ -385,7 +495,7 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	status_printf(t, "delivery: host, device (%s", p->loop_summary);
 	if (p->cfg->pin == PIN_COPY)
 		status_printf(t, ", %u free", atomic_load(&p->pinned_free_count));
-	status_printf(t, ")\n");
+	status_printf(t, ", %d thread%s per GPU)\n", p->gpu_threads, p->gpu_threads == 1 ? "" : "s");
 	status_printf(t, "gpus: %d\n", p->n_gpus);
 	for (int i = 0; i < p->n_gpus; i++) {
 		struct gpu *g = &p->gpus[i];
@@ -404,8 +514,8 @@ static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_lea
 
 static void pinner_describe_client(struct pinner_client *pc, struct status_text *t)
 {
-	status_printf(t, " gpu %s stream_depth %u bytes_moved %" PRIu64 " path %s queue_us %.1f "
-		      "copy_us %.1f", pc->uuid, atomic_load(&pc->stream_depth),
+	status_printf(t, " gpu %s thread %s stream_depth %u bytes_moved %" PRIu64 " path %s queue_us %.1f "
+		      "copy_us %.1f", pc->uuid, pc->lane->name, atomic_load(&pc->stream_depth),
 		      (uint64_t)atomic_load(&pc->bytes_moved), pc->direct ? "direct" : "staging",
 		      mean_us(&pc->queue_ns, &pc->n_issued), mean_us(&pc->copy_ns, &pc->n_copied));
 }

@@ -1,13 +1,21 @@
 /*
- * pinner: the pinning thread, the only code of the daemon that calls CUDA.
+ * pinner: the GPU threads, the only code of the daemon that calls CUDA.
+ * One thread per GPU ("lane", named loaderd-gpuN): a GPU's clients never
+ * wait behind another GPU's CUDA calls. One thread issued every client's
+ * calls for every GPU before; at small batches it was busy 0.83 of a core
+ * at 64,000 batches/s on one H100 (bench/RESULTS.md), a ceiling every GPU
+ * of a node would have shared.
  *
- * It owns, per daemon: the CUDA runtime (initialised on this thread, after
- * the workers were spawned: CUDA is not fork-safe), the page-locked memory
+ * The pinner owns, per daemon: the CUDA runtime (initialised on the first
+ * GPU thread, after the workers were spawned: CUDA is not fork-safe), the
+ * page-locked memory
  * (pin = copy: `pinned_slots` buffers from cudaHostAlloc, allocated once;
  * pin = register: the arena's staging slots, cudaHostRegister'ed once).
- * Per device client: a ring of device slots in one cudaMalloc on the
- * client's GPU, a non-blocking stream, and one "ready" and one "released"
- * interprocess event per slot, all exported once at attach.
+ * Per device client, on its GPU's thread: a ring of device slots in one
+ * cudaMalloc on the client's GPU, a non-blocking stream, and one "ready"
+ * and one "released" interprocess event per slot, all exported once at
+ * attach. The pinned buffers (pin = copy) are shared by the GPU threads:
+ * one that finds none free is woken when another gives one back.
  *
  * One batch (the copy request), on the client's stream, never blocking the host:
  *
@@ -26,7 +34,7 @@
  * wait. A GPU-side wait on another process's event cost about 160 us of
  * stream time per batch (pinner_batch.c).
  *
- * "Done" is seen from the host: behind each copy the thread records a
+ * "Done" is seen from the host: behind each copy the GPU thread records a
  * local event (copied[d]) and, while copies are in flight, queries the
  * oldest of each client's every 10 us (COPY_POLL_NS). A host callback per
  * batch, behind a GPU-side wait for ready[d], cost 250 us and more per
@@ -39,8 +47,9 @@
  * staging: wait(released[d]) -> one batched copy of the samples from the
  * file -> record ready[d] -> "landed" when done. Whatever the pin mode.
  *
- * Threads: the loop thread calls the requests (they queue work and return
- * at once); the pinning thread runs it; CUDA host callbacks only queue.
+ * Threads: the loop thread calls the requests (they queue work for the
+ * client's GPU thread and return at once); that thread runs it; CUDA host
+ * callbacks only queue.
  * Every result comes back on the loop thread as an answer, in order per
  * client. Each staging copy yields exactly one staging_free and, unless the
  * client failed or is retiring, each copy one landed.
@@ -69,7 +78,8 @@ struct pinner;
 struct pinner_client;
 struct status_text;
 
-/* Starts the pinning thread; its start-up result arrives as
+/* Starts the first GPU thread, which finds the GPUs and starts one thread
+ * for each of the others; its start-up result arrives as
  * started(ctx, rc, text): rc 0 and what is offered, or -errno and why GPU
  * delivery is unavailable. Every other result goes to `answers`
  * (daemon/gpuseam.h). 0 or -errno (thread or handle creation failed).
@@ -84,7 +94,7 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
  * the client failed or is retiring), retire, describe_client. */
 struct gpu_requests pinner_requests(struct pinner *p);
 
-/* Stops the thread (after freeing every CUDA resource) and closes the loop
+/* Stops the GPU threads (after freeing every CUDA resource) and closes the loop
  * handle; pinner_free after the loop has run its close callbacks. */
 void pinner_stop(struct pinner *p);
 void pinner_free(struct pinner *p);

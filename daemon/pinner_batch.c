@@ -1,4 +1,4 @@
-/* pinner_batch: one batch's way to the GPU, on the pinning thread
+/* pinner_batch: one batch's way to the GPU, on its GPU's thread
  * (pinner.h describes the path; pinner_impl.h the shared state). */
 #include <errno.h>
 #include <inttypes.h>
@@ -27,13 +27,13 @@ static void CUDART_CB on_stream_point(void *arg)
 /* Queues a host callback reporting `kind` with m: on pc's stream at this
  * point (stream stalls until it has run), or, with `after`, on pc's done
  * stream once `after` (just recorded on pc's stream) has completed. */
-cudaError_t pinner_stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
+cudaError_t pinner_stream_point(struct lane *l, struct pinner_client *pc, struct msg *m,
 				enum msg_kind kind, cudaEvent_t after)
 {
 	m->kind = kind;
 	m->pc = pc;
 	m->tag = pc->tag;
-	m->owner = p;
+	m->owner = l;
 	if (!after)
 		return cudaLaunchHostFunc(pc->stream, on_stream_point, m);
 	cudaError_t e = cudaStreamWaitEvent(pc->done, after, 0);
@@ -75,15 +75,16 @@ static void batch_end(struct pinner *p, struct msg *m)
  * copied[d] behind it; the batch is reported (READY) once copied[d] is
  * seen complete (pinner_poll_copies). On failure the client is failed and
  * the message is the caller's again. */
-static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
+static bool enqueue_copy(struct lane *l, struct msg *m, const void *src)
 {
+	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
 	char text[TEXT_MAX];
 	const char *what = NULL; /* the failing call; NULL: text already says it */
 	uint8_t *dst = pc->ring + (uint64_t)m->d * pc->slot_bytes;
 	cudaError_t e;
 	if (m->offsets) {
-		e = direct_copy(pc->direct, &p->scratch, pc->stream, dst, m->offsets, m->rows, text,
+		e = direct_copy(pc->direct, &l->scratch, pc->stream, dst, m->offsets, m->rows, text,
 				sizeof(text));
 		free(m->offsets); /* the batched copy has taken its own copy of the list */
 		m->offsets = NULL;
@@ -106,7 +107,7 @@ static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 		atomic_fetch_add(&pc->n_issued, 1);
 		m->kind = M_COPYING;
 		msgq_push(&pc->inflight, m);
-		p->n_copying++;
+		l->n_copying++;
 		return true;
 	}
 	if (what)
@@ -116,29 +117,75 @@ static bool enqueue_copy(struct pinner *p, struct msg *m, const void *src)
 	return false;
 }
 
-/* pin = copy: runs the batches whose device slot is free, while pinned
- * buffers last, in arrival order. */
-static void run_copies(struct pinner *p)
+/* pin = copy: a free pinned buffer, or -1, and the lane is then marked
+ * as waiting for one. The buffers are the daemon's, shared by its lanes. */
+static int pinned_take(struct lane *l)
 {
-	while (p->copy_wait.head && p->n_pinned > 0) {
-		struct msg *m = p->copy_wait.head;
-		p->copy_wait.head = m->next;
-		if (!p->copy_wait.head)
-			p->copy_wait.tail = NULL;
+	struct pinner *p = l->p;
+	int k = -1;
+	pthread_mutex_lock(&p->pinned_mu);
+	if (p->n_pinned > 0) {
+		k = p->pinned_free[--p->n_pinned];
+		atomic_fetch_sub(&p->pinned_free_count, 1);
+	} else {
+		p->pinned_wanted |= 1ull << l->index;
+	}
+	pthread_mutex_unlock(&p->pinned_mu);
+	return k;
+}
+
+/* Gives buffer k back, and wakes the other lanes that waited for one. */
+static void pinned_put(struct lane *l, int k)
+{
+	struct pinner *p = l->p;
+	pthread_mutex_lock(&p->pinned_mu);
+	p->pinned_free[p->n_pinned++] = k;
+	atomic_fetch_add(&p->pinned_free_count, 1);
+	uint64_t wanted = p->pinned_wanted & ~(1ull << l->index);
+	p->pinned_wanted = 0; /* this lane retries at once (pinner_run_copies) */
+	pthread_mutex_unlock(&p->pinned_mu);
+	for (int i = 0; wanted; i++, wanted >>= 1) {
+		if (!(wanted & 1))
+			continue;
+		struct lane *other = &p->lanes[i];
+		pthread_mutex_lock(&other->mu);
+		other->pinned_back = true;
+		pthread_cond_signal(&other->cv);
+		pthread_mutex_unlock(&other->mu);
+	}
+}
+
+static struct msg *copy_wait_pop(struct lane *l)
+{
+	struct msg *m = l->copy_wait.head;
+	l->copy_wait.head = m->next;
+	if (!l->copy_wait.head)
+		l->copy_wait.tail = NULL;
+	return m;
+}
+
+void pinner_run_copies(struct lane *l)
+{
+	struct pinner *p = l->p;
+	while (l->copy_wait.head) {
+		struct msg *m = l->copy_wait.head;
 		struct pinner_client *pc = m->pc;
 		if (pc->failed || pc->retiring) {
-			batch_end(p, m);
+			batch_end(p, copy_wait_pop(l));
 			continue;
 		}
-		int k = p->pinned_free[--p->n_pinned];
-		atomic_fetch_sub(&p->pinned_free_count, 1);
+		int k = pinned_take(l);
+		if (k < 0)
+			return;
+		copy_wait_pop(l);
 		m->pinned = k;
+		pthread_mutex_lock(&p->team_mu);
 		team_copy(&p->team, p->pinned[k], p->arena->base + arena_slot_offset(p->arena, m->slot),
 			  m->bytes);
+		pthread_mutex_unlock(&p->team_mu);
 		staging_free(p, m);
-		if (!enqueue_copy(p, m, p->pinned[k])) {
-			p->pinned_free[p->n_pinned++] = k;
-			atomic_fetch_add(&p->pinned_free_count, 1);
+		if (!enqueue_copy(l, m, p->pinned[k])) {
+			pinned_put(l, k);
 			msg_free(m);
 		}
 	}
@@ -154,11 +201,11 @@ uint64_t pinner_now_ns(void)
 /* Starts batch m once its device slot is free on the GPU: at once when
  * released[d] has completed; else, with gpu_wait, behind a GPU-side wait
  * on it; else not (false: retry later). */
-static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
+static bool start_copy(struct lane *l, struct msg *m, bool gpu_wait)
 {
+	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
 	char text[TEXT_MAX];
-	cudaSetDevice(pc->dev);
 	cudaError_t e = cudaEventQuery(pc->released[m->d]);
 	bool free_now = e == cudaSuccess;
 	if (e == cudaErrorNotReady) {
@@ -176,11 +223,11 @@ static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
 		 * through the stream too. */
 		if (free_now && pc->slot_free_pending == 0) {
 			m->kind = M_SLOT_FREE;
-			msgq_push(&p->copy_wait, m);
-			run_copies(p);
+			msgq_push(&l->copy_wait, m);
+			pinner_run_copies(l);
 			return true;
 		}
-		e = pinner_stream_point(p, pc, m, M_SLOT_FREE, NULL);
+		e = pinner_stream_point(l, pc, m, M_SLOT_FREE, NULL);
 		if (cudaerr_failed(e, text, sizeof(text), "cudaLaunchHostFunc")) {
 			client_fail(p, pc, text);
 			batch_end(p, m);
@@ -190,7 +237,7 @@ static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
 		return true;
 	}
 	const void *src = m->offsets ? NULL : p->arena->base + arena_slot_offset(p->arena, m->slot);
-	if (!enqueue_copy(p, m, src))
+	if (!enqueue_copy(l, m, src))
 		batch_end(p, m);
 	return true;
 }
@@ -198,7 +245,7 @@ static bool start_copy(struct pinner *p, struct msg *m, bool gpu_wait)
 /* Starts, in order, the deferred batches of pc whose slots are free. A
  * started message is off the queue before it starts: its next field is
  * the copy path's from then on (a callback may already reuse it). */
-static void run_deferred(struct pinner *p, struct pinner_client *pc, uint64_t now)
+static void run_deferred(struct lane *l, struct pinner_client *pc, uint64_t now)
 {
 	while (pc->deferred.head) {
 		struct msg *m = pc->deferred.head;
@@ -206,8 +253,8 @@ static void run_deferred(struct pinner *p, struct pinner_client *pc, uint64_t no
 		if (!pc->deferred.head)
 			pc->deferred.tail = NULL;
 		if (pc->failed || pc->retiring) {
-			batch_end(p, m);
-		} else if (start_copy(p, m, now - pc->deferred_since >= DEFER_MAX_NS)) {
+			batch_end(l->p, m);
+		} else if (start_copy(l, m, now - pc->deferred_since >= DEFER_MAX_NS)) {
 			pc->deferred_since = now;
 		} else { /* back at the head */
 			m->next = pc->deferred.head;
@@ -217,46 +264,47 @@ static void run_deferred(struct pinner *p, struct pinner_client *pc, uint64_t no
 			return;
 		}
 	}
-	p->n_deferring--;
+	l->n_deferring--;
 }
 
-void pinner_do_copy(struct pinner *p, struct msg *m)
+void pinner_do_copy(struct lane *l, struct msg *m)
 {
 	struct pinner_client *pc = m->pc;
 	if (pc->failed) {
-		batch_end(p, m);
+		batch_end(l->p, m);
 		return;
 	}
 	if (!pc->deferred.head) {
-		if (start_copy(p, m, false))
+		if (start_copy(l, m, false))
 			return;
-		p->n_deferring++;
+		l->n_deferring++;
 		pc->deferred_since = pinner_now_ns();
 	}
 	msgq_push(&pc->deferred, m);
 }
 
 /* Retries every client's deferred batches. */
-uint64_t pinner_poll_deferred(struct pinner *p)
+uint64_t pinner_poll_deferred(struct lane *l)
 {
 	uint64_t now = pinner_now_ns();
-	for (uint32_t i = 0; i < p->n_clients && p->n_deferring > 0; i++)
-		if (p->clients[i]->deferred.head)
-			run_deferred(p, p->clients[i], now);
+	for (uint32_t i = 0; i < l->n_clients && l->n_deferring > 0; i++)
+		if (l->clients[i]->deferred.head)
+			run_deferred(l, l->clients[i], now);
 	return POLL_NS;
 }
 
-void pinner_slot_free(struct pinner *p, struct msg *m)
+void pinner_slot_free(struct lane *l, struct msg *m)
 {
 	m->pc->slot_free_pending--;
-	msgq_push(&p->copy_wait, m);
-	run_copies(p);
+	msgq_push(&l->copy_wait, m);
+	pinner_run_copies(l);
 }
 
 /* The copy of m has landed: READY may go out, and the staging slot (or
  * the pinned buffer) is free. */
-static void copy_done(struct pinner *p, struct msg *m)
+static void copy_done(struct lane *l, struct msg *m)
 {
+	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
 	atomic_fetch_sub(&pc->stream_depth, 1);
 	atomic_fetch_add(&pc->bytes_moved, m->bytes);
@@ -264,77 +312,75 @@ static void copy_done(struct pinner *p, struct msg *m)
 	atomic_fetch_add(&pc->n_copied, 1);
 	landed(p, m);
 	if (m->pinned >= 0) {
-		p->pinned_free[p->n_pinned++] = m->pinned;
-		atomic_fetch_add(&p->pinned_free_count, 1);
+		pinned_put(l, m->pinned);
 		msg_free(m); /* the staging slot went back after the host copy */
-		run_copies(p);
+		pinner_run_copies(l);
 		return;
 	}
 	batch_end(p, m);
 }
 
 /* The oldest copy of pc in flight, taken off its queue. */
-static struct msg *inflight_pop(struct pinner *p, struct pinner_client *pc)
+static struct msg *inflight_pop(struct lane *l, struct pinner_client *pc)
 {
 	struct msg *m = pc->inflight.head;
 	pc->inflight.head = m->next;
 	if (!pc->inflight.head)
 		pc->inflight.tail = NULL;
-	p->n_copying--;
+	l->n_copying--;
 	return m;
 }
 
-void pinner_poll_copies(struct pinner *p)
+void pinner_poll_copies(struct lane *l)
 {
-	for (uint32_t i = 0; i < p->n_clients && p->n_copying > 0; i++) {
-		struct pinner_client *pc = p->clients[i];
+	for (uint32_t i = 0; i < l->n_clients && l->n_copying > 0; i++) {
+		struct pinner_client *pc = l->clients[i];
 		if (!pc->inflight.head)
 			continue;
-		cudaSetDevice(pc->dev);
 		while (pc->inflight.head) {
 			cudaError_t e = cudaEventQuery(pc->copied[pc->inflight.head->d]);
 			if (e == cudaErrorNotReady)
 				break;
 			char text[TEXT_MAX];
 			if (cudaerr_failed(e, text, sizeof(text), "waiting for a copy to land")) {
-				client_fail(p, pc, text);
+				client_fail(l->p, pc, text);
 				pinner_client_sync(pc); /* nothing may still read the source */
 			}
-			copy_done(p, inflight_pop(p, pc));
+			copy_done(l, inflight_pop(l, pc));
 		}
 	}
 }
 
-static void drop_deferred(struct pinner *p, struct pinner_client *pc)
+static void drop_deferred(struct lane *l, struct pinner_client *pc)
 {
 	if (!pc->deferred.head)
 		return;
 	struct msg *m = msgq_take_all(&pc->deferred), *next;
 	for (; m; m = next) {
 		next = m->next;
-		batch_end(p, m);
+		batch_end(l->p, m);
 	}
-	p->n_deferring--;
+	l->n_deferring--;
 }
 
-static void purge_copy_wait(struct pinner *p, struct pinner_client *pc)
+static void purge_copy_wait(struct lane *l, struct pinner_client *pc)
 {
-	struct msg *m = msgq_take_all(&p->copy_wait), *next;
+	struct msg *m = msgq_take_all(&l->copy_wait), *next;
 	for (; m; m = next) {
 		next = m->next;
 		if (m->pc == pc)
-			batch_end(p, m);
+			batch_end(l->p, m);
 		else
-			msgq_push(&p->copy_wait, m);
+			msgq_push(&l->copy_wait, m);
 	}
 }
 
-void pinner_drop_waiting(struct pinner *p, struct pinner_client *pc)
+void pinner_drop_waiting(struct lane *l, struct pinner_client *pc)
 {
-	drop_deferred(p, pc);
-	purge_copy_wait(p, pc);
+	drop_deferred(l, pc);
+	purge_copy_wait(l, pc);
 	if (pc->inflight.head) /* the stream is idle: they have landed */
 		pinner_client_sync(pc);
 	while (pc->inflight.head)
-		copy_done(p, inflight_pop(p, pc));
+		copy_done(l, inflight_pop(l, pc));
 }

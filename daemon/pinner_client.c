@@ -1,4 +1,4 @@
-/* pinner_client: a device client's resources on the pinning thread: its
+/* pinner_client: a device client's resources on its GPU's thread: its
  * ring, streams and interprocess events, made and exported at attach,
  * freed at retire once its stream has drained (pinner.h). */
 #include <errno.h>
@@ -7,10 +7,10 @@
 
 #include "daemon/pinner_impl.h"
 
-void pinner_client_free(struct pinner *p, struct pinner_client *pc)
+void pinner_client_free(struct lane *l, struct pinner_client *pc)
 {
-	pinner_drop_waiting(p, pc);
-	cudaSetDevice(pc->dev);
+	struct pinner *p = l->p;
+	pinner_drop_waiting(l, pc);
 	for (uint32_t d = 0; d < pc->slots; d++) {
 		if (pc->ready[d])
 			cudaEventDestroy(pc->ready[d]);
@@ -30,16 +30,17 @@ void pinner_client_free(struct pinner *p, struct pinner_client *pc)
 		atomic_fetch_sub(&p->gpus[pc->dev].clients, 1);
 		atomic_fetch_sub(&p->gpus[pc->dev].device_bytes, pc->ring_bytes);
 	}
-	for (uint32_t i = 0; i < p->n_clients; i++) {
-		if (p->clients[i] == pc) {
-			p->clients[i] = p->clients[--p->n_clients];
+	for (uint32_t i = 0; i < l->n_clients; i++) {
+		if (l->clients[i] == pc) {
+			l->clients[i] = l->clients[--l->n_clients];
+			atomic_fetch_sub(&l->attached, 1);
 			break;
 		}
 	}
 	free(pc);
 }
 
-struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m)
+struct lane *pinner_attach_lane(struct pinner *p, struct msg *m)
 {
 	char uuid[GPU_UUID_TEXT_MAX];
 	gpu_uuid_format(m->uuid, uuid);
@@ -63,21 +64,43 @@ struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m)
 		m->rc = -ENODEV;
 		return NULL;
 	}
+	struct lane *best = NULL;
+	for (int k = 0; k < p->gpu_threads; k++) {
+		struct lane *l = &p->lanes[dev * p->gpu_threads + k];
+		if (l->running && (!best || atomic_load(&l->attached) < atomic_load(&best->attached)))
+			best = l;
+	}
+	if (!best) {
+		m->rc = -EAGAIN;
+		snprintf(m->text, sizeof(m->text), "GPU %s has no running thread in loaderd (see its "
+			 "log)", uuid);
+	}
+	return best;
+}
+
+struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m)
+{
+	struct pinner *p = l->p;
+	int dev = l->dev;
+	char uuid[GPU_UUID_TEXT_MAX];
+	gpu_uuid_format(m->uuid, uuid);
 	struct pinner_client *pc = calloc(1, sizeof(*pc));
-	struct pinner_client **grown = p->n_clients < p->cap_clients ? p->clients :
-		realloc(p->clients, (p->cap_clients * 2 + 8) * sizeof(*grown));
+	struct pinner_client **grown = l->n_clients < l->cap_clients ? l->clients :
+		realloc(l->clients, (l->cap_clients * 2 + 8) * sizeof(*grown));
 	if (!pc || !grown) {
 		free(pc);
 		m->rc = -ENOMEM;
 		snprintf(m->text, sizeof(m->text), "out of memory");
 		return NULL;
 	}
-	if (grown != p->clients) {
-		p->clients = grown;
-		p->cap_clients = p->cap_clients * 2 + 8;
+	if (grown != l->clients) {
+		l->clients = grown;
+		l->cap_clients = l->cap_clients * 2 + 8;
 	}
-	p->clients[p->n_clients++] = pc;
+	l->clients[l->n_clients++] = pc;
+	atomic_fetch_add(&l->attached, 1);
 	pc->tag = m->tag;
+	pc->lane = l;
 	pc->dev = dev;
 	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok)
 		pc->direct = &p->direct[m->pipeline];
@@ -86,10 +109,8 @@ struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m)
 	pc->slot_bytes = m->bytes;
 	pc->ring_bytes = (m->slots * m->bytes + RING_ALIGN - 1) & ~(uint64_t)(RING_ALIGN - 1);
 	char what[160];
-	cudaError_t e = cudaSetDevice(dev);
 	size_t free_bytes = 0, total_bytes = 0;
-	if (e == cudaSuccess)
-		e = cudaMemGetInfo(&free_bytes, &total_bytes);
+	cudaError_t e = cudaMemGetInfo(&free_bytes, &total_bytes);
 	if (cudaerr_failed(e, m->text, sizeof(m->text), "cudaMemGetInfo"))
 		goto fail;
 	if (pc->ring_bytes + DEVICE_RESERVE_BYTES > free_bytes) {
@@ -141,7 +162,7 @@ struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m)
 	return pc;
 fail:
 	m->rc = cudaerr_errno(e);
-	pinner_client_free(p, pc);
+	pinner_client_free(l, pc);
 	return NULL;
 }
 
@@ -150,28 +171,26 @@ fail:
  * released event again, on the device's spare stream (made on first use,
  * with nothing queued), completes them: a wait is satisfied by the
  * completion of a later record. */
-cudaError_t pinner_client_unblock(struct pinner *p, struct pinner_client *pc)
+cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc)
 {
-	struct gpu *g = &p->gpus[pc->dev];
-	cudaError_t e = g->aux ? cudaSuccess : cudaStreamCreateWithFlags(&g->aux,
+	cudaError_t e = l->aux ? cudaSuccess : cudaStreamCreateWithFlags(&l->aux,
 									 cudaStreamNonBlocking);
 	for (uint32_t d = 0; d < pc->slots && e == cudaSuccess; d++)
-		e = cudaEventRecord(pc->released[d], g->aux);
+		e = cudaEventRecord(pc->released[d], l->aux);
 	return e;
 }
 
-void pinner_client_retire(struct pinner *p, struct msg *m)
+void pinner_client_retire(struct lane *l, struct msg *m)
 {
 	struct pinner_client *pc = m->pc;
 	char text[TEXT_MAX];
 	pc->retiring = true;
-	cudaSetDevice(pc->dev);
-	struct gpu *g = &p->gpus[pc->dev];
-	cudaError_t e = pinner_client_unblock(p, pc);
+	struct gpu *g = &l->p->gpus[pc->dev];
+	cudaError_t e = pinner_client_unblock(l, pc);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(pc->tail, pc->stream);
 	if (e == cudaSuccess)
-		e = pinner_stream_point(p, pc, m, M_DRAINED, pc->tail);
+		e = pinner_stream_point(l, pc, m, M_DRAINED, pc->tail);
 	if (cudaerr_failed(e, text, sizeof(text), "retiring a client's ring")) {
 		/* Without the callback, wait here: the stream must be empty before
 		 * its ring is freed. */
@@ -179,17 +198,17 @@ void pinner_client_retire(struct pinner *p, struct msg *m)
 		pinner_client_sync(pc);
 		m->kind = M_DRAINED;
 		m->tag = pc->tag;
-		post_in(p, m);
+		post_in(l, m);
 	}
 }
 
-void pinner_client_drained(struct pinner *p, struct msg *m)
+void pinner_client_drained(struct lane *l, struct msg *m)
 {
 	struct sched_client *tag = m->pc->tag;
-	pinner_client_free(p, m->pc);
+	pinner_client_free(l, m->pc);
 	m->kind = R_RETIRED;
 	m->tag = tag;
 	m->pc = NULL;
-	post_out(p, m);
+	post_out(l->p, m);
 }
 

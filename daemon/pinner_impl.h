@@ -1,7 +1,12 @@
 /*
- * pinner_impl.h: the pinning thread's internals, shared by pinner.c
- * (start-up, attach, retire, the thread and the loop side) and
+ * pinner_impl.h: the GPU threads' internals, shared by pinner.c (start-up,
+ * the threads and the loop side), pinner_client.c (attach, retire) and
  * pinner_batch.c (one batch's way to the GPU). Nothing else includes it.
+ *
+ * struct pinner is what every GPU thread shares: the GPUs found, the
+ * page-locked memory, the registered files, the queue of answers to the
+ * loop. struct lane is one GPU's thread and everything only it touches:
+ * its request queue, its clients, their batches in flight.
  */
 #ifndef LDR_DAEMON_PINNER_IMPL_H
 #define LDR_DAEMON_PINNER_IMPL_H
@@ -21,14 +26,16 @@
 #include "daemon/pinner.h"
 
 #define PINNER_DEVICES_MAX 16
+#define PINNER_LANES_MAX (PINNER_DEVICES_MAX * CONFIG_GPU_THREADS_MAX)
 #define RING_ALIGN (2u << 20)              /* device rings are rounded up to 2 MiB */
 #define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
 #define TEXT_MAX 512
 #define NO_STAGING UINT32_MAX             /* a direct batch holds no staging slot */
-/* How often the pinning thread looks for landed copies while some are in
+/* How often a GPU thread looks for landed copies while some are in
  * flight: a batch's READY waits at most this long after its copy. */
 #define COPY_POLL_NS 10000
 
+_Static_assert(PINNER_LANES_MAX <= 64, "pinned_wanted has a bit per lane");
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
 
@@ -36,7 +43,6 @@ struct gpu {
 	char uuid[GPU_UUID_TEXT_MAX];
 	uint8_t uuid_bytes[PROTO_UUID_BYTES];
 	char name[256];
-	cudaStream_t aux;         /* for unblocking records at retire; lazily created */
 	atomic_uint clients;
 	atomic_uint_least64_t device_bytes;
 };
@@ -47,6 +53,7 @@ struct msgq {
 
 struct pinner_client {
 	struct sched_client *tag; /* the scheduler's client: named in every answer */
+	struct lane *lane;        /* its GPU's thread: every request about it goes there */
 	int dev;
 	char uuid[GPU_UUID_TEXT_MAX]; /* set before the attach answer: the loop may read it */
 	uint32_t slots;
@@ -62,7 +69,7 @@ struct pinner_client {
 	cudaEvent_t ready[PROTO_DEVICE_SLOTS_MAX];
 	cudaEvent_t released[PROTO_DEVICE_SLOTS_MAX];
 	/* Recorded behind each copy, like ready[d], but local to this process:
-	 * the pinning thread queries it to learn that the copy has landed (a
+	 * the GPU thread queries it to learn that the copy has landed (a
 	 * host query, where a host callback behind a GPU-side wait on the
 	 * interprocess event cost a batch 250 us and more). */
 	cudaEvent_t copied[PROTO_DEVICE_SLOTS_MAX];
@@ -92,7 +99,7 @@ enum msg_kind {
 /* One message, reused along a batch's way (M_COPY -> M_SLOT_FREE -> ...). */
 struct msg {
 	struct msg *next;
-	struct pinner *owner; /* for the CUDA host callback: whose queue */
+	struct lane *owner; /* for the CUDA host callback: whose queue */
 	enum msg_kind kind;
 	struct sched_client *tag;
 	struct pinner_client *pc;
@@ -110,6 +117,35 @@ struct msg {
 	char text[TEXT_MAX];
 };
 
+/* A GPU thread: it alone calls CUDA for its clients. A GPU has
+ * gpu_threads of them (lanes dev * gpu_threads ...), and a client is
+ * given the one with the fewest clients at attach. */
+struct lane {
+	struct pinner *p;
+	int index, dev;
+	pthread_t thread;
+	bool thread_started; /* lanes after the first: pthread_create succeeded */
+	bool running;        /* serving requests (set before the start-up answer) */
+	char name[24];       /* the thread's (at most 15 bytes: loaderd-gpu15.3) */
+	atomic_uint attached; /* its clients, for the choice at attach */
+	/* loop, callbacks and other lanes -> this thread: under mu, signalled by cv */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct msgq in;
+	bool stop;
+	bool pinned_back; /* pin = copy: a buffer came back while this lane waited for one */
+
+	/* everything below: this lane's thread only */
+	cudaStream_t aux;         /* for unblocking records at retire; lazily created */
+	struct msgq copy_wait;    /* M_SLOT_FREE waiting for a pinned buffer */
+	uint32_t n_deferring;     /* clients with deferred batches */
+	uint32_t n_copying;       /* copies issued and not yet seen landed, all clients */
+	uint64_t poll_ns;         /* retry interval for them */
+	struct direct_scratch scratch;
+	struct pinner_client **clients; /* live ones, for polling and cleanup at stop */
+	uint32_t n_clients, cap_clients;
+};
+
 struct pinner {
 	uv_loop_t *loop;
 	const struct config *cfg;
@@ -120,42 +156,44 @@ struct pinner {
 	void (*started)(void *ctx, int rc, const char *text);
 	void *started_ctx;
 	uv_async_t async;
-	pthread_t thread;
+	pthread_t thread;         /* start-up, then lane 0 */
 	bool thread_started;
 	bool loop_started, loop_ok; /* the loop thread's copy of the start-up result */
 	char loop_summary[TEXT_MAX];
 
-	/* loop and callbacks -> thread: `in`, under mu, signalled by cv */
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	struct msgq in;
-	bool stop;
 	/* thread -> loop: `out`, under out_mu, signalled by uv_async_send */
 	pthread_mutex_t out_mu;
 	struct msgq out;
 
-	/* everything below: the pinning thread only, except the atomics and
-	 * what is set before `started` is posted (read by status afterwards) */
+	/* lane 0 exists from the start (it takes requests that arrive during
+	 * start-up); the others are started once the GPUs are known. Under
+	 * lanes_mu: n_lanes_started and stop, so that a stop during start-up
+	 * starts no more lanes. */
+	pthread_mutex_t lanes_mu;
+	bool stop;
+	int n_lanes_started;
+	int gpu_threads;          /* lanes per GPU */
+	struct lane lanes[PINNER_LANES_MAX];
+
+	/* set by the start-up thread before `started` is posted, read-only after */
 	int n_gpus;
 	struct gpu gpus[PINNER_DEVICES_MAX];
 	bool ok; /* start-up succeeded */
 	char summary[TEXT_MAX];
 	uint8_t *registered;      /* pin = register: the staging slots' range */
 	size_t registered_bytes;
-	uint8_t **pinned;         /* pin = copy */
-	uint32_t n_pinned;
+	struct direct_source *direct; /* one per source; .ok where registered */
+
+	/* pin = copy: the pinned buffers, shared by the lanes, under pinned_mu */
+	uint8_t **pinned;
+	uint32_t n_pinned;        /* free ones, on pinned_free */
 	uint64_t pinned_bytes;
 	int *pinned_free;         /* stack of free buffer indexes */
+	uint64_t pinned_wanted;   /* lanes (bit per lane index) waiting for a buffer */
+	pthread_mutex_t pinned_mu;
 	atomic_uint pinned_free_count;
-	struct msgq copy_wait;   /* M_SLOT_FREE waiting for a pinned buffer */
-	uint32_t n_deferring;     /* clients with deferred batches */
-	uint32_t n_copying;       /* copies issued and not yet seen landed, all clients */
-	uint64_t poll_ns;         /* retry interval for them */
-	struct team team;
-	struct direct_source *direct; /* one per source; .ok where registered */
-	struct direct_scratch scratch;
-	struct pinner_client **clients; /* live ones, for cleanup at stop */
-	uint32_t n_clients, cap_clients;
+	struct team team;         /* used by one lane at a time, under team_mu */
+	pthread_mutex_t team_mu;
 };
 
 static inline void msgq_push(struct msgq *q, struct msg *m)
@@ -202,12 +240,12 @@ static inline struct msg *msg_new(enum msg_kind kind)
 	return m;
 }
 
-static inline void post_in(struct pinner *p, struct msg *m)
+static inline void post_in(struct lane *l, struct msg *m)
 {
-	pthread_mutex_lock(&p->mu);
-	msgq_push(&p->in, m);
-	pthread_cond_signal(&p->cv);
-	pthread_mutex_unlock(&p->mu);
+	pthread_mutex_lock(&l->mu);
+	msgq_push(&l->in, m);
+	pthread_cond_signal(&l->cv);
+	pthread_mutex_unlock(&l->mu);
 }
 
 static inline void post_out(struct pinner *p, struct msg *m)
@@ -229,40 +267,47 @@ static inline void client_fail(struct pinner *p, struct pinner_client *pc, const
 	post_out(p, r);
 }
 
-/* ---- a client's resources (pinner_client.c), on the pinning thread ---- */
+/* ---- a client's resources (pinner_client.c), on its lane's thread ---- */
 
-/* M_ATTACH: makes and exports the client's ring, streams and events; NULL
- * (with m->rc and m->text) when that failed. */
-struct pinner_client *pinner_client_attach(struct pinner *p, struct msg *m);
+/* M_ATTACH on the lane of the client's GPU: makes and exports the client's
+ * ring, streams and events; NULL (with m->rc and m->text) when that
+ * failed. */
+struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m);
+/* The lane of the GPU with m->uuid; NULL (with m->rc and m->text) when
+ * GPU delivery is unavailable or no such GPU is visible. */
+struct lane *pinner_attach_lane(struct pinner *p, struct msg *m);
 /* M_RETIRE: drains the client's stream, then frees it (M_DRAINED). */
-void pinner_client_retire(struct pinner *p, struct msg *m);
-void pinner_client_drained(struct pinner *p, struct msg *m);
+void pinner_client_retire(struct lane *l, struct msg *m);
+void pinner_client_drained(struct lane *l, struct msg *m);
 /* Frees every resource of pc and pc itself. */
-void pinner_client_free(struct pinner *p, struct pinner_client *pc);
+void pinner_client_free(struct lane *l, struct pinner_client *pc);
 /* Completes every released event of pc (a dead client may have left one
  * recorded but never run), so nothing on pc's stream waits forever. */
-cudaError_t pinner_client_unblock(struct pinner *p, struct pinner_client *pc);
+cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
 
-/* ---- the batch path (pinner_batch.c), on the pinning thread ---- */
+/* ---- the batch path (pinner_batch.c), on the lane's thread ---- */
 
 /* Queues a host callback reporting `kind` with m (pinner_batch.c). */
-cudaError_t pinner_stream_point(struct pinner *p, struct pinner_client *pc, struct msg *m,
+cudaError_t pinner_stream_point(struct lane *l, struct pinner_client *pc, struct msg *m,
 				enum msg_kind kind, cudaEvent_t after);
 /* Waits until nothing is queued on either of pc's streams. */
 void pinner_client_sync(struct pinner_client *pc);
 /* M_COPY, M_COPY_DIRECT: starts the batch, or defers it until its slot is free. */
-void pinner_do_copy(struct pinner *p, struct msg *m);
+void pinner_do_copy(struct lane *l, struct msg *m);
 /* M_SLOT_FREE: copy mode, the slot is free on the GPU. */
-void pinner_slot_free(struct pinner *p, struct msg *m);
+void pinner_slot_free(struct lane *l, struct msg *m);
+/* pin = copy: starts the batches waiting for a pinned buffer, while
+ * buffers last (another lane gave one back: lane.pinned_back). */
+void pinner_run_copies(struct lane *l);
 /* Finishes every copy that has landed, in order per client: READY (the
  * batch is on the GPU), the staging slot back. Called while n_copying > 0. */
-void pinner_poll_copies(struct pinner *p);
+void pinner_poll_copies(struct lane *l);
 /* Retries deferred batches; called while n_deferring > 0, again after the
  * interval (ns) it returns. */
-uint64_t pinner_poll_deferred(struct pinner *p);
+uint64_t pinner_poll_deferred(struct lane *l);
 uint64_t pinner_now_ns(void);
 /* Retire and shutdown: give back the staging slots of pc's batches that
  * wait for a pinned buffer or for their slot. */
-void pinner_drop_waiting(struct pinner *p, struct pinner_client *pc);
+void pinner_drop_waiting(struct lane *l, struct pinner_client *pc);
 
 #endif

@@ -52,7 +52,7 @@
 #define PAUSE_MAX_MS 1000
 /* Descriptors beside connections and workers: stdio, the loop's own,
  * the arena, the listen socket, the spare, sd_notify, pidfds of exit
- * watches, the pinning thread's device files. */
+ * watches, the GPU threads' device files. */
 #define SERVER_FD_MARGIN 64
 
 int server_check_peer(int rc, socklen_t len, const struct ucred *cred, char *why, size_t cap)

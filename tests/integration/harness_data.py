@@ -202,7 +202,7 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
                         r"staging (\d+) fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
-                        r"(?: gpu (GPU-[0-9a-f-]{36}) stream_depth (\d+) bytes_moved (\d+) "
+                        r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-gpu[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?$")
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
@@ -261,10 +261,10 @@ def parse_status(text):
             "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]),
             "stages_us": {"fill": float(g[12]), "order": float(g[13]), "gpu": float(g[14]),
                           "held": float(g[15]),
-                          "queue": None if g[20] is None else float(g[20]),
-                          "copy": None if g[21] is None else float(g[21])},
-            "gpu": g[16], "stream_depth": None if g[17] is None else int(g[17]),
-            "bytes_moved": None if g[18] is None else int(g[18]), "path": g[19]})
+                          "queue": None if g[21] is None else float(g[21]),
+                          "copy": None if g[22] is None else float(g[22])},
+            "gpu": g[16], "thread": g[17], "stream_depth": None if g[18] is None else int(g[18]),
+            "bytes_moved": None if g[19] is None else int(g[19]), "path": g[20]})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),
