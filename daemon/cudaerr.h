@@ -1,7 +1,7 @@
 /*
  * cudaerr: the one place the daemon's CUDA code (pinner.c, pinner_batch.c,
- * direct.c) turns a cudaError_t into the text of a message and into an
- * errno. Only files that already call CUDA include it.
+ * direct.c, nvjd.c) turns a cudaError_t into the text of a message and into
+ * an errno. Only files that already call CUDA include it.
  */
 #ifndef LDR_DAEMON_CUDAERR_H
 #define LDR_DAEMON_CUDAERR_H

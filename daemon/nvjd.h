@@ -1,0 +1,225 @@
+/*
+ * nvjd: batches of JPEGs decoded on a GPU's hardware JPEG engines (nvJPEG's
+ * NVJPEG_BACKEND_HARDWARE: A100, H100 and later), with a status per image,
+ * for the daemon's GPU thread.
+ *
+ * nvJPEG is loaded at run time (nvjd_load: dlopen of libnvjpeg.so.N, N the
+ * major version of the nvjpeg.h the build used), never linked, so a daemon
+ * built with this module runs where nvJPEG is missing and says why. Built
+ * without nvjpeg.h (CMake's LOADERD_HAVE_NVJPEG 0), the same calls exist and
+ * nvjd_load fails with -ENOSYS ("built without nvJPEG").
+ *
+ * One decoder (struct nvjd) per (GPU, host thread): an nvJPEG handle, one
+ * decoding state, the per-image parameter objects of a batch and one CUDA
+ * event. Calls on one decoder come from one thread at a time; decoders on
+ * different threads are independent (nvJPEG's rule: states and parsed
+ * streams are per thread). Every call that touches the GPU makes the
+ * decoder's device current on the calling thread for its duration and puts
+ * back the one that was current.
+ *
+ * Per-image errors are the point: an image the engines cannot take gets
+ * -ENOTSUP (route it to the CPU decoder) and a corrupt or truncated one
+ * -EBADMSG, each with a message, and neither keeps the other images of its
+ * batch from decoding. Every image is checked on the host first (structure,
+ * nvjpegJpegStreamParse, nvjpegDecodeBatchedSupportedEx with its region);
+ * the rest go to the engines in one nvjpegDecodeBatchedEx call; when that
+ * call fails, the batch is split in halves, and halves again, until every
+ * good image has its pixels and each bad one its status.
+ *
+ * What may go unreported: damage inside a scan's entropy-coded data (bytes
+ * changed, not cut short) is caught only if the engines report it, which
+ * nvJPEG does not promise; an image they decode anyway gets status 0 and
+ * wrong pixels. A file cut short inside its scan is caught here
+ * (nvjd_ends_in_scan), because nvJPEG decodes what is there of such a file
+ * and reports success.
+ *
+ * Messages never name a file; the caller, which knows the path, prefixes it
+ * and logs once. Nothing here logs.
+ */
+#ifndef LDR_DAEMON_NVJD_H
+#define LDR_DAEMON_NVJD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+/* Images one nvjd_decode call takes at most (nvjd_open's max_batch). */
+#define NVJD_MAX_BATCH 4096
+/* Bytes of an image's message, with its NUL. */
+#define NVJD_ERR_MAX 160
+
+/* nvjd_open flags. */
+enum {
+	/* Chroma upsampling by interpolation, as libjpeg's "fancy upsampling"
+	 * (the CPU path's) does, instead of repeating each chroma sample
+	 * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION). */
+	NVJD_SMOOTH_UPSAMPLING = 1u << 0,
+};
+
+struct nvjd;
+
+/*
+ * Loads nvJPEG into the process: dlopen(lib_path, or "libnvjpeg.so.N" from
+ * the library search path when lib_path is NULL) and every function this
+ * module calls resolved into a table. Until one call succeeds, nvjd_open
+ * fails. The first success stays for the life of the process: later calls
+ * return 0 at once, whatever their lib_path. A failed call leaves nothing
+ * loaded, so another path may be tried.
+ *
+ * text (cap bytes, may be NULL) gets on success what was loaded
+ * ("nvJPEG 13.0.2 (libnvjpeg.so.13)"), on failure why not:
+ *   -ENOENT  the library cannot be loaded (dlopen's message, which names it)
+ *   -ENOSYS  it lacks a function ("libnvjpeg.so.13 lacks nvjpegDecodeBatchedEx"),
+ *            its major version is not the one built against, or the build
+ *            had no nvjpeg.h
+ * Thread-safe. Loads nothing onto a GPU.
+ */
+int nvjd_load(const char *lib_path, char *text, size_t cap);
+
+/*
+ * Opens a hardware decoder on CUDA device `device` for batches of up to
+ * max_batch (1..NVJD_MAX_BATCH) images; flags: NVJD_* above. Synchronous.
+ * Returns 0 and *out, or, with why (cap bytes, may be NULL) naming the GPU:
+ *   -EINVAL   max_batch out of range, unknown flags, out NULL
+ *   -ENOSYS   nvjd_load has not succeeded
+ *   -ENODEV   no such device, or no usable CUDA driver
+ *   -ENOTSUP  "GPU N has no hardware JPEG decoder" (nvJPEG refuses the
+ *             hardware backend there, or reports 0 engines)
+ *   -ENOMEM   host or device memory
+ *   -EIO      another nvJPEG or CUDA failure (its status named)
+ * nvJPEG takes the device memory it decodes in as it needs it, growing with
+ * the largest batch, and frees it at nvjd_close.
+ */
+int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why,
+	      size_t cap);
+
+/* What a decoder runs on, for status and benchmarks. */
+struct nvjd_info {
+	int device;
+	unsigned engines;          /* hardware JPEG engines on the GPU */
+	unsigned cores_per_engine; /* decode cores per engine */
+	int version[3];            /* nvJPEG major, minor, patch */
+	uint32_t max_batch;
+	unsigned flags;            /* NVJD_* as opened */
+};
+void nvjd_info(const struct nvjd *d, struct nvjd_info *out);
+
+/* An image's header as nvJPEG reads it (nvjpegGetImageInfo). */
+struct nvjd_header {
+	uint32_t width, height; /* of the frame, in pixels */
+	int components;         /* 1 (gray), 3 (YCbCr), 4 (CMYK or YCCK), ... */
+	const char *subsampling; /* "4:4:4", "4:2:2", "4:2:0", "4:4:0",
+				  * "4:1:1", "4:1:0", "4:1:0v", "gray" or
+				  * "unknown"; a static string */
+};
+
+/*
+ * Reads the header of the JPEG in data[0..len) through nvJPEG; host only,
+ * synchronous, thread-safe on one decoder. 0 and *out, or, with a message
+ * in err (cap bytes, may be NULL):
+ *   -EBADMSG  empty, truncated or corrupt header, not a JPEG
+ *   -ENOTSUP  a JPEG nvJPEG does not read (e.g. lossless or arithmetic-coded)
+ *   -EINVAL   a NULL pointer
+ */
+int nvjd_image_info(struct nvjd *d, const uint8_t *data, size_t len, struct nvjd_header *out,
+		    char *err, size_t cap);
+
+/*
+ * One image of a batch. The caller fills the inputs; nvjd_decode fills the
+ * outputs of every image it was given.
+ */
+struct nvjd_image {
+	/* in: the compressed bytes, in host memory the caller owns; page-locked
+	 * (cudaHostAlloc, cudaHostRegister) for speed, though any host memory
+	 * works. They must stay valid and unchanged until the batch is done
+	 * (see nvjd_decode). */
+	const uint8_t *data;
+	size_t len;
+	/* in: the region to decode, in source pixels; roi_w == 0 decodes the
+	 * whole image (roi_x, roi_y, roi_h then ignored). The region must lie
+	 * inside the image. */
+	uint32_t roi_x, roi_y, roi_w, roi_h;
+	/* in: where the pixels go, in device memory of the decoder's GPU that
+	 * the caller owns: out_h rows of out_w RGB pixels, 3 bytes each,
+	 * interleaved (NVJPEG_OUTPUT_RGBI), rows pitch bytes apart; dst_bytes
+	 * is what dst holds, checked against (out_h - 1) * pitch + out_w * 3.
+	 * Grayscale becomes R = G = B. */
+	uint8_t *dst;
+	size_t pitch;
+	size_t dst_bytes;
+
+	/* out: the image's size (0 when its header could not be read), and
+	 * the size of what is written at dst (the region, or the whole image). */
+	uint32_t width, height;
+	uint32_t out_w, out_h;
+	/* out: 0 (decode queued), or
+	 *   -ENOTSUP  the engines do not take this image (progressive, CMYK,
+	 *             4:1:1, 4:1:0, 12-bit, ...): decode it on the CPU
+	 *   -EBADMSG  corrupt, truncated, empty, or not a JPEG
+	 *   -EINVAL   the caller's description is wrong: data or dst NULL, the
+	 *             region outside the image, pitch < out_w * 3, dst too small
+	 *   -ENOMEM, -EIO  the decoder failed (nvjd_decode returns it too)
+	 * with err saying why when status != 0; dst is untouched unless 0. */
+	int status;
+	char err[NVJD_ERR_MAX];
+};
+
+/*
+ * Decodes imgs[0..n), n <= max_batch, on the engines; the pixels of each
+ * image with status 0 are written at its dst by work queued on `stream`
+ * (a stream of the decoder's device; 0 is the legacy default stream).
+ *
+ * Synchronous, on the calling thread: the checks of every image (header
+ * parse, a scan of the end of the data); a wait for this decoder's previous
+ * batch to finish on the GPU (nvJPEG reuses its state's buffers; in a
+ * steady stream of batches that one is long done); the submission. When a
+ * batch fails, its halves are decoded one after the other, each waited for
+ * before the next: a slow path, for batches with a bad image the checks
+ * did not catch.
+ *
+ * Queued on `stream`: the copies of the compressed bytes to the GPU and the
+ * decode. Work queued on `stream` after the call sees the pixels; so does
+ * the host after nvjd_wait. The compressed bytes may be changed or freed
+ * once the batch is done: after nvjd_wait, after this decoder's next
+ * nvjd_decode returns, or once work queued on `stream` after the call has
+ * completed.
+ *
+ * Ordering hazard: each dst must be free when nvjd_decode is called: no
+ * work still pending on the GPU, on `stream` or any other, may read or
+ * write it. nvJPEG's hardware path has been seen (H100) to write its
+ * output before work queued earlier on the same stream has finished, so a
+ * cudaStreamWaitEvent queued before the call does not protect dst; wait
+ * on the host (cudaEventQuery or cudaEventSynchronize of the last user).
+ *
+ * Returns 0 when every image has its status (some may have failed), or:
+ *   -EINVAL   d or imgs NULL, n > max_batch (no image gets a status)
+ *   -ENOMEM, -EIO  the decoder itself failed (device memory, a CUDA error,
+ *             an nvJPEG failure not tied to an image); every image that was
+ *             not queued gets that status and the message, the others keep
+ *             status 0. The decoder may be used again; if the failure
+ *             persists, close it.
+ */
+int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_t stream);
+
+/*
+ * The structural check nvjd_decode makes of every image, exposed for tests:
+ * true when the last marker in data[0..len) (skipping byte stuffing, fill
+ * bytes and restart markers) is a start-of-scan, i.e. the data ends inside
+ * the entropy-coded segment of a scan, without an end-of-image marker.
+ * False for a complete file, also one with bytes after its end-of-image
+ * marker that contain no marker. Pure; reads the data backwards from its
+ * end, so a complete file costs a couple of bytes.
+ */
+bool nvjd_ends_in_scan(const uint8_t *data, size_t len);
+
+/* Blocks until the last batch nvjd_decode queued on this decoder is done
+ * on the GPU. 0, or -EIO with the CUDA error in why. */
+int nvjd_wait(struct nvjd *d, char *why, size_t cap);
+
+/* Waits for the decoder's last batch, then frees everything it holds.
+ * NULL is fine. */
+void nvjd_close(struct nvjd *d);
+
+#endif
