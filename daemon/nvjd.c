@@ -1,83 +1,23 @@
 /*
- * nvjd: hardware JPEG decoding through nvJPEG, loaded with dlopen (nvjd.h).
- *
- * nvJPEG's functions are called only through the table `nvj`, filled once
- * by nvjd_load; the table's types are those nvjpeg.h declares, so the
- * compiler checks every call against the header the build used. nvJPEG
- * statuses become text and an errno here (nvj_status_name, the maps at
- * each call); CUDA errors through daemon/cudaerr.h.
+ * nvjd: decoders on the GPU's hardware JPEG engines (nvjd.h): open, the
+ * checks of each image, batched submission and the search for the bad
+ * images of a failed batch. nvJPEG is called only through the table `nvjd_lib`
+ * that nvjd_load fills (nvjd_lib.c). nvJPEG statuses become an errno at
+ * each call, their text through nvjd_status_name; CUDA errors through
+ * daemon/cudaerr.h.
  */
 #include "daemon/nvjd.h"
 
-#include <dlfcn.h>
 #include <errno.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <nvjpeg.h>
-
 #include "common/errtext.h"
 #include "daemon/cudaerr.h"
-
-#define NVJD_STR2(x) #x
-#define NVJD_STR(x) NVJD_STR2(x)
-/* The library of the major version whose header the build used. */
-#define NVJD_SONAME "libnvjpeg.so." NVJD_STR(NVJPEG_VER_MAJOR)
-
-/* Every nvJPEG function this module calls. */
-#define NVJD_FUNCTIONS(X)                                                                  \
-	X(nvjpegGetProperty)                                                               \
-	X(nvjpegCreateEx)                                                                  \
-	X(nvjpegDestroy)                                                                   \
-	X(nvjpegGetHardwareDecoderInfo)                                                    \
-	X(nvjpegJpegStateCreate)                                                           \
-	X(nvjpegJpegStateDestroy)                                                          \
-	X(nvjpegGetImageInfo)                                                              \
-	X(nvjpegJpegStreamCreate)                                                          \
-	X(nvjpegJpegStreamDestroy)                                                         \
-	X(nvjpegJpegStreamParse)                                                           \
-	X(nvjpegJpegStreamGetFrameDimensions)                                              \
-	X(nvjpegJpegStreamGetComponentsNum)                                                \
-	X(nvjpegJpegStreamGetChromaSubsampling)                                            \
-	X(nvjpegJpegStreamGetJpegEncoding)                                                 \
-	X(nvjpegDecodeParamsCreate)                                                        \
-	X(nvjpegDecodeParamsDestroy)                                                       \
-	X(nvjpegDecodeParamsSetOutputFormat)                                               \
-	X(nvjpegDecodeParamsSetROI)                                                        \
-	X(nvjpegDecodeBatchedSupportedEx)                                                  \
-	X(nvjpegDecodeBatchedInitialize)                                                   \
-	X(nvjpegDecodeBatchedEx)
-
-/* Fields named as the functions, typed from their declarations. */
-struct nvj_table {
-#define NVJD_FIELD(name) __typeof__(name) *name;
-	NVJD_FUNCTIONS(NVJD_FIELD)
-#undef NVJD_FIELD
-};
-
-static const struct {
-	const char *name;
-	size_t offset;
-} nvj_symbols[] = {
-#define NVJD_SYMBOL(name) {#name, offsetof(struct nvj_table, name)},
-	NVJD_FUNCTIONS(NVJD_SYMBOL)
-#undef NVJD_SYMBOL
-};
-
-/* Filled under lib_lock by the first successful nvjd_load, never changed
- * after: readers check lib_loaded() (which takes the lock) first. */
-static struct nvj_table nvj;
-static struct {
-	bool loaded;
-	void *handle;
-	int version[3];
-	char what[160];
-} lib;
-static pthread_mutex_t lib_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "daemon/nvjd_impl.h"
 
 struct nvjd {
 	int device;
@@ -86,7 +26,7 @@ struct nvjd {
 	unsigned engines, cores_per_engine;
 	nvjpegHandle_t handle;
 	nvjpegJpegState_t state;
-	nvjpegJpegStream_t parsed; /* the checks' parse of one image at a time */
+	nvjpegJpegStream_t parsed;    /* the checks' parse of one image at a time */
 	nvjpegDecodeParams_t *params; /* [max_batch]: image i's region */
 	cudaEvent_t done;             /* recorded after every submission */
 	bool in_flight;               /* a submission not waited for yet */
@@ -99,24 +39,6 @@ struct nvjd {
 	nvjpegDecodeParams_t *batch_params;
 };
 
-static const char *nvj_status_name(nvjpegStatus_t s)
-{
-	switch (s) {
-	case NVJPEG_STATUS_SUCCESS: return "NVJPEG_STATUS_SUCCESS";
-	case NVJPEG_STATUS_NOT_INITIALIZED: return "NVJPEG_STATUS_NOT_INITIALIZED";
-	case NVJPEG_STATUS_INVALID_PARAMETER: return "NVJPEG_STATUS_INVALID_PARAMETER";
-	case NVJPEG_STATUS_BAD_JPEG: return "NVJPEG_STATUS_BAD_JPEG";
-	case NVJPEG_STATUS_JPEG_NOT_SUPPORTED: return "NVJPEG_STATUS_JPEG_NOT_SUPPORTED";
-	case NVJPEG_STATUS_ALLOCATOR_FAILURE: return "NVJPEG_STATUS_ALLOCATOR_FAILURE";
-	case NVJPEG_STATUS_EXECUTION_FAILED: return "NVJPEG_STATUS_EXECUTION_FAILED";
-	case NVJPEG_STATUS_ARCH_MISMATCH: return "NVJPEG_STATUS_ARCH_MISMATCH";
-	case NVJPEG_STATUS_INTERNAL_ERROR: return "NVJPEG_STATUS_INTERNAL_ERROR";
-	case NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED: return "NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED";
-	case NVJPEG_STATUS_INCOMPLETE_BITSTREAM: return "NVJPEG_STATUS_INCOMPLETE_BITSTREAM";
-	}
-	return "unknown nvJPEG status";
-}
-
 /* Failures of the library or the GPU rather than of one image. */
 static bool nvj_status_is_decoder(nvjpegStatus_t s)
 {
@@ -127,64 +49,6 @@ static bool nvj_status_is_decoder(nvjpegStatus_t s)
 static int nvj_decoder_errno(nvjpegStatus_t s)
 {
 	return s == NVJPEG_STATUS_ALLOCATOR_FAILURE ? -ENOMEM : -EIO;
-}
-
-static bool lib_loaded(void)
-{
-	pthread_mutex_lock(&lib_lock);
-	bool loaded = lib.loaded;
-	pthread_mutex_unlock(&lib_lock);
-	return loaded;
-}
-
-int nvjd_load(const char *lib_path, char *text, size_t cap)
-{
-	const char *name = lib_path ? lib_path : NVJD_SONAME;
-	int rc = 0;
-	pthread_mutex_lock(&lib_lock);
-	if (lib.loaded) {
-		errtext(text, cap, 0, "%s", lib.what);
-		goto unlock;
-	}
-	void *handle = dlopen(name, RTLD_NOW | RTLD_LOCAL);
-	if (!handle) {
-		rc = errtext(text, cap, -ENOENT, "nvJPEG is not available: %s", dlerror());
-		goto unlock;
-	}
-	struct nvj_table t;
-	for (size_t i = 0; i < sizeof nvj_symbols / sizeof nvj_symbols[0]; i++) {
-		void *f = dlsym(handle, nvj_symbols[i].name);
-		if (!f) {
-			rc = errtext(text, cap, -ENOSYS, "%s lacks %s: not an nvJPEG this build can use",
-				     name, nvj_symbols[i].name);
-			goto close_library;
-		}
-		memcpy((char *)&t + nvj_symbols[i].offset, &f, sizeof f);
-	}
-	int v[3] = {0, 0, 0};
-	if (t.nvjpegGetProperty(MAJOR_VERSION, &v[0]) != NVJPEG_STATUS_SUCCESS ||
-	    t.nvjpegGetProperty(MINOR_VERSION, &v[1]) != NVJPEG_STATUS_SUCCESS ||
-	    t.nvjpegGetProperty(PATCH_LEVEL, &v[2]) != NVJPEG_STATUS_SUCCESS) {
-		rc = errtext(text, cap, -ENOSYS, "%s does not report its version", name);
-		goto close_library;
-	}
-	if (v[0] != NVJPEG_VER_MAJOR) {
-		rc = errtext(text, cap, -ENOSYS, "%s is nvJPEG %d.%d.%d; this build needs version %d", name,
-			     v[0], v[1], v[2], NVJPEG_VER_MAJOR);
-		goto close_library;
-	}
-	nvj = t;
-	memcpy(lib.version, v, sizeof v);
-	lib.handle = handle;
-	snprintf(lib.what, sizeof lib.what, "nvJPEG %d.%d.%d (%s)", v[0], v[1], v[2], name);
-	lib.loaded = true;
-	errtext(text, cap, 0, "%s", lib.what);
-	goto unlock;
-close_library:
-	dlclose(handle);
-unlock:
-	pthread_mutex_unlock(&lib_lock);
-	return rc;
 }
 
 /* ---- the current device ---------------------------------------------------- */
@@ -236,13 +100,13 @@ void nvjd_close(struct nvjd *d)
 	}
 	if (d->params)
 		for (uint32_t i = 0; i < d->max_batch && d->params[i]; i++)
-			nvj.nvjpegDecodeParamsDestroy(d->params[i]);
+			nvjd_lib.nvjpegDecodeParamsDestroy(d->params[i]);
 	if (d->parsed)
-		nvj.nvjpegJpegStreamDestroy(d->parsed);
+		nvjd_lib.nvjpegJpegStreamDestroy(d->parsed);
 	if (d->state)
-		nvj.nvjpegJpegStateDestroy(d->state);
+		nvjd_lib.nvjpegJpegStateDestroy(d->state);
 	if (d->handle)
-		nvj.nvjpegDestroy(d->handle);
+		nvjd_lib.nvjpegDestroy(d->handle);
 	if (current)
 		device_leave(&g);
 	free(d->params);
@@ -257,56 +121,66 @@ void nvjd_close(struct nvjd *d)
 /* The nvJPEG objects of an opened decoder; -errno with why. */
 static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 {
-	unsigned nv_flags = d->flags & NVJD_SMOOTH_UPSAMPLING ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
-	nvjpegStatus_t s = nvj.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags, &d->handle);
+	unsigned nv_flags =
+		d->flags & NVJD_SMOOTH_UPSAMPLING ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
+	nvjpegStatus_t s =
+		nvjd_lib.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags, &d->handle);
 	if (s != NVJPEG_STATUS_SUCCESS) {
 		d->handle = NULL;
 		if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE)
-			return errtext(why, cap, -ENOMEM, "GPU %d: nvjpegCreateEx: %s", d->device, nvj_status_name(s));
+			return errtext(why, cap, -ENOMEM, "GPU %d: nvjpegCreateEx: %s", d->device,
+				       nvjd_status_name(s));
 		if (s == NVJPEG_STATUS_INTERNAL_ERROR || s == NVJPEG_STATUS_EXECUTION_FAILED)
-			return errtext(why, cap, -EIO, "GPU %d: nvjpegCreateEx: %s", d->device, nvj_status_name(s));
-		return errtext(why, cap, -ENOTSUP, "GPU %d has no hardware JPEG decoder (nvjpegCreateEx: %s)",
-			       d->device, nvj_status_name(s));
+			return errtext(why, cap, -EIO, "GPU %d: nvjpegCreateEx: %s", d->device,
+				       nvjd_status_name(s));
+		return errtext(why, cap, -ENOTSUP,
+			       "GPU %d has no hardware JPEG decoder (nvjpegCreateEx: %s)",
+			       d->device, nvjd_status_name(s));
 	}
-	s = nvj.nvjpegGetHardwareDecoderInfo(d->handle, &d->engines, &d->cores_per_engine);
+	s = nvjd_lib.nvjpegGetHardwareDecoderInfo(d->handle, &d->engines, &d->cores_per_engine);
 	if (s != NVJPEG_STATUS_SUCCESS || d->engines == 0)
-		return errtext(why, cap, -ENOTSUP, "GPU %d has no hardware JPEG decoder (%s)", d->device,
-			       s != NVJPEG_STATUS_SUCCESS ? nvj_status_name(s) : "0 engines");
+		return errtext(why, cap, -ENOTSUP, "GPU %d has no hardware JPEG decoder (%s)",
+			       d->device,
+			       s != NVJPEG_STATUS_SUCCESS ? nvjd_status_name(s) : "0 engines");
 	const char *call = "nvjpegJpegStateCreate";
-	s = nvj.nvjpegJpegStateCreate(d->handle, &d->state);
+	s = nvjd_lib.nvjpegJpegStateCreate(d->handle, &d->state);
 	if (s == NVJPEG_STATUS_SUCCESS) {
 		call = "nvjpegJpegStreamCreate";
-		s = nvj.nvjpegJpegStreamCreate(d->handle, &d->parsed);
+		s = nvjd_lib.nvjpegJpegStreamCreate(d->handle, &d->parsed);
 	}
 	for (uint32_t i = 0; i < d->max_batch && s == NVJPEG_STATUS_SUCCESS; i++) {
 		call = "nvjpegDecodeParamsCreate";
-		s = nvj.nvjpegDecodeParamsCreate(d->handle, &d->params[i]);
+		s = nvjd_lib.nvjpegDecodeParamsCreate(d->handle, &d->params[i]);
 		if (s != NVJPEG_STATUS_SUCCESS) {
 			d->params[i] = NULL;
 			break;
 		}
 		call = "nvjpegDecodeParamsSetOutputFormat";
-		s = nvj.nvjpegDecodeParamsSetOutputFormat(d->params[i], NVJPEG_OUTPUT_RGBI);
+		s = nvjd_lib.nvjpegDecodeParamsSetOutputFormat(d->params[i], NVJPEG_OUTPUT_RGBI);
 	}
 	if (s != NVJPEG_STATUS_SUCCESS)
 		return errtext(why, cap, nvj_decoder_errno(s), "GPU %d: %s: %s", d->device, call,
-			       nvj_status_name(s));
+			       nvjd_status_name(s));
 	return 0;
 }
 
-int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why, size_t cap)
+int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why,
+	      size_t cap)
 {
-	if (!out || max_batch == 0 || max_batch > NVJD_MAX_BATCH || (flags & ~NVJD_SMOOTH_UPSAMPLING))
-		return errtext(why, cap, -EINVAL, "nvjd_open: invalid arguments (max_batch %u, flags %#x)",
-			       max_batch, flags);
+	if (!out || max_batch == 0 || max_batch > NVJD_MAX_BATCH ||
+	    (flags & ~NVJD_SMOOTH_UPSAMPLING))
+		return errtext(why, cap, -EINVAL,
+			       "nvjd_open: invalid arguments (max_batch %u, flags %#x)", max_batch,
+			       flags);
 	*out = NULL;
-	if (!lib_loaded())
+	if (!nvjd_lib_loaded())
 		return errtext(why, cap, -ENOSYS, "nvJPEG is not loaded");
 	int count = 0;
 	if (cuda_check(cudaGetDeviceCount(&count), device, "cudaGetDeviceCount", why, cap))
 		return -ENODEV;
 	if (device < 0 || device >= count)
-		return errtext(why, cap, -ENODEV, "no GPU %d (this process sees %d)", device, count);
+		return errtext(why, cap, -ENODEV, "no GPU %d (this process sees %d)", device,
+			       count);
 
 	struct nvjd *d = calloc(1, sizeof *d);
 	if (!d)
@@ -350,10 +224,13 @@ int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out,
 void nvjd_info(const struct nvjd *d, struct nvjd_info *out)
 {
 	*out = (struct nvjd_info){
-		.device = d->device, .engines = d->engines, .cores_per_engine = d->cores_per_engine,
-		.version = {lib.version[0], lib.version[1], lib.version[2]},
-		.max_batch = d->max_batch, .flags = d->flags,
+		.device = d->device,
+		.engines = d->engines,
+		.cores_per_engine = d->cores_per_engine,
+		.max_batch = d->max_batch,
+		.flags = d->flags,
 	};
+	nvjd_lib_version(out->version);
 }
 
 /* ---- headers ---------------------------------------------------------------- */
@@ -379,14 +256,16 @@ static int header_failure(nvjpegStatus_t s, const char *call, char *err, size_t 
 {
 	switch (s) {
 	case NVJPEG_STATUS_INCOMPLETE_BITSTREAM:
-		return errtext(err, cap, -EBADMSG, "truncated JPEG header (%s: %s)", call, nvj_status_name(s));
+		return errtext(err, cap, -EBADMSG, "truncated JPEG (%s: %s)", call,
+			       nvjd_status_name(s));
 	case NVJPEG_STATUS_JPEG_NOT_SUPPORTED:
 		return errtext(err, cap, -ENOTSUP, "a JPEG nvJPEG does not read (%s: %s)", call,
-			       nvj_status_name(s));
+			       nvjd_status_name(s));
 	case NVJPEG_STATUS_ALLOCATOR_FAILURE:
-		return errtext(err, cap, -ENOMEM, "%s: %s", call, nvj_status_name(s));
+		return errtext(err, cap, -ENOMEM, "%s: %s", call, nvjd_status_name(s));
 	default:
-		return errtext(err, cap, -EBADMSG, "corrupt JPEG header (%s: %s)", call, nvj_status_name(s));
+		return errtext(err, cap, -EBADMSG, "corrupt JPEG header (%s: %s)", call,
+			       nvjd_status_name(s));
 	}
 }
 
@@ -407,13 +286,17 @@ int nvjd_image_info(struct nvjd *d, const uint8_t *data, size_t len, struct nvjd
 		return errtext(err, cap, -EBADMSG, "not a JPEG (no start-of-image marker)");
 	int components = 0, widths[NVJPEG_MAX_COMPONENT] = {0}, heights[NVJPEG_MAX_COMPONENT] = {0};
 	nvjpegChromaSubsampling_t css = NVJPEG_CSS_UNKNOWN;
-	nvjpegStatus_t s = nvj.nvjpegGetImageInfo(d->handle, data, len, &components, &css, widths, heights);
+	nvjpegStatus_t s = nvjd_lib.nvjpegGetImageInfo(d->handle, data, len, &components, &css,
+						       widths, heights);
 	if (s != NVJPEG_STATUS_SUCCESS)
 		return header_failure(s, "nvjpegGetImageInfo", err, cap);
 	if (widths[0] <= 0 || heights[0] <= 0)
-		return errtext(err, cap, -EBADMSG, "corrupt JPEG header (%d x %d pixels)", widths[0], heights[0]);
-	*out = (struct nvjd_header){.width = (uint32_t)widths[0], .height = (uint32_t)heights[0],
-				    .components = components, .subsampling = css_name(css)};
+		return errtext(err, cap, -EBADMSG, "corrupt JPEG header (%d x %d pixels)",
+			       widths[0], heights[0]);
+	*out = (struct nvjd_header){.width = (uint32_t)widths[0],
+				    .height = (uint32_t)heights[0],
+				    .components = components,
+				    .subsampling = css_name(css)};
 	return 0;
 }
 
@@ -430,21 +313,28 @@ static int reject(struct nvjd_image *im, int code, const char *fmt, ...)
 	return code;
 }
 
+static const char *encoding_name(nvjpegJpegEncoding_t enc)
+{
+	switch (enc) {
+	case NVJPEG_ENCODING_BASELINE_DCT: return "baseline";
+	case NVJPEG_ENCODING_EXTENDED_SEQUENTIAL_DCT_HUFFMAN: return "extended sequential";
+	case NVJPEG_ENCODING_PROGRESSIVE_DCT_HUFFMAN: return "progressive";
+	case NVJPEG_ENCODING_LOSSLESS_HUFFMAN: return "lossless";
+	case NVJPEG_ENCODING_UNKNOWN: break;
+	}
+	return "unknown encoding";
+}
+
 /* What the engines refuse, in words: "progressive 4:2:0, 3 components". */
 static void describe_stream(nvjpegJpegStream_t js, char *buf, size_t cap)
 {
 	nvjpegJpegEncoding_t enc = NVJPEG_ENCODING_UNKNOWN;
 	nvjpegChromaSubsampling_t css = NVJPEG_CSS_UNKNOWN;
 	unsigned components = 0;
-	nvj.nvjpegJpegStreamGetJpegEncoding(js, &enc);
-	nvj.nvjpegJpegStreamGetChromaSubsampling(js, &css);
-	nvj.nvjpegJpegStreamGetComponentsNum(js, &components);
-	const char *encoding = enc == NVJPEG_ENCODING_BASELINE_DCT                       ? "baseline"
-			       : enc == NVJPEG_ENCODING_EXTENDED_SEQUENTIAL_DCT_HUFFMAN ? "extended sequential"
-			       : enc == NVJPEG_ENCODING_PROGRESSIVE_DCT_HUFFMAN         ? "progressive"
-			       : enc == NVJPEG_ENCODING_LOSSLESS_HUFFMAN                ? "lossless"
-										   : "unknown encoding";
-	snprintf(buf, cap, "%s %s, %u component%s", encoding, css_name(css), components,
+	nvjd_lib.nvjpegJpegStreamGetJpegEncoding(js, &enc);
+	nvjd_lib.nvjpegJpegStreamGetChromaSubsampling(js, &css);
+	nvjd_lib.nvjpegJpegStreamGetComponentsNum(js, &components);
+	snprintf(buf, cap, "%s %s, %u component%s", encoding_name(enc), css_name(css), components,
 		 components == 1 ? "" : "s");
 }
 
@@ -458,16 +348,19 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 		return reject(im, -EBADMSG, "empty file");
 	if (!starts_as_jpeg(im->data, im->len))
 		return reject(im, -EBADMSG, "not a JPEG (no start-of-image marker)");
-	nvjpegStatus_t s = nvj.nvjpegJpegStreamParse(d->handle, im->data, im->len, 0, 0, d->parsed);
+	nvjpegStatus_t s =
+		nvjd_lib.nvjpegJpegStreamParse(d->handle, im->data, im->len, 0, 0, d->parsed);
 	if (s != NVJPEG_STATUS_SUCCESS) {
 		char text[NVJD_ERR_MAX];
 		int code = header_failure(s, "nvjpegJpegStreamParse", text, sizeof text);
 		return reject(im, code, "%s", text);
 	}
-	if (nvjd_ends_in_scan(im->data, im->len))
-		return reject(im, -EBADMSG, "truncated: the data ends inside the scan (no end-of-image marker)");
+	char text[NVJD_ERR_MAX];
+	int code = nvjd_check_scan(im->data, im->len, text, sizeof text);
+	if (code)
+		return reject(im, code, "%s", text);
 	unsigned w = 0, h = 0;
-	s = nvj.nvjpegJpegStreamGetFrameDimensions(d->parsed, &w, &h);
+	s = nvjd_lib.nvjpegJpegStreamGetFrameDimensions(d->parsed, &w, &h);
 	if (s != NVJPEG_STATUS_SUCCESS || w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX)
 		return reject(im, -EBADMSG, "corrupt JPEG header (frame %u x %u)", w, h);
 	im->width = w;
@@ -477,34 +370,39 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 	if (im->roi_w) {
 		if (im->roi_h == 0 || im->roi_x > w || im->roi_w > w - im->roi_x || im->roi_y > h ||
 		    im->roi_h > h - im->roi_y)
-			return reject(im, -EINVAL, "region (%u, %u) %u x %u is not inside the %u x %u image",
+			return reject(im, -EINVAL,
+				      "region (%u, %u) %u x %u is not inside the %u x %u image",
 				      im->roi_x, im->roi_y, im->roi_w, im->roi_h, w, h);
 		out_w = im->roi_w;
 		out_h = im->roi_h;
-		s = nvj.nvjpegDecodeParamsSetROI(params, (int)im->roi_x, (int)im->roi_y, (int)out_w, (int)out_h);
+		s = nvjd_lib.nvjpegDecodeParamsSetROI(params, (int)im->roi_x, (int)im->roi_y,
+						      (int)out_w, (int)out_h);
 	} else {
-		s = nvj.nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1);
+		s = nvjd_lib.nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1);
 	}
 	if (s != NVJPEG_STATUS_SUCCESS)
-		return reject(im, -ENOTSUP, "nvjpegDecodeParamsSetROI: %s", nvj_status_name(s));
+		return reject(im, -ENOTSUP, "nvjpegDecodeParamsSetROI: %s", nvjd_status_name(s));
 	size_t row = (size_t)out_w * 3;
 	if (im->pitch < row)
-		return reject(im, -EINVAL, "pitch %zu is less than %u pixels of 3 bytes", im->pitch, out_w);
+		return reject(im, -EINVAL, "pitch %zu is less than %u pixels of 3 bytes", im->pitch,
+			      out_w);
 	if (im->dst_bytes < row || (out_h - 1) > (im->dst_bytes - row) / im->pitch)
-		return reject(im, -EINVAL, "%u x %u pixels at pitch %zu do not fit in %zu bytes", out_w, out_h,
-			      im->pitch, im->dst_bytes);
+		return reject(im, -EINVAL, "%u x %u pixels at pitch %zu do not fit in %zu bytes",
+			      out_w, out_h, im->pitch, im->dst_bytes);
 	im->out_w = out_w;
 	im->out_h = out_h;
 
 	int unsupported = -1;
-	s = nvj.nvjpegDecodeBatchedSupportedEx(d->handle, d->parsed, params, &unsupported);
+	s = nvjd_lib.nvjpegDecodeBatchedSupportedEx(d->handle, d->parsed, params, &unsupported);
 	if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {
 		char what[96];
 		describe_stream(d->parsed, what, sizeof what);
 		if (s != NVJPEG_STATUS_SUCCESS)
-			return reject(im, -ENOTSUP, "the hardware decoder does not take this image (%s; %s)",
-				      what, nvj_status_name(s));
-		return reject(im, -ENOTSUP, "the hardware decoder does not take this image (%s)", what);
+			return reject(im, -ENOTSUP,
+				      "the hardware decoder does not take this image (%s; %s)",
+				      what, nvjd_status_name(s));
+		return reject(im, -ENOTSUP, "the hardware decoder does not take this image (%s)",
+			      what);
 	}
 	return 0;
 }
@@ -515,7 +413,8 @@ static int wait_done(struct nvjd *d, char *why, size_t cap)
 {
 	if (!d->in_flight)
 		return 0;
-	int rc = cuda_check(cudaEventSynchronize(d->done), d->device, "cudaEventSynchronize", why, cap);
+	int rc = cuda_check(cudaEventSynchronize(d->done), d->device, "cudaEventSynchronize", why,
+			    cap);
 	if (rc)
 		return rc == -ENOMEM ? -ENOMEM : -EIO;
 	d->in_flight = false;
@@ -537,24 +436,26 @@ int nvjd_wait(struct nvjd *d, char *why, size_t cap)
  * is done (the state's buffers are reused, and nvjpegDecodeBatchedInitialize
  * wants no batch running). nvJPEG's verdict in *verdict; -errno (with why)
  * when waiting, initialising or recording failed. */
-static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream, nvjpegStatus_t *verdict,
-		  char *why, size_t cap)
+static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
+		  nvjpegStatus_t *verdict, char *why, size_t cap)
 {
 	int rc = wait_done(d, why, cap);
 	if (rc)
 		return rc;
 	int size = (int)(hi - lo);
 	if (d->batch_size != size) {
-		nvjpegStatus_t s = nvj.nvjpegDecodeBatchedInitialize(d->handle, d->state, size, 1, NVJPEG_OUTPUT_RGBI);
+		nvjpegStatus_t s = nvjd_lib.nvjpegDecodeBatchedInitialize(d->handle, d->state, size,
+									  1, NVJPEG_OUTPUT_RGBI);
 		if (s != NVJPEG_STATUS_SUCCESS) {
 			d->batch_size = 0;
-			return errtext(why, cap, nvj_decoder_errno(s), "GPU %d: nvjpegDecodeBatchedInitialize(%d): %s",
-				       d->device, size, nvj_status_name(s));
+			return errtext(why, cap, nvj_decoder_errno(s),
+				       "GPU %d: nvjpegDecodeBatchedInitialize(%d): %s", d->device,
+				       size, nvjd_status_name(s));
 		}
 		d->batch_size = size;
 	}
-	*verdict = nvj.nvjpegDecodeBatchedEx(d->handle, d->state, d->data + lo, d->lens + lo, d->dst + lo,
-					     d->batch_params + lo, stream);
+	*verdict = nvjd_lib.nvjpegDecodeBatchedEx(d->handle, d->state, d->data + lo, d->lens + lo,
+						  d->dst + lo, d->batch_params + lo, stream);
 	if (*verdict != NVJPEG_STATUS_SUCCESS)
 		d->batch_size = 0; /* a failed batch leaves the state to be initialised again */
 	rc = cuda_check(cudaEventRecord(d->done, stream), d->device, "cudaEventRecord", why, cap);
@@ -565,8 +466,8 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 }
 
 /* Gives the images of batch entries [lo, hi) the decoder's failure. */
-static void fail_entries(struct nvjd *d, struct nvjd_image *imgs, uint32_t lo, uint32_t hi, int code,
-			 const char *why)
+static void fail_entries(struct nvjd *d, struct nvjd_image *imgs, uint32_t lo, uint32_t hi,
+			 int code, const char *why)
 {
 	for (uint32_t j = lo; j < hi; j++)
 		reject(&imgs[d->queue[j]], code, "%s", why);
@@ -574,27 +475,29 @@ static void fail_entries(struct nvjd *d, struct nvjd_image *imgs, uint32_t lo, u
 
 struct decode_run {
 	uint32_t engine_failures; /* single images the engines failed */
-	nvjpegStatus_t last;
+	nvjpegStatus_t last;      /* the last of those failures */
+	char why[NVJD_ERR_MAX];   /* the decoder's failure, when there is one */
 };
 
 /* Decodes batch entries [lo, hi) in one call; when nvJPEG fails the call,
  * each half in turn, down to single images, which then get the verdict.
- * 0, or the decoder's -errno (every entry not queued then has it). */
+ * 0, or the decoder's -errno, with run->why, which every entry not queued
+ * then has as its status. */
 static int decode_range(struct nvjd *d, struct nvjd_image *imgs, uint32_t lo, uint32_t hi,
 			cudaStream_t stream, struct decode_run *run)
 {
-	char why[NVJD_ERR_MAX];
 	nvjpegStatus_t verdict = NVJPEG_STATUS_SUCCESS;
-	int rc = submit(d, lo, hi, stream, &verdict, why, sizeof why);
+	int rc = submit(d, lo, hi, stream, &verdict, run->why, sizeof run->why);
 	if (rc == 0 && verdict != NVJPEG_STATUS_SUCCESS) {
 		if (nvj_status_is_decoder(verdict))
-			rc = errtext(why, sizeof why, nvj_decoder_errno(verdict), "GPU %d: nvjpegDecodeBatchedEx: %s",
-				     d->device, nvj_status_name(verdict));
+			rc = errtext(run->why, sizeof run->why, nvj_decoder_errno(verdict),
+				     "GPU %d: nvjpegDecodeBatchedEx: %s", d->device,
+				     nvjd_status_name(verdict));
 		else /* what the failed call queued, if anything, is done before a retry */
-			rc = wait_done(d, why, sizeof why);
+			rc = wait_done(d, run->why, sizeof run->why);
 	}
 	if (rc) {
-		fail_entries(d, imgs, lo, hi, rc, why);
+		fail_entries(d, imgs, lo, hi, rc, run->why);
 		return rc;
 	}
 	if (verdict == NVJPEG_STATUS_SUCCESS)
@@ -603,19 +506,24 @@ static int decode_range(struct nvjd *d, struct nvjd_image *imgs, uint32_t lo, ui
 		struct nvjd_image *im = &imgs[d->queue[lo]];
 		run->engine_failures++;
 		run->last = verdict;
-		if (verdict == NVJPEG_STATUS_JPEG_NOT_SUPPORTED || verdict == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED ||
+		if (verdict == NVJPEG_STATUS_JPEG_NOT_SUPPORTED ||
+		    verdict == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED ||
 		    verdict == NVJPEG_STATUS_INVALID_PARAMETER)
-			reject(im, -ENOTSUP, "the hardware decoder refused this image (nvjpegDecodeBatchedEx: %s)",
-			       nvj_status_name(verdict));
+			reject(im, -ENOTSUP,
+			       "the hardware decoder refused this image (nvjpegDecodeBatchedEx: "
+			       "%s)",
+			       nvjd_status_name(verdict));
 		else
-			reject(im, -EBADMSG, "corrupt JPEG data: the hardware decoder failed (nvjpegDecodeBatchedEx: %s)",
-			       nvj_status_name(verdict));
+			reject(im, -EBADMSG,
+			       "corrupt JPEG data: the hardware decoder failed "
+			       "(nvjpegDecodeBatchedEx: %s)",
+			       nvjd_status_name(verdict));
 		return 0;
 	}
 	uint32_t mid = lo + (hi - lo) / 2;
 	rc = decode_range(d, imgs, lo, mid, stream, run);
 	if (rc) {
-		fail_entries(d, imgs, mid, hi, rc, imgs[d->queue[lo]].err);
+		fail_entries(d, imgs, mid, hi, rc, run->why);
 		return rc;
 	}
 	return decode_range(d, imgs, mid, hi, stream, run);
@@ -651,14 +559,15 @@ int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_
 		d->batch_params[k] = d->params[i];
 		k++;
 	}
-	struct decode_run run = {0};
+	struct decode_run run = {.engine_failures = 0};
 	if (k > 0)
 		rc = decode_range(d, imgs, 0, k, stream, &run);
 	/* Every image of several failing alone says more about the engines
 	 * than about the images. */
 	if (rc == 0 && k >= 2 && run.engine_failures == k) {
-		rc = errtext(why, sizeof why, -EIO, "GPU %d: the hardware decoder failed all %u images (last: %s)",
-			     d->device, k, nvj_status_name(run.last));
+		rc = errtext(why, sizeof why, -EIO,
+			     "GPU %d: the hardware decoder failed all %u images (last: %s)",
+			     d->device, k, nvjd_status_name(run.last));
 		fail_entries(d, imgs, 0, k, rc, why);
 	}
 	device_leave(&g);

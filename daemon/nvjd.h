@@ -20,8 +20,9 @@
  * Per-image errors are the point: an image the engines cannot take gets
  * -ENOTSUP (route it to the CPU decoder) and a corrupt or truncated one
  * -EBADMSG, each with a message, and neither keeps the other images of its
- * batch from decoding. Every image is checked on the host first (structure,
- * nvjpegJpegStreamParse, nvjpegDecodeBatchedSupportedEx with its region);
+ * batch from decoding. Every image is checked on the host first
+ * (nvjpegJpegStreamParse, nvjd_check_scan, nvjpegDecodeBatchedSupportedEx
+ * with its region);
  * the rest go to the engines in one nvjpegDecodeBatchedEx call; when that
  * call fails, the batch is split in halves, and halves again, until every
  * good image has its pixels and each bad one its status.
@@ -29,9 +30,10 @@
  * What may go unreported: damage inside a scan's entropy-coded data (bytes
  * changed, not cut short) is caught only if the engines report it, which
  * nvJPEG does not promise; an image they decode anyway gets status 0 and
- * wrong pixels. A file cut short inside its scan is caught here
- * (nvjd_ends_in_scan), because nvJPEG decodes what is there of such a file
- * and reports success.
+ * wrong pixels. A file cut short inside its scan, or with a marker inside
+ * it (what a damaged byte most often makes), is caught here
+ * (nvjd_check_scan): nvJPEG decodes what is there of a file cut short and
+ * reports success.
  *
  * Messages never name a file; the caller, which knows the path, prefixes it
  * and logs once. Nothing here logs.
@@ -39,7 +41,6 @@
 #ifndef LDR_DAEMON_NVJD_H
 #define LDR_DAEMON_NVJD_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -161,7 +162,9 @@ struct nvjd_image {
 	 *   -EINVAL   the caller's description is wrong: data or dst NULL, the
 	 *             region outside the image, pitch < out_w * 3, dst too small
 	 *   -ENOMEM, -EIO  the decoder failed (nvjd_decode returns it too)
-	 * with err saying why when status != 0; dst is untouched unless 0. */
+	 * with err saying why when status != 0. Unless the status is 0, what
+	 * dst holds is undefined: an image the engines failed may have been
+	 * partly written. */
 	int status;
 	char err[NVJD_ERR_MAX];
 };
@@ -204,15 +207,19 @@ struct nvjd_image {
 int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_t stream);
 
 /*
- * The structural check nvjd_decode makes of every image, exposed for tests:
- * true when the last marker in data[0..len) (skipping byte stuffing, fill
- * bytes and restart markers) is a start-of-scan, i.e. the data ends inside
- * the entropy-coded segment of a scan, without an end-of-image marker.
- * False for a complete file, also one with bytes after its end-of-image
- * marker that contain no marker. Pure; reads the data backwards from its
- * end, so a complete file costs a couple of bytes.
+ * The structural check nvjd_decode makes of every image, exposed for tests.
+ * Walks the marker segments of data[0..len) to the first scan, then its
+ * entropy-coded data: 0 when the scan ends at an end-of-image marker (what
+ * follows is not read) or at a marker that may start more scans (left to
+ * nvJPEG); else -EBADMSG with err (cap bytes, may be NULL):
+ *   "not a JPEG (no start-of-image marker)"
+ *   "truncated: the data ends inside the scan (no end-of-image marker)"
+ *   "corrupt JPEG data: marker 0xMM inside the scan at byte N"
+ *   "corrupt JPEG data: restart marker M at byte N where K was due"
+ * A header that does not parse is 0 here: nvJPEG's parser judges headers.
+ * Pure; one memchr pass over the compressed bytes.
  */
-bool nvjd_ends_in_scan(const uint8_t *data, size_t len);
+int nvjd_check_scan(const uint8_t *data, size_t len, char *err, size_t cap);
 
 /* Blocks until the last batch nvjd_decode queued on this decoder is done
  * on the GPU. 0, or -EIO with the CUDA error in why. */

@@ -13,10 +13,12 @@
 int nvjd_load(const char *lib_path, char *text, size_t cap)
 {
 	return errtext(text, cap, -ENOSYS,
-		       "loaderd was built without nvJPEG (no nvjpeg.h at build time): no GPU JPEG decoding");
+		       "loaderd was built without nvJPEG (no nvjpeg.h at build time): no GPU JPEG "
+		       "decoding");
 }
 
-int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why, size_t cap)
+int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why,
+	      size_t cap)
 {
 	if (out)
 		*out = NULL;

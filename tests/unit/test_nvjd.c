@@ -1,11 +1,14 @@
 /*
  * Unit tests for daemon/nvjd, the parts that need no GPU:
  *
- *   - nvjd_ends_in_scan, the check that catches a file cut short inside its
- *     scan (nvJPEG decodes such a file as far as it goes and reports
- *     success): complete files, with restart markers, fill bytes and bytes
- *     after the end-of-image marker, are not flagged; every cut inside the
- *     scan is; cuts inside the header are left to nvJPEG's parser;
+ *   - nvjd_check_scan, the structural check that catches a file cut short
+ *     inside its scan (nvJPEG decodes such a file as far as it goes and
+ *     reports success) and a marker inside the entropy-coded data: complete
+ *     files, with restart markers, fill bytes, bytes after the end-of-image
+ *     marker and an APP segment that holds a whole JPEG, pass; every cut
+ *     inside the scan, a stray marker and a restart marker out of turn are
+ *     -EBADMSG with their message; cuts inside the header are left to
+ *     nvJPEG's parser;
  *   - nvjd_load: a path that does not exist is -ENOENT naming it; a library
  *     that is not nvJPEG (libm) is -ENOSYS naming the missing function; the
  *     nvJPEG the build found (LOADERD_NVJPEG_LIBRARY, set by CMake) loads
@@ -35,11 +38,10 @@
 
 /* A baseline file's skeleton: SOI, DQT, SOF0, SOS, entropy-coded data with
  * stuffing and restart markers, EOI. */
-static const uint8_t head[] = {0xff, 0xd8, 0xff, 0xdb, 0x00, 0x04, 0x00, 0x01,
-			       0xff, 0xc0, 0x00, 0x05, 0x08, 0x00, 0x10,
-			       0xff, 0xda, 0x00, 0x04, 0x01, 0x00};
-static const uint8_t scan[] = {0x12, 0xff, 0x00, 0x34, 0xff, 0xd0, 0x56, 0xff, 0x00,
-			       0xff, 0xd1, 0x78, 0xff, 0xff, 0xd2, 0x9a};
+static const uint8_t head[] = {0xff, 0xd8, 0xff, 0xdb, 0x00, 0x04, 0x00, 0x01, 0xff, 0xc0, 0x00,
+			       0x05, 0x08, 0x00, 0x10, 0xff, 0xda, 0x00, 0x04, 0x01, 0x00};
+static const uint8_t scan[] = {0x12, 0xff, 0x00, 0x34, 0xff, 0xd0, 0x56, 0xff,
+			       0x00, 0xff, 0xd1, 0x78, 0xff, 0xff, 0xd2, 0x9a};
 static const uint8_t eoi[] = {0xff, 0xd9};
 
 static size_t build(uint8_t *buf, bool with_eoi, const uint8_t *tail, size_t tail_len)
@@ -60,26 +62,66 @@ static size_t build(uint8_t *buf, bool with_eoi, const uint8_t *tail, size_t tai
 	return n;
 }
 
-static void test_ends_in_scan(void **state)
+static int check(const uint8_t *buf, size_t len, char *err)
 {
-	uint8_t buf[128];
+	err[0] = '\0';
+	return nvjd_check_scan(buf, len, err, 160);
+}
+
+static void test_check_scan(void **state)
+{
+	uint8_t buf[256];
+	char err[160];
 	size_t n = build(buf, true, NULL, 0);
-	assert_false(nvjd_ends_in_scan(buf, n));
+	assert_int_equal(check(buf, n, err), 0);
 	/* Fill bytes before the end-of-image marker, and bytes after it. */
 	const uint8_t fill[] = {0xff, 0xff, 0xff, 0xd9};
-	assert_false(nvjd_ends_in_scan(buf, build(buf, false, fill, sizeof fill)));
-	const uint8_t zeros[] = {0, 0, 0, 0, 0x12, 0x34};
-	assert_false(nvjd_ends_in_scan(buf, build(buf, true, zeros, sizeof zeros)));
+	assert_int_equal(check(buf, build(buf, false, fill, sizeof fill), err), 0);
+	const uint8_t after[] = {0, 0, 0xff, 0x12, 0xff, 0xda};
+	assert_int_equal(check(buf, build(buf, true, after, sizeof after), err), 0);
 
 	/* Every cut inside the scan, however it falls on stuffing, restart
 	 * markers or fill, and a cut between the 0xff and 0xd9 of the end. */
 	n = build(buf, true, NULL, 0);
-	for (size_t len = sizeof head; len < n; len++)
-		assert_true(nvjd_ends_in_scan(buf, len));
+	for (size_t len = sizeof head; len < n; len++) {
+		assert_int_equal(check(buf, len, err), -EBADMSG);
+		assert_non_null(strstr(err, "truncated: the data ends inside the scan"));
+	}
 	/* Cuts inside the header: no scan started, nvJPEG's parser judges. */
-	for (size_t len = 0; len < sizeof head - 6; len++)
-		assert_false(nvjd_ends_in_scan(buf, len));
-	assert_false(nvjd_ends_in_scan(NULL, 10));
+	for (size_t len = 2; len < sizeof head; len++)
+		assert_int_equal(check(buf, len, err), 0);
+
+	/* A marker inside the scan; one that may start another scan. */
+	n = build(buf, true, NULL, 0);
+	buf[sizeof head + 2] = 0x05;
+	assert_int_equal(check(buf, n, err), -EBADMSG);
+	assert_string_equal(err, "corrupt JPEG data: marker 0x05 inside the scan at byte 22");
+	buf[sizeof head + 2] = 0xc4;
+	assert_int_equal(check(buf, n, err), 0);
+	/* A restart marker out of turn. */
+	n = build(buf, true, NULL, 0);
+	buf[sizeof head + 10] = 0xd3;
+	assert_int_equal(check(buf, n, err), -EBADMSG);
+	assert_string_equal(err, "corrupt JPEG data: restart marker 3 at byte 30 where 1 was due");
+
+	/* An APP1 segment holding a whole JPEG (a thumbnail) before the scan:
+	 * its markers are data, skipped by the segment's length. */
+	uint8_t thumb[sizeof buf];
+	n = build(buf, true, NULL, 0);
+	size_t t = 0;
+	thumb[t++] = 0xff, thumb[t++] = 0xd8, thumb[t++] = 0xff, thumb[t++] = 0xe1;
+	thumb[t++] = 0x00, thumb[t++] = (uint8_t)(2 + n);
+	memcpy(thumb + t, buf, n);
+	t += n;
+	memcpy(thumb + t, buf + 2, n - 2);
+	t += n - 2;
+	assert_int_equal(check(thumb, t, err), 0);
+	assert_int_equal(check(thumb, t - 2, err), -EBADMSG);
+
+	/* Not a JPEG at all. */
+	assert_int_equal(check(buf + 1, n - 1, err), -EBADMSG);
+	assert_string_equal(err, "not a JPEG (no start-of-image marker)");
+	assert_int_equal(nvjd_check_scan(NULL, 10, NULL, 0), -EBADMSG);
 }
 
 static const char *library_path(void)
@@ -152,7 +194,7 @@ static void test_open(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_ends_in_scan),
+		cmocka_unit_test(test_check_scan),
 		cmocka_unit_test(test_open_before_load),
 		cmocka_unit_test(test_load),
 		cmocka_unit_test(test_open),
