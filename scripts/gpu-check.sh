@@ -5,20 +5,26 @@
 # delivery by batch size and clients (bench/device_bench.py), the image
 # benchmark against the DataLoader and the end-to-end training benchmark
 # (bench/train_bench.py: examples/train_resnet.py fed by loaderd, by the
-# DataLoader and by synthetic data; it needs torch and torchvision).
+# DataLoader and by synthetic data; it needs torch and torchvision), and JPEG
+# decoding on the GPU's hardware engines (bench/nvjd_bench.c, on a tree of
+# $LOADERD_NVJD_BENCH_IMAGES mkjpeg files, from 1, 2 and 4 host threads).
+#
+# nvJPEG comes with the toolkit there: CMake takes /usr/local/cuda's
+# nvjpeg.h, and the GPU tests (gpu.nvjd_check among them) and the benchmark
+# load the libnvjpeg.so.13 beside it.
 #
 # The Debian -dev packages travel as .deb files in .gpu/debs (fetch them
 # with `scripts/gpu-check.sh --fetch` on a Debian machine) and are unpacked
 # into a private prefix, never into /; the build links them statically.
 #
 # LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
-# LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_ALL_TESTS=0
-# skip a part; LOADERD_BENCH_ARGS, LOADERD_DEVICE_BENCH_ARGS,
-# LOADERD_IMAGE_BENCH_ARGS and LOADERD_TRAIN_BENCH_ARGS add arguments to the
-# four benchmarks.
+# LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
+# LOADERD_GPU_ALL_TESTS=0 skip a part; LOADERD_BENCH_ARGS,
+# LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS, LOADERD_TRAIN_BENCH_ARGS
+# and LOADERD_NVJD_BENCH_ARGS add arguments to the five benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
-# gpu-tests.log, bench/, device/, image/, train/ and tests.log (the rest of
-# the suite), in that order.
+# gpu-tests.log, bench/, device/, image/, train/, nvjd/ and tests.log (the
+# rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev"
@@ -65,6 +71,20 @@ if [ "${LOADERD_GPU_TRAIN_BENCH:-1}" = 1 ]; then
 	mkdir -p "$OUT/train"
 	PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/train_bench.py --build "$B" \
 		--out "$OUT/train" ${LOADERD_TRAIN_BENCH_ARGS:-} 2>&1 | tail -30 || rc=1
+fi
+if [ "${LOADERD_GPU_NVJD_BENCH:-1}" = 1 ] && [ -x "$B/bin/loaderd-nvjd-bench" ]; then
+	# 300-600 px, quality 90, about 80 KB a file: as GPU.md's measurements.
+	mkdir -p "$OUT/nvjd"
+	images=${LOADERD_NVJD_BENCH_IMAGES:-4000}
+	tree=/tmp/loaderd-nvjd-tree-$images
+	[ -d "$tree" ] || "$B/bin/mkjpeg" --tree "$tree" --classes 10 --per-class $((images / 10)) \
+		--min-side 300 --max-side 600 --seed 1 > "$OUT/nvjd/tree.txt" 2>&1 || rc=1
+	for threads in 1 2 4; do
+		"$B/bin/loaderd-nvjd-bench" --dir "$tree" --batch 256 --threads $threads \
+			${LOADERD_NVJD_BENCH_ARGS:-} 2>&1 | tee -a "$OUT/nvjd/bench.txt" | tail -3
+		status=${PIPESTATUS[0]}
+		[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
+	done
 fi
 if [ "${LOADERD_GPU_ALL_TESTS:-1}" = 1 ]; then
 	ctest --test-dir "$B" -LE gpu -j"$nproc" --output-on-failure > "$OUT/tests.log" 2>&1 || rc=1

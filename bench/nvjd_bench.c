@@ -1,0 +1,377 @@
+/*
+ * loaderd-nvjd-bench: how fast daemon/nvjd decodes JPEGs on one GPU's
+ * hardware engines, whole and as RandomResizedCrop regions, from several
+ * host threads (one decoder each, as the daemon would have one per GPU
+ * thread). Informational: it prints figures and asserts nothing.
+ *
+ *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--passes P]
+ *                      [--device N] [--lib LIBNVJPEG] [--smooth]
+ *
+ * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
+ * read into page-locked memory first. Each thread opens its own decoder
+ * and stream, and decodes batches of B images (thread t takes batches t,
+ * t + T, ...) into its own device buffers, P passes over all images after
+ * one untimed batch per thread; nvjd_decode waits for a decoder's previous
+ * batch itself, and the last is waited for before the clock stops. Two
+ * modes, one line each:
+ *
+ *   nvjd_bench: mode=full|roi batch=B threads=T images=N seconds=S
+ *               images_per_s=X cpu_us_per_image=C unsupported=U failed=F
+ *
+ * roi decodes, per image and pass, a box as torchvision's RandomResizedCrop
+ * draws it (area 8% to 100%, aspect 3/4 to 4/3, ten tries, else the
+ * centre), from a fixed seed. cpu_us_per_image is the process's user and
+ * system time over the images decoded. A first line names the GPU, its
+ * engines and the nvJPEG loaded. --smooth opens the decoders with
+ * NVJD_SMOOTH_UPSAMPLING.
+ *
+ * Exit codes: 0; 1 a failure (named on stderr); 2 usage; 77 no GPU, no
+ * nvJPEG, or no JPEG engines here.
+ */
+#include <errno.h>
+#include <ftw.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+
+#include <cuda_runtime_api.h>
+
+#define CUDA_PROG_NAME "loaderd-nvjd-bench"
+#include "tools/cuda_prog.h"
+
+#include "daemon/nvjd.h"
+
+#ifndef NVJD_BENCH_LIBRARY
+#define NVJD_BENCH_LIBRARY NULL /* libnvjpeg.so.N from the search path */
+#endif
+
+#define MAX_THREADS 64
+#define MAX_PASSES 1000
+#define MAX_IMAGES 10000000
+
+static const char synopsis[] =
+	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--passes P]\n"
+	"                          [--device N] [--lib LIBNVJPEG] [--smooth]\n"
+	"  --batch B     images per nvjd_decode call (default 256)\n"
+	"  --threads T   host threads, one decoder each (default 1)\n"
+	"  --passes P    timed passes over every image, per mode (default 3)\n";
+
+struct image {
+	size_t offset, len; /* in the page-locked buffer */
+	uint32_t w, h;
+};
+
+static struct {
+	struct image *v;
+	size_t n, cap;
+	size_t bytes;
+	char **paths;
+} images;
+
+struct opts {
+	const char *dir, *lib;
+	uint64_t batch, threads, passes, device;
+	bool smooth;
+};
+
+struct worker {
+	pthread_t thread;
+	unsigned index;
+	const struct opts *o;
+	const uint8_t *pinned;
+	bool roi;
+	pthread_barrier_t *start;
+	uint64_t decoded, unsupported, failed;
+	int rc;
+	char why[256];
+};
+
+static int add_file(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	const char *dot = strrchr(path, '.');
+	if (type != FTW_F || !dot ||
+	    (strcasecmp(dot, ".jpg") != 0 && strcasecmp(dot, ".jpeg") != 0))
+		return 0;
+	if (images.n == images.cap) {
+		images.cap = images.cap ? images.cap * 2 : 1024;
+		images.v = realloc(images.v, images.cap * sizeof *images.v);
+		images.paths = realloc(images.paths, images.cap * sizeof *images.paths);
+		if (!images.v || !images.paths)
+			return -1;
+	}
+	images.paths[images.n] = strdup(path);
+	images.v[images.n] = (struct image){.offset = images.bytes, .len = (size_t)st->st_size};
+	images.bytes += (size_t)st->st_size;
+	return ++images.n >= MAX_IMAGES;
+}
+
+/* Every file's bytes into one page-locked buffer. */
+static uint8_t *load_files(void)
+{
+	uint8_t *pinned;
+	if (!cuda_prog_ok(cudaHostAlloc((void **)&pinned, images.bytes ? images.bytes : 1,
+					cudaHostAllocDefault),
+			  "cudaHostAlloc"))
+		return NULL;
+	for (size_t i = 0; i < images.n; i++) {
+		FILE *f = fopen(images.paths[i], "rb");
+		if (!f ||
+		    fread(pinned + images.v[i].offset, 1, images.v[i].len, f) != images.v[i].len) {
+			fprintf(stderr, CUDA_PROG_NAME ": cannot read %s\n", images.paths[i]);
+			if (f)
+				fclose(f);
+			return NULL;
+		}
+		fclose(f);
+	}
+	return pinned;
+}
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+static double uniform(uint64_t *s, double lo, double hi)
+{
+	*s = mix(*s);
+	return lo + (hi - lo) * (double)(*s >> 11) / 9007199254740992.0;
+}
+
+/* torchvision's RandomResizedCrop box for image im in pass `pass`. */
+static void crop_box(const struct image *im, uint64_t key, struct nvjd_image *out)
+{
+	uint64_t s = key;
+	double area = (double)im->w * im->h;
+	for (int attempt = 0; attempt < 10; attempt++) {
+		double target = area * uniform(&s, 0.08, 1.0);
+		double ratio = exp(uniform(&s, log(3.0 / 4.0), log(4.0 / 3.0)));
+		uint32_t w = (uint32_t)lround(sqrt(target * ratio)),
+			 h = (uint32_t)lround(sqrt(target / ratio));
+		if (w > 0 && h > 0 && w <= im->w && h <= im->h) {
+			out->roi_x = (uint32_t)uniform(&s, 0, im->w - w + 1);
+			out->roi_y = (uint32_t)uniform(&s, 0, im->h - h + 1);
+			out->roi_x = out->roi_x > im->w - w ? im->w - w : out->roi_x;
+			out->roi_y = out->roi_y > im->h - h ? im->h - h : out->roi_y;
+			out->roi_w = w;
+			out->roi_h = h;
+			return;
+		}
+	}
+	uint32_t side = im->w < im->h ? im->w : im->h;
+	out->roi_x = (im->w - side) / 2;
+	out->roi_y = (im->h - side) / 2;
+	out->roi_w = out->roi_h = side;
+}
+
+/* Decodes batch b (images b * B ...) of pass `pass` on w's decoder. */
+static int decode_batch(struct worker *w, struct nvjd *d, struct nvjd_image *imgs, uint8_t *dev,
+			size_t slot, cudaStream_t stream, size_t b, uint64_t pass, bool count)
+{
+	const struct opts *o = w->o;
+	uint32_t n = 0;
+	for (size_t i = b * o->batch; i < images.n && n < o->batch; i++, n++) {
+		const struct image *im = &images.v[i];
+		imgs[n] = (struct nvjd_image){.data = w->pinned + im->offset,
+					      .len = im->len,
+					      .dst = dev + n * slot,
+					      .pitch = (size_t)im->w * 3,
+					      .dst_bytes = slot};
+		if (w->roi) {
+			crop_box(im, mix(i * 1000003u + pass), &imgs[n]);
+			imgs[n].pitch = (size_t)imgs[n].roi_w * 3;
+		}
+	}
+	int rc = nvjd_decode(d, imgs, n, stream);
+	if (rc) {
+		snprintf(w->why, sizeof w->why, "nvjd_decode: %s", imgs[0].err);
+		return rc;
+	}
+	for (uint32_t i = 0; i < n && count; i++) {
+		w->decoded += imgs[i].status == 0;
+		w->unsupported += imgs[i].status == -ENOTSUP;
+		w->failed += imgs[i].status != 0 && imgs[i].status != -ENOTSUP;
+	}
+	return 0;
+}
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	const struct opts *o = w->o;
+	char name[16];
+	snprintf(name, sizeof name, "nvjd-bench-%u", w->index);
+	pthread_setname_np(pthread_self(), name);
+
+	struct nvjd *d = NULL;
+	cudaStream_t stream = NULL;
+	uint8_t *dev = NULL;
+	struct nvjd_image *imgs = calloc(o->batch, sizeof *imgs);
+	size_t slot = 0, batches = (images.n + o->batch - 1) / o->batch;
+	for (size_t i = 0; i < images.n; i++)
+		if ((size_t)images.v[i].w * images.v[i].h * 3 > slot)
+			slot = (size_t)images.v[i].w * images.v[i].h * 3;
+	w->rc = -ENOMEM;
+	if (imgs && cuda_prog_ok(cudaSetDevice((int)o->device), "cudaSetDevice") &&
+	    cuda_prog_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+			 "cudaStreamCreate") &&
+	    cuda_prog_ok(cudaMalloc((void **)&dev, slot * o->batch), "cudaMalloc"))
+		w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
+				  o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0, &d, w->why,
+				  sizeof w->why);
+	/* One untimed batch, so that nvJPEG's buffers have grown. */
+	if (w->rc == 0 && w->index < batches)
+		w->rc = decode_batch(w, d, imgs, dev, slot, stream, w->index, 0, false);
+	if (w->rc == 0)
+		w->rc = nvjd_wait(d, w->why, sizeof w->why);
+	pthread_barrier_wait(w->start); /* every thread ready: the clock starts */
+	for (uint64_t pass = 0; pass < o->passes && w->rc == 0; pass++)
+		for (size_t b = w->index; b < batches && w->rc == 0; b += o->threads)
+			w->rc = decode_batch(w, d, imgs, dev, slot, stream, b, pass, true);
+	if (w->rc == 0)
+		w->rc = nvjd_wait(d, w->why, sizeof w->why);
+	nvjd_close(d);
+	cudaFree(dev);
+	if (stream)
+		cudaStreamDestroy(stream);
+	free(imgs);
+	return NULL;
+}
+
+static double cpu_seconds(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + (double)ru.ru_stime.tv_sec +
+	       ru.ru_stime.tv_usec / 1e6;
+}
+
+static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
+{
+	struct worker workers[MAX_THREADS];
+	pthread_barrier_t start;
+	pthread_barrier_init(&start, NULL, (unsigned)o->threads + 1);
+	for (unsigned t = 0; t < o->threads; t++) {
+		workers[t] = (struct worker){
+			.index = t, .o = o, .pinned = pinned, .roi = roi, .start = &start};
+		if (pthread_create(&workers[t].thread, NULL, worker_main, &workers[t]) != 0) {
+			fprintf(stderr, CUDA_PROG_NAME ": pthread_create failed\n");
+			exit(1);
+		}
+	}
+	pthread_barrier_wait(&start);
+	double t0 = cuda_prog_now_s(), c0 = cpu_seconds();
+	uint64_t decoded = 0, unsupported = 0, failed = 0;
+	int rc = 0;
+	for (unsigned t = 0; t < o->threads; t++) {
+		pthread_join(workers[t].thread, NULL);
+		decoded += workers[t].decoded;
+		unsupported += workers[t].unsupported;
+		failed += workers[t].failed;
+		if (workers[t].rc && !rc) {
+			rc = workers[t].rc;
+			fprintf(stderr, CUDA_PROG_NAME ": thread %u: %s\n", t, workers[t].why);
+		}
+	}
+	double seconds = cuda_prog_now_s() - t0, cpu = cpu_seconds() - c0;
+	pthread_barrier_destroy(&start);
+	if (rc)
+		return rc;
+	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " images=%" PRIu64
+	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
+	       " failed=%" PRIu64 "\n",
+	       roi ? "roi" : "full", o->batch, o->threads, decoded, seconds,
+	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
+	       failed);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = {.lib = NVJD_BENCH_LIBRARY, .batch = 256, .threads = 1, .passes = 3};
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		uint64_t *num = strcmp(a, "--batch") == 0     ? &o.batch
+				: strcmp(a, "--threads") == 0 ? &o.threads
+				: strcmp(a, "--passes") == 0  ? &o.passes
+				: strcmp(a, "--device") == 0  ? &o.device
+							      : NULL;
+		uint64_t max = num == &o.batch     ? NVJD_MAX_BATCH
+			       : num == &o.threads ? MAX_THREADS
+			       : num == &o.passes  ? MAX_PASSES
+						   : 1024;
+		if (strcmp(a, "--smooth") == 0) {
+			o.smooth = true;
+			continue;
+		}
+		if (!v)
+			return cuda_prog_usage("an option lacks its value", synopsis);
+		i++;
+		if (strcmp(a, "--dir") == 0)
+			o.dir = v;
+		else if (strcmp(a, "--lib") == 0)
+			o.lib = v;
+		else if (!num || !cuda_prog_parse_u64(v, max, num) ||
+			 (num != &o.device && *num == 0))
+			return cuda_prog_usage("unknown option or value out of range", synopsis);
+	}
+	if (!o.dir)
+		return cuda_prog_usage("--dir is required", synopsis);
+	char text[256];
+	if (nvjd_load(o.lib, text, sizeof text) != 0) {
+		fprintf(stderr, CUDA_PROG_NAME ": skipped: %s\n", text);
+		return CUDA_PROG_EXIT_SKIP;
+	}
+	int count = 0;
+	if (cudaGetDeviceCount(&count) != cudaSuccess || (uint64_t)count <= o.device) {
+		fprintf(stderr, CUDA_PROG_NAME ": skipped: no GPU %" PRIu64 "\n", o.device);
+		return CUDA_PROG_EXIT_SKIP;
+	}
+	struct nvjd *probe;
+	int rc = nvjd_open((int)o.device, 1, 0, &probe, text, sizeof text);
+	if (rc) {
+		fprintf(stderr, CUDA_PROG_NAME ": %s%s\n", rc == -ENOTSUP ? "skipped: " : "", text);
+		return rc == -ENOTSUP ? CUDA_PROG_EXIT_SKIP : 1;
+	}
+	struct nvjd_info info;
+	nvjd_info(probe, &info);
+	if (nftw(o.dir, add_file, 64, FTW_PHYS) != 0 || images.n == 0) {
+		fprintf(stderr, CUDA_PROG_NAME ": no JPEG files under %s\n", o.dir);
+		return 1;
+	}
+	uint8_t *pinned = load_files();
+	if (!pinned)
+		return 1;
+	for (size_t i = 0; i < images.n; i++) {
+		struct nvjd_header h;
+		if (nvjd_image_info(probe, pinned + images.v[i].offset, images.v[i].len, &h, text,
+				    sizeof text) != 0) {
+			fprintf(stderr, CUDA_PROG_NAME ": %s: %s\n", images.paths[i], text);
+			return 1;
+		}
+		images.v[i].w = h.width;
+		images.v[i].h = h.height;
+	}
+	nvjd_close(probe);
+	struct cudaDeviceProp prop;
+	cudaGetDeviceProperties(&prop, (int)o.device);
+	nvjd_load(NULL, text, sizeof text);
+	printf("nvjd_bench: gpu=\"%s\" engines=%u cores_per_engine=%u nvjpeg=\"%s\" files=%zu "
+	       "bytes=%zu smooth=%d\n",
+	       prop.name, info.engines, info.cores_per_engine, text, images.n, images.bytes,
+	       o.smooth);
+	if (run_mode(&o, pinned, false) || run_mode(&o, pinned, true))
+		return 1;
+	cudaFreeHost(pinned);
+	return 0;
+}
