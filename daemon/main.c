@@ -36,6 +36,7 @@
 #include "daemon/pool.h"
 #include "daemon/preflight.h"
 #if LOADERD_HAVE_CUDA
+#include "daemon/nvjd.h"
 #include "daemon/pinner.h"
 #endif
 #include "daemon/reload.h"
@@ -84,9 +85,15 @@ static void print_version(void)
 	printf("libuv %s\n", uv_version_string());
 #if LOADERD_HAVE_CUDA
 	pinner_print_system(stdout);
+	/* Whether JPEGs could be decoded on the GPU's engines: nvJPEG found
+	 * by its soname (daemon/nvjd.h), or why not. */
+	char text[256];
+	int rc = nvjd_load(NULL, text, sizeof text);
+	printf("gpu decode: %s%s\n", rc ? "unavailable: " : "", text);
 #else
 	printf("cuda: not built in (host delivery only)\n");
 	printf("gpus: 0\n");
+	printf("gpu decode: unavailable: not built with CUDA\n");
 #endif
 }
 

@@ -12,9 +12,7 @@
 
 int nvjd_load(const char *lib_path, char *text, size_t cap)
 {
-	return errtext(text, cap, -ENOSYS,
-		       "loaderd was built without nvJPEG (no nvjpeg.h at build time): no GPU JPEG "
-		       "decoding");
+	return errtext(text, cap, -ENOSYS, "loaderd was built without nvJPEG (no nvjpeg.h at build time)");
 }
 
 int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out, char *why,
