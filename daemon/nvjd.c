@@ -133,6 +133,12 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 		if (s == NVJPEG_STATUS_INTERNAL_ERROR || s == NVJPEG_STATUS_EXECUTION_FAILED)
 			return errtext(why, cap, -EIO, "GPU %d: nvjpegCreateEx: %s", d->device,
 				       nvjd_status_name(s));
+		if (s == NVJPEG_STATUS_INVALID_PARAMETER && nv_flags)
+			return errtext(
+				why, cap, -ENOTSUP,
+				"GPU %d: nvJPEG's hardware decoder refuses smooth upsampling "
+				"(nvjpegCreateEx: %s)",
+				d->device, nvjd_status_name(s));
 		return errtext(why, cap, -ENOTSUP,
 			       "GPU %d has no hardware JPEG decoder (nvjpegCreateEx: %s)",
 			       d->device, nvjd_status_name(s));

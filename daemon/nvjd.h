@@ -55,7 +55,9 @@
 enum {
 	/* Chroma upsampling by interpolation, as libjpeg's "fancy upsampling"
 	 * (the CPU path's) does, instead of repeating each chroma sample
-	 * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION). */
+	 * (NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION). nvJPEG's release notes
+	 * for 13.3 fix its handling of a region's boundary with this flag:
+	 * before, a region's edge pixels may differ from the whole image's. */
 	NVJD_SMOOTH_UPSAMPLING = 1u << 0,
 };
 
@@ -87,7 +89,8 @@ int nvjd_load(const char *lib_path, char *text, size_t cap);
  *   -ENOSYS   nvjd_load has not succeeded
  *   -ENODEV   no such device, or no usable CUDA driver
  *   -ENOTSUP  "GPU N has no hardware JPEG decoder" (nvJPEG refuses the
- *             hardware backend there, or reports 0 engines)
+ *             hardware backend there, or reports 0 engines), or it refuses
+ *             NVJD_SMOOTH_UPSAMPLING (the message says which)
  *   -ENOMEM   host or device memory
  *   -EIO      another nvJPEG or CUDA failure (its status named)
  * nvJPEG takes the device memory it decodes in as it needs it, growing with
