@@ -26,11 +26,14 @@ struct nvjd {
 	unsigned engines, cores_per_engine;
 	nvjpegHandle_t handle;
 	nvjpegJpegState_t state;
-	nvjpegJpegStream_t parsed;    /* the checks' parse of one image at a time */
-	nvjpegDecodeParams_t *params; /* [max_batch]: image i's region */
-	cudaEvent_t done;             /* recorded after every submission */
-	bool in_flight;               /* a submission not waited for yet */
-	int batch_size;               /* the state's, 0: initialise before use */
+	nvjpegJpegStream_t parsed; /* the checks' parse of one image at a time */
+	/* [2 * max_batch]: image i's region, in two sets used in turn, so that
+	 * the checks of a batch never touch what the previous one was given. */
+	nvjpegDecodeParams_t *params;
+	unsigned param_set;
+	cudaEvent_t done; /* recorded after every submission */
+	bool in_flight;   /* a submission not waited for yet */
+	int batch_size;   /* the state's, 0: initialise before use */
 	/* One call's batch, in submission order ([max_batch] each): */
 	uint32_t *queue; /* index into imgs */
 	const unsigned char **data;
@@ -99,7 +102,7 @@ void nvjd_close(struct nvjd *d)
 		cudaEventDestroy(d->done);
 	}
 	if (d->params)
-		for (uint32_t i = 0; i < d->max_batch && d->params[i]; i++)
+		for (uint32_t i = 0; i < 2 * d->max_batch && d->params[i]; i++)
 			nvjd_lib.nvjpegDecodeParamsDestroy(d->params[i]);
 	if (d->parsed)
 		nvjd_lib.nvjpegJpegStreamDestroy(d->parsed);
@@ -154,7 +157,7 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 		call = "nvjpegJpegStreamCreate";
 		s = nvjd_lib.nvjpegJpegStreamCreate(d->handle, &d->parsed);
 	}
-	for (uint32_t i = 0; i < d->max_batch && s == NVJPEG_STATUS_SUCCESS; i++) {
+	for (uint32_t i = 0; i < 2 * d->max_batch && s == NVJPEG_STATUS_SUCCESS; i++) {
 		call = "nvjpegDecodeParamsCreate";
 		s = nvjd_lib.nvjpegDecodeParamsCreate(d->handle, &d->params[i]);
 		if (s != NVJPEG_STATUS_SUCCESS) {
@@ -194,7 +197,7 @@ int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out,
 	d->device = device;
 	d->max_batch = max_batch;
 	d->flags = flags;
-	d->params = calloc(max_batch, sizeof *d->params);
+	d->params = calloc(2 * (size_t)max_batch, sizeof *d->params);
 	d->queue = calloc(max_batch, sizeof *d->queue);
 	d->data = calloc(max_batch, sizeof *d->data);
 	d->lens = calloc(max_batch, sizeof *d->lens);
@@ -554,16 +557,26 @@ int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_
 		return rc;
 	}
 
+	/* The checks, on the host, while the previous batch may still run. */
+	nvjpegDecodeParams_t *params = d->params + (size_t)d->param_set * d->max_batch;
+	d->param_set ^= 1;
 	uint32_t k = 0;
-	for (uint32_t i = 0; i < n; i++) {
-		if (check_image(d, &imgs[i], d->params[i]) != 0)
-			continue;
-		d->queue[k] = i;
-		d->data[k] = imgs[i].data;
-		d->lens[k] = imgs[i].len;
-		d->dst[k] = (nvjpegImage_t){.channel = {imgs[i].dst}, .pitch = {imgs[i].pitch}};
-		d->batch_params[k] = d->params[i];
-		k++;
+	for (uint32_t i = 0; i < n; i++)
+		if (check_image(d, &imgs[i], params[i]) == 0)
+			d->queue[k++] = i;
+	/* nvJPEG is given these arrays once the previous batch is done. */
+	rc = wait_done(d, why, sizeof why);
+	if (rc) {
+		fail_entries(d, imgs, 0, k, rc, why);
+		device_leave(&g);
+		return rc;
+	}
+	for (uint32_t j = 0; j < k; j++) {
+		const struct nvjd_image *im = &imgs[d->queue[j]];
+		d->data[j] = im->data;
+		d->lens[j] = im->len;
+		d->dst[j] = (nvjpegImage_t){.channel = {im->dst}, .pitch = {im->pitch}};
+		d->batch_params[j] = params[d->queue[j]];
 	}
 	struct decode_run run = {.engine_failures = 0};
 	if (k > 0)
