@@ -22,18 +22,17 @@
  * -EBADMSG, each with a message, and neither keeps the other images of its
  * batch from decoding. Every image is checked on the host first
  * (nvjpegJpegStreamParse, nvjd_check_scan, nvjpegDecodeBatchedSupportedEx
- * with its region);
- * the rest go to the engines in one nvjpegDecodeBatchedEx call; when that
- * call fails, the batch is split in halves, and halves again, until every
- * good image has its pixels and each bad one its status.
+ * with its region); the rest go to the engines in one nvjpegDecodeBatchedEx
+ * call; when that call fails, the batch is split in halves, and halves
+ * again, until every good image has its pixels and each bad one its status.
  *
  * What may go unreported: damage inside a scan's entropy-coded data (bytes
  * changed, not cut short) is caught only if the engines report it, which
  * nvJPEG does not promise; an image they decode anyway gets status 0 and
  * wrong pixels. A file cut short inside its scan, or with a marker inside
  * it (what a damaged byte most often makes), is caught here
- * (nvjd_check_scan): nvJPEG decodes what is there of a file cut short and
- * reports success.
+ * (nvjd_check_scan): nvJPEG has been seen to decode what is there of a file
+ * cut short and report success.
  *
  * Messages never name a file; the caller, which knows the path, prefixes it
  * and logs once. Nothing here logs.
@@ -177,10 +176,11 @@ struct nvjd_image {
  * image with status 0 are written at its dst by work queued on `stream`
  * (a stream of the decoder's device; 0 is the legacy default stream).
  *
- * Synchronous, on the calling thread: the checks of every image (header
- * parse, a scan of the end of the data); a wait for this decoder's previous
- * batch to finish on the GPU (nvJPEG reuses its state's buffers; in a
- * steady stream of batches that one is long done); the submission. When a
+ * Synchronous, on the calling thread: the checks of every image (nvJPEG's
+ * parse, nvjd_check_scan, the region, nvJPEG's support check), made while
+ * this decoder's previous batch may still run; then a wait for that batch
+ * to finish on the GPU (nvJPEG reuses its state's buffers; in a steady
+ * stream of batches it is long done); then the submission. When a
  * batch fails, its halves are decoded one after the other, each waited for
  * before the next: a slow path, for batches with a bad image the checks
  * did not catch.
