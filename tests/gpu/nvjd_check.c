@@ -20,7 +20,8 @@
  *      0xa5 first, so an image the engines skipped shows;
  *   2. progressive, CMYK and 4:1:1 files, and a 7 x 5 one: -ENOTSUP
  *      (route to the CPU) or decoded within the same tolerance; which one
- *      is printed;
+ *      is printed, with what the project's header reader predicts
+ *      (image/jpeghdr.h, jh_gpu_refusal) for every file of 1 and 2;
  *   3. regions of interest (two per image: one inside, one at the
  *      bottom-right corner, odd sizes): within the same tolerance of the
  *      same crop of libjpeg's decode; the largest difference from the crop
@@ -59,6 +60,7 @@
 
 #include "daemon/nvjd.h"
 #include "image/jpeg.h"
+#include "image/jpeghdr.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -481,6 +483,16 @@ static void check_full(void)
 		else
 			printf("info %s: %u x %u, %d components, %s\n", f->name, hd.width,
 			       hd.height, hd.components, hd.subsampling);
+		/* The project's own header reader's prediction of what the engines
+		 * take (image/jpeghdr.h), against what they did: printed. */
+		struct jh_info jh;
+		const char *refusal = jh_parse(f->data, f->len, &jh, err, sizeof err) == 0
+					      ? jh_gpu_refusal(&jh, f->len, NULL)
+					      : "no header";
+		bool took = imgs[i].status == 0;
+		printf("%s jpeghdr %s: %s%s; nvjd %s\n", took == !refusal ? "ok  " : "note",
+		       f->name, refusal ? "refuses: " : "takes it", refusal ? refusal : "",
+		       took ? "decoded it" : "did not");
 		if (imgs[i].status == 0) {
 			if (compare("full", &jobs[i], &imgs[i]) && f->kind == GOOD) {
 				f->gpu_full = jobs[i].host;
