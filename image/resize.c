@@ -8,7 +8,9 @@
  * only and the span of the tables is all of the source that gets read.
  * One pass filters along y over whole line segments, the other along x
  * pixel by pixel, with every x window padded to one size. Which pass goes
- * first is decided per call from a cost estimate.
+ * first is decided per call from a cost estimate. The taps, their weights
+ * and that estimate come from resize_taps.h, which the GPU kernel
+ * (imgkernel.cu) compiles too, so that both make the same bytes.
  *
  * The inner loops use GCC/Clang vector types of 16 bytes, 4 floats: the
  * build's -O2 only vectorises loops whose trip count it knows, and these
@@ -18,6 +20,7 @@
  * become SSE2 unpacks and packs on baseline x86-64 (zips on NEON).
  */
 #include "image/resize.h"
+#include "image/resize_taps.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -64,32 +67,12 @@ struct rs__axis {
 	float *weight;          /* [n_out][stride][lanes] */
 };
 
-static double rs__triangle(double t)
-{
-	t = fabs(t);
-	return t < 1.0 ? 1.0 - t : 0.0;
-}
-
-/* Taps per output the table must hold: PIL's kernel size,
- * 2 * ceil(support) + 1, but never more than the image, since taps never
- * leave it. */
-static uint32_t rs__axis_stride(uint32_t src_len, double len, uint32_t n_out)
-{
-	double support = fmax(len / n_out, 1.0);
-	double k = 2.0 * ceil(support) + 1.0;
-	return k < (double)src_len ? (uint32_t)k : src_len;
-}
-
-/* PIL's precompute_coeffs for one axis (see resize.h), with the taps of
- * weight 0 at either end dropped. mirror stores output i's taps at
- * n_out - 1 - i. */
+/* PIL's precompute_coeffs for one axis (resize_taps.h), over the whole
+ * image. mirror stores output i's taps at n_out - 1 - i. */
 static void rs__axis_fill(struct rs__axis *ax, uint32_t src_len, double start, double len,
 			  bool mirror)
 {
-	const double scale = len / ax->n_out;
-	const double filter_scale = scale > 1.0 ? scale : 1.0;
-	const double support = filter_scale; /* the triangle's radius is 1 */
-	const double inv_scale = 1.0 / filter_scale;
+	const struct rs_axis_geom g = rs_axis_geom_make(start, len, ax->n_out);
 
 	ax->lo = src_len;
 	ax->hi = 0;
@@ -98,45 +81,17 @@ static void rs__axis_fill(struct rs__axis *ax, uint32_t src_len, double start, d
 		uint32_t o = mirror ? ax->n_out - 1 - i : i;
 		struct rs__span *sp = &ax->span[o];
 		float *wt = ax->weight + (size_t)o * ax->stride * ax->lanes;
-		double center = start + (i + 0.5) * scale;
-
-		*sp = (struct rs__span){0, 0};
-		/* Also false for NaN and infinities. Inside, the tap under the
-		 * center is in the image with weight > 0, so the sum below is
-		 * never 0 and first < end. */
-		if (!(center >= 0.0 && center <= (double)src_len))
+		uint32_t first = 0;
+		uint32_t count = rs_output_taps(&g, i, 0.0, (double)src_len, 0, src_len, ax->stride,
+						&first, wt, ax->lanes);
+		*sp = (struct rs__span){count > 0 ? first : 0, count};
+		if (count == 0)
 			continue;
-		double a = floor(center - support + 0.5);
-		double b = floor(center + support + 0.5);
-		uint32_t first = a > 0.0 ? (uint32_t)a : 0;
-		uint32_t end = b < (double)src_len ? (uint32_t)b : src_len;
-
-		double sum = 0.0;
-		uint32_t nz_first = end, nz_end = first;
-		for (uint32_t j = first; j < end; j++) {
-			double wj = rs__triangle((j - center + 0.5) * inv_scale);
-			if (wj == 0.0)
-				continue;
-			sum += wj;
-			if (nz_first == end)
-				nz_first = j;
-			nz_end = j + 1;
-		}
-		if (sum == 0.0)
-			continue;
-		assert(nz_end - nz_first <= ax->stride);
-		for (uint32_t j = nz_first; j < nz_end; j++) {
-			float wj = (float)(rs__triangle((j - center + 0.5) * inv_scale) / sum);
-			for (uint32_t l = 0; l < ax->lanes; l++)
-				*wt++ = wj;
-		}
-		sp->first = nz_first;
-		sp->count = nz_end - nz_first;
-		ax->taps += sp->count;
-		if (nz_first < ax->lo)
-			ax->lo = nz_first;
-		if (nz_end > ax->hi)
-			ax->hi = nz_end;
+		ax->taps += count;
+		if (first < ax->lo)
+			ax->lo = first;
+		if (first + count > ax->hi)
+			ax->hi = first + count;
 	}
 }
 
@@ -437,22 +392,6 @@ static void rs__axis_place(struct rs__axis *ax, uint8_t *at, uint32_t n_out, uin
 	ax->weight = (float *)(void *)(at + (size_t)n_out * sizeof(struct rs__span));
 }
 
-/*
- * Nanoseconds per unit of work, measured at -O2 on x86-64 (SSE2), to pick
- * the cheaper order: a vertical tap over 16 uint8 or 16 float values,
- * widening or rounding 16 values, and a horizontal output pixel of a
- * given window size (unrolled up to 9 taps, a loop beyond).
- */
-#define RS__COST_V_U8 2.2
-#define RS__COST_V_F32 1.4
-#define RS__COST_WIDEN 1.3
-#define RS__COST_NARROW 4.0
-
-static double rs__cost_h_pixel(uint32_t taps)
-{
-	return taps <= 9 ? 0.9 + 0.45 * taps : 2.0 + 0.6 * taps;
-}
-
 int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src_stride,
 		  double x, double y, double w, double h,
 		  uint8_t *dst, uint32_t out_w, uint32_t out_h, size_t dst_stride,
@@ -469,8 +408,8 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 		return -EINVAL;
 
 	/* The horizontal pass multiplies a pixel by 4 copies of its weight. */
-	const uint32_t x_stride = rs__axis_stride(src_w, w, out_w);
-	const uint32_t y_stride = rs__axis_stride(src_h, h, out_h);
+	const uint32_t x_stride = rs_axis_stride(src_w, w, out_w);
+	const uint32_t y_stride = rs_axis_stride(src_h, h, out_h);
 	size_t x_bytes, y_bytes, table_bytes;
 	if (!rs__axis_bytes(out_w, x_stride, 4, &x_bytes) ||
 	    !rs__axis_bytes(out_h, y_stride, 1, &y_bytes) ||
@@ -496,15 +435,7 @@ int rs_resize_rgb(const uint8_t *src, uint32_t src_w, uint32_t src_h, size_t src
 	const size_t in_row = 3 * cols;
 	const uint8_t *src0 = src + 3 * (size_t)ax.lo;
 
-	/* Vertical first filters the columns the taps reach once per output
-	 * row; horizontal first filters each source row they reach once. */
-	const double h_line = out_w * rs__cost_h_pixel(ax.span[0].count);
-	double cost_v_first = ay.taps * (in_row / 16.0) * RS__COST_V_U8 +
-			      out_h * (h_line + out_row / 16.0 * RS__COST_NARROW);
-	double cost_h_first = rows * (in_row / 16.0 * RS__COST_WIDEN + h_line) +
-			      ay.taps * (out_row / 16.0) * RS__COST_V_F32 +
-			      out_h * (out_row / 16.0) * RS__COST_NARROW;
-	bool v_first = cost_v_first <= cost_h_first;
+	const bool v_first = rs_vertical_first(ay.taps, ax.span[0].count, cols, rows, out_w, out_h);
 
 	/* Both: a float line of the source columns. Vertical first: a float
 	 * line of output. Horizontal first: all the filtered source rows. */
