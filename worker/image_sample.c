@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "image/pixel.h"
 #include "proto/proto.h"
 
 #define ERR_TEXT 256
@@ -51,35 +52,6 @@ void image_sampler_free(struct image_sampler *s)
 	s->rgb = NULL;
 }
 
-/* IEEE half from float, rounding to nearest even (values here are small
- * and finite). */
-static uint16_t image_half_from_float(float f)
-{
-	uint32_t x;
-	memcpy(&x, &f, sizeof(x));
-	uint32_t sign = (x >> 16) & 0x8000u;
-	int32_t exp = (int32_t)((x >> 23) & 0xff) - 127 + 15;
-	uint32_t mant = x & 0x7fffffu;
-	if (exp >= 31) /* overflow (or inf/nan, which cannot occur here) */
-		return (uint16_t)(sign | 0x7c00u);
-	if (exp <= 0) { /* subnormal or zero */
-		if (exp < -10)
-			return (uint16_t)sign;
-		mant |= 0x800000u;
-		uint32_t shift = (uint32_t)(14 - exp);
-		uint32_t half = mant >> shift;
-		uint32_t rest = mant & ((1u << shift) - 1), mid = 1u << (shift - 1);
-		if (rest > mid || (rest == mid && (half & 1)))
-			half++;
-		return (uint16_t)(sign | half);
-	}
-	uint32_t half = ((uint32_t)exp << 10) | (mant >> 13);
-	uint32_t rest = mant & 0x1fffu;
-	if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
-		half++; /* may carry into the exponent: still correct */
-	return (uint16_t)(sign | half);
-}
-
 /* s->rgb (HWC uint8) into row, in the pipeline's layout and dtype. */
 static void image_store_row(const struct image_sampler *s, uint8_t *row)
 {
@@ -96,19 +68,16 @@ static void image_store_row(const struct image_sampler *s, uint8_t *row)
 				row[c * pixels + i] = rgb[i * 3 + (size_t)c];
 		return;
 	}
-	float scale[3], shift[3]; /* (x / 255 - mean) / std = x * scale + shift */
-	for (int c = 0; c < 3; c++) {
-		scale[c] = 1.0f / (255.0f * p->std[c]);
-		shift[c] = -p->mean[c] / p->std[c];
-	}
+	float scale[3], shift[3];
+	px_norm_coeffs(p->mean, p->std, scale, shift);
 	for (size_t i = 0; i < pixels; i++) {
 		for (int c = 0; c < 3; c++) {
-			float v = (float)rgb[i * 3 + (size_t)c] * scale[c] + shift[c];
+			float v = px_norm(rgb[i * 3 + (size_t)c], scale[c], shift[c]);
 			size_t at = p->layout == 1 ? i * 3 + (size_t)c : (size_t)c * pixels + i;
 			if (p->dtype == PROTO_DTYPE_FLOAT32) {
 				memcpy(row + at * 4, &v, sizeof(v));
 			} else {
-				uint16_t h = image_half_from_float(v);
+				uint16_t h = px_half_from_float(v);
 				memcpy(row + at * 2, &h, sizeof(h));
 			}
 		}
