@@ -285,17 +285,12 @@ static int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
 	return 8;
 }
 
-/*
- * Decoded pixels [*lo, *hi) that the box [start, start + span) at scale s
- * needs, in an axis of n decoded pixels. The margin covers the resampler's
- * triangle filter (image/resize.h): with r = max(1, span * s / out), its
- * taps reach r/2 + 1/2 past the box. Computed in double and clamped before
- * any conversion, so absurd boxes cannot overflow. Never empty: a box
- * wholly outside keeps the edge pixel nearest to it.
- */
-static void jd_axis_range(double start, double span, double s, uint32_t out, uint32_t n,
-			  uint32_t *lo, uint32_t *hi)
+void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n, uint32_t *lo,
+		  uint32_t *hi)
 {
+	/* With r = max(1, span * s / out), the triangle's taps reach r/2 + 1/2
+	 * past the box. Computed in double and clamped before any
+	 * conversion, so absurd boxes cannot overflow. */
 	double reach = fmax(1.0, span * s / out);
 	double margin = fmax(JD_MARGIN_PX, ceil(reach / 2 + 0.5));
 	double a = floor(start * s) - margin;
@@ -437,8 +432,8 @@ static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len
 	const uint32_t full_w = cinfo->output_width, full_h = cinfo->output_height;
 	const double scale = m / 8.0;
 	uint32_t c0, c1, r0, r1;
-	jd_axis_range(rq->x, rq->w, scale, rq->out_w, full_w, &c0, &c1);
-	jd_axis_range(rq->y, rq->h, scale, rq->out_h, full_h, &r0, &r1);
+	jd_box_range(rq->x, rq->w, scale, rq->out_w, full_w, &c0, &c1);
+	jd_box_range(rq->y, rq->h, scale, rq->out_h, full_h, &r0, &r1);
 
 	/* One guard column each side where the image has one, and no crop
 	 * narrower than JD_MIN_CROP_PX (see the top). */

@@ -125,6 +125,20 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 		  uint32_t out_w, uint32_t out_h, uint64_t max_pixels, struct jd_image *out,
 		  struct jd_scratch *s, char *err, size_t err_cap);
 
+/*
+ * The region rule of jd_decode_box along one axis: the decoded pixels
+ * [*lo, *hi) it decodes for the box [start, start + span) (source pixels)
+ * at scale s (M/8) for out output pixels, on an axis of n > 0 decoded
+ * pixels. That is the box at scale s widened by the filter's reach (a
+ * triangle of radius r = max(1, span * s / out) reaches r/2 + 1/2 pixels
+ * past the box; never less than 2 pixels), rounded out to whole pixels and
+ * clipped to [0, n); a box wholly outside keeps the pixel on the nearest
+ * edge. For decoders of their own (image/imgkernel.h) that must decode
+ * what the resampler reads. Pure; start finite, span, s > 0, out > 0.
+ */
+void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n, uint32_t *lo,
+		  uint32_t *hi);
+
 /* Frees what the scratch holds and zeroes it; accepts a zeroed scratch. */
 void jd_scratch_free(struct jd_scratch *s);
 
