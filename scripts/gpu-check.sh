@@ -7,7 +7,9 @@
 # (bench/train_bench.py: examples/train_resnet.py fed by loaderd, by the
 # DataLoader and by synthetic data; it needs torch and torchvision), and JPEG
 # decoding on the GPU's hardware engines (bench/nvjd_bench.c, on a tree of
-# $LOADERD_NVJD_BENCH_IMAGES mkjpeg files, from 1, 2 and 4 host threads).
+# $LOADERD_NVJD_BENCH_IMAGES mkjpeg files, from 1, 2 and 4 host threads),
+# and the whole GPU decode path against the CPU path on the same files
+# (bench/gpu_decode_bench.c).
 #
 # nvJPEG comes with the toolkit there: CMake takes /usr/local/cuda's
 # nvjpeg.h, and the GPU tests (gpu.nvjd_check among them) and the benchmark
@@ -21,7 +23,8 @@
 # LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
 # LOADERD_GPU_ALL_TESTS=0 skip a part; LOADERD_BENCH_ARGS,
 # LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS, LOADERD_TRAIN_BENCH_ARGS
-# and LOADERD_NVJD_BENCH_ARGS add arguments to the five benchmarks.
+# LOADERD_NVJD_BENCH_ARGS and LOADERD_GPU_DECODE_BENCH_ARGS add arguments to
+# the benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
 # gpu-tests.log, bench/, device/, image/, train/, nvjd/ and tests.log (the
 # rest of the suite), in that order.
@@ -85,6 +88,12 @@ if [ "${LOADERD_GPU_NVJD_BENCH:-1}" = 1 ] && [ -x "$B/bin/loaderd-nvjd-bench" ];
 		status=${PIPESTATUS[0]}
 		[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
 	done
+	if [ -x "$B/bin/loaderd-gpu-decode-bench" ]; then
+		"$B/bin/loaderd-gpu-decode-bench" --dir "$tree" --batch 256 --threads 1,2,4 \
+			${LOADERD_GPU_DECODE_BENCH_ARGS:-} 2>&1 | tee "$OUT/nvjd/gpu-decode.txt" | tail -8
+		status=${PIPESTATUS[0]}
+		[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
+	fi
 fi
 if [ "${LOADERD_GPU_ALL_TESTS:-1}" = 1 ]; then
 	ctest --test-dir "$B" -LE gpu -j"$nproc" --output-on-failure > "$OUT/tests.log" 2>&1 || rc=1
