@@ -193,7 +193,8 @@ static void *lane_main(void *arg)
 		for (uint32_t k = 0; k < n; k++) {
 			const struct file *f = &files[mine[s + k]];
 			bytes += ((uint64_t)f->rw * f->rh * 3 + 255) & ~(uint64_t)255;
-			items[k] = (struct imgk_item){.src_w = f->rw, .src_h = f->rh, .src_pitch = f->rw * 3u,
+			items[k] = (struct imgk_item){.src = blob /* any non-NULL: sizing only */,
+						      .src_w = f->rw, .src_h = f->rh, .src_pitch = f->rw * 3u,
 						      .x0 = f->rx, .y0 = f->ry, .img_w = f->w, .img_h = f->h,
 						      .sx = 1, .sy = 1, .x = f->plan.x, .y = f->plan.y,
 						      .w = f->plan.w, .h = f->plan.h, .flip = f->plan.flip,
