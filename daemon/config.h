@@ -34,6 +34,14 @@ enum source_kind {
 
 /* Image pipelines: names in config_keys.c's choice lists, in this order. */
 enum image_layout { IMAGE_NCHW = 0, IMAGE_NHWC = 1 };
+/* Where an image pipeline's JPEGs are decoded for device clients (host
+ * clients: always the workers). */
+enum decode_mode {
+	DECODE_AUTO = 0, /* the GPU's hardware decoder where there is one, with the workers */
+	DECODE_CPU = 1,  /* the workers */
+	DECODE_GPU = 2,  /* the GPU's hardware decoder; no decoder is an error at attach */
+};
+#define GPU_DECODE_PERCENT_DEFAULT 70
 enum image_dtype { IMAGE_UINT8 = 0, IMAGE_FLOAT16 = 1, IMAGE_FLOAT32 = 2 };
 enum on_error {
 	ON_ERROR_SUBSTITUTE = 0, /* a bad image is replaced by another sample, deterministically */
@@ -76,6 +84,11 @@ struct pipeline_cfg {
 	uint32_t on_error;         /* enum on_error, default substitute */
 	uint64_t max_image_pixels; /* default IMAGE_PIXELS_DEFAULT */
 	uint32_t max_decode_ms;    /* CPU time per image decode, default MAX_DECODE_MS_DEFAULT */
+	uint32_t decode;           /* enum decode_mode, default auto */
+	uint32_t gpu_decode_percent; /* decode = auto: of the images the GPU takes, the percent
+				      * sent to it; default GPU_DECODE_PERCENT_DEFAULT */
+	uint64_t max_image_bytes;  /* GPU decoding: a bigger JPEG is decoded by the workers;
+				    * default 0: what an output row holds */
 	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */
 	int key_line[CONFIG_KEYS_MAX]; /* the line each key was set on, 0 = not in the file
 					* (config_key_line) */
@@ -115,6 +128,8 @@ struct config {
 	uint32_t pinned_slots;     /* pin = copy: page-locked buffers, default 4 */
 	uint32_t pin_threads;      /* pin = copy: threads sharing each copy, default 4 */
 	uint32_t gpu_threads;      /* threads issuing each GPU's copies, default 1 */
+	char nvjpeg_library[PATH_MAX]; /* "" = libnvjpeg.so.13 from the library path */
+	uint64_t gpu_decode_memory; /* device memory per GPU thread for decoding, default 512 MiB */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */

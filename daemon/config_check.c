@@ -101,6 +101,24 @@ void config_finish(struct config_parse *p)
 			return;
 		}
 	}
+	/* GPU decoding needs device delivery, and the staging slots page-locked
+	 * (the hardware decoder reads each JPEG from the slot). decode = auto
+	 * quietly means the workers without them. */
+	for (size_t i = 0; i < c->n_pipelines; i++) {
+		struct pipeline_cfg *pl = &c->pipelines[i];
+		if (pl->kind != SOURCE_IMAGEFOLDER && pl->kind != SOURCE_TAR)
+			continue;
+		const char *why = c->gpu == GPU_OFF ? "gpu = off" :
+				  c->pin == PIN_COPY ? "pin = copy (the hardware decoder reads each "
+				  "JPEG from the page-locked staging slot: pin = register)" : NULL;
+		if (why && pl->decode == DECODE_GPU) {
+			config_fail(p, pl->key_line[CONFIG_PK_DECODE], "[pipeline.%s] decode = gpu is not "
+				    "possible with [daemon] %s", pl->name, why);
+			return;
+		}
+		if (why)
+			pl->decode = DECODE_CPU;
+	}
 	int line = p->daemon_key_line[CONFIG_DK_DEFAULT_DEPTH];
 	if (c->default_depth <= c->max_depth)
 		return;

@@ -42,6 +42,7 @@ static const char *const pin_choices[] = {"register", "copy", NULL};
 static const char *const layout_choices[] = {"nchw", "nhwc", NULL};
 static const char *const dtype_choices[] = {"uint8", "float16", "float32", NULL};
 static const char *const on_error_choices[] = {"substitute", "fail", NULL};
+static const char *const decode_choices[] = {"auto", "cpu", "gpu", NULL};
 
 _Static_assert(sizeof(enum log_level) == sizeof(uint32_t), "config_store stores it as uint32_t");
 _Static_assert(sizeof(enum gpu_mode) == sizeof(uint32_t) && sizeof(enum pin_mode) == sizeof(uint32_t),
@@ -82,6 +83,10 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 				   PIN_THREADS_MAX, 0, NULL},
 	[CONFIG_DK_GPU_THREADS] = {"gpu_threads", CONFIG_VALUE_UINT, DAEMON(gpu_threads), 1,
 				   CONFIG_GPU_THREADS_MAX, 0, NULL},
+	[CONFIG_DK_NVJPEG_LIBRARY] = {"nvjpeg_library", CONFIG_VALUE_STRING, DAEMON(nvjpeg_library), 0,
+				      PATH_MAX - 1, 0, NULL},
+	[CONFIG_DK_GPU_DECODE_MEMORY] = {"gpu_decode_memory", CONFIG_VALUE_SIZE,
+					 DAEMON(gpu_decode_memory), 16ull << 20, 1ull << 40, 0, NULL},
 	[CONFIG_DK_DEVICE_SLOTS] = {"device_slots", CONFIG_VALUE_UINT, DAEMON(device_slots), 1,
 				    PROTO_DEVICE_SLOTS_MAX, 0, NULL},
 	/* also >= workers, checked at the end of the file */
@@ -138,6 +143,12 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 					PIPELINE(max_image_pixels), 1, 1ull << 32, CONFIG_KEY_IMAGE, NULL},
 	[CONFIG_PK_MAX_DECODE_MS] = {"max_decode_ms", CONFIG_VALUE_UINT, PIPELINE(max_decode_ms), 1,
 				     WORKER_TIMEOUT_MS_MAX - 1, CONFIG_KEY_IMAGE, NULL},
+	[CONFIG_PK_DECODE] = {"decode", CONFIG_VALUE_CHOICE, PIPELINE(decode), 0, 0, CONFIG_KEY_IMAGE,
+			      decode_choices},
+	[CONFIG_PK_GPU_DECODE_PERCENT] = {"gpu_decode_percent", CONFIG_VALUE_UINT,
+					  PIPELINE(gpu_decode_percent), 0, 100, CONFIG_KEY_IMAGE, NULL},
+	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
+				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };
 
 const struct config_token_name config_token_types[CONFIG_TOKEN_TYPES_COUNT] = {
@@ -182,6 +193,7 @@ void config_defaults(struct config *c)
 	c->pinned_slots = 4;
 	c->pin_threads = 4;
 	c->gpu_threads = 1;
+	c->gpu_decode_memory = 512ull << 20;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }
@@ -191,6 +203,8 @@ void config_pipeline_defaults(struct pipeline_cfg *pl)
 	pl->shuffle = true;
 	pl->max_image_pixels = IMAGE_PIXELS_DEFAULT;
 	pl->max_decode_ms = MAX_DECODE_MS_DEFAULT;
+	pl->decode = DECODE_AUTO;
+	pl->gpu_decode_percent = GPU_DECODE_PERCENT_DEFAULT;
 	for (int k = 0; k < 3; k++)
 		pl->std[k] = 1.0;
 }

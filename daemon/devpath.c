@@ -61,7 +61,7 @@ void devpath_flush(struct sched *s, struct sched_client *c)
 		sl->state = SLOT_PINNING;
 		c->pin_seq++;
 		s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
-			    batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows));
+			    batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows), sl->pos.rows);
 	}
 }
 
@@ -169,11 +169,12 @@ static void gpu_retired(struct sched *s, struct sched_client *c)
 }
 
 static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_client *pc, int rc,
-			 const char *text, const struct proto_device *dev, bool direct)
+			 const char *text, const struct proto_device *dev, bool direct, bool decode)
 {
 	c->attaching = false;
 	c->pc = pc;
 	c->direct = direct;
+	c->gpu_decode = decode;
 	if (c->gone) { /* never saw WELCOME: it holds no handle */
 		if (pc)
 			s->gpu.retire(s->gpu.gpu, pc);

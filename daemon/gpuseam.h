@@ -39,10 +39,11 @@ struct gpu_requests {
 	void (*attach)(struct pinner *gpu, struct sched_client *c,
 		       const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline, uint32_t slots,
 		       uint64_t slot_bytes);
-	/* Copies `bytes` of staging slot `staging_slot` into device slot d:
-	 * `landed`, and `staging_free` once the staging slot is read. */
+	/* Copies `bytes` of staging slot `staging_slot` (a batch of `rows`
+	 * rows) into device slot d: `landed`, and `staging_free` once the
+	 * staging slot is read. */
 	void (*copy)(struct pinner *gpu, struct pinner_client *pc, uint32_t d, uint32_t staging_slot,
-		     uint32_t staging_generation, uint64_t bytes);
+		     uint32_t staging_generation, uint64_t bytes, uint32_t rows);
 	/* A direct client's batch: `rows` samples from the page-locked file
 	 * at `offsets` (malloc'd, handed over) into device slot d: `landed`. */
 	void (*copy_direct)(struct pinner *gpu, struct pinner_client *pc, uint32_t d,
@@ -57,9 +58,11 @@ struct gpu_requests {
 struct gpu_answers {
 	struct sched *sched;
 	/* The ring exists (rc 0: pc and dev; direct: its batches come from
-	 * the page-locked file) or could not be made (rc -errno, text). */
+	 * the page-locked file; decode: its GPU decodes the images the GPU
+	 * takes, so its work items leave those undecoded) or could not be made
+	 * (rc -errno, text). */
 	void (*attached)(struct sched *s, struct sched_client *c, struct pinner_client *pc, int rc,
-			 const char *text, const struct proto_device *dev, bool direct);
+			 const char *text, const struct proto_device *dev, bool direct, bool decode);
 	/* Device slot d's batch has landed on the GPU (ready[d], recorded
 	 * behind the copy, has completed): READY may go. */
 	void (*landed)(struct sched *s, struct sched_client *c, uint32_t d);

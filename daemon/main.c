@@ -126,6 +126,7 @@ static void render_status(void *ctx, struct status_text *t)
 	{
 		status_printf(t, "delivery: host (GPU %s)\n", d->gpu_text);
 		status_printf(t, "gpus: 0\n");
+		status_printf(t, "decode: 0\n");
 	}
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);

@@ -18,6 +18,7 @@
 #include "common/errtext.h"
 #include "daemon/cudaerr.h"
 #include "daemon/nvjd_impl.h"
+#include "image/jpeghdr.h"
 
 struct nvjd {
 	int device;
@@ -365,7 +366,7 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 		return reject(im, code, "%s", text);
 	}
 	char text[NVJD_ERR_MAX];
-	int code = nvjd_check_scan(im->data, im->len, text, sizeof text);
+	int code = im->scan_checked ? 0 : jh_check_scan(im->data, im->len, text, sizeof text);
 	if (code)
 		return reject(im, code, "%s", text);
 	unsigned w = 0, h = 0;

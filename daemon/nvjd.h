@@ -21,7 +21,7 @@
  * -ENOTSUP (route it to the CPU decoder) and a corrupt or truncated one
  * -EBADMSG, each with a message, and neither keeps the other images of its
  * batch from decoding. Every image is checked on the host first
- * (nvjpegJpegStreamParse, nvjd_check_scan, nvjpegDecodeBatchedSupportedEx
+ * (nvjpegJpegStreamParse, jh_check_scan, nvjpegDecodeBatchedSupportedEx
  * with its region); the rest go to the engines in one nvjpegDecodeBatchedEx
  * call; when that call fails, the batch is split in halves, and halves
  * again, until every good image has its pixels and each bad one its status.
@@ -31,7 +31,7 @@
  * nvJPEG does not promise; an image they decode anyway gets status 0 and
  * wrong pixels. A file cut short inside its scan, or with a marker inside
  * it (what a damaged byte most often makes), is caught here
- * (nvjd_check_scan): nvJPEG has been seen to decode what is there of a file
+ * (jh_check_scan): nvJPEG has been seen to decode what is there of a file
  * cut short and report success.
  *
  * Messages never name a file; the caller, which knows the path, prefixes it
@@ -40,6 +40,7 @@
 #ifndef LDR_DAEMON_NVJD_H
 #define LDR_DAEMON_NVJD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -140,6 +141,9 @@ struct nvjd_image {
 	 * (see nvjd_decode). */
 	const uint8_t *data;
 	size_t len;
+	/* in: jh_check_scan has passed these bytes (the worker that left the
+	 * image to the GPU ran it): not run again here. */
+	bool scan_checked;
 	/* in: the region to decode, in source pixels; roi_w == 0 decodes the
 	 * whole image (roi_x, roi_y, roi_h then ignored). The region must lie
 	 * inside the image. */
@@ -177,7 +181,7 @@ struct nvjd_image {
  * (a stream of the decoder's device; 0 is the legacy default stream).
  *
  * Synchronous, on the calling thread: the checks of every image (nvJPEG's
- * parse, nvjd_check_scan, the region, nvJPEG's support check), made while
+ * parse, jh_check_scan, the region, nvJPEG's support check), made while
  * this decoder's previous batch may still run; then a wait for that batch
  * to finish on the GPU (nvJPEG reuses its state's buffers; in a steady
  * stream of batches it is long done); then the submission. When a
@@ -208,21 +212,6 @@ struct nvjd_image {
  *             persists, close it.
  */
 int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_t stream);
-
-/*
- * The structural check nvjd_decode makes of every image, exposed for tests.
- * Walks the marker segments of data[0..len) to the first scan, then its
- * entropy-coded data: 0 when the scan ends at an end-of-image marker (what
- * follows is not read) or at a marker that may start more scans (left to
- * nvJPEG); else -EBADMSG with err (cap bytes, may be NULL):
- *   "not a JPEG (no start-of-image marker)"
- *   "truncated: the data ends inside the scan (no end-of-image marker)"
- *   "corrupt JPEG data: marker 0xMM inside the scan at byte N"
- *   "corrupt JPEG data: restart marker M at byte N where K was due"
- * A header that does not parse is 0 here: nvJPEG's parser judges headers.
- * Pure; one memchr pass over the compressed bytes.
- */
-int nvjd_check_scan(const uint8_t *data, size_t len, char *err, size_t cap);
 
 /* Blocks until the last batch nvjd_decode queued on this decoder is done
  * on the GPU. 0, or -EIO with the CUDA error in why. */

@@ -105,6 +105,31 @@ static void register_direct(struct pinner *p)
 	}
 }
 
+/* Loads nvJPEG when a pipeline may decode on the GPU. Without it, those
+ * pipelines' images are decoded by the workers (decode = auto) or their
+ * device clients refused (decode = gpu), with this reason. */
+static void load_nvjpeg(struct pinner *p)
+{
+	bool wanted = false;
+	for (size_t i = 0; i < p->n_sources; i++) {
+		const struct pipeline_cfg *cfg = p->sources[i].cfg;
+		wanted |= (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
+			  cfg->decode != DECODE_CPU;
+	}
+	if (!wanted)
+		return;
+	const char *path = p->cfg->nvjpeg_library[0] ? p->cfg->nvjpeg_library : NULL;
+	char why[TEXT_MAX];
+	int rc = nvjd_load(path, why, sizeof(why));
+	if (rc == 0) {
+		p->nvjd_loaded = true;
+		return;
+	}
+	snprintf(p->nvjd_why, sizeof(p->nvjd_why), "nvJPEG unavailable: %.400s", why);
+	log_warning("GPU JPEG decoding is unavailable (%s): image pipelines decode on the CPU "
+		    "(decode = auto) or refuse device clients (decode = gpu)", why);
+}
+
 /* ---- a lane: one GPU's thread ---- */
 
 static void attach(struct lane *l, struct msg *m)
@@ -116,6 +141,7 @@ static void attach(struct lane *l, struct msg *m)
 	}
 	m->pc = to ? pinner_client_attach(l, m) : NULL;
 	m->direct = m->pc && m->pc->direct;
+	m->decode = m->pc && m->pc->decode;
 	m->kind = R_ATTACHED;
 	post_out(l->p, m);
 }
@@ -204,6 +230,7 @@ static void lane_shutdown(struct lane *l)
 	if (l->aux)
 		cudaStreamDestroy(l->aux);
 	direct_scratch_free(&l->scratch);
+	pinner_decode_close(l);
 }
 
 static void *lane_main(void *arg)
@@ -270,8 +297,10 @@ static void *pinner_main(void *arg)
 	}
 	if (r->rc == 0)
 		r->rc = pin_memory(p, r->text, sizeof(r->text));
-	if (r->rc == 0)
+	if (r->rc == 0) {
 		register_direct(p);
+		load_nvjpeg(p);
+	}
 	p->ok = r->rc == 0;
 	l0->running = true;
 	if (p->ok) {
@@ -311,7 +340,8 @@ static void on_async(uv_async_t *h)
 			p->started(p->started_ctx, m->rc, m->text);
 			break;
 		case R_ATTACHED:
-			a->attached(a->sched, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct);
+			a->attached(a->sched, m->tag, m->pc, m->rc, m->text, &m->dev, m->direct,
+				    m->decode);
 			break;
 		case R_LANDED: a->landed(a->sched, m->tag, m->d); break;
 		case R_STAGING_FREE: a->staging_free(a->sched, m->slot, m->generation); break;
@@ -402,9 +432,11 @@ static void pinner_attach(struct pinner *p, struct sched_client *tag,
 }
 
 static void pinner_copy(struct pinner *p, struct pinner_client *pc, uint32_t d,
-			uint32_t staging_slot, uint32_t staging_generation, uint64_t bytes)
+			uint32_t staging_slot, uint32_t staging_generation, uint64_t bytes,
+			uint32_t rows)
 {
 	struct msg *m = msg_new(M_COPY);
+	m->rows = rows;
 	m->t_request = pinner_now_ns();
 	m->pc = pc;
 	m->tag = pc->tag;
@@ -482,6 +514,44 @@ void pinner_free(struct pinner *p)
 	free(p);
 }
 
+static bool decodes(const struct pipeline_cfg *cfg)
+{
+	return (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
+	       cfg->decode != DECODE_CPU;
+}
+
+/* "decode:": per pipeline that may decode on the GPU and per GPU, where
+ * its device clients' images were decoded. */
+static void describe_decode(struct pinner *p, struct status_text *t)
+{
+	uint32_t n = 0;
+	for (size_t i = 0; i < p->n_sources; i++)
+		n += decodes(p->sources[i].cfg) ? (uint32_t)p->n_gpus : 0;
+	if (n == 0) {
+		status_printf(t, "decode: 0\n");
+		return;
+	}
+	status_printf(t, "decode: %u (%s)\n", n, p->nvjd_loaded ? "nvJPEG" : p->nvjd_why);
+	for (size_t i = 0; i < p->n_sources; i++) {
+		if (!decodes(p->sources[i].cfg))
+			continue;
+		for (int k = 0; k < p->n_gpus; k++) {
+			struct gpu *g = &p->gpus[k];
+			const struct decode_count *c = &p->decode_counts[i][k];
+			status_printf(t, "  decode pipeline %s gpu %d engines %u images_gpu %" PRIu64
+				      " images_cpu %" PRIu64 " images_fallback %" PRIu64,
+				      p->sources[i].cfg->name, k, atomic_load(&g->decode_engines),
+				      (uint64_t)atomic_load(&c->gpu), (uint64_t)atomic_load(&c->cpu),
+				      (uint64_t)atomic_load(&c->fallback));
+			pthread_mutex_lock(&p->lanes_mu);
+			if (g->decode_why[0])
+				status_printf(t, " unavailable \"%.300s\"", g->decode_why);
+			pthread_mutex_unlock(&p->lanes_mu);
+			status_printf(t, "\n");
+		}
+	}
+}
+
 void pinner_describe(struct pinner *p, struct status_text *t)
 {
 	if (!p->loop_started || !p->loop_ok) {
@@ -490,6 +560,7 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 		else
 			status_printf(t, "delivery: host (GPU starting)\n");
 		status_printf(t, "gpus: 0\n");
+		status_printf(t, "decode: 0\n");
 		return;
 	}
 	status_printf(t, "delivery: host, device (%s", p->loop_summary);
@@ -503,6 +574,7 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 			      g->uuid, g->name, atomic_load(&g->clients),
 			      (uint64_t)atomic_load(&g->device_bytes));
 	}
+	describe_decode(p, t);
 }
 
 /* Mean of sum over n, in us; 0 for none. */

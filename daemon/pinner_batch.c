@@ -91,6 +91,11 @@ static bool enqueue_copy(struct lane *l, struct msg *m, const void *src)
 	} else {
 		what = "cudaMemcpyAsync into the device ring";
 		e = cudaMemcpyAsync(dst, src, m->bytes, cudaMemcpyHostToDevice, pc->stream);
+		if (e == cudaSuccess && pc->decode && !pinner_decode_batch(l, m, dst, text, sizeof(text))) {
+			client_fail(p, pc, text);
+			pinner_client_sync(pc); /* nothing may still read the source */
+			return false;
+		}
 	}
 	if (e == cudaSuccess) {
 		what = "cudaEventRecord of the ready event";

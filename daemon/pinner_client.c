@@ -102,6 +102,7 @@ struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m)
 	pc->tag = m->tag;
 	pc->lane = l;
 	pc->dev = dev;
+	pc->pipeline = m->pipeline;
 	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok)
 		pc->direct = &p->direct[m->pipeline];
 	memcpy(pc->uuid, p->gpus[dev].uuid, sizeof(pc->uuid));
@@ -157,6 +158,10 @@ struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m)
 			e = cudaIpcGetEventHandle((cudaIpcEventHandle_t *)x->released[d], pc->released[d]);
 		if (cudaerr_failed(e, m->text, sizeof(m->text), "creating and exporting the ring's events"))
 			goto fail;
+	}
+	if (!pinner_decode_attach(l, pc, m)) {
+		pinner_client_free(l, pc);
+		return NULL;
 	}
 	m->rc = 0;
 	return pc;

@@ -23,6 +23,7 @@
 #include "daemon/copyteam.h"
 #include "daemon/cudaerr.h"
 #include "daemon/direct.h"
+#include "daemon/nvjd.h"
 #include "daemon/pinner.h"
 
 #define PINNER_DEVICES_MAX 16
@@ -39,12 +40,25 @@ _Static_assert(PINNER_LANES_MAX <= 64, "pinned_wanted has a bit per lane");
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
 
+struct lane_decode; /* pinner_decode.c */
+
 struct gpu {
 	char uuid[GPU_UUID_TEXT_MAX];
 	uint8_t uuid_bytes[PROTO_UUID_BYTES];
 	char name[256];
 	atomic_uint clients;
 	atomic_uint_least64_t device_bytes;
+	/* JPEG decoding: its engines, once a lane opened a decoder; why not,
+	 * once one could not (under the pinner's lanes_mu) */
+	atomic_uint decode_engines;
+	char decode_why[TEXT_MAX];
+};
+
+/* Images of one pipeline on one GPU's clients, by where they were decoded. */
+struct decode_count {
+	atomic_uint_least64_t gpu;      /* on the GPU's engines */
+	atomic_uint_least64_t cpu;      /* by the workers (the GPU does not take them) */
+	atomic_uint_least64_t fallback; /* on the GPU thread's CPU: the engines refused them */
 };
 
 struct msgq {
@@ -55,6 +69,8 @@ struct pinner_client {
 	struct sched_client *tag; /* the scheduler's client: named in every answer */
 	struct lane *lane;        /* its GPU's thread: every request about it goes there */
 	int dev;
+	uint32_t pipeline;
+	bool decode;              /* its GPU decodes its images (pinner_decode.c) */
 	char uuid[GPU_UUID_TEXT_MAX]; /* set before the attach answer: the loop may read it */
 	uint32_t slots;
 	uint64_t slot_bytes, ring_bytes;
@@ -106,6 +122,7 @@ struct msg {
 	uint32_t d, slot, generation, slots;
 	uint32_t pipeline;  /* M_ATTACH */
 	bool direct;        /* R_ATTACHED: batches come from the registered file */
+	bool decode;        /* R_ATTACHED: its GPU decodes images (pinner_decode.c) */
 	uint64_t *offsets;  /* M_COPY_DIRECT: each sample's file offset, `rows` of them */
 	uint32_t rows;
 	uint64_t t_request, t_issue; /* M_COPY, M_COPY_DIRECT: when asked, when issued (ns) */
@@ -144,6 +161,8 @@ struct lane {
 	struct direct_scratch scratch;
 	struct pinner_client **clients; /* live ones, for polling and cleanup at stop */
 	uint32_t n_clients, cap_clients;
+	struct lane_decode *decode; /* its JPEG decoder, from the first decoding client */
+	bool decode_refused;        /* no decoder: said once */
 };
 
 struct pinner {
@@ -183,6 +202,9 @@ struct pinner {
 	uint8_t *registered;      /* pin = register: the staging slots' range */
 	size_t registered_bytes;
 	struct direct_source *direct; /* one per source; .ok where registered */
+	bool nvjd_loaded;         /* nvJPEG (daemon/nvjd.h) loaded, for GPU decoding */
+	char nvjd_why[TEXT_MAX];  /* why not */
+	struct decode_count decode_counts[ARENA_PIPELINES_MAX][PINNER_DEVICES_MAX];
 
 	/* pin = copy: the pinned buffers, shared by the lanes, under pinned_mu */
 	uint8_t **pinned;
@@ -284,6 +306,19 @@ void pinner_client_free(struct lane *l, struct pinner_client *pc);
 /* Completes every released event of pc (a dead client may have left one
  * recorded but never run), so nothing on pc's stream waits forever. */
 cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
+
+/* ---- GPU decoding (pinner_decode.c), on the lane's thread ---- */
+
+/* At attach: whether pc's images are decoded on its GPU (pc->decode), the
+ * lane's decoder opened on first use. false (m->rc, m->text) when the
+ * pipeline has decode = gpu and the GPU cannot. */
+bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *m);
+/* The images of m's batch the workers left to the GPU, decoded into device
+ * slot dst on the client's stream, behind what is queued there; false
+ * (text) when the client's batch cannot be made. */
+bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap);
+/* Frees the lane's decoder, at shutdown. */
+void pinner_decode_close(struct lane *l);
 
 /* ---- the batch path (pinner_batch.c), on the lane's thread ---- */
 

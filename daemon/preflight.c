@@ -32,8 +32,8 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 	memset(out, 0, sizeof(*out));
 	uint64_t slot_bytes = ARENA_ALIGN;
 	for (size_t i = 0; i < cfg->n_pipelines; i++)
-		if (sources[i].batch_bytes > slot_bytes)
-			slot_bytes = sources[i].batch_bytes;
+		if (sources[i].slot_bytes > slot_bytes)
+			slot_bytes = sources[i].slot_bytes;
 	slot_bytes = arena_align(slot_bytes);
 	/* Image pipelines' sample lists: entries, then shards, then paths, each aligned. */
 	uint64_t indexes_bytes = 0;

@@ -291,6 +291,8 @@ void sched_pump(struct sched *s)
 		cmd.slot_offset = arena_slot_offset(s->arena, ref >> 16);
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
+		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
+		cmd.reserved = 0;
 		cmd.epoch = sl->pos.epoch;
 		for (uint32_t i = 0; i < it->count; i++)
 			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,

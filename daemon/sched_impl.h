@@ -100,6 +100,7 @@ struct sched_client {
 	bool device;
 	bool attaching;     /* waiting for the GPU thread's ring */
 	bool direct;        /* batches come from the page-locked file, not staging */
+	bool gpu_decode;    /* its GPU decodes the images it takes (WORK_CMD_GPU_DECODE) */
 	bool gone;          /* detached while attaching: retire once the ring exists */
 	struct pinner_client *pc; /* the GPU thread's client, NULL until attached */
 	uint64_t pin_seq;   /* seq of the next batch to hand to the GPU thread */

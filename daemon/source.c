@@ -97,6 +97,24 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	ip->dtype = image_dtypes[cfg->dtype];
 	ip->on_error = cfg->on_error;
 	ip->n_shards = out->index.n_shards;
+	if (cfg->decode != DECODE_CPU) {
+		/* After the tensors, a descriptor per row; each row's JPEG in the
+		 * row itself, or, when max_image_bytes is more than a row holds,
+		 * after the descriptors. */
+		ip->gpu_share = cfg->decode == DECODE_GPU ? 1.0f :
+				(float)cfg->gpu_decode_percent / 100.0f;
+		ip->gpu_desc_offset = out->batch_bytes;
+		uint64_t end = align_tensor(ip->gpu_desc_offset + (uint64_t)cfg->batch_size *
+					    sizeof(struct arena_gpu_image));
+		ip->gpu_data_offset = out->tensors[0].offset;
+		ip->gpu_data_stride = out->row_bytes[0];
+		if (cfg->max_image_bytes > out->row_bytes[0]) {
+			ip->gpu_data_offset = end;
+			ip->gpu_data_stride = cfg->max_image_bytes;
+			end += (uint64_t)cfg->batch_size * cfg->max_image_bytes;
+		}
+		out->slot_bytes = end;
+	}
 	for (int c = 0; c < 3; c++) {
 		ip->mean[c] = (float)cfg->mean[c];
 		ip->std[c] = (float)cfg->std[c];
@@ -173,6 +191,8 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		 open_data_file(cfg, out, err, err_cap);
 	if (rc < 0)
 		goto close_source;
+	if (out->slot_bytes < out->batch_bytes)
+		out->slot_bytes = out->batch_bytes;
 	if (out->n_samples < cfg->batch_size) {
 		snprintf(reason, sizeof(reason), "dataset has %" PRIu64 " samples, fewer than batch_size %u",
 			 out->n_samples, cfg->batch_size);

@@ -31,6 +31,8 @@ struct source {
 	struct proto_tensor tensors[PROTO_TENSORS_MAX]; /* shape[0] = batch_size */
 	uint64_t row_bytes[PROTO_TENSORS_MAX];          /* bytes per sample per tensor */
 	uint64_t batch_bytes;  /* bytes of a full batch in a slot, tensors aligned */
+	uint64_t slot_bytes;   /* what a slot must hold: batch_bytes, and GPU decoding's
+				* descriptors and JPEGs (struct arena_image_params) */
 	struct arena_pipeline desc; /* what workers need; copied into the arena */
 	struct image_index index;   /* imagefolder: the sample list */
 };

@@ -190,4 +190,20 @@ struct jh_limits {
 const char *jh_gpu_refusal(const struct jh_info *info, uint64_t file_bytes,
 			   const struct jh_limits *lim);
 
+/*
+ * The structural check of a JPEG's scan, made of every image before it goes
+ * to the GPU's engines (nvjd_decode makes it unless the caller did).
+ * Walks the marker segments of data[0..len) to the first scan, then its
+ * entropy-coded data: 0 when the scan ends at an end-of-image marker (what
+ * follows is not read) or at a marker that may start more scans (left to
+ * nvJPEG); else -EBADMSG with err (cap bytes, may be NULL):
+ *   "not a JPEG (no start-of-image marker)"
+ *   "truncated: the data ends inside the scan (no end-of-image marker)"
+ *   "corrupt JPEG data: marker 0xMM inside the scan at byte N"
+ *   "corrupt JPEG data: restart marker M at byte N where K was due"
+ * A header that does not parse is 0 here: nvJPEG's parser judges headers.
+ * Pure; one memchr pass over the compressed bytes.
+ */
+int jh_check_scan(const uint8_t *data, size_t len, char *err, size_t cap);
+
 #endif

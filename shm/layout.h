@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 4
+#define ARENA_VERSION 5
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -76,8 +76,36 @@ struct arena_image_params {
 	uint32_t n_shards;      /* tar: shards (>= 1); imagefolder: 0 (files under the root) */
 	float mean[3], std[3];  /* float output: (x / 255 - mean) / std */
 	uint32_t max_decode_ms; /* CPU time one image's decode may take; then it is bad */
-	uint32_t reserved;
+	/* GPU decoding (decode = gpu | auto): a slot of this pipeline has, after
+	 * its tensors, one struct arena_gpu_image per row at gpu_desc_offset; row
+	 * r's JPEG, when the GPU takes it, goes at gpu_data_offset + r *
+	 * gpu_data_stride (a JPEG over gpu_data_stride bytes is decoded by the
+	 * worker). By default that is the row's own place in the image tensor,
+	 * which the GPU overwrites with the decoded image. A work item with
+	 * WORK_CMD_GPU_DECODE leaves the rows the GPU takes undecoded (0
+	 * gpu_desc_offset: the pipeline decodes on the CPU only). */
+	float gpu_share;        /* of the images the GPU takes, the part sent to it */
+	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
 	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
+};
+
+/* How a row of a GPU-decoding batch was made. */
+enum arena_route {
+	ARENA_ROUTE_CPU = 1, /* decoded by the worker: the row holds the image */
+	ARENA_ROUTE_GPU = 2, /* left for the GPU: its JPEG is in the row's data area */
+};
+
+/* One row of a GPU-decoding batch, written by the worker (for every row,
+ * whichever way it went), read by the daemon's GPU thread. */
+struct arena_gpu_image {
+	uint32_t route;        /* enum arena_route */
+	uint32_t flip;         /* the plan's mirror */
+	uint64_t sample;       /* the sample in the row (after any substitution) */
+	uint64_t epoch;
+	uint64_t len;          /* ROUTE_GPU: its JPEG's bytes, at gpu_data_offset +
+				* row * gpu_data_stride */
+	uint32_t width, height; /* ROUTE_GPU: the image's, from its header */
+	double x, y, w, h;     /* ROUTE_GPU: the transform plan's box, source pixels */
 };
 
 /* What a worker needs to produce sample i of a pipeline. */
@@ -113,6 +141,10 @@ struct arena_header {
 	uint32_t n_workers_max;
 };
 
+/* work_cmd.flags: the batch is for a client whose GPU decodes images: rows
+ * the GPU takes are left as compressed bytes (struct arena_gpu_image). */
+#define WORK_CMD_GPU_DECODE 0x1u
+
 enum work_op {
 	WORK_READ = 1, /* produce `count` samples into a staging slot */
 	WORK_EXIT = 2, /* finish and exit 0 */
@@ -126,6 +158,8 @@ struct work_cmd {
 	uint64_t slot_offset; /* arena offset of the staging slot */
 	uint32_t first_row;   /* batch row of sample_index[0] */
 	uint32_t count;       /* 1..WORK_CHUNK_MAX */
+	uint32_t flags;       /* WORK_CMD_* */
+	uint32_t reserved;
 	uint64_t epoch;       /* for per-sample randomness */
 	uint64_t sample_index[WORK_CHUNK_MAX];
 };
@@ -175,12 +209,13 @@ struct ring_header {
 
 _Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
 _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
-_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + ARENA_TRANSFORM_MAX,
+_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
 	       64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
-_Static_assert(sizeof(struct work_cmd) == 40 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct work_cmd) == 48 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct arena_gpu_image) == 72, "arena_gpu_image layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
 _Static_assert(sizeof(struct worker_beat) == 64, "worker_beat layout");

@@ -11,7 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/hash.h"
 #include "common/regfile.h"
+#include "image/jpeghdr.h"
 #include "worker/reader_impl.h"
 #include "worker/worker.h"
 
@@ -78,6 +80,16 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	out->out_row_bytes = row_bytes;
 	out->label_offset = p->tensor_offset[1];
 	out->img = img;
+	if (ip->gpu_desc_offset) { /* each row's places are checked in image_plan */
+		if (ip->gpu_data_stride == 0 || ip->gpu_data_stride > ARENA_IMAGE_FILE_MAX ||
+		    !(ip->gpu_share >= 0 && ip->gpu_share <= 1))
+			return -EINVAL;
+		out->gpu_desc_offset = ip->gpu_desc_offset;
+		out->gpu_data_offset = ip->gpu_data_offset;
+		out->gpu_data_stride = ip->gpu_data_stride;
+		out->gpu_threshold = ip->gpu_share >= 1.0f ? UINT64_MAX :
+				     (uint64_t)((double)ip->gpu_share * 18446744073709551616.0);
+	}
 	return 0;
 }
 
@@ -115,6 +127,20 @@ int image_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 		return -EINVAL;
 	*rd = (struct reader_read){.item = it, .dst = dst, .label = label, .fd = -1,
 				   .sample = sample, .asked = sample, .row = (uint32_t)row};
+	if (it->gpu_decode && p->gpu_desc_offset) {
+		uint64_t desc, data;
+		if (__builtin_mul_overflow(row, sizeof(struct arena_gpu_image), &desc) ||
+		    __builtin_add_overflow(desc, p->gpu_desc_offset, &desc) ||
+		    desc + sizeof(struct arena_gpu_image) > slot_bytes ||
+		    __builtin_mul_overflow(row, p->gpu_data_stride, &data) ||
+		    __builtin_add_overflow(data, p->gpu_data_offset, &data) ||
+		    data + p->gpu_data_stride > slot_bytes)
+			return -EINVAL;
+		rd->gpu_desc = arena_range(arena, cmd->slot_offset + desc, sizeof(*rd->gpu_desc));
+		rd->gpu_data = arena_range(arena, cmd->slot_offset + data, p->gpu_data_stride);
+		if (!rd->gpu_desc || !rd->gpu_data)
+			return -EINVAL;
+	}
 	return 0;
 }
 
@@ -238,9 +264,50 @@ bool image_start(struct reader_read *rd)
 	return status == 0 || image_retry(rd, status);
 }
 
+/* GPU decoding: whether the GPU decodes rd's image, a function of the
+ * image (its header, its bytes' structure, its size) and of the sample and
+ * the config, never of load; if so, its JPEG and its plan are left in the
+ * row's places for the daemon's GPU thread. */
+static bool image_to_gpu(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	const struct arena_image_params *ip = &p->img->params;
+	/* The share: by sample, the same in every epoch. */
+	if (!rd->gpu_desc || rd->len > p->gpu_data_stride ||
+	    (p->gpu_threshold != UINT64_MAX &&
+	     hash_sample(ip->seed, 0x6770756465636f64ull /* "gpudecod" */, 0, rd->sample) >=
+	     p->gpu_threshold))
+		return false;
+	struct jh_info info;
+	struct jh_limits lim = {.max_bytes = p->gpu_data_stride, .max_pixels = ip->max_pixels};
+	if (jh_parse(rd->buf, rd->len, &info, NULL, 0) < 0 ||
+	    jh_gpu_refusal(&info, rd->len, &lim) != NULL ||
+	    jh_check_scan(rd->buf, rd->len, NULL, 0) < 0)
+		return false; /* the workers' decoder takes it, or finds it bad */
+	struct tf_plan plan;
+	tf_plan_sample(&p->img->chain, ip->seed, rd->item->epoch, rd->sample, info.width,
+		       info.height, &plan);
+	memcpy(rd->gpu_data, rd->buf, rd->len);
+	*rd->gpu_desc = (struct arena_gpu_image){
+		.route = ARENA_ROUTE_GPU, .flip = plan.flip, .sample = rd->sample,
+		.epoch = rd->item->epoch, .len = rd->len, .width = info.width, .height = info.height,
+		.x = plan.x, .y = plan.y, .w = plan.w, .h = plan.h};
+	return true;
+}
+
 bool image_finish(struct reader_read *rd)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
+	if (image_to_gpu(rd)) {
+		reader_beat(rd);
+		int64_t label = p->index[rd->sample].label;
+		memcpy(rd->label, &label, sizeof(label));
+		image_release(rd);
+		return false;
+	}
+	if (rd->gpu_desc)
+		*rd->gpu_desc = (struct arena_gpu_image){.route = ARENA_ROUTE_CPU, .sample = rd->sample,
+							 .epoch = rd->item->epoch};
 	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
 	reader_beat(rd); /* decoded (or found bad): progress */
 	if (status < 0)

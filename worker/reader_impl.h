@@ -30,6 +30,9 @@ struct reader_pipeline {
 	uint64_t paths_bytes;
 	uint64_t label_offset;
 	struct image_sampler *img;
+	/* GPU decoding (struct arena_image_params): 0 gpu_desc_offset for none */
+	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
+	uint64_t gpu_threshold; /* a sample goes to the GPU when its hash is below this */
 	uint32_t in_elem_bytes;
 	uint32_t out_elem_bytes;
 	uint64_t n_samples;
@@ -61,6 +64,9 @@ struct reader_read {
 	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
+	/* images, GPU decoding: the row's descriptor and its JPEG's place */
+	struct arena_gpu_image *gpu_desc;
+	uint8_t *gpu_data;
 };
 
 struct reader_item {
@@ -77,6 +83,7 @@ struct reader_item {
 	int32_t bad_status;  /* first bad image: its -errno and sample */
 	uint64_t bad_index;
 	uint64_t epoch;
+	bool gpu_decode;  /* WORK_CMD_GPU_DECODE: leave the GPU's rows undecoded */
 	struct reader_read reads[WORK_CHUNK_MAX];
 };
 

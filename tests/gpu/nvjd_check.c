@@ -712,7 +712,7 @@ int main(int argc, char **argv)
 			return EXIT_FAIL;
 		for (size_t i = 0; i < N_FILES; i++) {
 			char err[160] = "";
-			nvjd_check_scan(files[i].data, files[i].len, err, sizeof err);
+			jh_check_scan(files[i].data, files[i].len, err, sizeof err);
 			printf("%s: %zu bytes%s%s\n", files[i].name, files[i].len,
 			       err[0] ? ": " : "", err);
 		}

@@ -210,6 +210,8 @@ _CONNECTIONS_RE = re.compile(
     r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused)$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
                      r"device_bytes (\d+)$")
+_DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) images_gpu (\d+) "
+                        r"images_cpu (\d+) images_fallback (\d+)(?: unavailable \"(.*)\")?$")
 
 
 def parse_status(text):
@@ -235,6 +237,15 @@ def parse_status(text):
         m = expect(_GPU_RE, "gpu")
         st["gpus"].append({"index": int(m.group(1)), "uuid": m.group(2), "name": m.group(3),
                            "clients": int(m.group(4)), "device_bytes": int(m.group(5))})
+    m = expect(re.compile(r"^decode: (\d+)(?: \((.*)\))?$"), "decode")
+    st["decode_library"] = m.group(2)
+    st["decode"] = []
+    for _ in range(int(m.group(1))):
+        m = expect(_DECODE_RE, "decode pipeline")
+        st["decode"].append({"pipeline": m.group(1), "gpu": int(m.group(2)),
+                             "engines": int(m.group(3)), "images_gpu": int(m.group(4)),
+                             "images_cpu": int(m.group(5)), "images_fallback": int(m.group(6)),
+                             "unavailable": m.group(7)})
     m = expect(_ARENA_RE, "arena")
     st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
         int(x) for x in m.groups())

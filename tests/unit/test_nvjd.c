@@ -1,7 +1,7 @@
 /*
  * Unit tests for daemon/nvjd, the parts that need no GPU:
  *
- *   - nvjd_check_scan, the structural check that catches a file cut short
+ *   - jh_check_scan, the structural check that catches a file cut short
  *     inside its scan (nvJPEG decodes such a file as far as it goes and
  *     reports success) and a marker inside the entropy-coded data: complete
  *     files, with restart markers, fill bytes, bytes after the end-of-image
@@ -35,6 +35,7 @@
 
 #if LOADERD_HAVE_CUDA
 #include "daemon/nvjd.h"
+#include "image/jpeghdr.h"
 
 /* A baseline file's skeleton: SOI, DQT, SOF0, SOS, entropy-coded data with
  * stuffing and restart markers, EOI. */
@@ -65,7 +66,7 @@ static size_t build(uint8_t *buf, bool with_eoi, const uint8_t *tail, size_t tai
 static int check(const uint8_t *buf, size_t len, char *err)
 {
 	err[0] = '\0';
-	return nvjd_check_scan(buf, len, err, 160);
+	return jh_check_scan(buf, len, err, 160);
 }
 
 static void test_check_scan(void **state)
@@ -121,7 +122,7 @@ static void test_check_scan(void **state)
 	/* Not a JPEG at all. */
 	assert_int_equal(check(buf + 1, n - 1, err), -EBADMSG);
 	assert_string_equal(err, "not a JPEG (no start-of-image marker)");
-	assert_int_equal(nvjd_check_scan(NULL, 10, NULL, 0), -EBADMSG);
+	assert_int_equal(jh_check_scan(NULL, 10, NULL, 0), -EBADMSG);
 }
 
 static const char *library_path(void)

@@ -127,9 +127,10 @@ static void gpu_attach(struct pinner *g, struct sched_client *c, const uint8_t u
 }
 
 static void gpu_copy(struct pinner *g, struct pinner_client *pc, uint32_t d, uint32_t slot,
-		     uint32_t gen, uint64_t bytes)
+		     uint32_t gen, uint64_t bytes, uint32_t rows)
 {
 	assert_true(g->copies < 64);
+	assert_true(rows > 0);
 	g->copy[g->copies].pc = pc;
 	g->copy[g->copies].d = d;
 	g->copy[g->copies].slot = slot;
@@ -429,7 +430,7 @@ static void test_device_path(void **state)
 	assert_int_equal(pool_fake.n, 0); /* nothing starts before the ring exists */
 	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
 	gpu_fake.pcs[0].id = 7;
-	w->answers.attached(w->answers.sched, sc, &gpu_fake.pcs[0], 0, NULL, &dev, false);
+	w->answers.attached(w->answers.sched, sc, &gpu_fake.pcs[0], 0, NULL, &dev, false, false);
 	assert_int_equal(a.attached, 1);
 	assert_int_equal(pool_fake.n, 4 * 2); /* depth capped by device_slots = 4 */
 	for (int k = 0; k < 8; k++)

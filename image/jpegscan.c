@@ -1,13 +1,12 @@
 /*
- * nvjd_scan: the structural check of a JPEG's scan that nvjd_decode makes
- * before an image goes to the engines (nvjd_check_scan in nvjd.h). nvJPEG
+ * jpegscan: the structural check of a JPEG's scan (jh_check_scan in
+ * jpeghdr.h), made before an image goes to the GPU's engines. nvJPEG
  * decodes a file cut short inside its scan as far as it goes and reports
  * success; a marker inside the entropy-coded data is what a damaged byte
  * most often makes, and what a decoder that stops there would not report
- * either. Pure: it needs no nvJPEG, so it is built (and tested) with or
- * without nvjpeg.h.
+ * either. Pure: the workers run it on every image they leave to the GPU.
  */
-#include "daemon/nvjd.h"
+#include "image/jpeghdr.h"
 
 #include <errno.h>
 #include <string.h>
@@ -22,7 +21,7 @@ static int may_follow_scan(uint8_t m)
 	       (m >= 0xe0 && m <= 0xef);
 }
 
-int nvjd_check_scan(const uint8_t *data, size_t len, char *err, size_t cap)
+int jh_check_scan(const uint8_t *data, size_t len, char *err, size_t cap)
 {
 	if (!data || len < 2 || data[0] != 0xff || data[1] != 0xd8)
 		return errtext(err, cap, -EBADMSG, "not a JPEG (no start-of-image marker)");

@@ -1,0 +1,414 @@
+/*
+ * pinner_decode: GPU decoding of image batches, on the GPU thread of the
+ * batch's client (pinner.h). The workers left the images the GPU takes as
+ * JPEG bytes in the staging slot, each with its transform plan (struct
+ * arena_gpu_image, worker/image_rows.c); here, behind the copy of the
+ * batch's tensors into the client's device slot and on the client's
+ * stream:
+ *
+ *   the GPU's hardware JPEG engines decode the images (daemon/nvjd.h,
+ *   whole images: a region of interest was no faster on the engines, and
+ *   nvJPEG 13.0 decodes one differently from a whole image at the image's
+ *   right and bottom edges) into the lane's decode buffer -> one
+ *   imgkernel launch per batch (image/imgkernel.h) crops, resizes, flips
+ *   and converts them into their rows of the device slot, as the workers
+ *   would have -> the batch's ready event, as for any batch.
+ *
+ * Memory: per lane, gpu_decode_memory of device memory, a third for the
+ * decoded images and the rest for the kernel's scratch, allocated with the
+ * lane's decoder at the first decoding client. A batch whose images do not
+ * fit at once is decoded in parts.
+ *
+ * nvJPEG's hardware path may write its output before work queued earlier
+ * on the stream has run (nvjd.h), so before a part reuses the decode
+ * buffer the lane waits on the host for the previous part's kernel.
+ *
+ * An image the engines refuse or fail (nvjd's per-image status) is decoded
+ * here on the CPU from the same bytes, as a worker would have, and copied
+ * into its row. One that the CPU decoder refuses too fails the client's
+ * batch with an error naming the file: the workers check every image they
+ * leave to the GPU (header, structure of the scan) and decode on the CPU
+ * whatever fails, with on_error, so this is only a file whose damage
+ * neither check sees.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+
+#include "daemon/pinner_impl.h"
+
+#if LOADERD_HAVE_NVJPEG && LOADERD_HAVE_IMGKERNEL
+
+#include "image/imgkernel.h"
+#include "worker/image_sample.h"
+
+#define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
+
+struct lane_decode {
+	struct nvjd *nvjd;
+	uint32_t max_batch;
+	uint8_t *buf;             /* decoded images, device */
+	uint64_t buf_bytes;
+	uint8_t *scratch;         /* the kernel's, device */
+	uint64_t scratch_bytes;
+	struct imgk_item *items;  /* page-locked, max_batch */
+	struct imgk_item *items_dev;
+	struct nvjd_image *imgs;
+	uint32_t *rows;           /* each of imgs' batch row */
+	cudaEvent_t done;         /* behind the last part's kernel */
+	bool pending;             /* done recorded and not yet waited for */
+	uint8_t *row_host;        /* the CPU fallback's row, page-locked */
+	uint64_t row_host_bytes;
+	struct image_sampler *samplers[ARENA_PIPELINES_MAX]; /* the CPU fallback's */
+};
+
+static uint64_t align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+static void decode_free(struct lane_decode *dc)
+{
+	nvjd_close(dc->nvjd);
+	cudaFree(dc->buf);
+	cudaFree(dc->scratch);
+	cudaFree(dc->items_dev);
+	cudaFreeHost(dc->items);
+	cudaFreeHost(dc->row_host);
+	if (dc->done)
+		cudaEventDestroy(dc->done);
+	free(dc->imgs);
+	free(dc->rows);
+	for (size_t i = 0; i < ARENA_PIPELINES_MAX; i++)
+		if (dc->samplers[i]) {
+			image_sampler_free(dc->samplers[i]);
+			free(dc->samplers[i]);
+		}
+	free(dc);
+}
+
+/* The lane's decoder and buffers; 0, or -errno with why. */
+static int decode_open(struct lane *l, char *why, size_t cap)
+{
+	struct pinner *p = l->p;
+	if (l->decode)
+		return 0;
+	if (!p->nvjd_loaded) {
+		snprintf(why, cap, "%s", p->nvjd_why);
+		return -ENOTSUP;
+	}
+	struct lane_decode *dc = calloc(1, sizeof(*dc));
+	if (!dc) {
+		snprintf(why, cap, "out of memory");
+		return -ENOMEM;
+	}
+	uint32_t max_batch = 1;
+	for (size_t i = 0; i < p->n_sources; i++)
+		if (p->sources[i].cfg->decode != DECODE_CPU && p->sources[i].cfg->batch_size > max_batch)
+			max_batch = p->sources[i].cfg->batch_size;
+	dc->max_batch = max_batch < NVJD_MAX_BATCH ? max_batch : NVJD_MAX_BATCH;
+	int rc = nvjd_open(l->dev, dc->max_batch, NVJD_SMOOTH_UPSAMPLING, &dc->nvjd, why, cap);
+	if (rc == -ENOTSUP && strstr(why, "upsampling"))
+		rc = nvjd_open(l->dev, dc->max_batch, 0, &dc->nvjd, why, cap);
+	if (rc < 0) {
+		dc->nvjd = NULL;
+		decode_free(dc);
+		return rc;
+	}
+	uint64_t budget = p->cfg->gpu_decode_memory;
+	size_t free_bytes = 0, total_bytes = 0;
+	cudaError_t e = cudaMemGetInfo(&free_bytes, &total_bytes);
+	if (e == cudaSuccess && budget + DEVICE_RESERVE_BYTES > free_bytes) {
+		snprintf(why, cap, "gpu_decode_memory (%" PRIu64 " bytes, plus %llu MiB kept free) is "
+			 "more than the %zu bytes free on the GPU", budget, DEVICE_RESERVE_BYTES >> 20,
+			 free_bytes);
+		decode_free(dc);
+		return -ENOMEM;
+	}
+	dc->buf_bytes = align_up(budget / 3, DECODE_ALIGN);
+	dc->scratch_bytes = align_up(budget - dc->buf_bytes, DECODE_ALIGN) - DECODE_ALIGN;
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&dc->buf, dc->buf_bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&dc->scratch, dc->scratch_bytes);
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&dc->items_dev, sizeof(*dc->items_dev) * dc->max_batch);
+	if (e == cudaSuccess)
+		e = cudaHostAlloc((void **)&dc->items, sizeof(*dc->items) * dc->max_batch, 0);
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&dc->done, cudaEventDisableTiming);
+	dc->imgs = calloc(dc->max_batch, sizeof(*dc->imgs));
+	dc->rows = calloc(dc->max_batch, sizeof(*dc->rows));
+	if (cudaerr_failed(e, why, cap, "allocating the GPU decoder's buffers") || !dc->imgs ||
+	    !dc->rows) {
+		if (e == cudaSuccess)
+			snprintf(why, cap, "out of memory");
+		decode_free(dc);
+		return e != cudaSuccess ? cudaerr_errno(e) : -ENOMEM;
+	}
+	struct nvjd_info info;
+	nvjd_info(dc->nvjd, &info);
+	log_notice("GPU %s: JPEG decoding on %u hardware engines (nvJPEG %d.%d.%d%s), %" PRIu64
+		   " bytes of device memory, batches of up to %u images, thread %s",
+		   p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
+		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
+		   budget, dc->max_batch, l->name);
+	atomic_store(&p->gpus[l->dev].decode_engines, info.engines);
+	l->decode = dc;
+	return 0;
+}
+
+bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *m)
+{
+	struct pinner *p = l->p;
+	const struct pipeline_cfg *cfg = p->sources[pc->pipeline].cfg;
+	if ((cfg->kind != SOURCE_IMAGEFOLDER && cfg->kind != SOURCE_TAR) ||
+	    cfg->decode == DECODE_CPU)
+		return true;
+	char why[TEXT_MAX];
+	int rc = decode_open(l, why, sizeof(why));
+	if (rc == 0) {
+		pc->decode = true;
+		return true;
+	}
+	struct gpu *g = &p->gpus[l->dev];
+	if (cfg->decode == DECODE_GPU) {
+		m->rc = -ENOTSUP;
+		snprintf(m->text, sizeof(m->text), "decode = gpu, but GPU %s cannot decode JPEGs: "
+			 "%.400s", g->uuid, why);
+		return false;
+	}
+	/* auto: the workers decode; said once per GPU thread */
+	if (!l->decode_refused) {
+		l->decode_refused = true;
+		log_notice("GPU %s: JPEGs of its clients (pipeline \"%s\", decode = auto) are decoded "
+			   "by the workers: %s", g->uuid, cfg->name, why);
+		pthread_mutex_lock(&p->lanes_mu);
+		snprintf(g->decode_why, sizeof(g->decode_why), "%s", why);
+		pthread_mutex_unlock(&p->lanes_mu);
+	}
+	return true;
+}
+
+/* Row r of m's batch decoded here on the CPU, as a worker would, into its
+ * row of the device slot; false (with text naming the file) when the CPU
+ * decoder refuses it too. */
+static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_image *im,
+			  uint32_t r, const uint8_t *jpeg, uint8_t *dst, const char *gpu_err,
+			  char *text, size_t cap)
+{
+	struct pinner *p = l->p;
+	struct pinner_client *pc = m->pc;
+	struct lane_decode *dc = l->decode;
+	const struct source *src = &p->sources[pc->pipeline];
+	const struct arena_pipeline *ap = arena_pipeline(p->arena, pc->pipeline);
+	char where[1200];
+	source_sample_where(src, p->arena, pc->pipeline, im->sample, where, sizeof(where));
+	struct image_sampler **s = &dc->samplers[pc->pipeline];
+	uint64_t row_bytes = 0;
+	if (!*s) {
+		*s = calloc(1, sizeof(**s));
+		if (!*s || image_sampler_init(*s, &ap->image, &row_bytes) < 0) {
+			free(*s);
+			*s = NULL;
+			snprintf(text, cap, "%.600s: the GPU did not decode it (%.160s), and the CPU "
+				 "decoder could not be set up", where, gpu_err);
+			return false;
+		}
+	}
+	row_bytes = src->row_bytes[0];
+	if (dc->row_host_bytes < row_bytes) {
+		cudaFreeHost(dc->row_host);
+		dc->row_host_bytes = 0;
+		if (cudaHostAlloc((void **)&dc->row_host, row_bytes, 0) != cudaSuccess) {
+			dc->row_host = NULL;
+			snprintf(text, cap, "%.600s: out of page-locked memory for its CPU decode", where);
+			return false;
+		}
+		dc->row_host_bytes = row_bytes;
+	}
+	int rc = image_sample(*s, jpeg, im->len, im->epoch, im->sample, dc->row_host);
+	if (rc < 0) {
+		snprintf(text, cap, "%.600s: bad image: the GPU's decoder refused it (%.160s), and so "
+			 "did the CPU's (%s)", where, gpu_err, source_image_why(rc));
+		return false;
+	}
+	cudaError_t e = cudaMemcpyAsync(dst + src->tensors[0].offset + (uint64_t)r * row_bytes,
+					dc->row_host, row_bytes, cudaMemcpyHostToDevice, pc->stream);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(pc->stream); /* row_host is reused */
+	if (cudaerr_failed(e, text, cap, "copying a CPU-decoded image"))
+		return false;
+	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].fallback, 1);
+	log_info("%s: decoded on the CPU for GPU %s: %s", where, p->gpus[l->dev].uuid, gpu_err);
+	return true;
+}
+
+/* Decodes the n images queued in dc (imgs, rows) and resizes them into
+ * dst; the failed ones on the CPU. */
+static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct arena_gpu_image *desc,
+			const uint8_t *slot, uint8_t *dst, char *text, size_t cap)
+{
+	struct pinner *p = l->p;
+	struct pinner_client *pc = m->pc;
+	struct lane_decode *dc = l->decode;
+	const struct source *src = &p->sources[pc->pipeline];
+	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
+	int rc = nvjd_decode(dc->nvjd, dc->imgs, n, pc->stream);
+	if (rc < 0) {
+		snprintf(text, cap, "JPEG decoding on the GPU failed: %s", dc->imgs[0].err);
+		return false;
+	}
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		const struct nvjd_image *im = &dc->imgs[i];
+		const struct arena_gpu_image *g = &desc[dc->rows[i]];
+		if (im->status != 0)
+			continue;
+		dc->items[k++] = (struct imgk_item){
+			.src = im->dst, .src_pitch = im->pitch, .src_w = im->out_w, .src_h = im->out_h,
+			.img_w = im->out_w, .img_h = im->out_h, .sx = 1, .sy = 1, .x = g->x, .y = g->y,
+			.w = g->w, .h = g->h, .flip = g->flip != 0,
+			.dst_offset = src->tensors[0].offset + (uint64_t)dc->rows[i] * src->row_bytes[0]};
+	}
+	struct imgk_format fmt = {.out_w = ip->out_w, .out_h = ip->out_h, .layout = ip->layout,
+				  .dtype = ip->dtype};
+	memcpy(fmt.mean, ip->mean, sizeof(fmt.mean));
+	memcpy(fmt.std, ip->std, sizeof(fmt.std));
+	uint64_t scratch = 0;
+	cudaError_t e = cudaSuccess;
+	if (k > 0) {
+		if (imgk_plan(dc->items, k, &fmt, pc->slot_bytes, &scratch) < 0 ||
+		    scratch > dc->scratch_bytes) {
+			snprintf(text, cap, "the GPU resize refused a batch's images");
+			return false;
+		}
+		e = cudaMemcpyAsync(dc->items_dev, dc->items, sizeof(*dc->items) * k,
+				    cudaMemcpyHostToDevice, pc->stream);
+		if (e == cudaSuccess &&
+		    imgk_launch(dc->items_dev, k, &fmt, dc->scratch, dc->scratch_bytes, dst,
+				pc->slot_bytes, pc->stream, &e) < 0 && e == cudaSuccess)
+			e = cudaErrorInvalidValue;
+		if (e == cudaSuccess)
+			e = cudaEventRecord(dc->done, pc->stream);
+		if (cudaerr_failed(e, text, cap, "the GPU resize of decoded images"))
+			return false;
+		dc->pending = true;
+		atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].gpu, k);
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		const struct nvjd_image *im = &dc->imgs[i];
+		uint32_t r = dc->rows[i];
+		if (im->status != 0 &&
+		    !decode_on_cpu(l, m, &desc[r], r, slot + ip->gpu_data_offset +
+				   (uint64_t)r * ip->gpu_data_stride, dst, im->err, text, cap))
+			return false;
+	}
+	return true;
+}
+
+/* Waits for the last part's kernel: the decode buffer is free again. */
+static bool decode_wait(struct lane_decode *dc, char *text, size_t cap)
+{
+	if (!dc->pending)
+		return true;
+	dc->pending = false;
+	cudaError_t e = cudaEventSynchronize(dc->done);
+	return !cudaerr_failed(e, text, cap, "waiting for the GPU resize");
+}
+
+bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
+{
+	struct pinner *p = l->p;
+	struct pinner_client *pc = m->pc;
+	struct lane_decode *dc = l->decode;
+	const struct source *src = &p->sources[pc->pipeline];
+	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
+	const uint8_t *slot = p->arena->base + arena_slot_offset(p->arena, m->slot);
+	const struct arena_gpu_image *desc = (const void *)(slot + ip->gpu_desc_offset);
+	struct imgk_format fmt = {.out_w = ip->out_w, .out_h = ip->out_h, .layout = ip->layout,
+				  .dtype = ip->dtype, .mean = {0, 0, 0}, .std = {1, 1, 1}};
+	uint32_t n = 0, cpu = 0;
+	uint64_t buf_used = 0, scratch_used = 0;
+	for (uint32_t r = 0; r < m->rows; r++) {
+		struct arena_gpu_image g = desc[r];
+		if (g.route != ARENA_ROUTE_GPU) {
+			cpu += g.route == ARENA_ROUTE_CPU;
+			continue;
+		}
+		const uint8_t *jpeg = slot + ip->gpu_data_offset + (uint64_t)r * ip->gpu_data_stride;
+		uint64_t bytes = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
+		struct imgk_item one = {.src = dc->buf, .src_pitch = (uint64_t)g.width * 3,
+					.src_w = g.width, .src_h = g.height, .img_w = g.width,
+					.img_h = g.height, .sx = 1, .sy = 1, .x = g.x, .y = g.y,
+					.w = g.w, .h = g.h, .dst_offset = 0};
+		uint64_t scratch = 0;
+		if (g.len == 0 || g.len > ip->gpu_data_stride || g.width == 0 || g.height == 0 ||
+		    imgk_plan(&one, 1, &fmt, src->row_bytes[0], &scratch) < 0) {
+			snprintf(text, cap, "row %u of a batch of pipeline \"%s\" has a bad GPU decoding "
+				 "descriptor", r, src->cfg->name);
+			return false;
+		}
+		if (bytes > dc->buf_bytes || scratch > dc->scratch_bytes) { /* too big for the GPU */
+			if (!decode_on_cpu(l, m, &desc[r], r, jpeg, dst, "larger than gpu_decode_memory "
+					   "allows", text, cap))
+				return false;
+			continue;
+		}
+		if (n == dc->max_batch || buf_used + bytes > dc->buf_bytes ||
+		    scratch_used + scratch > dc->scratch_bytes) {
+			if (!decode_part(l, m, n, desc, slot, dst, text, cap))
+				return false;
+			n = 0;
+			buf_used = scratch_used = 0;
+		}
+		if (n == 0 && !decode_wait(dc, text, cap))
+			return false;
+		dc->rows[n] = r;
+		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
+						  .dst = dc->buf + buf_used, .pitch = (size_t)g.width * 3,
+						  .dst_bytes = (size_t)g.width * g.height * 3};
+		n++;
+		buf_used += bytes;
+		scratch_used += align_up(scratch, DECODE_ALIGN);
+	}
+	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].cpu, cpu);
+	return n == 0 || decode_part(l, m, n, desc, slot, dst, text, cap);
+}
+
+void pinner_decode_close(struct lane *l)
+{
+	if (l->decode) {
+		if (l->decode->pending)
+			cudaEventSynchronize(l->decode->done);
+		decode_free(l->decode);
+		l->decode = NULL;
+	}
+}
+
+#else /* no nvJPEG header or no CUDA compiler at build time */
+
+bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *m)
+{
+	struct pinner *p = l->p;
+	const struct pipeline_cfg *cfg = p->sources[pc->pipeline].cfg;
+	if ((cfg->kind != SOURCE_IMAGEFOLDER && cfg->kind != SOURCE_TAR) ||
+	    cfg->decode != DECODE_GPU)
+		return true;
+	m->rc = -ENOTSUP;
+	snprintf(m->text, sizeof(m->text), "decode = gpu, but this loaderd was built without GPU JPEG "
+		 "decoding (no nvjpeg.h or no CUDA compiler)");
+	return false;
+}
+
+bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
+{
+	snprintf(text, cap, "GPU JPEG decoding is not built in");
+	return false;
+}
+
+void pinner_decode_close(struct lane *l)
+{
+}
+
+#endif
