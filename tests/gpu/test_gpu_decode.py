@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""GPU decoding of image pipelines (decode = gpu | auto | cpu).
+
+A tree made with mkjpeg: 4 classes of baseline 4:2:0 photos, 150-420 px,
+and in class 0 files the hardware decoder does not take (progressive,
+4:1:1, CMYK: the workers decode them) and bad files (cut inside the scan,
+a marker inside the scan: substituted, on_error = substitute, exactly as
+on the CPU path). Three pipelines over it with the same seed and
+transform, uint8 NHWC and float16 NCHW normalised: decode = gpu, decode =
+auto with gpu_decode_percent 50, decode = cpu.
+
+For each pipeline, two epochs through the Python package to GPU 0 and
+two epochs of host delivery of the same pipeline (host clients always
+decode on the CPU): the batches must hold the same samples and labels,
+and every image must be within 1.0 level (mean absolute difference, uint8;
+float16 compared after undoing the normalisation) of the CPU's; the largest
+difference and how many images are byte-identical are printed. decode =
+cpu must be byte-identical everywhere.
+
+Status: the decode lines name the pipelines that may decode on the GPU;
+after the runs, decode = gpu has images_gpu for every image the engines
+take and images_cpu for the others; decode = auto has both; none fell
+back. A client of a decode = gpu pipeline on a daemon whose nvjpeg_library
+does not load is refused at attach with a message naming the GPU.
+"""
+
+import os
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import gpu_harness  # noqa: E402
+import harness  # noqa: E402  (gpu_harness put tests/integration on the path)
+from harness import TestSkip, check  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+import client_harness as ch  # noqa: E402
+
+CLASSES, PER_CLASS, BATCH, SEED, EPOCHS = 4, 24, 16, 5, 2
+TRANSFORM = "random_resized_crop(96) hflip(0.5)"
+SPECIAL = [  # (name, mkjpeg arguments): the workers decode these
+    ("progressive.jpg", ["--width", "200", "--height", "150", "--progressive"]),
+    ("s411.jpg", ["--width", "160", "--height", "120", "--subsamp", "411"]),
+    ("cmyk.jpg", ["--width", "120", "--height", "96", "--cmyk"]),
+]
+BAD = [  # (name, mkjpeg arguments): bad files, substituted
+    ("cut.jpg", ["--width", "200", "--height", "160", "--truncate", "3000"]),
+    ("marker.jpg", ["--width", "200", "--height", "160", "--corrupt", "600"]),
+]
+
+
+def torch_cuda():
+    try:
+        import torch
+    except ImportError:
+        raise TestSkip("torch is not importable") from None
+    if not torch.cuda.is_available():
+        raise TestSkip("torch sees no CUDA device")
+    return torch
+
+
+def make_tree(env):
+    root = env.path("images")
+    mkjpeg = harness.binary("mkjpeg")
+    seed = 100
+    for c in range(CLASSES):
+        os.makedirs(os.path.join(root, "class_%d" % c))
+        for i in range(PER_CLASS):
+            seed += 1
+            w, h = 150 + (seed * 37) % 270, 150 + (seed * 53) % 270
+            subprocess.run([mkjpeg, os.path.join(root, "class_%d" % c, "img_%03d.jpg" % i),
+                            "--width", str(w), "--height", str(h), "--seed", str(seed)], check=True)
+    for name, args in SPECIAL + BAD:
+        subprocess.run([mkjpeg, os.path.join(root, "class_0", name), "--seed", "7"] + args,
+                       check=True)
+    return root
+
+
+def batches(loaderd, sock, pipeline, device, torch):
+    """[(sample indices, labels, images as float32 0..255 on the CPU)] for
+    EPOCHS epochs."""
+    out = []
+    x = loaderd.Loader(pipeline, socket=sock, device=device)
+    for _ in range(EPOCHS):
+        for b in x:
+            img, lab = b["image"], b["label"]
+            if img.dtype == torch.float16:  # undo (x / 255 - mean) / std
+                mean = torch.tensor([0.485, 0.456, 0.406], device=img.device).view(1, 3, 1, 1)
+                std = torch.tensor([0.229, 0.224, 0.225], device=img.device).view(1, 3, 1, 1)
+                img = (img.float() * std + mean) * 255.0
+            out.append((list(b.sample_indices()), lab.cpu().tolist(), img.float().cpu()))
+    x.close()
+    return out
+
+
+def compare(torch, dev, host, what, exact):
+    check(len(dev) == len(host), "%s: %d device batches, %d host" % (what, len(dev), len(host)))
+    worst, identical, n = 0.0, 0, 0
+    for k, ((di, dl, dimg), (hi, hl, himg)) in enumerate(zip(dev, host)):
+        check(di == hi and dl == hl, "%s: batch %d: samples or labels differ between device and "
+              "host delivery" % (what, k))
+        for r in range(dimg.shape[0]):
+            mad = float((dimg[r] - himg[r]).abs().mean())
+            n += 1
+            identical += mad == 0.0
+            worst = max(worst, mad)
+            limit = 0.02 if exact else 1.0  # float16 round trip: a hundredth of a level
+            check(mad <= limit, "%s: batch %d row %d (sample %d): mean absolute difference %.3f "
+                  "levels from the CPU's decode (limit %.2f)" % (what, k, r, di[r], mad, limit))
+    print("%s: %d images, largest mean absolute difference %.3f levels, %d identical to the CPU's"
+          % (what, n, worst, identical))
+    return identical
+
+
+def body(env):
+    uuid = gpu_harness.require_gpus()[0]["uuid"]
+    torch = torch_cuda()
+    loaderd = ch.import_loaderd()
+    root = make_tree(env)
+    base = {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,
+            "transform": TRANSFORM}
+    f16 = {"dtype": "float16", "layout": "nchw", "mean": "0.485,0.456,0.406",
+           "std": "0.229,0.224,0.225"}
+    pipelines = {
+        "gpu": dict(base, decode="gpu", layout="nhwc"),
+        "gpu16": dict(base, decode="gpu", **f16),
+        "auto": dict(base, decode="auto", gpu_decode_percent=50, layout="nhwc"),
+        "cpu": dict(base, decode="cpu", layout="nhwc"),
+    }
+    cfg = gpu_harness.gpu_config(env, "decode", pipelines, workers=4, device_slots=4)
+    d = gpu_harness.start_daemon(env, cfg)
+    st = gpu_harness.check_delivery(d, "register")
+    names = sorted(x["pipeline"] for x in st["decode"])
+    check(names == ["auto", "gpu", "gpu16"], "status decode lines for %s; expected auto, gpu, gpu16"
+          % names)
+    check(st["decode_library"] == "nvJPEG", "status says decode: (%s)" % st["decode_library"])
+
+    n_images = CLASSES * PER_CLASS + len(SPECIAL) + len(BAD)
+    results = {}
+    for name in pipelines:
+        dev = batches(loaderd, d.socket, name, 0, torch)
+        host = batches(loaderd, d.socket, name, "cpu", torch)
+        results[name] = compare(torch, dev, host, "decode %s" % name, exact=name == "cpu")
+
+    st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
+    by = {x["pipeline"]: x for x in st["decode"]}
+    for name in ("gpu", "gpu16", "auto"):
+        x = by[name]
+        print("status, %s: engines %d images_gpu %d images_cpu %d images_fallback %d" %
+              (name, x["engines"], x["images_gpu"], x["images_cpu"], x["images_fallback"]))
+        check(x["engines"] > 0, "%s: status gives the GPU no engines" % name)
+        check(x["images_fallback"] == 0, "%s: %d images fell back to the GPU thread's CPU"
+              % (name, x["images_fallback"]))
+        # At least every image delivered (the daemon may have prepared more)
+        check(x["images_gpu"] + x["images_cpu"] >= EPOCHS * n_images,
+              "%s: images_gpu + images_cpu = %d, fewer than the %d images delivered"
+              % (name, x["images_gpu"] + x["images_cpu"], EPOCHS * n_images))
+    for name in ("gpu", "gpu16"):
+        # The special files and the bad ones' replacements: the workers.
+        check(by[name]["images_cpu"] >= EPOCHS * len(SPECIAL),
+              "%s: images_cpu %d, expected at least the %d the engines do not take"
+              % (name, by[name]["images_cpu"], EPOCHS * len(SPECIAL)))
+        check(by[name]["images_gpu"] >= EPOCHS * (CLASSES * PER_CLASS - 2 * BATCH),
+              "%s: only %d images decoded on the GPU" % (name, by[name]["images_gpu"]))
+    check(by["auto"]["images_gpu"] > 0 and by["auto"]["images_cpu"] > EPOCHS * len(SPECIAL),
+          "auto (gpu_decode_percent 50): images_gpu %d images_cpu %d; expected both"
+          % (by["auto"]["images_gpu"], by["auto"]["images_cpu"]))
+    log = harness.read_text(d.log_path)
+    check("JPEG decoding on" in log and "hardware engines" in log,
+          "the daemon log does not say the decoder opened:\n%s" % log[-3000:])
+    d.stop()
+
+    # No nvJPEG: decode = gpu refused at attach naming the GPU; auto decodes on the CPU.
+    cfg = gpu_harness.gpu_config(env, "nodecode", {"gpu": pipelines["gpu"], "auto": pipelines["auto"]},
+                                 workers=2, nvjpeg_library=env.path("no-such-libnvjpeg.so"))
+    d = gpu_harness.start_daemon(env, cfg)
+    st = d.status()
+    check(st["decode_library"] and "unavailable" in st["decode_library"],
+          "status says decode: (%s) with a missing nvjpeg_library" % st["decode_library"])
+    try:
+        x = loaderd.Loader("gpu", socket=d.socket, device=0)
+        next(iter(x))
+        raise harness.TestFailure("decode = gpu without nvJPEG: a device client was not refused")
+    except loaderd.LoaderdError as e:
+        check(uuid in str(e) and "decode = gpu" in str(e),
+              "decode = gpu without nvJPEG: refused with %r; expected the GPU %s named" % (str(e), uuid))
+        print("decode = gpu without nvJPEG: refused: %s" % e)
+    dev = batches(loaderd, d.socket, "auto", 0, torch)
+    host = batches(loaderd, d.socket, "auto", "cpu", torch)
+    compare(torch, dev, host, "decode auto without nvJPEG", exact=True)
+    d.stop()
+
+
+if __name__ == "__main__":
+    harness.run_test("test_gpu_decode", body)
