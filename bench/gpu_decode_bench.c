@@ -4,7 +4,8 @@
  * run: for each JPEG, the header read without libjpeg (image/jpeghdr.h)
  * and the hardware decoder's rule, the transform chain's plan for
  * (seed, epoch 0, index), the image decoded on the GPU's hardware JPEG
- * engines (daemon/nvjd.h), then crop, antialiased
+ * engines (daemon/nvjd.h), shrunk by block means where the workers would
+ * decode at a reduced DCT scale (imgk_shrink_launch), then crop, antialiased
  * resize, flip, layout, dtype and normalisation by one kernel launch per
  * batch (image/imgkernel.h).
  *
@@ -36,6 +37,7 @@
 
 #include "daemon/nvjd.h"
 #include "image/imgkernel.h"
+#include "image/jpeg.h"
 #include "image/jpeghdr.h"
 #include "image/transform.h"
 #include "proto/proto.h"
@@ -51,6 +53,8 @@ struct file {
 	struct tf_plan plan;
 	int32_t rx, ry;       /* its region of interest */
 	uint32_t rw, rh;
+	uint32_t f;           /* shrunk by f first, as the workers' DCT scale (jd_pick_scale) */
+	uint64_t bytes;       /* of the decode buffer it takes: the image and its shrunk copy */
 };
 
 static struct {
@@ -147,6 +151,10 @@ static int load(const char *dir)
 		fl->rx = fl->ry = 0;
 		fl->rw = fl->w;
 		fl->rh = fl->h;
+		fl->f = 8 / (uint32_t)jd_pick_scale(fl->plan.w, fl->plan.h, fl->plan.out_w, fl->plan.out_h);
+		fl->bytes = (((uint64_t)fl->w * fl->h * 3 + 255) & ~(uint64_t)255) +
+			    (((uint64_t)((fl->w + fl->f - 1) / fl->f) * ((fl->h + fl->f - 1) / fl->f) * 3 +
+			      255) & ~(uint64_t)255);
 	}
 	n_files = listing.n;
 	return 0;
@@ -174,6 +182,7 @@ static void *lane_main(void *arg)
 	cudaStream_t stream = NULL;
 	uint8_t *dec = NULL, *scratch = NULL, *out = NULL;
 	struct imgk_item *items = NULL, *items_dev = NULL;
+	struct imgk_shrink *shrink = NULL, *shrink_dev = NULL;
 	struct nvjd_image *imgs = calloc(ln->batch, sizeof(*imgs));
 	size_t *mine = calloc(n_files, sizeof(*mine)), n_mine = 0;
 	uint64_t row = imgk_row_bytes(ln->fmt);
@@ -196,11 +205,12 @@ static void *lane_main(void *arg)
 		uint64_t bytes = 0, sb = 0;
 		for (uint32_t k = 0; k < n; k++) {
 			const struct file *f = &files[mine[s + k]];
-			bytes += ((uint64_t)f->rw * f->rh * 3 + 255) & ~(uint64_t)255;
+			uint32_t sw = (f->w + f->f - 1) / f->f, sh = (f->h + f->f - 1) / f->f;
+			bytes += f->bytes;
 			items[k] = (struct imgk_item){.src = blob /* any non-NULL: sizing only */,
-						      .src_w = f->rw, .src_h = f->rh, .src_pitch = f->rw * 3u,
-						      .x0 = f->rx, .y0 = f->ry, .img_w = f->w, .img_h = f->h,
-						      .sx = 1, .sy = 1, .x = f->plan.x, .y = f->plan.y,
+						      .src_w = sw, .src_h = sh, .src_pitch = sw * 3u,
+						      .img_w = sw, .img_h = sh, .sx = 1.0 / f->f,
+						      .sy = 1.0 / f->f, .x = f->plan.x, .y = f->plan.y,
 						      .w = f->plan.w, .h = f->plan.h, .flip = f->plan.flip,
 						      .dst_offset = k * row};
 		}
@@ -219,7 +229,9 @@ static void *lane_main(void *arg)
 	    cudaMalloc((void **)&scratch, scratch_bytes) != cudaSuccess ||
 	    cudaMalloc((void **)&out, row * ln->batch) != cudaSuccess ||
 	    cudaMalloc((void **)&items_dev, sizeof(*items_dev) * ln->batch) != cudaSuccess ||
-	    cudaHostAlloc((void **)&items, sizeof(*items) * ln->batch, 0) != cudaSuccess) {
+	    cudaHostAlloc((void **)&items, sizeof(*items) * ln->batch, 0) != cudaSuccess ||
+	    cudaMalloc((void **)&shrink_dev, sizeof(*shrink_dev) * ln->batch) != cudaSuccess ||
+	    cudaHostAlloc((void **)&shrink, sizeof(*shrink) * ln->batch, 0) != cudaSuccess) {
 		ln->rc = -ENOMEM;
 		snprintf(ln->why, sizeof(ln->why), "device or pinned allocation failed");
 		goto out;
@@ -234,7 +246,7 @@ static void *lane_main(void *arg)
 			imgs[k] = (struct nvjd_image){.data = blob + f->offset, .len = f->len,
 						      .dst = dec + at,
 						      .pitch = f->rw * 3u, .dst_bytes = (size_t)f->rw * f->rh * 3};
-			at += ((uint64_t)f->rw * f->rh * 3 + 255) & ~(uint64_t)255;
+			at += f->bytes;
 		}
 		int rc = nvjd_decode(d, imgs, n, stream);
 		if (rc < 0) {
@@ -242,7 +254,7 @@ static void *lane_main(void *arg)
 			snprintf(ln->why, sizeof(ln->why), "nvjd_decode: %s", imgs[0].err);
 			goto out;
 		}
-		uint32_t m = 0;
+		uint32_t m = 0, n_shrink = 0;
 		for (uint32_t k = 0; k < n; k++) {
 			const struct file *f = &files[mine[next + k]];
 			if (imgs[k].status != 0) {
@@ -251,16 +263,25 @@ static void *lane_main(void *arg)
 					 imgs[k].err);
 				goto out;
 			}
-			items[m++] = (struct imgk_item){.src = imgs[k].dst, .src_pitch = imgs[k].pitch,
-							.src_w = imgs[k].out_w, .src_h = imgs[k].out_h,
-							.x0 = f->rx, .y0 = f->ry, .img_w = f->w, .img_h = f->h,
-							.sx = 1, .sy = 1, .x = f->plan.x, .y = f->plan.y,
+			uint32_t sw = (f->w + f->f - 1) / f->f, sh = (f->h + f->f - 1) / f->f;
+			uint8_t *small = imgs[k].dst + (((uint64_t)f->w * f->h * 3 + 255) & ~(uint64_t)255);
+			if (f->f > 1)
+				shrink[n_shrink++] = (struct imgk_shrink){
+					.src = imgs[k].dst, .src_pitch = imgs[k].pitch, .src_w = f->w,
+					.src_h = f->h, .dst = small, .dst_pitch = sw * 3u, .f = f->f};
+			items[m++] = (struct imgk_item){.src = f->f > 1 ? small : imgs[k].dst,
+							.src_pitch = sw * 3u, .src_w = sw, .src_h = sh,
+							.img_w = sw, .img_h = sh, .sx = 1.0 / f->f,
+							.sy = 1.0 / f->f, .x = f->plan.x, .y = f->plan.y,
 							.w = f->plan.w, .h = f->plan.h, .flip = f->plan.flip,
 							.dst_offset = k * row};
 		}
 		uint64_t sb = 0;
 		cudaError_t ce = cudaSuccess;
 		if (imgk_plan(items, m, ln->fmt, row * ln->batch, &sb) < 0 || sb > scratch_bytes ||
+		    cudaMemcpyAsync(shrink_dev, shrink, sizeof(*shrink) * n_shrink,
+				    cudaMemcpyHostToDevice, stream) != cudaSuccess ||
+		    imgk_shrink_launch(shrink_dev, n_shrink, stream, &ce) < 0 ||
 		    cudaMemcpyAsync(items_dev, items, sizeof(*items) * m, cudaMemcpyHostToDevice,
 				    stream) != cudaSuccess ||
 		    imgk_launch(items_dev, m, ln->fmt, scratch, scratch_bytes, out, row * ln->batch, stream,
@@ -298,6 +319,8 @@ out:
 	cudaFree(out);
 	cudaFree(items_dev);
 	cudaFreeHost(items);
+	cudaFree(shrink_dev);
+	cudaFreeHost(shrink);
 	free(imgs);
 	free(mine);
 	return NULL;

@@ -12,7 +12,10 @@ torchvision's, measured in one run on one machine.
   loaderd  for each worker count W, one daemon (workers = W) with one
            imagefolder pipeline: shuffle, batch_size 256, drop_last (as the
            DataLoader), `random_resized_crop(224) hflip(0.5)`, uint8 NCHW,
-           16 staging slots; a warm-up `loaderctl consume --epochs 1`, then a
+           16 staging slots, decode = --decode (cpu: the workers decode
+           every JPEG; gpu and auto: the GPU's hardware decoder takes them,
+           or with auto --gpu-decode-percent of them); a warm-up
+           `loaderctl consume --epochs 1`, then a
            timed `loaderctl consume --pipeline train --epochs E --device D
            --quiet` (host memory with --host); samples_per_s of its summary;
   peer     bench/torch_image_peer.py in its own process: ImageFolder with
@@ -53,6 +56,7 @@ loaderd --version reports none).
     bench/image_bench.py --build BUILD [--out DIR] [--data-dir DIR] [--keep]
                          [--images 10000] [--workers 4,8,15] [--epochs E]
                          [--seconds 15] [--skip-torch] [--host] [--device 0]
+                         [--decode cpu|gpu|auto] [--gpu-decode-percent 70]
 """
 
 import argparse
@@ -210,6 +214,8 @@ class Daemon(LoaderdDaemon):
                  "transform = %s" % TRANSFORM,
                  "dtype = uint8",
                  "layout = nchw",
+                 "decode = %s" % self.ctx.args.decode,
+                 "gpu_decode_percent = %d" % self.ctx.args.gpu_decode_percent,
                  ""]
         return lines
 
@@ -419,9 +425,10 @@ def report(ctx, res, dec):
     where = "host memory (--host)" if a.host else "GPU %d" % a.device
     out = head_lines(ctx) + [
         "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
-        "warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, prefetch_factor 4, "
-        "max(8, W) warm-up batches, then %s"
-        % (BATCH, TRANSFORM, where, STAGING_SLOTS,
+        "decode = %s%s, warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, "
+        "prefetch_factor 4, max(8, W) warm-up batches, then %s"
+        % (BATCH, TRANSFORM, where, STAGING_SLOTS, a.decode,
+           " (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else "",
            plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
            "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
            else "%g s" % a.seconds),
@@ -473,6 +480,10 @@ def parse_args():
     ap.add_argument("--host", action="store_true",
                     help="deliver to host memory, no GPU needed (the DataLoader skips pinning and copies)")
     ap.add_argument("--skip-torch", action="store_true", help="leave out every torch measurement")
+    ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="cpu",
+                    help="the pipeline's decode (default cpu: the workers decode)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=70,
+                    help="the pipeline's gpu_decode_percent, for --decode auto (default 70)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     if a.images < CLASSES or a.images % CLASSES or a.images // CLASSES < 1:

@@ -9,10 +9,13 @@
  *   the GPU's hardware JPEG engines decode the images (daemon/nvjd.h,
  *   whole images: a region of interest was no faster on the engines, and
  *   nvJPEG 13.0 decodes one differently from a whole image at the image's
- *   right and bottom edges) into the lane's decode buffer -> one
- *   imgkernel launch per batch (image/imgkernel.h) crops, resizes, flips
- *   and converts them into their rows of the device slot, as the workers
- *   would have -> the batch's ready event, as for any batch.
+ *   right and bottom edges) into the lane's decode buffer -> images the
+ *   workers would have decoded at a reduced DCT scale (jd_pick_scale) are
+ *   made as small by block means (imgk_shrink_launch), so that both paths
+ *   resample nearly the same pixels -> one imgkernel launch per batch
+ *   (image/imgkernel.h) crops, resizes, flips and converts them into their
+ *   rows of the device slot, as the workers would have -> the batch's
+ *   ready event, as for any batch.
  *
  * Memory: per lane, gpu_decode_memory of device memory, a third for the
  * decoded images and the rest for the kernel's scratch, allocated with the
@@ -40,6 +43,7 @@
 #if LOADERD_HAVE_NVJPEG && LOADERD_HAVE_IMGKERNEL
 
 #include "image/imgkernel.h"
+#include "image/jpeg.h"
 #include "worker/image_sample.h"
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
@@ -53,8 +57,12 @@ struct lane_decode {
 	uint64_t scratch_bytes;
 	struct imgk_item *items;  /* page-locked, max_batch */
 	struct imgk_item *items_dev;
+	struct imgk_shrink *shrink; /* page-locked, max_batch */
+	struct imgk_shrink *shrink_dev;
 	struct nvjd_image *imgs;
 	uint32_t *rows;           /* each of imgs' batch row */
+	uint32_t *factor;         /* each of imgs' shrink factor, 1 for none */
+	uint8_t **small;          /* each of imgs' shrunk image in buf, when factor > 1 */
 	cudaEvent_t done;         /* behind the last part's kernel */
 	bool pending;             /* done recorded and not yet waited for */
 	uint8_t *row_host;        /* the CPU fallback's row, page-locked */
@@ -74,6 +82,10 @@ static void decode_free(struct lane_decode *dc)
 	cudaFree(dc->scratch);
 	cudaFree(dc->items_dev);
 	cudaFreeHost(dc->items);
+	cudaFree(dc->shrink_dev);
+	cudaFreeHost(dc->shrink);
+	free(dc->factor);
+	free(dc->small);
 	cudaFreeHost(dc->row_host);
 	if (dc->done)
 		cudaEventDestroy(dc->done);
@@ -136,11 +148,17 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 	if (e == cudaSuccess)
 		e = cudaHostAlloc((void **)&dc->items, sizeof(*dc->items) * dc->max_batch, 0);
 	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&dc->shrink_dev, sizeof(*dc->shrink_dev) * dc->max_batch);
+	if (e == cudaSuccess)
+		e = cudaHostAlloc((void **)&dc->shrink, sizeof(*dc->shrink) * dc->max_batch, 0);
+	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&dc->done, cudaEventDisableTiming);
 	dc->imgs = calloc(dc->max_batch, sizeof(*dc->imgs));
 	dc->rows = calloc(dc->max_batch, sizeof(*dc->rows));
+	dc->factor = calloc(dc->max_batch, sizeof(*dc->factor));
+	dc->small = calloc(dc->max_batch, sizeof(*dc->small));
 	if (cudaerr_failed(e, why, cap, "allocating the GPU decoder's buffers") || !dc->imgs ||
-	    !dc->rows) {
+	    !dc->rows || !dc->factor || !dc->small) {
 		if (e == cudaSuccess)
 			snprintf(why, cap, "out of memory");
 		decode_free(dc);
@@ -259,16 +277,22 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 		snprintf(text, cap, "JPEG decoding on the GPU failed: %s", dc->imgs[0].err);
 		return false;
 	}
-	uint32_t k = 0;
+	uint32_t k = 0, n_shrink = 0;
 	for (uint32_t i = 0; i < n; i++) {
 		const struct nvjd_image *im = &dc->imgs[i];
 		const struct arena_gpu_image *g = &desc[dc->rows[i]];
 		if (im->status != 0)
 			continue;
+		uint32_t f = dc->factor[i];
+		uint32_t w = (im->out_w + f - 1) / f, h = (im->out_h + f - 1) / f;
+		if (f > 1)
+			dc->shrink[n_shrink++] = (struct imgk_shrink){
+				.src = im->dst, .src_pitch = im->pitch, .src_w = im->out_w,
+				.src_h = im->out_h, .dst = dc->small[i], .dst_pitch = (uint64_t)w * 3, .f = f};
 		dc->items[k++] = (struct imgk_item){
-			.src = im->dst, .src_pitch = im->pitch, .src_w = im->out_w, .src_h = im->out_h,
-			.img_w = im->out_w, .img_h = im->out_h, .sx = 1, .sy = 1, .x = g->x, .y = g->y,
-			.w = g->w, .h = g->h, .flip = g->flip != 0,
+			.src = f > 1 ? dc->small[i] : im->dst, .src_pitch = f > 1 ? (uint64_t)w * 3 : im->pitch,
+			.src_w = w, .src_h = h, .img_w = w, .img_h = h, .sx = 1.0 / f, .sy = 1.0 / f,
+			.x = g->x, .y = g->y, .w = g->w, .h = g->h, .flip = g->flip != 0,
 			.dst_offset = src->tensors[0].offset + (uint64_t)dc->rows[i] * src->row_bytes[0]};
 	}
 	struct imgk_format fmt = {.out_w = ip->out_w, .out_h = ip->out_h, .layout = ip->layout,
@@ -285,6 +309,12 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 		}
 		e = cudaMemcpyAsync(dc->items_dev, dc->items, sizeof(*dc->items) * k,
 				    cudaMemcpyHostToDevice, pc->stream);
+		if (e == cudaSuccess && n_shrink > 0)
+			e = cudaMemcpyAsync(dc->shrink_dev, dc->shrink, sizeof(*dc->shrink) * n_shrink,
+					    cudaMemcpyHostToDevice, pc->stream);
+		if (e == cudaSuccess && n_shrink > 0 &&
+		    imgk_shrink_launch(dc->shrink_dev, n_shrink, pc->stream, &e) < 0 && e == cudaSuccess)
+			e = cudaErrorInvalidValue;
 		if (e == cudaSuccess &&
 		    imgk_launch(dc->items_dev, k, &fmt, dc->scratch, dc->scratch_bytes, dst,
 				pc->slot_bytes, pc->stream, &e) < 0 && e == cudaSuccess)
@@ -337,10 +367,14 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 			continue;
 		}
 		const uint8_t *jpeg = slot + ip->gpu_data_offset + (uint64_t)r * ip->gpu_data_stride;
-		uint64_t bytes = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
-		struct imgk_item one = {.src = dc->buf, .src_pitch = (uint64_t)g.width * 3,
-					.src_w = g.width, .src_h = g.height, .img_w = g.width,
-					.img_h = g.height, .sx = 1, .sy = 1, .x = g.x, .y = g.y,
+		/* The workers' DCT scale for this box: the image shrunk as much */
+		uint32_t f = 8 / (uint32_t)jd_pick_scale(g.w, g.h, ip->out_w, ip->out_h);
+		uint32_t sw = (g.width + f - 1) / f, sh = (g.height + f - 1) / f;
+		uint64_t full = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
+		uint64_t bytes = full + (f > 1 ? align_up((uint64_t)sw * sh * 3, DECODE_ALIGN) : 0);
+		struct imgk_item one = {.src = dc->buf, .src_pitch = (uint64_t)sw * 3,
+					.src_w = sw, .src_h = sh, .img_w = sw, .img_h = sh,
+					.sx = 1.0 / f, .sy = 1.0 / f, .x = g.x, .y = g.y,
 					.w = g.w, .h = g.h, .dst_offset = 0};
 		uint64_t scratch = 0;
 		if (g.len == 0 || g.len > ip->gpu_data_stride || g.width == 0 || g.height == 0 ||
@@ -365,6 +399,8 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		if (n == 0 && !decode_wait(dc, text, cap))
 			return false;
 		dc->rows[n] = r;
+		dc->factor[n] = f;
+		dc->small[n] = dc->buf + buf_used + full;
 		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
 						  .dst = dc->buf + buf_used, .pitch = (size_t)g.width * 3,
 						  .dst_bytes = (size_t)g.width * g.height * 3};

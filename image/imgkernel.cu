@@ -452,6 +452,54 @@ void imgk_region(uint32_t img_w, uint32_t img_h, double x, double y, double w, d
 	*rh = r1 - r0;
 }
 
+/* One block row of images: blockIdx.y is the image, the threads of the
+ * x blocks stride over its output pixels. */
+__global__ void __launch_bounds__(IMGK__THREADS) imgk__shrink(const struct imgk_shrink *items)
+{
+	const struct imgk_shrink s = items[blockIdx.y];
+	if (s.f != 2 && s.f != 4 && s.f != 8)
+		return;
+	const uint32_t ow = (s.src_w + s.f - 1) / s.f, oh = (s.src_h + s.f - 1) / s.f;
+	const uint64_t n = (uint64_t)ow * oh;
+	for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < n;
+	     p += (uint64_t)gridDim.x * blockDim.x) {
+		const uint32_t i = (uint32_t)(p % ow), j = (uint32_t)(p / ow);
+		const uint32_t x0 = i * s.f, y0 = j * s.f;
+		const uint32_t x1 = min(x0 + s.f, s.src_w), y1 = min(y0 + s.f, s.src_h);
+		uint32_t sum[3] = {0, 0, 0};
+		for (uint32_t y = y0; y < y1; y++) {
+			const uint8_t *row = s.src + y * s.src_pitch + 3 * (uint64_t)x0;
+			for (uint32_t x = 0; x < x1 - x0; x++)
+				for (int c = 0; c < 3; c++)
+					sum[c] += row[3 * x + c];
+		}
+		const uint32_t count = (x1 - x0) * (y1 - y0);
+		uint8_t *out = s.dst + j * s.dst_pitch + 3 * (uint64_t)i;
+		for (int c = 0; c < 3; c++)
+			out[c] = (uint8_t)((sum[c] + count / 2) / count);
+	}
+}
+
+int imgk_shrink_launch(const struct imgk_shrink *items_dev, uint32_t n, cudaStream_t stream,
+		       cudaError_t *cuda_err)
+{
+	if (cuda_err != NULL)
+		*cuda_err = cudaSuccess;
+	if (n > IMGK_BATCH_MAX || (n > 0 && items_dev == NULL))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	void *args[1] = {&items_dev};
+	cudaError_t e = cudaLaunchKernel((const void *)imgk__shrink, dim3(16, n), dim3(IMGK__THREADS),
+					 args, 0, stream);
+	if (e != cudaSuccess) {
+		if (cuda_err != NULL)
+			*cuda_err = e;
+		return -EIO;
+	}
+	return 0;
+}
+
 uint64_t imgk_row_bytes(const struct imgk_format *fmt)
 {
 	uint32_t elem = fmt != NULL ? imgk__elem_bytes(fmt) : 0;

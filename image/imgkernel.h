@@ -99,6 +99,33 @@ void imgk_region(uint32_t img_w, uint32_t img_h, double x, double y, double w, d
 		 uint32_t out_w, uint32_t out_h, int32_t *rx, int32_t *ry, uint32_t *rw,
 		 uint32_t *rh);
 
+/*
+ * An image made smaller by an integer factor f (2, 4 or 8) before it is
+ * resampled, as the workers' decoder makes it with a reduced-size IDCT
+ * (libjpeg's scale M/8, f = 8/M; jd_pick_scale chooses M): out pixel (i, j)
+ * is the mean, rounded half up, of the source pixels [i f, i f + f) x
+ * [j f, j f + f) inside the image; the output is ceil(src_w / f) x
+ * ceil(src_h / f), the size libjpeg gives. A block mean is what the
+ * reduced IDCT computes to first order (its DC term), so the GPU path
+ * resamples nearly the same pixels as the workers' path does.
+ */
+struct imgk_shrink {
+	const uint8_t *src;   /* RGB interleaved, device memory */
+	uint64_t src_pitch;
+	uint32_t src_w, src_h;
+	uint8_t *dst;         /* RGB interleaved, device memory */
+	uint64_t dst_pitch;   /* >= 3 * ceil(src_w / f) */
+	uint32_t f;           /* 2, 4 or 8 */
+	uint32_t reserved;
+};
+
+/* Enqueues the n shrinks at items_dev (device memory) on stream: one
+ * launch, no allocation, no synchronisation. 0; -EINVAL for n over
+ * IMGK_BATCH_MAX or a NULL pointer; -EIO when the launch failed (the error
+ * in *cuda_err when not NULL). An item with f not 2, 4 or 8 is skipped. */
+int imgk_shrink_launch(const struct imgk_shrink *items_dev, uint32_t n, cudaStream_t stream,
+		       cudaError_t *cuda_err);
+
 /* Bytes of one image's output in fmt; 0 for a format imgk_launch refuses. */
 uint64_t imgk_row_bytes(const struct imgk_format *fmt);
 

@@ -277,7 +277,7 @@ int jd_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h, char *e
 
 /* Smallest M in {1, 2, 4, 8} whose scale M/8 keeps the box at least as big
  * as the output; 8 when none does. */
-static int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
+int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h)
 {
 	for (int m = 1; m < 8; m *= 2)
 		if (w * m / 8 >= out_w && h * m / 8 >= out_h)

@@ -139,6 +139,10 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n, uint32_t *lo,
 		  uint32_t *hi);
 
+/* M of the DCT scale M/8 jd_decode_box decodes a w x h box at for an
+ * out_w x out_h output (1, 2, 4 or 8; see jd_decode_box). Pure. */
+int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h);
+
 /* Frees what the scratch holds and zeroes it; accepts a zeroed scratch. */
 void jd_scratch_free(struct jd_scratch *s);
 
