@@ -122,9 +122,11 @@ def body(env):
     f16 = {"dtype": "float16", "layout": "nchw", "mean": "0.485,0.456,0.406",
            "std": "0.229,0.224,0.225"}
     pipelines = {
-        "gpu": dict(base, decode="gpu", layout="nhwc"),
-        "gpu16": dict(base, decode="gpu", **f16),
-        "auto": dict(base, decode="auto", gpu_decode_percent=50, layout="nhwc"),
+        # 96 x 96 x 3 bytes a row: room for JPEGs up to 256 KiB beside the rows
+        "gpu": dict(base, decode="gpu", layout="nhwc", max_image_bytes="256K"),
+        "gpu16": dict(base, decode="gpu", max_image_bytes="256K", **f16),
+        "auto": dict(base, decode="auto", gpu_decode_percent=50, layout="nhwc",
+                     max_image_bytes="256K"),
         "cpu": dict(base, decode="cpu", layout="nhwc"),
     }
     cfg = gpu_harness.gpu_config(env, "decode", pipelines, workers=4, device_slots=4)

@@ -320,6 +320,51 @@ static void test_images(void **state)
 		     "[pipeline.t] record_bytes does not apply to a tar source");
 }
 
+/* GPU decoding's keys: defaults, values, and decode = gpu refused (on its
+ * line) where the daemon cannot decode on a GPU; decode = auto then means
+ * the workers. */
+static void test_decode_keys(void **state)
+{
+	const char *img = "[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+			  "transform = center_crop(8)\n";
+	char text[512];
+	assert_int_equal(load_text(img), 0);
+	const struct pipeline_cfg *pl = &cfg->pipelines[0];
+	assert_int_equal(pl->decode, DECODE_AUTO);
+	assert_int_equal(pl->gpu_decode_percent, GPU_DECODE_PERCENT_DEFAULT);
+	assert_int_equal(pl->max_image_bytes, 0);
+	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
+	assert_string_equal(cfg->nvjpeg_library, "");
+	snprintf(text, sizeof(text), "[daemon]\nnvjpeg_library = /opt/nv/libnvjpeg.so.13\n"
+		 "gpu_decode_memory = 1G\n%sdecode = gpu\ngpu_decode_percent = 40\n"
+		 "max_image_bytes = 2M\n", img);
+	assert_int_equal(load_text(text), 0);
+	pl = &cfg->pipelines[0];
+	assert_int_equal(pl->decode, DECODE_GPU);
+	assert_int_equal(pl->gpu_decode_percent, 40);
+	assert_int_equal(pl->max_image_bytes, 2ull << 20);
+	assert_int_equal(cfg->gpu_decode_memory, 1ull << 30);
+	assert_string_equal(cfg->nvjpeg_library, "/opt/nv/libnvjpeg.so.13");
+	snprintf(text, sizeof(text), "%sdecode = gpus\n", img);
+	expect_error(text, 5, "[pipeline.i] decode: ");
+	snprintf(text, sizeof(text), "%sgpu_decode_percent = 101\n", img);
+	expect_error(text, 5, "[pipeline.i] gpu_decode_percent: ");
+	snprintf(text, sizeof(text), "%smax_image_bytes = 65M\n", img);
+	expect_error(text, 5, "[pipeline.i] max_image_bytes: ");
+	snprintf(text, sizeof(text), "[daemon]\ngpu_decode_memory = 1M\n%s", img);
+	expect_error(text, 2, "[daemon] gpu_decode_memory: ");
+	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+		     "decode = gpu\n", 5, "[pipeline.r] decode does not apply to a raw source");
+	/* where no GPU decodes: gpu refused on its line, auto the workers */
+	snprintf(text, sizeof(text), "[daemon]\ngpu = off\n%s\ndecode = gpu\n", img);
+	expect_error(text, 8, "[pipeline.i] decode = gpu is not possible with [daemon] gpu = off");
+	snprintf(text, sizeof(text), "[daemon]\npin = copy\n%sdecode = gpu\n", img);
+	expect_error(text, 7, "[pipeline.i] decode = gpu is not possible with [daemon] pin = copy");
+	snprintf(text, sizeof(text), "[daemon]\ngpu = off\n%s", img);
+	assert_int_equal(load_text(text), 0);
+	assert_int_equal(cfg->pipelines[0].decode, DECODE_CPU);
+}
+
 /* A default default_depth yields to a smaller max_depth; an explicit one
  * must not exceed it. */
 static void test_depths(void **state)
@@ -815,6 +860,7 @@ int main(void)
 		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
+		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
 		cmocka_unit_test(test_diff),
