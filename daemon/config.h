@@ -50,7 +50,8 @@ enum on_error {
 
 #define CONFIG_TRANSFORM_MAX 512
 #define CONFIG_KEYS_MAX 32
-#define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */ /* room for the line of every key of a section */
+#define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */
+#define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */ /* room for the line of every key of a section */
 #define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
 /* CPU time one image's decode may take before the image counts as bad:
  * far beyond what a max_image_pixels image takes (about a second). */
@@ -130,6 +131,7 @@ struct config {
 	uint32_t gpu_threads;      /* threads issuing each GPU's copies, default 1 */
 	char nvjpeg_library[PATH_MAX]; /* "" = libnvjpeg.so.13 from the library path */
 	uint64_t gpu_decode_memory; /* device memory per GPU thread for decoding, default 512 MiB */
+	uint32_t gpu_decode_threads; /* host threads submitting a GPU thread's JPEGs, default 4 */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */

@@ -87,6 +87,9 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 				      PATH_MAX - 1, 0, NULL},
 	[CONFIG_DK_GPU_DECODE_MEMORY] = {"gpu_decode_memory", CONFIG_VALUE_SIZE,
 					 DAEMON(gpu_decode_memory), 16ull << 20, 1ull << 40, 0, NULL},
+	[CONFIG_DK_GPU_DECODE_THREADS] = {"gpu_decode_threads", CONFIG_VALUE_UINT,
+					  DAEMON(gpu_decode_threads), 1, CONFIG_GPU_DECODE_THREADS_MAX,
+					  0, NULL},
 	[CONFIG_DK_DEVICE_SLOTS] = {"device_slots", CONFIG_VALUE_UINT, DAEMON(device_slots), 1,
 				    PROTO_DEVICE_SLOTS_MAX, 0, NULL},
 	/* also >= workers, checked at the end of the file */
@@ -194,6 +197,7 @@ void config_defaults(struct config *c)
 	c->pin_threads = 4;
 	c->gpu_threads = 1;
 	c->gpu_decode_memory = 512ull << 20;
+	c->gpu_decode_threads = 4;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }

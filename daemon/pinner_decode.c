@@ -17,6 +17,14 @@
  *   rows of the device slot, as the workers would have -> the batch's
  *   ready event, as for any batch.
  *
+ * Submission: nvJPEG's host work per image (its parse, its support
+ * check, the submission) costs about 90 us, so one thread would cap a
+ * client near 11,000 images/s while the engines take well over 20,000.
+ * A batch's images are split over gpu_decode_threads host threads: the
+ * lane's own and helpers, each with its own nvJPEG state and stream;
+ * the client's stream waits (on the GPU) for the helpers' streams before
+ * the resize.
+ *
  * Memory: per lane, gpu_decode_memory of device memory, a third for the
  * decoded images and the rest for the kernel's scratch, allocated with the
  * lane's decoder at the first decoding client. A batch whose images do not
@@ -48,8 +56,28 @@
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
 
+/* A helper thread of a lane's decoder: its own nvJPEG state and stream;
+ * under mu, `go` hands it imgs[0..n), `busy` is cleared when they are
+ * queued (rc: nvjd_decode's). */
+struct decode_helper {
+	pthread_t thread;
+	bool started;
+	int dev;
+	struct nvjd *nvjd;
+	cudaStream_t stream;
+	cudaEvent_t queued;      /* behind its decode, for the client's stream to wait on */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	bool busy, quit;
+	struct nvjd_image *imgs;
+	uint32_t n;
+	int rc;
+};
+
 struct lane_decode {
 	struct nvjd *nvjd;
+	struct decode_helper *helpers;
+	uint32_t n_helpers;
 	uint32_t max_batch;
 	uint8_t *buf;             /* decoded images, device */
 	uint64_t buf_bytes;
@@ -75,8 +103,96 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
+static void *helper_main(void *arg)
+{
+	struct decode_helper *h = arg;
+	cudaSetDevice(h->dev);
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->busy && !h->quit)
+			pthread_cond_wait(&h->cv, &h->mu);
+		if (h->quit)
+			break;
+		pthread_mutex_unlock(&h->mu);
+		int rc = nvjd_decode(h->nvjd, h->imgs, h->n, h->stream);
+		if (rc == 0 && cudaEventRecord(h->queued, h->stream) != cudaSuccess)
+			rc = -EIO;
+		pthread_mutex_lock(&h->mu);
+		h->rc = rc;
+		h->busy = false;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+static void helpers_stop(struct lane_decode *dc)
+{
+	for (uint32_t i = 0; i < dc->n_helpers; i++) {
+		struct decode_helper *h = &dc->helpers[i];
+		if (h->started) {
+			pthread_mutex_lock(&h->mu);
+			h->quit = true;
+			pthread_cond_broadcast(&h->cv);
+			pthread_mutex_unlock(&h->mu);
+			pthread_join(h->thread, NULL);
+			pthread_mutex_destroy(&h->mu);
+			pthread_cond_destroy(&h->cv);
+		}
+		nvjd_close(h->nvjd);
+		if (h->queued)
+			cudaEventDestroy(h->queued);
+		if (h->stream)
+			cudaStreamDestroy(h->stream);
+	}
+	free(dc->helpers);
+	dc->helpers = NULL;
+	dc->n_helpers = 0;
+}
+
+/* gpu_decode_threads - 1 helpers, as many as can be made (at least none). */
+static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags)
+{
+	uint32_t want = l->p->cfg->gpu_decode_threads - 1;
+	dc->helpers = calloc(want, sizeof(*dc->helpers));
+	for (uint32_t i = 0; dc->helpers && i < want; i++) {
+		struct decode_helper *h = &dc->helpers[dc->n_helpers];
+		char why[TEXT_MAX];
+		h->dev = l->dev;
+		if (nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd, why, sizeof(why)) < 0 ||
+		    cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking) != cudaSuccess ||
+		    cudaEventCreateWithFlags(&h->queued, cudaEventDisableTiming) != cudaSuccess) {
+			log_warning("GPU %s: a JPEG decoding thread could not be set up (%s): %u of %u",
+				    l->p->gpus[l->dev].uuid, why, dc->n_helpers + 1,
+				    l->p->cfg->gpu_decode_threads);
+			nvjd_close(h->nvjd);
+			if (h->stream)
+				cudaStreamDestroy(h->stream);
+			*h = (struct decode_helper){0};
+			break;
+		}
+		pthread_mutex_init(&h->mu, NULL);
+		pthread_cond_init(&h->cv, NULL);
+		if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
+			pthread_mutex_destroy(&h->mu);
+			pthread_cond_destroy(&h->cv);
+			nvjd_close(h->nvjd);
+			cudaEventDestroy(h->queued);
+			cudaStreamDestroy(h->stream);
+			*h = (struct decode_helper){0};
+			break;
+		}
+		char name[32]; /* at most 15 bytes: loaderd-dec15.7 */
+		snprintf(name, sizeof(name), "loaderd-dec%d.%u", l->dev, i + 1);
+		pthread_setname_np(h->thread, name);
+		h->started = true;
+		dc->n_helpers++;
+	}
+}
+
 static void decode_free(struct lane_decode *dc)
 {
+	helpers_stop(dc);
 	nvjd_close(dc->nvjd);
 	cudaFree(dc->buf);
 	cudaFree(dc->scratch);
@@ -166,11 +282,12 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 	}
 	struct nvjd_info info;
 	nvjd_info(dc->nvjd, &info);
+	helpers_start(l, dc, info.flags);
 	log_notice("GPU %s: JPEG decoding on %u hardware engines (nvJPEG %d.%d.%d%s), %" PRIu64
-		   " bytes of device memory, batches of up to %u images, thread %s",
+		   " bytes of device memory, batches of up to %u images, thread %s and %u helper%s",
 		   p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
 		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
-		   budget, dc->max_batch, l->name);
+		   budget, dc->max_batch, l->name, dc->n_helpers, dc->n_helpers == 1 ? "" : "s");
 	atomic_store(&p->gpus[l->dev].decode_engines, info.engines);
 	l->decode = dc;
 	return 0;
@@ -272,9 +389,38 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 	struct lane_decode *dc = l->decode;
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
-	int rc = nvjd_decode(dc->nvjd, dc->imgs, n, pc->stream);
+	/* imgs split over the helpers and this thread: helper i takes the
+	 * i-th of n_helpers + 1 equal parts, this thread the last. */
+	uint32_t parts = dc->n_helpers + 1, per = (n + parts - 1) / parts, given = 0;
+	for (uint32_t i = 0; i < dc->n_helpers && given + per < n; i++) {
+		struct decode_helper *h = &dc->helpers[i];
+		pthread_mutex_lock(&h->mu);
+		h->imgs = dc->imgs + given;
+		h->n = per;
+		h->busy = true;
+		pthread_cond_broadcast(&h->cv);
+		pthread_mutex_unlock(&h->mu);
+		given += per;
+	}
+	int rc = nvjd_decode(dc->nvjd, dc->imgs + given, n - given, pc->stream);
+	const char *err = dc->imgs[given].err;
+	for (uint32_t i = 0, at = 0; i < dc->n_helpers && at < given; i++, at += per) {
+		struct decode_helper *h = &dc->helpers[i];
+		pthread_mutex_lock(&h->mu);
+		while (h->busy)
+			pthread_cond_wait(&h->cv, &h->mu);
+		pthread_mutex_unlock(&h->mu);
+		if (h->rc < 0 && rc == 0) {
+			rc = h->rc;
+			err = dc->imgs[at].err;
+		}
+		if (h->rc == 0 && cudaStreamWaitEvent(pc->stream, h->queued, 0) != cudaSuccess && rc == 0) {
+			rc = -EIO;
+			err = "cudaStreamWaitEvent on a decoding thread's stream";
+		}
+	}
 	if (rc < 0) {
-		snprintf(text, cap, "JPEG decoding on the GPU failed: %s", dc->imgs[0].err);
+		snprintf(text, cap, "JPEG decoding on the GPU failed: %s", err);
 		return false;
 	}
 	uint32_t k = 0, n_shrink = 0;
