@@ -110,13 +110,7 @@ static void register_direct(struct pinner *p)
  * device clients refused (decode = gpu), with this reason. */
 static void load_nvjpeg(struct pinner *p)
 {
-	bool wanted = false;
-	for (size_t i = 0; i < p->n_sources; i++) {
-		const struct pipeline_cfg *cfg = p->sources[i].cfg;
-		wanted |= (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
-			  cfg->decode != DECODE_CPU;
-	}
-	if (!wanted)
+	if (p->lanes_per_gpu == p->gpu_threads) /* no pipeline decodes on the GPU */
 		return;
 	const char *path = p->cfg->nvjpeg_library[0] ? p->cfg->nvjpeg_library : NULL;
 	char why[TEXT_MAX];
@@ -250,7 +244,7 @@ static void *lane_main(void *arg)
 static void start_lanes(struct pinner *p)
 {
 	pthread_mutex_lock(&p->lanes_mu);
-	for (int i = 1; i < p->n_gpus * p->gpu_threads && !p->stop; i++) {
+	for (int i = 1; i < p->n_gpus * p->lanes_per_gpu && !p->stop; i++) {
 		struct lane *l = &p->lanes[i];
 		l->running = true;
 		int rc = pthread_create(&l->thread, NULL, lane_main, l);
@@ -374,16 +368,23 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	p->gpu_threads = (int)cfg->gpu_threads;
+	p->lanes_per_gpu = p->gpu_threads;
+	for (size_t i = 0; i < n_sources; i++)
+		if (pinner_decodes(sources[i].cfg))
+			p->lanes_per_gpu = p->gpu_threads + 1;
 	for (int i = 0; i < PINNER_LANES_MAX; i++) {
 		struct lane *l = &p->lanes[i];
+		int k = i % p->lanes_per_gpu;
 		l->p = p;
 		l->index = i;
-		l->dev = i / p->gpu_threads;
+		l->dev = i / p->lanes_per_gpu;
 		l->poll_ns = COPY_POLL_NS;
-		if (i % p->gpu_threads == 0)
+		if (k == p->gpu_threads)
+			snprintf(l->name, sizeof(l->name), "loaderd-dec%d", l->dev);
+		else if (k == 0)
 			snprintf(l->name, sizeof(l->name), "loaderd-gpu%d", l->dev);
 		else
-			snprintf(l->name, sizeof(l->name), "loaderd-gpu%d.%d", l->dev, i % p->gpu_threads);
+			snprintf(l->name, sizeof(l->name), "loaderd-gpu%d.%d", l->dev, k);
 		pthread_mutex_init(&l->mu, NULL);
 		pthread_cond_init(&l->cv, &ca);
 	}
@@ -427,7 +428,7 @@ static void pinner_attach(struct pinner *p, struct sched_client *tag,
 	struct lane *l = &p->lanes[0];
 	for (int i = 0; p->loop_ok && i < p->n_gpus; i++)
 		if (memcmp(p->gpus[i].uuid_bytes, uuid, PROTO_UUID_BYTES) == 0)
-			l = &p->lanes[i * p->gpu_threads];
+			l = &p->lanes[i * p->lanes_per_gpu];
 	post_in(l, m);
 }
 
@@ -514,11 +515,6 @@ void pinner_free(struct pinner *p)
 	free(p);
 }
 
-static bool decodes(const struct pipeline_cfg *cfg)
-{
-	return (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
-	       cfg->decode != DECODE_CPU;
-}
 
 /* "decode:": per pipeline that may decode on the GPU and per GPU, where
  * its device clients' images were decoded. */
@@ -526,14 +522,14 @@ static void describe_decode(struct pinner *p, struct status_text *t)
 {
 	uint32_t n = 0;
 	for (size_t i = 0; i < p->n_sources; i++)
-		n += decodes(p->sources[i].cfg) ? (uint32_t)p->n_gpus : 0;
+		n += pinner_decodes(p->sources[i].cfg) ? (uint32_t)p->n_gpus : 0;
 	if (n == 0) {
 		status_printf(t, "decode: 0\n");
 		return;
 	}
 	status_printf(t, "decode: %u (%s)\n", n, p->nvjd_loaded ? "nvJPEG" : p->nvjd_why);
 	for (size_t i = 0; i < p->n_sources; i++) {
-		if (!decodes(p->sources[i].cfg))
+		if (!pinner_decodes(p->sources[i].cfg))
 			continue;
 		for (int k = 0; k < p->n_gpus; k++) {
 			struct gpu *g = &p->gpus[k];

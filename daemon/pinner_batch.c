@@ -133,7 +133,7 @@ static int pinned_take(struct lane *l)
 		k = p->pinned_free[--p->n_pinned];
 		atomic_fetch_sub(&p->pinned_free_count, 1);
 	} else {
-		p->pinned_wanted |= 1ull << l->index;
+		l->pinned_waiting = true;
 	}
 	pthread_mutex_unlock(&p->pinned_mu);
 	return k;
@@ -146,17 +146,20 @@ static void pinned_put(struct lane *l, int k)
 	pthread_mutex_lock(&p->pinned_mu);
 	p->pinned_free[p->n_pinned++] = k;
 	atomic_fetch_add(&p->pinned_free_count, 1);
-	uint64_t wanted = p->pinned_wanted & ~(1ull << l->index);
-	p->pinned_wanted = 0; /* this lane retries at once (pinner_run_copies) */
+	struct lane *wake[PINNER_LANES_MAX];
+	int n = 0;
+	l->pinned_waiting = false; /* this lane retries at once (pinner_run_copies) */
+	for (int i = 0; i < PINNER_LANES_MAX; i++)
+		if (p->lanes[i].pinned_waiting) {
+			p->lanes[i].pinned_waiting = false;
+			wake[n++] = &p->lanes[i];
+		}
 	pthread_mutex_unlock(&p->pinned_mu);
-	for (int i = 0; wanted; i++, wanted >>= 1) {
-		if (!(wanted & 1))
-			continue;
-		struct lane *other = &p->lanes[i];
-		pthread_mutex_lock(&other->mu);
-		other->pinned_back = true;
-		pthread_cond_signal(&other->cv);
-		pthread_mutex_unlock(&other->mu);
+	for (int i = 0; i < n; i++) {
+		pthread_mutex_lock(&wake[i]->mu);
+		wake[i]->pinned_back = true;
+		pthread_cond_signal(&wake[i]->cv);
+		pthread_mutex_unlock(&wake[i]->mu);
 	}
 }
 

@@ -64,9 +64,14 @@ struct lane *pinner_attach_lane(struct pinner *p, struct msg *m)
 		m->rc = -ENODEV;
 		return NULL;
 	}
+	/* A decoding client: the GPU's decoding lane; another: the least busy
+	 * of the others. */
+	bool decoding = m->pipeline < p->n_sources && p->lanes_per_gpu > p->gpu_threads &&
+			pinner_decodes(p->sources[m->pipeline].cfg);
+	int first = decoding ? p->gpu_threads : 0, end = decoding ? p->lanes_per_gpu : p->gpu_threads;
 	struct lane *best = NULL;
-	for (int k = 0; k < p->gpu_threads; k++) {
-		struct lane *l = &p->lanes[dev * p->gpu_threads + k];
+	for (int k = first; k < end; k++) {
+		struct lane *l = &p->lanes[dev * p->lanes_per_gpu + k];
 		if (l->running && (!best || atomic_load(&l->attached) < atomic_load(&best->attached)))
 			best = l;
 	}

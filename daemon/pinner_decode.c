@@ -297,8 +297,7 @@ bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *
 {
 	struct pinner *p = l->p;
 	const struct pipeline_cfg *cfg = p->sources[pc->pipeline].cfg;
-	if ((cfg->kind != SOURCE_IMAGEFOLDER && cfg->kind != SOURCE_TAR) ||
-	    cfg->decode == DECODE_CPU)
+	if (!pinner_decodes(cfg))
 		return true;
 	char why[TEXT_MAX];
 	int rc = decode_open(l, why, sizeof(why));

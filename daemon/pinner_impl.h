@@ -27,7 +27,8 @@
 #include "daemon/pinner.h"
 
 #define PINNER_DEVICES_MAX 16
-#define PINNER_LANES_MAX (PINNER_DEVICES_MAX * CONFIG_GPU_THREADS_MAX)
+/* gpu_threads per GPU, and one more for clients whose images it decodes */
+#define PINNER_LANES_MAX (PINNER_DEVICES_MAX * (CONFIG_GPU_THREADS_MAX + 1))
 #define RING_ALIGN (2u << 20)              /* device rings are rounded up to 2 MiB */
 #define DEVICE_RESERVE_BYTES (256ull << 20) /* left free on a GPU for its users */
 #define TEXT_MAX 512
@@ -36,7 +37,6 @@
  * flight: a batch's READY waits at most this long after its copy. */
 #define COPY_POLL_NS 10000
 
-_Static_assert(PINNER_LANES_MAX <= 64, "pinned_wanted has a bit per lane");
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
 
@@ -135,8 +135,11 @@ struct msg {
 };
 
 /* A GPU thread: it alone calls CUDA for its clients. A GPU has
- * gpu_threads of them (lanes dev * gpu_threads ...), and a client is
- * given the one with the fewest clients at attach. */
+ * lanes_per_gpu of them (lanes dev * lanes_per_gpu ...): gpu_threads, of
+ * which a client is given the one with the fewest clients at attach, and,
+ * where a pipeline may decode JPEGs on the GPU, one more for the clients
+ * whose images it decodes (a decoding batch holds its thread for
+ * milliseconds; raw and token clients must not wait behind it). */
 struct lane {
 	struct pinner *p;
 	int index, dev;
@@ -151,6 +154,7 @@ struct lane {
 	struct msgq in;
 	bool stop;
 	bool pinned_back; /* pin = copy: a buffer came back while this lane waited for one */
+	bool pinned_waiting; /* pin = copy: it found no free buffer (under the pinner's pinned_mu) */
 
 	/* everything below: this lane's thread only */
 	cudaStream_t aux;         /* for unblocking records at retire; lazily created */
@@ -191,7 +195,8 @@ struct pinner {
 	pthread_mutex_t lanes_mu;
 	bool stop;
 	int n_lanes_started;
-	int gpu_threads;          /* lanes per GPU */
+	int gpu_threads;          /* lanes per GPU for clients whose images it does not decode */
+	int lanes_per_gpu;        /* gpu_threads, and one for decoding clients where a pipeline may */
 	struct lane lanes[PINNER_LANES_MAX];
 
 	/* set by the start-up thread before `started` is posted, read-only after */
@@ -211,7 +216,6 @@ struct pinner {
 	uint32_t n_pinned;        /* free ones, on pinned_free */
 	uint64_t pinned_bytes;
 	int *pinned_free;         /* stack of free buffer indexes */
-	uint64_t pinned_wanted;   /* lanes (bit per lane index) waiting for a buffer */
 	pthread_mutex_t pinned_mu;
 	atomic_uint pinned_free_count;
 	struct team team;         /* used by one lane at a time, under team_mu */
@@ -308,6 +312,13 @@ void pinner_client_free(struct lane *l, struct pinner_client *pc);
 cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
 
 /* ---- GPU decoding (pinner_decode.c), on the lane's thread ---- */
+
+/* Whether a pipeline's device clients may have their JPEGs decoded on the GPU. */
+static inline bool pinner_decodes(const struct pipeline_cfg *cfg)
+{
+	return (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
+	       cfg->decode != DECODE_CPU;
+}
 
 /* At attach: whether pc's images are decoded on its GPU (pc->decode), the
  * lane's decoder opened on first use. false (m->rc, m->text) when the

@@ -17,6 +17,9 @@ float16 compared after undoing the normalisation) of the CPU's; the largest
 difference and how many images are byte-identical are printed. decode =
 cpu must be byte-identical everywhere.
 
+A device client of a decoding pipeline is served by the GPU's decoding
+thread (loaderd-dec0), one of a raw pipeline by loaderd-gpu0.
+
 Status: the decode lines name the pipelines that may decode on the GPU;
 after the runs, decode = gpu has images_gpu for every image the engines
 take and images_cpu for the others; decode = auto has both; none fell
@@ -129,13 +132,27 @@ def body(env):
                      max_image_bytes="256K"),
         "cpu": dict(base, decode="cpu", layout="nhwc"),
     }
-    cfg = gpu_harness.gpu_config(env, "decode", pipelines, workers=4, device_slots=4)
+    raw = env.make_raw("raw.bin", 64, 4096, seed=9)
+    cfg = gpu_harness.gpu_config(env, "decode", dict(pipelines, raw={
+        "source": "raw:" + raw, "record_bytes": 4096, "batch_size": 8}), workers=4, device_slots=4)
     d = gpu_harness.start_daemon(env, cfg)
     st = gpu_harness.check_delivery(d, "register")
     names = sorted(x["pipeline"] for x in st["decode"])
     check(names == ["auto", "gpu", "gpu16"], "status decode lines for %s; expected auto, gpu, gpu16"
           % names)
     check(st["decode_library"] == "nvJPEG", "status says decode: (%s)" % st["decode_library"])
+
+    # A decoding client has the GPU's decoding thread; a raw client another.
+    xs = [loaderd.Loader(name, socket=d.socket, device=0) for name in ("gpu", "raw")]
+    its = [iter(x) for x in xs]
+    for it in its:
+        next(it)
+    threads = {c["pipeline"]: c["thread"] for c in d.status()["clients"]}
+    check(threads == {"gpu": "loaderd-dec0", "raw": "loaderd-gpu0"},
+          "clients' threads %s; expected gpu on loaderd-dec0 and raw on loaderd-gpu0" % threads)
+    for x in xs:
+        x.close()
+    d.wait_status(lambda s: not s["clients"], 15, "no client left")
 
     n_images = CLASSES * PER_CLASS + len(SPECIAL) + len(BAD)
     results = {}

@@ -202,7 +202,7 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
                         r"staging (\d+) fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
-                        r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-gpu[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
+                        r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-(?:gpu|dec)[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?$")
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
