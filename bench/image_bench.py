@@ -101,6 +101,7 @@ TORCH_RE = re.compile(r"^torch_images: images_per_s=(\S+)$", re.M)
 DECODE_RE = re.compile(r"^decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", re.M)
 DECODE_TF_RE = re.compile(r"^decode\+transform: images_per_s=(\S+)$", re.M)
 TORCH_DECODE_RE = re.compile(r"^torch_decode: images_per_s=(\S+) megapixels_per_s=(\S+)$", re.M)
+TORCH_GPU_RE = re.compile(r"^torch_gpu_decode: images_per_s=(\S+)$", re.M)
 TORCH_DECODE_TF_RE = re.compile(r"^torch_decode_transform: images_per_s=(\S+)$", re.M)
 
 
@@ -186,9 +187,10 @@ def describe_files(ctx, files):
 class Daemon(LoaderdDaemon):
     """One loaderd with W workers and the one image pipeline, "train"."""
 
-    def __init__(self, ctx, workers):
-        super().__init__(ctx, "w%d" % workers, "%d workers" % workers)
+    def __init__(self, ctx, workers, decode="cpu"):
+        super().__init__(ctx, "w%d-%s" % (workers, decode), "%d workers, decode %s" % (workers, decode))
         self.workers = workers
+        self.decode = decode
 
     def error_name(self):
         return "loaderd"  # the row of the table says how many workers
@@ -214,9 +216,10 @@ class Daemon(LoaderdDaemon):
                  "transform = %s" % TRANSFORM,
                  "dtype = uint8",
                  "layout = nchw",
-                 "decode = %s" % self.ctx.args.decode,
-                 "gpu_decode_percent = %d" % self.ctx.args.gpu_decode_percent,
-                 ""]
+                 "decode = %s" % self.decode]
+        if self.decode == "auto":
+            lines.append("gpu_decode_percent = %d" % self.ctx.args.gpu_decode_percent)
+        lines.append("")
         return lines
 
     def check_started(self, status):
@@ -247,24 +250,92 @@ def consume(ctx, daemon, epochs, timeout_s, what):
     return s
 
 
-def measure_loaderd(ctx, workers):
-    """images/s of one daemon with `workers` workers, or a Failed."""
+def cpu_seconds(pid):
+    """CPU seconds (user + system) of process pid, every thread, and of its
+    children (the workers), from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def stat(path):
+        try:
+            with open(path) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0, None
+        return (int(fields[11]) + int(fields[12])) / tick, int(fields[1])
+
+    total = stat("/proc/%d/stat" % pid)[0]
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            cpu, ppid = stat("/proc/%s/stat" % entry)
+            if ppid == pid:
+                total += cpu
+    return total
+
+
+def measure_loaderd(ctx, workers, decode="cpu"):
+    """(images/s, CPU us per image of the daemon and its workers) of one
+    daemon with `workers` workers and the pipeline's `decode`, or a Failed."""
     a = ctx.args
-    daemon = Daemon(ctx, workers)
+    daemon = Daemon(ctx, workers, decode)
+    what = "loaderd, %d workers, decode %s" % (workers, decode)
     try:
         daemon.start()
         warm = consume(ctx, daemon, 1, 60 + int(a.images / MIN_RATE), "warm-up")
         epochs = a.epochs or min(MAX_EPOCHS, max(1, math.ceil(a.seconds * warm["rate"] / a.images)))
+        cpu0 = cpu_seconds(daemon.proc.pid)
         timed = consume(ctx, daemon, epochs, 60 + int(3 * epochs * a.images / warm["rate"]), "timed")
+        cpu = cpu_seconds(daemon.proc.pid) - cpu0
     except StepError as e:
-        ctx.log.say("loaderd, %d workers: %s" % (workers, e))
+        ctx.log.say("%s: %s" % (what, e))
         return Failed("error: %s" % e)
     finally:
         daemon.stop()
-    ctx.log.say("loaderd, %d workers: %.1f images/s (%s, %d images in %.2f s; warm-up epoch %.1f images/s)"
-                % (workers, timed["rate"], plural(timed["epochs"], "epoch"), timed["samples"], timed["seconds"],
-                   warm["rate"]))
-    return timed["rate"]
+    per_image_us = cpu / max(1, timed["samples"]) * 1e6
+    ctx.log.say("%s: %.1f images/s (%s, %d images in %.2f s; warm-up epoch %.1f images/s); "
+                "%.0f us of CPU per image (daemon and workers), %.1f cores busy"
+                % (what, timed["rate"], plural(timed["epochs"], "epoch"), timed["samples"],
+                   timed["seconds"], warm["rate"], per_image_us, cpu / timed["seconds"]))
+    return (timed["rate"], per_image_us)
+
+
+def measure_ceiling(ctx):
+    """The GPU's hardware JPEG decoder on the same files: loaderd-nvjd-bench,
+    whole images, batch 256, from 4 host threads (images/s), or a Failed."""
+    exe = os.path.join(ctx.bindir, "loaderd-nvjd-bench")
+    if not os.path.exists(exe):
+        return Failed("skipped: loaderd-nvjd-bench was not built (no nvjpeg.h)")
+    best = Failed("error: no figure")
+    for threads in (2, 4, 6):
+        try:
+            r = run(ctx.log, "hardware decoder, %d threads" % threads,
+                    [exe, "--dir", ctx.tree, "--batch", "256", "--threads", str(threads),
+                     "--seconds", "3"], 120)
+        except StepError as e:
+            return Failed("error: %s" % e)
+        m = re.search(r"mode=full .*images_per_s=(\S+)", r.stdout)
+        if r.returncode != 0 or not m:
+            return Failed("error: %s" % (last_line(r.stderr) or "no figure"))
+        if isinstance(best, Failed) or float(m.group(1)) > best:
+            best = float(m.group(1))
+    ctx.log.say("hardware decoder ceiling: %.1f images/s" % best)
+    return best
+
+
+def measure_gpu_peer(ctx):
+    """torchvision's decode_jpeg on the GPU with v2 transforms there."""
+    a = ctx.args
+    what = "torchvision GPU decode"
+    cmd = [sys.executable, PEER, "--gpu-decode", "--root", ctx.tree, "--batch-size", str(BATCH),
+           "--size", str(SIZE), "--device", str(a.device), "--seconds", str(a.seconds)]
+    try:
+        r = run(ctx.log, what, cmd, 180 + int(2 * a.seconds))
+    except StepError as e:
+        return Failed("error: %s" % e)
+    res = peer_result(ctx, what, r, TORCH_GPU_RE)
+    if isinstance(res, Failed):
+        return res
+    ctx.log.say("%s: %.1f images/s" % (what, res[0]))
+    return res[0]
 
 
 # ---------------------------------------------------------------- peers
@@ -370,16 +441,20 @@ def machine_line(ctx):
                ctx.gpu_desc or "none found"))
 
 
+def rate_of(v):
+    return v if isinstance(v, Failed) else v[0]
+
+
 def goal_line(ctx, res):
     ratios, missing = [], []
     for w in ctx.args.worker_counts:
-        lo, t = res["loaderd"][w], res["torch"][w]
+        lo, t = rate_of(res["loaderd"][(w, "cpu")]), res["torch"][w]
         if isinstance(lo, Failed) or isinstance(t, Failed):
             missing.append(w)
         else:
             ratios.append((w, lo / t))
     figures = ", ".join("%.2fx at %d" % (r, w) for w, r in ratios)
-    head = "goal: >= %gx the DataLoader at every worker count: " % GOAL_DATALOADER
+    head = "goal: decode = cpu >= %gx the DataLoader at every worker count: " % GOAL_DATALOADER
     if missing:
         return head + "not determined (no figure with %s workers%s)" % (
             ", ".join(map(str, missing)), "; " + figures if figures else "")
@@ -425,23 +500,42 @@ def report(ctx, res, dec):
     where = "host memory (--host)" if a.host else "GPU %d" % a.device
     out = head_lines(ctx) + [
         "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
-        "decode = %s%s, warm-up epoch, then %s; DataLoader: pin_memory %s, persistent workers, "
-        "prefetch_factor 4, max(8, W) warm-up batches, then %s"
-        % (BATCH, TRANSFORM, where, STAGING_SLOTS, a.decode,
-           " (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else "",
+        "decode = %s (auto: gpu_decode_percent %d), warm-up epoch, then %s; DataLoader: pin_memory %s, "
+        "persistent workers, prefetch_factor 4, max(8, W) warm-up batches, then %s"
+        % (BATCH, TRANSFORM, where, STAGING_SLOTS, ", ".join(a.decodes), a.gpu_decode_percent,
            plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
            "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
            else "%g s" % a.seconds),
         "",
-        "| workers | loaderd images/s | per worker | DataLoader images/s | per worker | loaderd / DataLoader |",
-        "|---|---|---|---|---|---|"]
+        "| workers | " + " | ".join("loaderd %s images/s | CPU us/image" % d for d in a.decodes) +
+        " | DataLoader images/s | " + " | ".join("%s / DataLoader" % d for d in a.decodes) + " |",
+        "|---|" + "---|---|" * len(a.decodes) + "---|" + "---|" * len(a.decodes)]
     notes = Notes()
     for w in a.worker_counts:
-        lo, t = res["loaderd"][w], res["torch"][w]
-        per = [v if isinstance(v, Failed) else v / w for v in (lo, t)]
-        out.append("| %d | %s | %s | %s | %s | %s |"
-                   % (w, notes.cell(lo, "%.1f"), notes.cell(per[0], "%.1f"), notes.cell(t, "%.1f"),
-                      notes.cell(per[1], "%.1f"), ratio(lo, t, "%.2fx")))
+        t = res["torch"][w]
+        cells = []
+        for d in a.decodes:
+            v = res["loaderd"][(w, d)]
+            cells += [notes.cell(rate_of(v), "%.1f"),
+                      notes.cell(v if isinstance(v, Failed) else v[1], "%.0f")]
+        out.append("| %d | %s | %s | %s |"
+                   % (w, " | ".join(cells), notes.cell(t, "%.1f"),
+                      " | ".join(ratio(rate_of(res["loaderd"][(w, d)]), t, "%.2fx") for d in a.decodes)))
+    if any(d != "cpu" for d in a.decodes):
+        ceil, peer = res["ceiling"], res["gpu_peer"]
+        out += ["", "the GPU's hardware JPEG decoder on the same files (loaderd-nvjd-bench, whole images, "
+                "batch 256, the best of 2, 4 and 6 host threads): %s images/s"
+                % notes.cell(ceil, "%.0f"),
+                "torchvision decode_jpeg(device=\"cuda\") + v2 RandomResizedCrop(%d) and "
+                "RandomHorizontalFlip on the GPU, one process, batch %d: %s images/s"
+                % (SIZE, BATCH, notes.cell(peer, "%.0f"))]
+        for w in a.worker_counts:
+            for d in a.decodes:
+                if d == "cpu":
+                    continue
+                v = rate_of(res["loaderd"][(w, d)])
+                out.append("  %d workers, decode %s: %s of the hardware decoder, %s the torchvision GPU "
+                           "peer" % (w, d, ratio(v, ceil, "%.2f"), ratio(v, peer, "%.2fx")))
     out += [""] + decode_lines(ctx, dec, notes)
     if notes.messages:
         out += [""] + notes.lines()
@@ -480,12 +574,18 @@ def parse_args():
     ap.add_argument("--host", action="store_true",
                     help="deliver to host memory, no GPU needed (the DataLoader skips pinning and copies)")
     ap.add_argument("--skip-torch", action="store_true", help="leave out every torch measurement")
-    ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="cpu",
-                    help="the pipeline's decode (default cpu: the workers decode)")
+    ap.add_argument("--decode", default="cpu,gpu,auto",
+                    help="the pipeline's decode values to measure, each a daemon of its own "
+                    "(default cpu,gpu,auto; --host: cpu)")
     ap.add_argument("--gpu-decode-percent", type=int, default=70,
                     help="the pipeline's gpu_decode_percent, for --decode auto (default 70)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
+    a.decodes = [d for d in a.decode.split(",") if d]
+    if a.host:
+        a.decodes = ["cpu"]
+    if not a.decodes or not set(a.decodes) <= {"cpu", "gpu", "auto"} or "cpu" not in a.decodes:
+        ap.error("--decode: a list of cpu, gpu and auto that includes cpu")
     if a.images < CLASSES or a.images % CLASSES or a.images // CLASSES < 1:
         ap.error("--images: a positive multiple of %d, please" % CLASSES)
     if a.images // CLASSES > 100000 or a.epochs < 0 or a.seconds <= 0 or a.decode_files < 1 or a.seed < 0:
@@ -543,7 +643,7 @@ def main():
     ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or ('"%s"' % name if name else "")
     if not a.host:
         raise_memlock(ctx.log)
-    res = {"loaderd": {}, "torch": {}}
+    res = {"loaderd": {}, "torch": {}, "ceiling": Failed("skipped"), "gpu_peer": Failed("skipped")}
     try:
         try:
             files = make_tree(ctx)
@@ -554,8 +654,13 @@ def main():
         ctx.decode_files = decode_sample(files, a.decode_files)
         dec = measure_decode(ctx, ctx.decode_files)
         for w in a.worker_counts:
-            res["loaderd"][w] = measure_loaderd(ctx, w)
+            for d in a.decodes:
+                res["loaderd"][(w, d)] = measure_loaderd(ctx, w, d)
             res["torch"][w] = Failed("skipped: --skip-torch") if a.skip_torch else measure_torch(ctx, w)
+        if any(d != "cpu" for d in a.decodes):
+            res["ceiling"] = measure_ceiling(ctx)
+            res["gpu_peer"] = (Failed("skipped: --skip-torch") if a.skip_torch else
+                               measure_gpu_peer(ctx))
     finally:
         if not a.keep:
             remove_tree(ctx)
@@ -563,7 +668,8 @@ def main():
         shutil.rmtree(ctx.workdir, ignore_errors=True)
 
     publish(ctx.log, a.out, report(ctx, res, dec))
-    return failed_exit(list(res["loaderd"].values()) + list(res["torch"].values()) + list(dec.values()))
+    return failed_exit([rate_of(v) for v in res["loaderd"].values()] + list(res["torch"].values()) +
+                       list(dec.values()) + [res["ceiling"], res["gpu_peer"]])
 
 
 if __name__ == "__main__":

@@ -7,6 +7,8 @@ bench/image_bench.py compares loaderd's image pipelines with.
                         [--device 0] [--seconds 15] [--epochs E]
                         [--warmup-batches K] [--host]
     torch_image_peer.py --decode-only [--seconds 2] FILE...
+    torch_image_peer.py --gpu-decode --root ROOT [--batch-size 256] [--size 224]
+                        [--device 0] [--seconds 15]
 
 Loader mode: what a training script does with an ImageFolder tree and
 nothing but PyTorch: torchvision.datasets.ImageFolder(ROOT,
@@ -30,6 +32,16 @@ version, and reports what worker 0 sees. The DataLoader adds its main
 process (this one) and a pin-memory thread to the W workers, as loaderd
 adds its master and its GPU threads: no loader is pinned to fewer
 cores; both run W workers on the same machine.
+
+GPU-decode mode: what a torchvision user can write today to decode on the
+GPU: the ImageFolder's files read (torchvision.io.read_file) in batches of
+--batch-size in shuffled order, decoded together with
+torchvision.io.decode_jpeg(list, device="cuda") (nvJPEG, its hardware
+decoder where the GPU has one), then RandomResizedCrop(size) and
+RandomHorizontalFlip() of torchvision.transforms.v2 on each decoded image
+on the GPU, stacked into a uint8 batch; one untimed batch, then batches
+until --seconds, torch.cuda.synchronize() at the end. One process, no
+workers (decode_jpeg on the GPU takes no worker processes).
 
 Decode-only mode: every FILE read into memory, then, with
 torch.set_num_threads(1) on the CPU (the caller pins the process to one
@@ -161,6 +173,46 @@ def run_loader(args):
     return 0
 
 
+def run_gpu_decode(args):
+    if not torch.cuda.is_available():
+        say("torch %s sees no CUDA device" % torch.__version__)
+        return EXIT_SKIP
+    from torchvision.transforms import v2
+    device = torch.device("cuda", args.device)
+    torch.cuda.set_device(device)
+    dataset = torchvision.datasets.ImageFolder(args.root)
+    paths = [p for p, _ in dataset.samples]
+    transform = v2.Compose([v2.RandomResizedCrop(args.size, antialias=True),
+                            v2.RandomHorizontalFlip()])
+    order = torch.randperm(len(paths)).tolist()
+    at = [0]
+
+    def batch():
+        if at[0] + args.batch_size > len(order):
+            at[0] = 0
+        names = [paths[i] for i in order[at[0]:at[0] + args.batch_size]]
+        at[0] += args.batch_size
+        datas = [torchvision.io.read_file(p) for p in names]
+        images = torchvision.io.decode_jpeg(datas, mode=torchvision.io.ImageReadMode.RGB,
+                                            device=device)
+        return torch.stack([transform(img) for img in images])
+
+    out = batch()
+    torch.cuda.synchronize(device)
+    n, start = 0, time.perf_counter()
+    while n < MIN_TIMED_BATCHES or time.perf_counter() - start < args.seconds:
+        out = batch()
+        n += 1
+    torch.cuda.synchronize(device)
+    seconds = time.perf_counter() - start
+    say("torch %s torchvision %s, device %s, %d images, batch %d %s, decode_jpeg on the GPU and "
+        "v2 transforms per image; timed %d batches, %d images in %.3f s"
+        % (torch.__version__, torchvision.__version__, torch.cuda.get_device_name(device),
+           len(paths), args.batch_size, list(out.shape), n, n * args.batch_size, seconds))
+    print("torch_gpu_decode: images_per_s=%.1f" % (n * args.batch_size / seconds), flush=True)
+    return 0
+
+
 def timed_passes(items, seconds, fn):
     """One untimed pass, then passes until `seconds` have gone by (at least
     one); (images, passes, sum of fn's results, seconds)."""
@@ -216,6 +268,8 @@ def run_decode(args):
 def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--decode-only", action="store_true", help="single-core decode of FILEs instead")
+    ap.add_argument("--gpu-decode", action="store_true",
+                    help="decode_jpeg on the GPU and v2 transforms there, instead of a DataLoader")
     ap.add_argument("files", nargs="*", metavar="FILE", help="--decode-only: JPEG files")
     ap.add_argument("--root", help="ImageFolder tree")
     ap.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")
@@ -233,6 +287,9 @@ def parse_args():
     if a.decode_only:
         if not a.files:
             ap.error("--decode-only needs FILEs")
+    elif a.gpu_decode:
+        if a.files or not a.root:
+            ap.error("--gpu-decode needs --root and takes no FILE")
     elif a.files or not a.root or a.workers < 1:
         ap.error("loader mode needs --root and --workers >= 1 and takes no FILE")
     if a.seconds <= 0 or a.batch_size < 1 or a.size < 1 or a.epochs < 0 or a.warmup_batches < 0:
@@ -245,6 +302,8 @@ def main():
     if IMPORT_ERROR is not None:
         say("no torch, torchvision or PIL here (%s)" % IMPORT_ERROR)
         return EXIT_SKIP
+    if args.gpu_decode:
+        return run_gpu_decode(args)
     return run_decode(args) if args.decode_only else run_loader(args)
 
 

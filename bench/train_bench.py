@@ -12,7 +12,8 @@ already on the GPU (the ceiling), measured in one run on one machine.
            with the image benchmark's pipeline: shuffle, batch_size 256,
            drop_last, `random_resized_crop(224) hflip(0.5)`, uint8, but
            `layout = nhwc` (the example's recommendation: the batch is then
-           channels_last without a copy);
+           channels_last without a copy), decode = --decode (default auto:
+           the GPU's hardware JPEG decoder and the workers);
   runs     examples/train_resnet.py, one process per (model, loader), for
            model in --models (default resnet18,resnet50) and loader in
            synthetic, loaderd, torch: --steps timed steps after --warmup
@@ -184,11 +185,13 @@ def setup_line(ctx):
     f = ctx.runs[0] if ctx.runs else {}
     return ("each run: examples/train_resnet.py --steps %d --warmup %d, batch %d, %dx%d, %d classes, "
             "channels_last, amp %s, torch %s, on %s; loaderd: %d workers, pipeline `%s`, uint8 NHWC, "
-            "%d staging slots; torch: ImageFolder + DataLoader(%d workers, pin_memory, persistent_workers, "
+            "%d staging slots, decode = %s; torch: ImageFolder + DataLoader(%d workers, pin_memory, persistent_workers, "
             "drop_last), the same transform, PILToTensor"
             % (a.steps, a.warmup, image_bench.BATCH, image_bench.SIZE, image_bench.SIZE, image_bench.CLASSES,
                f.get("amp", "?"), f.get("torch", "?"), f.get("device", "cuda:%d" % a.device), a.workers,
-               image_bench.TRANSFORM, image_bench.STAGING_SLOTS, a.workers))
+               image_bench.TRANSFORM, image_bench.STAGING_SLOTS,
+               a.decode + (" (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else ""),
+               a.workers))
 
 
 def report(ctx, res):
@@ -227,6 +230,10 @@ def parse_args():
     ap.add_argument("--workers", type=int, default=15,
                     help="loaderd's workers and the DataLoader's (default 15)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="auto",
+                    help="the loaderd pipeline's decode (default auto, loaderd's default)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=70,
+                    help="its gpu_decode_percent with --decode auto (default 70)")
     a = ap.parse_args()
     a.model_list = [x.strip() for x in a.models.split(",") if x.strip()]
     a.loader_list = [x.strip() for x in a.loaders.split(",") if x.strip()]
@@ -296,7 +303,7 @@ def main():
     ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or ('"%s"' % name if name else "")
     raise_memlock(ctx.log)
     res = {m: {} for m in a.model_list}
-    daemon = Daemon(ctx, a.workers)
+    daemon = Daemon(ctx, a.workers, a.decode)
     try:
         try:
             files = image_bench.make_tree(ctx)

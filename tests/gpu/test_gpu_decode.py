@@ -17,6 +17,10 @@ float16 compared after undoing the normalisation) of the CPU's; the largest
 difference and how many images are byte-identical are printed. decode =
 cpu must be byte-identical everywhere.
 
+Two clients of decode = gpu at once get what one alone got; a second
+daemon with 2 workers (and 2 decoding threads) delivers the same bytes as
+the first with 4, for decode = gpu and auto.
+
 A device client of a decoding pipeline is served by the GPU's decoding
 thread (loaderd-dec0), one of a raw pipeline by loaderd-gpu0.
 
@@ -96,6 +100,29 @@ def batches(loaderd, sock, pipeline, device, torch):
     return out
 
 
+def batches_two(loaderd, sock, pipeline, torch):
+    """batches() for two clients of one pipeline at once on GPU 0, taking
+    turns: both are decoded by the same GPU's decoder."""
+    xs = [loaderd.Loader(pipeline, socket=sock, device=0) for _ in range(2)]
+    out = [[], []]
+    for _ in range(EPOCHS):
+        its = [iter(x) for x in xs]
+        for pair in zip(*its):
+            for k, b in enumerate(pair):
+                out[k].append((list(b.sample_indices()), b["label"].cpu().tolist(),
+                               b["image"].float().cpu()))
+    for x in xs:
+        x.close()
+    return out
+
+
+def same(a, b, what):
+    check(len(a) == len(b), "%s: %d batches against %d" % (what, len(a), len(b)))
+    for k, ((ai, al, aimg), (bi, bl, bimg)) in enumerate(zip(a, b)):
+        check(ai == bi and al == bl and bool((aimg == bimg).all()),
+              "%s: batch %d differs" % (what, k))
+
+
 def compare(torch, dev, host, what, exact):
     check(len(dev) == len(host), "%s: %d device batches, %d host" % (what, len(dev), len(host)))
     worst, identical, n = 0.0, 0, 0
@@ -155,11 +182,16 @@ def body(env):
     d.wait_status(lambda s: not s["clients"], 15, "no client left")
 
     n_images = CLASSES * PER_CLASS + len(SPECIAL) + len(BAD)
-    results = {}
+    results, device_runs = {}, {}
     for name in pipelines:
         dev = batches(loaderd, d.socket, name, 0, torch)
         host = batches(loaderd, d.socket, name, "cpu", torch)
         results[name] = compare(torch, dev, host, "decode %s" % name, exact=name == "cpu")
+        device_runs[name] = dev
+    # Two clients at once share the GPU's decoder: each gets what one alone got.
+    for k, run in enumerate(batches_two(loaderd, d.socket, "gpu", torch)):
+        same(run, [(i, lab, img) for i, lab, img in device_runs["gpu"]],
+             "two clients of decode = gpu at once, client %d, against one alone" % (k + 1))
 
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
     by = {x["pipeline"]: x for x in st["decode"]}
@@ -187,6 +219,17 @@ def body(env):
     log = harness.read_text(d.log_path)
     check("JPEG decoding on" in log and "hardware engines" in log,
           "the daemon log does not say the decoder opened:\n%s" % log[-3000:])
+    d.stop()
+
+    # Another run, another worker count: the same bytes on the GPU.
+    cfg = gpu_harness.gpu_config(env, "decode2", {n: pipelines[n] for n in ("gpu16", "auto")},
+                                 workers=2, device_slots=2, gpu_decode_threads=2)
+    d = gpu_harness.start_daemon(env, cfg)
+    for name in ("gpu16", "auto"):
+        same(batches(loaderd, d.socket, name, 0, torch), device_runs[name],
+             "decode %s with 2 workers and 2 decoding threads against 4 and 4" % name)
+    print("decode gpu16 and auto: the same bytes with 2 workers as with 4, and two clients at once "
+          "as one alone")
     d.stop()
 
     # No nvJPEG: decode = gpu refused at attach naming the GPU; auto decodes on the CPU.
