@@ -309,7 +309,7 @@ def measure_ceiling(ctx):
         try:
             r = run(ctx.log, "hardware decoder, %d threads" % threads,
                     [exe, "--dir", ctx.tree, "--batch", "256", "--threads", str(threads),
-                     "--seconds", "3"], 120)
+                     "--passes", "2"], 180)
         except StepError as e:
             return Failed("error: %s" % e)
         m = re.search(r"mode=full .*images_per_s=(\S+)", r.stdout)
@@ -577,8 +577,8 @@ def parse_args():
     ap.add_argument("--decode", default="cpu,gpu,auto",
                     help="the pipeline's decode values to measure, each a daemon of its own "
                     "(default cpu,gpu,auto; --host: cpu)")
-    ap.add_argument("--gpu-decode-percent", type=int, default=70,
-                    help="the pipeline's gpu_decode_percent, for --decode auto (default 70)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=80,
+                    help="the pipeline's gpu_decode_percent, for --decode auto (default 80)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     a.decodes = [d for d in a.decode.split(",") if d]

@@ -41,7 +41,7 @@ enum decode_mode {
 	DECODE_CPU = 1,  /* the workers */
 	DECODE_GPU = 2,  /* the GPU's hardware decoder; no decoder is an error at attach */
 };
-#define GPU_DECODE_PERCENT_DEFAULT 70
+#define GPU_DECODE_PERCENT_DEFAULT 80
 enum image_dtype { IMAGE_UINT8 = 0, IMAGE_FLOAT16 = 1, IMAGE_FLOAT32 = 2 };
 enum on_error {
 	ON_ERROR_SUBSTITUTE = 0, /* a bad image is replaced by another sample, deterministically */

@@ -31,6 +31,7 @@ back. A client of a decode = gpu pipeline on a daemon whose nvjpeg_library
 does not load is refused at attach with a message naming the GPU.
 """
 
+import itertools
 import os
 import subprocess
 import sys
@@ -107,10 +108,12 @@ def batches_two(loaderd, sock, pipeline, torch):
     out = [[], []]
     for _ in range(EPOCHS):
         its = [iter(x) for x in xs]
-        for pair in zip(*its):
+        # both to the end of the epoch (zip would leave the second's end unseen)
+        for pair in itertools.zip_longest(*its):
             for k, b in enumerate(pair):
-                out[k].append((list(b.sample_indices()), b["label"].cpu().tolist(),
-                               b["image"].float().cpu()))
+                if b is not None:
+                    out[k].append((list(b.sample_indices()), b["label"].cpu().tolist(),
+                                   b["image"].float().cpu()))
     for x in xs:
         x.close()
     return out
