@@ -206,4 +206,15 @@ const char *jh_gpu_refusal(const struct jh_info *info, uint64_t file_bytes,
  */
 int jh_check_scan(const uint8_t *data, size_t len, char *err, size_t cap);
 
+/*
+ * Whether the GPU's hardware decoder gets the JPEG in data[0..len): its
+ * header reads (jh_parse), the decoder takes it within lim
+ * (jh_gpu_refusal, with len as its bytes) and its scan is whole
+ * (jh_check_scan). Fills *info when true. The workers' decision for a
+ * sample that falls in the GPU's share (worker/image_rows.c); every other
+ * JPEG is decoded on the CPU, where a bad one is handled by on_error.
+ */
+bool jh_gpu_takes(const uint8_t *data, size_t len, const struct jh_limits *lim,
+		  struct jh_info *info);
+
 #endif

@@ -21,6 +21,13 @@ static int may_follow_scan(uint8_t m)
 	       (m >= 0xe0 && m <= 0xef);
 }
 
+bool jh_gpu_takes(const uint8_t *data, size_t len, const struct jh_limits *lim,
+		  struct jh_info *info)
+{
+	return jh_parse(data, len, info, NULL, 0) == 0 && jh_gpu_refusal(info, len, lim) == NULL &&
+	       jh_check_scan(data, len, NULL, 0) == 0;
+}
+
 int jh_check_scan(const uint8_t *data, size_t len, char *err, size_t cap)
 {
 	if (!data || len < 2 || data[0] != 0xff || data[1] != 0xd8)

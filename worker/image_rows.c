@@ -280,9 +280,7 @@ static bool image_to_gpu(struct reader_read *rd)
 		return false;
 	struct jh_info info;
 	struct jh_limits lim = {.max_bytes = p->gpu_data_stride, .max_pixels = ip->max_pixels};
-	if (jh_parse(rd->buf, rd->len, &info, NULL, 0) < 0 ||
-	    jh_gpu_refusal(&info, rd->len, &lim) != NULL ||
-	    jh_check_scan(rd->buf, rd->len, NULL, 0) < 0)
+	if (!jh_gpu_takes(rd->buf, rd->len, &lim, &info))
 		return false; /* the workers' decoder takes it, or finds it bad */
 	struct tf_plan plan;
 	tf_plan_sample(&p->img->chain, ip->seed, rd->item->epoch, rd->sample, info.width,

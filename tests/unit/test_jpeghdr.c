@@ -304,14 +304,56 @@ static void test_random_damage(void **state)
 	assert_true(outcomes[0] > 0 && outcomes[1] > 0 && outcomes[2] > 0 && compared > 0);
 }
 
+/* The workers' split: what jh_gpu_takes sends to the GPU, what it keeps
+ * for the CPU decoder (which handles bad files by on_error). */
+static void test_gpu_takes(void **state)
+{
+	struct jh_info info;
+	struct jh_limits none = {0};
+	size_t len;
+	uint8_t *jpg = encode(97, 61, &(struct enc){.kind = KIND_YCC, .hs = 2, .vs = 2}, &len);
+	assert_true(jh_gpu_takes(jpg, len, &none, &info));
+	assert_int_equal(info.width, 97);
+	assert_int_equal(info.height, 61);
+	/* limits: bytes, side, pixels */
+	assert_false(jh_gpu_takes(jpg, len, &(struct jh_limits){.max_bytes = len - 1}, &info));
+	assert_true(jh_gpu_takes(jpg, len, &(struct jh_limits){.max_bytes = len}, &info));
+	assert_false(jh_gpu_takes(jpg, len, &(struct jh_limits){.max_side = 96}, &info));
+	assert_false(jh_gpu_takes(jpg, len, &(struct jh_limits){.max_pixels = 97 * 61 - 1}, &info));
+	/* cut inside the scan; a marker inside the scan */
+	assert_false(jh_gpu_takes(jpg, len - 40, &none, &info));
+	uint8_t *bad = malloc(len);
+	memcpy(bad, jpg, len);
+	bad[len - 30] = 0xff;
+	bad[len - 29] = 0xd8; /* a start-of-image inside the scan */
+	assert_false(jh_gpu_takes(bad, len, &none, &info));
+	free(bad);
+	free(jpg);
+	/* what the engines do not take */
+	jpg = encode(64, 48, &(struct enc){.kind = KIND_YCC, .hs = 2, .vs = 2, .progressive = true}, &len);
+	assert_false(jh_gpu_takes(jpg, len, &none, &info));
+	free(jpg);
+	jpg = encode(64, 48, &(struct enc){.kind = KIND_CMYK, .hs = 1, .vs = 1}, &len);
+	assert_false(jh_gpu_takes(jpg, len, &none, &info));
+	free(jpg);
+	jpg = encode(64, 48, &(struct enc){.kind = KIND_YCC, .hs = 4, .vs = 1}, &len);
+	assert_false(jh_gpu_takes(jpg, len, &none, &info));
+	free(jpg);
+	jpg = encode(64, 48, &(struct enc){.kind = KIND_GRAY, .hs = 1, .vs = 1}, &len);
+	assert_true(jh_gpu_takes(jpg, len, &none, &info));
+	free(jpg);
+	assert_false(jh_gpu_takes((const uint8_t *)"not a jpeg", 10, &none, &info));
+}
+
 int main(void)
 {
 	enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
-	struct CMUnitTest tests[N_CASES + 1];
+	struct CMUnitTest tests[N_CASES + 2];
 	size_t n = 0;
 	for (size_t i = 0; i < N_CASES; i++)
 		tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
 						 (void *)&cases[i]};
 	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_random_damage);
+	tests[n++] = (struct CMUnitTest)cmocka_unit_test(test_gpu_takes);
 	return _cmocka_run_group_tests("jpeghdr", tests, n, NULL, NULL);
 }
