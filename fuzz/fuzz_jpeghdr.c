@@ -12,7 +12,10 @@
  *     -ENODATA or the same answer: the same code and message, or the same
  *     header;
  *   - where libjpeg's jpeg_read_header also reads the header, every field
- *     it reports agrees (jpeghdr.h's color space rule included).
+ *     it reports agrees (jpeghdr.h's color space rule included);
+ *   - the scan check (image/jpegscan.c, which walks the entropy-coded
+ *     bytes) answers 0 or -EBADMSG with a message, and jh_gpu_takes is true
+ *     only for an input whose header reads and whose scan check passes.
  * Any breach aborts (and ASan/UBSan catch the rest).
  */
 #include <errno.h>
@@ -189,5 +192,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (whole.rc == 0)
 		check_against_libjpeg(data, size, &whole.info);
+	char err[256] = "";
+	int scan = jh_check_scan(data, size, err, sizeof(err));
+	if ((scan != 0 && scan != -EBADMSG) || (scan != 0 && err[0] == '\0'))
+		abort();
+	struct jh_info info;
+	if (jh_gpu_takes(data, size, &(struct jh_limits){0}, &info) && (whole.rc != 0 || scan != 0))
+		abort();
 	return 0;
 }
