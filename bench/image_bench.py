@@ -327,15 +327,7 @@ def measure_gpu_peer(ctx):
     what = "torchvision GPU decode"
     cmd = [sys.executable, PEER, "--gpu-decode", "--root", ctx.tree, "--batch-size", str(BATCH),
            "--size", str(SIZE), "--device", str(a.device), "--seconds", str(a.seconds)]
-    try:
-        r = run(ctx.log, what, cmd, 180 + int(2 * a.seconds))
-    except StepError as e:
-        return Failed("error: %s" % e)
-    res = peer_result(ctx, what, r, TORCH_GPU_RE)
-    if isinstance(res, Failed):
-        return res
-    ctx.log.say("%s: %.1f images/s" % (what, res[0]))
-    return res[0]
+    return run_peer(ctx, what, cmd, 180 + int(2 * a.seconds), TORCH_GPU_RE)
 
 
 # ---------------------------------------------------------------- peers
@@ -363,12 +355,17 @@ def measure_torch(ctx, workers):
         timeout_s = 180 + int(a.epochs * a.images / MIN_RATE)
     if a.host:
         cmd.append("--host")
+    return run_peer(ctx, what, cmd, timeout_s, TORCH_RE)
+
+
+def run_peer(ctx, what, cmd, timeout_s, regex):
+    """A peer's images/s (the first figure regex finds), or a Failed."""
     try:
         r = run(ctx.log, what, cmd, timeout_s)
     except StepError as e:
         ctx.log.say("%s: %s" % (what, e))
         return Failed("error: %s" % e)
-    res = peer_result(ctx, what, r, TORCH_RE)
+    res = peer_result(ctx, what, r, regex)
     if isinstance(res, Failed):
         return res
     ctx.log.say("%s: %.1f images/s" % (what, res[0]))

@@ -201,6 +201,26 @@ def read_complete_dump_lines(path):
     return harness.parse_dump_lines(lines, path)
 
 
+def check_same_dumps(texts):
+    """texts: [(what, dump text)], which must all be the same."""
+    first_what, first = texts[0]
+    for what, text in texts[1:]:
+        i = harness.first_difference(first.splitlines(), text.splitlines())
+        check(i is None, "the dumps of %s and %s differ from line %s on"
+              % (first_what, what, None if i is None else i + 1))
+
+
+def torch_cuda():
+    """torch, with a CUDA device; skips the test otherwise."""
+    try:
+        import torch
+    except ImportError:
+        raise TestSkip("torch is not importable") from None
+    if not torch.cuda.is_available():
+        raise TestSkip("torch sees no CUDA device")
+    return torch
+
+
 def client_by_pid(st, pid):
     for c in st["clients"]:
         if c["pid"] == pid:

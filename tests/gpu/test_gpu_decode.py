@@ -39,7 +39,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_harness  # noqa: E402
 import harness  # noqa: E402  (gpu_harness put tests/integration on the path)
-from harness import TestSkip, check  # noqa: E402
+from harness import check  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import client_harness as ch  # noqa: E402
@@ -55,16 +55,6 @@ BAD = [  # (name, mkjpeg arguments): bad files, substituted
     ("cut.jpg", ["--width", "200", "--height", "160", "--truncate", "3000"]),
     ("marker.jpg", ["--width", "200", "--height", "160", "--corrupt", "600"]),
 ]
-
-
-def torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        raise TestSkip("torch is not importable") from None
-    if not torch.cuda.is_available():
-        raise TestSkip("torch sees no CUDA device")
-    return torch
 
 
 def make_tree(env):
@@ -147,7 +137,7 @@ def compare(torch, dev, host, what, exact):
 
 def body(env):
     uuid = gpu_harness.require_gpus()[0]["uuid"]
-    torch = torch_cuda()
+    torch = gpu_harness.torch_cuda()
     loaderd = ch.import_loaderd()
     root = make_tree(env)
     base = {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,

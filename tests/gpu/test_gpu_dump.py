@@ -93,12 +93,8 @@ def body(env):
                       15, "no client and every GPU's device_bytes 0 (pin %s)" % pin)
         d.stop()
 
-    for name, texts in dumps.items():
-        first_what, first = texts[0]
-        for what, text in texts[1:]:
-            i = harness.first_difference(first.splitlines(), text.splitlines())
-            check(i is None, "the dumps of %s and %s differ from line %s on"
-                  % (first_what, what, None if i is None else i + 1))
+    for texts in dumps.values():
+        gpu_harness.check_same_dumps(texts)
 
 
 if __name__ == "__main__":

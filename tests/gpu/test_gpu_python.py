@@ -42,23 +42,13 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gpu_harness  # noqa: E402
 import harness  # noqa: E402  (gpu_harness put tests/integration on the path)
-from harness import TestSkip, check  # noqa: E402
+from harness import check  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import client_harness as ch  # noqa: E402
 
 RECORD, N, BATCH, SLOTS, SEED = 256 << 10, 384, 64, 3, 8
 SPIN_S = 1.0
-
-
-def torch_cuda():
-    try:
-        import torch
-    except ImportError:
-        raise TestSkip("torch is not importable") from None
-    if not torch.cuda.is_available():
-        raise TestSkip("torch sees no CUDA device")
-    return torch
 
 
 def spin_cycles(torch, seconds):
@@ -241,7 +231,7 @@ def cupy_view(loaderd, sock, recs):
 
 def body(env):
     gpu_harness.require_gpus()
-    torch = torch_cuda()
+    torch = gpu_harness.torch_cuda()
     loaderd = ch.import_loaderd()
     data = env.make_raw("data.bin", N, RECORD, seed=3)
     recs = ch.records(data, RECORD)
