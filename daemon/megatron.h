@@ -1,0 +1,133 @@
+/*
+ * megatron: the index of a Megatron-LM indexed dataset (the MMapIndexed /
+ * IndexedDataset format of tokenized text), read and checked in full
+ * before any token is served.
+ *
+ * A dataset is two files with one prefix: PREFIX.bin holds the tokens of
+ * every sequence, back to back, and PREFIX.idx says where each sequence
+ * starts, how long it is and how sequences group into documents. The .idx
+ * is, little-endian, with no padding anywhere:
+ *
+ *   offset  size     field
+ *   0       9        magic "MMIDIDX\0\0"
+ *   9       8        version (u64), 1
+ *   17      1        dtype code (u8) of the tokens in .bin: 1 uint8, 2 int8,
+ *                    3 int16, 4 int32, 5 int64, 6 float64, 7 float32,
+ *                    8 uint16
+ *   18      8        sequence_count S (u64)
+ *   26      8        document_count D (u64): the entries of document_indices,
+ *                    that is one more than the documents
+ *   34      4 S      sequence_lengths: tokens per sequence (i32)
+ *   34+4S   8 S      sequence_pointers: byte offset of each sequence in .bin (i64)
+ *   34+12S  8 D      document_indices: sequence index where each document
+ *                    starts, then S (i64); document d is the sequences
+ *                    [document_indices[d], document_indices[d+1])
+ *
+ * The arrays start at offsets that are not aligned for their types (34 is
+ * not a multiple of 4 or 8), so they are read byte by byte, never through a
+ * cast pointer, and copied into one aligned allocation that struct
+ * mg_index owns.
+ *
+ * The rules, every one checked at parse time, where the format leaves a
+ * choice decided strictly (a refusal names the file, the field, its byte
+ * offset and the value at fault):
+ *   - magic exact; version 1 only;
+ *   - dtype: the integer codes only (uint8, int8, int16, int32, int64,
+ *     uint16: token_bytes 1, 1, 2, 4, 8, 2); float32 and float64 are not
+ *     token ids and are refused, as is any other code;
+ *   - the file is exactly 34 + 12 S + 8 D bytes. A shorter one is
+ *     truncated (-ENODATA). A longer one is refused: when the surplus is
+ *     exactly S bytes it is the int8 sequence_modes array a multimodal
+ *     dataset appends (the file does not say whether it has one), and the
+ *     message says multimodal datasets are not supported; any other surplus
+ *     is reported as trailing bytes;
+ *   - D >= 1 (document_indices always holds its leading 0);
+ *   - sequence_lengths[i] >= 0 (Megatron's writer stores empty sequences,
+ *     so 0 is accepted);
+ *   - sequence_pointers contiguous from 0, as Megatron's writer computes
+ *     them: pointers[0] == 0 and pointers[i+1] == pointers[i] +
+ *     lengths[i] * token_bytes; each sequence within .bin, and .bin exactly
+ *     as long as the sequences together (a longer .bin is refused too: it
+ *     belongs to another index, or one that was cut);
+ *   - document_indices: the first 0, non-decreasing (an empty document, two
+ *     equal entries, is what Megatron's builder writes for a document with
+ *     no sequences, and is accepted), none past S, the last S.
+ *
+ * Threads: calls touch only their arguments.
+ */
+#ifndef LDR_DAEMON_MEGATRON_H
+#define LDR_DAEMON_MEGATRON_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define MG_HEADER_BYTES 34u /* magic, version, dtype code and the two counts */
+
+/* Megatron's DType codes. */
+enum mg_dtype {
+	MG_UINT8 = 1,
+	MG_INT8 = 2,
+	MG_INT16 = 3,
+	MG_INT32 = 4,
+	MG_INT64 = 5,
+	MG_FLOAT64 = 6,
+	MG_FLOAT32 = 7,
+	MG_UINT16 = 8,
+};
+
+/* A validated PREFIX.idx. Arrays are aligned copies, owned by the struct
+ * (one allocation) and freed by mg_index_free; they do not refer to the
+ * bytes parsed. */
+struct mg_index {
+	uint8_t dtype_code;       /* enum mg_dtype, an integer one */
+	uint32_t token_bytes;     /* 1, 2, 4 or 8 */
+	bool token_signed;        /* int8, int16, int32, int64 */
+	uint64_t n_sequences;     /* the header's sequence_count */
+	uint64_t n_documents;     /* documents: the header's document_count - 1 */
+	uint64_t n_tokens;        /* sum of lengths */
+	uint64_t bin_bytes;       /* the size of PREFIX.bin: n_tokens * token_bytes */
+	const int32_t *lengths;   /* [n_sequences] tokens per sequence, >= 0 */
+	const int64_t *pointers;  /* [n_sequences] byte offset of each sequence in .bin */
+	const int64_t *doc_index; /* [n_documents + 1] first sequence of each document,
+				   * then n_sequences */
+	void *arrays;             /* the allocation behind the three arrays */
+};
+
+/*
+ * Reads and checks the index in data[0..len) (the bytes of idx_path)
+ * against a .bin of bin_bytes bytes, into *out. idx_path is used only in
+ * messages (NULL: none), and names the .bin too: its ".idx" suffix replaced
+ * by ".bin".
+ *
+ * Returns 0, or with *out zeroed and one line in err[0..cap) when cap > 0:
+ *   -ENODATA  the .idx ends before the header or an array does ("...: truncated:
+ *             sequence_pointers at offset 74 needs 40 bytes, the file has 100")
+ *   -EINVAL   a rule above broken, e.g. "/d/x.idx: sequence_pointers[17] at
+ *             offset 1234: 99999999 is past the end of /d/x.bin (4096 bytes)";
+ *             or out NULL, or data NULL with len > 0
+ *   -ENOMEM
+ * Pure (no I/O, no logging); time linear in len.
+ */
+int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
+		   struct mg_index *out, char *err, size_t cap);
+
+/*
+ * Opens PREFIX.idx (a regular file, common/regfile.h: a FIFO or directory
+ * is refused without being opened), maps it read-only, stats PREFIX.bin
+ * (which must be a regular file too), and parses with mg_index_parse. The
+ * mapping is gone on return. 0, or what mg_index_parse returns, or for a
+ * file that cannot be used -errno (-ENOENT, -EACCES, ...;
+ * REGFILE_NOT_REGULAR with "PATH: not a regular file (a FIFO)"), the
+ * message naming the file.
+ */
+int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap);
+
+/* Frees what a successful parse or open allocated; NULL, a zeroed struct
+ * and a freed one are fine. Leaves *ix zeroed. */
+void mg_index_free(struct mg_index *ix);
+
+/* The name of a dtype code ("uint16", "float32"), "unknown" for others. */
+const char *mg_dtype_name(uint8_t code);
+
+#endif
