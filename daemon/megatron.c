@@ -289,6 +289,8 @@ int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const ch
 		.p = data, .len = len, .bin_bytes = bin_bytes, .idx_path = idx_path,
 		.err = err, .cap = cap,
 	};
+	if (out)
+		memset(out, 0, sizeof(*out));
 	if (!out || (!data && len > 0))
 		return mg_fail(&ps, -EINVAL, "no index to parse");
 	struct mg_index ix = {0};
