@@ -30,6 +30,7 @@ enum source_kind {
 	SOURCE_TOKENS = 2,      /* source = tokens:PATH */
 	SOURCE_IMAGEFOLDER = 3, /* source = imagefolder:ROOT (ROOT/CLASS/...jpg) */
 	SOURCE_TAR = 4,         /* source = tar:PATTERN (WebDataset shards, daemon/tarshard.h) */
+	SOURCE_MEGATRON = 5,    /* source = megatron:PREFIX (PREFIX.idx, PREFIX.bin: daemon/megatron.h) */
 };
 
 /* Image pipelines: names in config_keys.c's choice lists, in this order. */

@@ -30,7 +30,8 @@ void config_pipeline_end(struct config_parse *p)
 	struct pipeline_cfg *pl = p->pipeline;
 	const int *line = p->pipeline_key_line;
 	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
-			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS : CONFIG_KEY_IMAGE;
+			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
+			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON : CONFIG_KEY_IMAGE;
 	size_t bad = line[CONFIG_PK_SOURCE] ? CONFIG_PK_COUNT : CONFIG_PK_SOURCE;
 	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
 		if (!line[k] && (keys[k].flags & kind) && (keys[k].flags & CONFIG_KEY_REQUIRED))
@@ -45,7 +46,8 @@ void config_pipeline_end(struct config_parse *p)
 	if (bad != CONFIG_PK_COUNT) {
 		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
 			    keys[bad].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
-			    " tokens" : pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
+			    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
+			    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
 		return;
 	}
 	if (kind == CONFIG_KEY_IMAGE) {
@@ -55,7 +57,9 @@ void config_pipeline_end(struct config_parse *p)
 				    "normalised)", p->label, line[CONFIG_PK_MEAN] ? "mean" : "std");
 		return;
 	}
-	if (kind == CONFIG_KEY_RAW)
+	/* megatron: the stored token type is the index's, checked at start
+	 * (daemon/source.c); token_output stays unset for "as stored". */
+	if (kind == CONFIG_KEY_RAW || kind == CONFIG_KEY_MEGATRON)
 		return;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];

@@ -124,13 +124,14 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	[CONFIG_PK_TOKEN_DTYPE] = {"token_dtype", CONFIG_VALUE_TOKEN_STORED, PIPELINE(token_bytes),
 				   0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_REQUIRED, NULL},
 	[CONFIG_PK_SEQ_LEN] = {"seq_len", CONFIG_VALUE_UINT, PIPELINE(seq_len), 1, SEQ_LEN_MAX,
-			       CONFIG_KEY_TOKENS | CONFIG_KEY_REQUIRED, NULL},
+			       CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON | CONFIG_KEY_REQUIRED, NULL},
 	/* also not narrower than token_dtype, checked at the end of the section */
 	[CONFIG_PK_TOKEN_OUTPUT] = {"token_output", CONFIG_VALUE_TOKEN_OUTPUT,
-				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS, NULL},
+				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				    NULL},
 	/* tokens: also only when delivered as stored, checked at the end of the section */
 	[CONFIG_PK_DIRECT] = {"direct", CONFIG_VALUE_BOOL, PIPELINE(direct), 0, 0,
-			      CONFIG_KEY_RAW | CONFIG_KEY_TOKENS, NULL},
+			      CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
 	[CONFIG_PK_TRANSFORM] = {"transform", CONFIG_VALUE_TRANSFORM, PIPELINE(transform), 0, 0,
 				 CONFIG_KEY_IMAGE | CONFIG_KEY_REQUIRED, NULL},
 	[CONFIG_PK_LAYOUT] = {"layout", CONFIG_VALUE_CHOICE, PIPELINE(layout), 0, 0,
@@ -220,6 +221,7 @@ const char *config_source_name(enum source_kind kind)
 	case SOURCE_TOKENS: return "tokens";
 	case SOURCE_IMAGEFOLDER: return "imagefolder";
 	case SOURCE_TAR: return "tar";
+	case SOURCE_MEGATRON: return "megatron";
 	}
 	return "?";
 }
@@ -407,7 +409,8 @@ static int config_file_dir(const char *file, char *dir, size_t cap)
 	return (m < 0 || (size_t)m >= cap - n) ? -ENAMETOOLONG : 0;
 }
 
-/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT" or "tar:PATTERN", into the
+/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN" or
+ * "megatron:PREFIX", into the
  * current pipeline's kind and path; a relative PATH is taken relative to
  * the directory of the config file. */
 static void config_value_source(struct config_parse *p, const struct config_key *k,
@@ -415,7 +418,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 {
 	struct pipeline_cfg *pl = p->pipeline; /* field is pl->path */
 	const char *path = NULL;
-	for (int kind = SOURCE_RAW; kind <= SOURCE_TAR && !path; kind++) {
+	for (int kind = SOURCE_RAW; kind <= SOURCE_MEGATRON && !path; kind++) {
 		const char *name = config_source_name((enum source_kind)kind);
 		size_t len = strlen(name);
 		if (strncmp(value, name, len) == 0 && value[len] == ':') {
@@ -424,8 +427,8 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 		}
 	}
 	if (!path) {
-		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT or "
-				 "tar:PATTERN");
+		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT, "
+				 "tar:PATTERN or megatron:PREFIX");
 		return;
 	}
 	if (*path == '\0') {

@@ -16,7 +16,7 @@
 static bool refuse(struct direct_source *d, const char *fmt, const char *detail)
 {
 	int n = snprintf(d->why, sizeof(d->why), "pipeline \"%s\": %.200s: ", d->src->cfg->name,
-			 d->src->cfg->path);
+			 d->src->data_path);
 	if (n > 0 && (size_t)n < sizeof(d->why))
 		snprintf(d->why + n, sizeof(d->why) - (size_t)n, fmt, detail);
 	return false;
@@ -33,7 +33,7 @@ bool direct_register(struct direct_source *d, const struct source *src)
 			 PRIu64 " bytes of memory", src->file_bytes, mem);
 		return refuse(d, "direct = on locks the whole file in memory; it is %s", text);
 	}
-	int fd = open(src->cfg->path, O_RDONLY | O_CLOEXEC);
+	int fd = open(src->data_path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return refuse(d, "cannot open it for direct delivery: %s", strerror(errno));
 	struct stat st;
@@ -139,7 +139,7 @@ cudaError_t direct_copy(const struct direct_source *d, struct direct_scratch *sc
 		if (offsets[i] > d->bytes || d->bytes - offsets[i] < len) {
 			snprintf(text, cap, "pipeline \"%s\": %.300s: bytes %" PRIu64 "..%" PRIu64
 				 " lie beyond the %" PRIu64 " bytes locked at start", d->src->cfg->name,
-				 d->src->cfg->path, offsets[i], offsets[i] + len, d->bytes);
+				 d->src->data_path, offsets[i], offsets[i] + len, d->bytes);
 			return cudaErrorInvalidValue;
 		}
 	}
@@ -162,7 +162,7 @@ cudaError_t direct_copy(const struct direct_source *d, struct direct_scratch *sc
 	char why[256];
 	if (e != cudaSuccess)
 		snprintf(text, cap, "copying a batch of %u samples from %.300s: %s", rows,
-			 d->src->cfg->path, cudaerr_text(e, why, sizeof(why)));
+			 d->src->data_path, cudaerr_text(e, why, sizeof(why)));
 	return e;
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/log.h"
 #include "common/regfile.h"
+#include "daemon/megatron.h"
 #include "daemon/tarshard.h"
 #include "image/transform.h"
 
@@ -26,6 +27,12 @@
 static uint64_t align_tensor(uint64_t v)
 {
 	return (v + SOURCE_TENSOR_ALIGN - 1) & ~(uint64_t)(SOURCE_TENSOR_ALIGN - 1);
+}
+
+const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t cap)
+{
+	snprintf(buf, cap, "%s%s", cfg->path, cfg->kind == SOURCE_MEGATRON ? ".bin" : "");
+	return buf;
 }
 
 static int fail(char *err, size_t cap, const struct pipeline_cfg *cfg, int code,
@@ -123,16 +130,59 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	return 0;
 }
 
-/* raw and tokens: the data file's size against the layout. */
+/* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/megatron.h),
+ * the stored token type and the delivered one. 0, or -errno with reason. */
+static int open_megatron(const struct pipeline_cfg *cfg, uint64_t *token_bytes,
+			 uint32_t *out_dtype, char *reason, size_t cap)
+{
+	struct mg_index ix;
+	int rc = mg_index_open(cfg->path, &ix, reason, cap);
+	if (rc < 0)
+		return rc;
+	uint32_t stored = ix.dtype_code == MG_UINT16 ? PROTO_DTYPE_UINT16 :
+			  ix.dtype_code == MG_INT32 ? PROTO_DTYPE_INT32 : 0;
+	if (!stored) {
+		snprintf(reason, cap, "the index's tokens are %s; loaderd reads uint16 and int32 tokens "
+			 "(what Megatron's preprocessing writes for vocabularies up to 65,500 and beyond)",
+			 mg_dtype_name(ix.dtype_code));
+		mg_index_free(&ix);
+		return -EINVAL;
+	}
+	*token_bytes = ix.token_bytes;
+	mg_index_free(&ix);
+	*out_dtype = cfg->token_out_dtype ? cfg->token_out_dtype : stored;
+	uint64_t out_bytes = proto_dtype_bytes(*out_dtype);
+	if (out_bytes < *token_bytes) {
+		snprintf(reason, cap, "token_output %s is narrower than the index's %s tokens",
+			 proto_dtype_name(*out_dtype), proto_dtype_name(stored));
+		return -EINVAL;
+	}
+	if (cfg->direct && out_bytes != *token_bytes) {
+		snprintf(reason, cap, "direct = on needs tokens delivered as stored (%s), but "
+			 "token_output is %s", proto_dtype_name(stored), proto_dtype_name(*out_dtype));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* raw, tokens and megatron: the data file's size against the layout. */
 static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, char *err,
 			  size_t err_cap)
 {
-	char reason[160];
+	char reason[1024];
+	uint64_t tb = cfg->token_bytes;
+	uint32_t out_dtype = cfg->token_out_dtype;
+	if (cfg->kind == SOURCE_MEGATRON) {
+		int rc = open_megatron(cfg, &tb, &out_dtype, reason, sizeof(reason));
+		if (rc < 0)
+			return fail(err, err_cap, cfg, rc, reason);
+	}
 
 	/* Opened (so that an unreadable file is refused here, not by every
 	 * worker) without ever blocking on a FIFO. */
 	struct stat st;
-	int fd = regfile_open(AT_FDCWD, cfg->path, &st);
+	int fd = regfile_open(AT_FDCWD, source_data_path(cfg, out->data_path,
+							 sizeof(out->data_path)), &st);
 	if (fd == REGFILE_NOT_REGULAR) {
 		snprintf(reason, sizeof(reason), "not a regular file (%s)", regfile_kind(st.st_mode));
 		return fail(err, err_cap, cfg, -EINVAL, reason);
@@ -158,7 +208,6 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 		d->in_elem_bytes = 1;
 		d->out_elem_bytes = 1;
 	} else {
-		uint64_t tb = cfg->token_bytes;
 		if (out->file_bytes % tb != 0) {
 			snprintf(reason, sizeof(reason), "size %" PRIu64 " is not a multiple of the %" PRIu64
 				 "-byte token size", out->file_bytes, tb);
@@ -171,12 +220,12 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 			return fail(err, err_cap, cfg, -EINVAL, reason);
 		}
 		out->n_samples = (n_tokens - 1) / cfg->seq_len;
-		add_tensor(out, "tokens", cfg->token_out_dtype, cfg->seq_len + 1);
+		add_tensor(out, "tokens", out_dtype, cfg->seq_len + 1);
 		d->kind = ARENA_SOURCE_TOKENS;
 		d->sample_read_bytes = (cfg->seq_len + 1) * tb;
 		d->sample_stride = cfg->seq_len * tb;
 		d->in_elem_bytes = (uint32_t)tb;
-		d->out_elem_bytes = (uint32_t)proto_dtype_bytes(cfg->token_out_dtype);
+		d->out_elem_bytes = (uint32_t)proto_dtype_bytes(out_dtype);
 	}
 	return 0;
 }
@@ -220,7 +269,8 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		d->tensor_row_bytes[t] = out->row_bytes[t];
 	}
 	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
-	snprintf(d->path, sizeof(d->path), "%s", cfg->path);
+	snprintf(d->path, sizeof(d->path), "%s",
+		 images ? cfg->path : source_data_path(cfg, out->data_path, sizeof(out->data_path)));
 	return 0;
 close_source:
 	source_close(out);
@@ -314,7 +364,7 @@ const char *source_sample_where(const struct source *src, const struct arena *ar
 {
 	if (src->desc.kind != ARENA_SOURCE_IMAGES) {
 		uint64_t offset = index * src->desc.sample_stride;
-		snprintf(buf, cap, "%.1000s bytes %" PRIu64 "..%" PRIu64, src->cfg->path, offset,
+		snprintf(buf, cap, "%.1000s bytes %" PRIu64 "..%" PRIu64, src->data_path, offset,
 			 offset + src->desc.sample_read_bytes);
 		return buf;
 	}

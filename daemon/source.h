@@ -35,7 +35,12 @@ struct source {
 				* descriptors and JPEGs (struct arena_image_params) */
 	struct arena_pipeline desc; /* what workers need; copied into the arena */
 	struct image_index index;   /* imagefolder: the sample list */
+	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from */
 };
+
+/* The file a raw, tokens or megatron pipeline's samples are read from:
+ * its path, or PREFIX.bin for megatron:PREFIX. Returns buf. */
+const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t cap);
 
 /*
  * Checks the pipeline's file (an imagefolder's tree: daemon/imagefolder.h;
