@@ -52,7 +52,14 @@ enum on_error {
 #define CONFIG_TRANSFORM_MAX 512
 #define CONFIG_KEYS_MAX 32
 #define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */
-#define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */ /* room for the line of every key of a section */
+#define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */
+#define CONFIG_OUTPUTS_TEXT_MAX 128
+#define CONFIG_MAX_DOCUMENTS_DEFAULT 32
+#define CONFIG_MAX_DOCUMENTS_MAX 4096
+/* outputs of a token pipeline */
+#define CONFIG_OUTPUT_POSITIONS 0x1u
+#define CONFIG_OUTPUT_LOSS_MASK 0x2u
+#define CONFIG_OUTPUT_CU_SEQLENS 0x4u /* room for the line of every key of a section */
 #define IMAGE_PIXELS_DEFAULT 89478485ull /* PIL's decompression-bomb limit */
 /* CPU time one image's decode may take before the image counts as bad:
  * far beyond what a max_image_pixels image takes (about a second). */
@@ -79,6 +86,12 @@ struct pipeline_cfg {
 	uint32_t token_bytes;      /* token_dtype: uint16 -> 2, uint32 -> 4; required */
 	uint32_t token_out_dtype;  /* token_output: enum proto_dtype; default = stored */
 	uint64_t seq_len;          /* required for tokens, >= 1 */
+	/* tokens, megatron: document-aware outputs (shm/layout.h, struct arena_token_params) */
+	char outputs_text[CONFIG_OUTPUTS_TEXT_MAX]; /* as written: "tokens positions ..." */
+	uint32_t outputs;          /* CONFIG_OUTPUT_* bits, from outputs_text */
+	uint64_t eod_token;        /* required by every output but tokens */
+	bool eod_mask_loss;        /* loss_mask 0 where the input token is eod_token */
+	uint32_t max_documents;    /* cu_seqlens: documents a row holds at most, default 32 */
 	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */

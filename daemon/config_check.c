@@ -21,6 +21,56 @@ static const struct config_token_name *config_token_of(uint32_t dtype)
 	return &config_token_types[i];
 }
 
+/* A token pipeline's outputs: "tokens" and any of "positions",
+ * "loss_mask", "cu_seqlens", separated by spaces or commas, into
+ * pl->outputs; the ones past tokens need eod_token. false after a
+ * config_fail on the line of the key at fault. */
+static bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
+{
+	static const struct { const char *name; uint32_t bit; } names[] = {
+		{"tokens", 0}, {"positions", CONFIG_OUTPUT_POSITIONS},
+		{"loss_mask", CONFIG_OUTPUT_LOSS_MASK}, {"cu_seqlens", CONFIG_OUTPUT_CU_SEQLENS},
+	};
+	pl->outputs = 0;
+	bool tokens = !line[CONFIG_PK_OUTPUTS];
+	const char *s = pl->outputs_text;
+	while (*s) {
+		size_t n = strcspn(s, " ,\t");
+		if (n == 0) {
+			s++;
+			continue;
+		}
+		size_t k = 0;
+		while (k < sizeof(names) / sizeof(names[0]) &&
+		       (strlen(names[k].name) != n || strncmp(s, names[k].name, n) != 0))
+			k++;
+		if (k == sizeof(names) / sizeof(names[0])) {
+			config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs: \"%.*s\" is not tokens, "
+				    "positions, loss_mask or cu_seqlens", p->label, (int)n, s);
+			return false;
+		}
+		tokens |= names[k].bit == 0;
+		pl->outputs |= names[k].bit;
+		s += n;
+	}
+	if (!tokens) {
+		config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs: \"%s\" must name tokens (the "
+			    "others are computed from them)", p->label, pl->outputs_text);
+		return false;
+	}
+	if (pl->outputs && pl->direct) {
+		config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on delivers the file's tokens as they "
+			    "are; outputs %s are computed by the workers", p->label, pl->outputs_text);
+		return false;
+	}
+	if (pl->outputs && !line[CONFIG_PK_EOD_TOKEN]) {
+		config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs %s need eod_token (where "
+			    "documents end)", p->label, pl->outputs_text);
+		return false;
+	}
+	return true;
+}
+
 /* The first missing required key (at the header's line), then the first
  * key of the other source kind, then mean/std or the width of
  * token_output. */
@@ -57,9 +107,13 @@ void config_pipeline_end(struct config_parse *p)
 				    "normalised)", p->label, line[CONFIG_PK_MEAN] ? "mean" : "std");
 		return;
 	}
+	if (kind == CONFIG_KEY_RAW)
+		return;
+	if (!config_outputs(p, pl, line))
+		return;
 	/* megatron: the stored token type is the index's, checked at start
 	 * (daemon/source.c); token_output stays unset for "as stored". */
-	if (kind == CONFIG_KEY_RAW || kind == CONFIG_KEY_MEGATRON)
+	if (kind == CONFIG_KEY_MEGATRON)
 		return;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];

@@ -151,6 +151,16 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 			      decode_choices},
 	[CONFIG_PK_GPU_DECODE_PERCENT] = {"gpu_decode_percent", CONFIG_VALUE_UINT,
 					  PIPELINE(gpu_decode_percent), 0, 100, CONFIG_KEY_IMAGE, NULL},
+	/* outputs: names checked, and eod_token required by them, at the end of the section */
+	[CONFIG_PK_OUTPUTS] = {"outputs", CONFIG_VALUE_STRING, PIPELINE(outputs_text), 0,
+			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+	[CONFIG_PK_EOD_TOKEN] = {"eod_token", CONFIG_VALUE_UINT, PIPELINE(eod_token), 0, UINT32_MAX,
+				 CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+	[CONFIG_PK_EOD_MASK_LOSS] = {"eod_mask_loss", CONFIG_VALUE_BOOL, PIPELINE(eod_mask_loss), 0, 0,
+				     CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+	[CONFIG_PK_MAX_DOCUMENTS] = {"max_documents", CONFIG_VALUE_UINT, PIPELINE(max_documents), 1,
+				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				     NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
 				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };
@@ -209,6 +219,7 @@ void config_pipeline_defaults(struct pipeline_cfg *pl)
 	pl->max_image_pixels = IMAGE_PIXELS_DEFAULT;
 	pl->max_decode_ms = MAX_DECODE_MS_DEFAULT;
 	pl->decode = DECODE_AUTO;
+	pl->max_documents = CONFIG_MAX_DOCUMENTS_DEFAULT;
 	pl->gpu_decode_percent = GPU_DECODE_PERCENT_DEFAULT;
 	for (int k = 0; k < 3; k++)
 		pl->std[k] = 1.0;

@@ -130,6 +130,30 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	return 0;
 }
 
+/* A token pipeline's document-aware outputs after its tokens (struct
+ * arena_token_params). */
+static void add_document_outputs(const struct pipeline_cfg *cfg, struct source *out)
+{
+	struct arena_token_params *tp = &out->desc.tokens;
+	tp->eod_token = cfg->eod_token;
+	tp->eod_mask_loss = cfg->eod_mask_loss;
+	tp->max_documents = cfg->max_documents;
+	if (cfg->outputs & CONFIG_OUTPUT_POSITIONS) {
+		tp->positions = (uint8_t)out->n_tensors;
+		add_tensor(out, "positions", PROTO_DTYPE_INT64, cfg->seq_len);
+	}
+	if (cfg->outputs & CONFIG_OUTPUT_LOSS_MASK) {
+		tp->loss_mask = (uint8_t)out->n_tensors;
+		add_tensor(out, "loss_mask", PROTO_DTYPE_FLOAT32, cfg->seq_len);
+	}
+	if (cfg->outputs & CONFIG_OUTPUT_CU_SEQLENS) {
+		tp->cu_seqlens = (uint8_t)out->n_tensors;
+		add_tensor(out, "cu_seqlens", PROTO_DTYPE_INT32, (uint64_t)cfg->max_documents + 1);
+		tp->num_documents = (uint8_t)out->n_tensors;
+		add_tensor_dims(out, "num_documents", PROTO_DTYPE_INT32, NULL, 0);
+	}
+}
+
 /* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/megatron.h),
  * the stored token type and the delivered one. 0, or -errno with reason. */
 static int open_megatron(const struct pipeline_cfg *cfg, uint64_t *token_bytes,
@@ -221,6 +245,7 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 		}
 		out->n_samples = (n_tokens - 1) / cfg->seq_len;
 		add_tensor(out, "tokens", out_dtype, cfg->seq_len + 1);
+		add_document_outputs(cfg, out);
 		d->kind = ARENA_SOURCE_TOKENS;
 		d->sample_read_bytes = (cfg->seq_len + 1) * tb;
 		d->sample_stride = cfg->seq_len * tb;

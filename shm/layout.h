@@ -108,6 +108,24 @@ struct arena_gpu_image {
 	double x, y, w, h;     /* ROUTE_GPU: the transform plan's box, source pixels */
 };
 
+/* A token pipeline's document-aware outputs, computed by the worker from
+ * each sample's tokens (tensor 0) into the tensors at these indexes (0:
+ * not delivered). Of a sample of L + 1 tokens, the first L are the
+ * model's inputs; a document ends at an input equal to eod_token:
+ *   positions      int64 [L]: 0, 1, ... restarting after each such input
+ *   loss_mask      float32 [L]: 1, or 0 at such an input when eod_mask_loss
+ *   cu_seqlens     int32 [max_documents + 1]: 0, the end of each document
+ *                  in the row, L, then L repeated (a row with more documents
+ *                  ends its last one at L)
+ *   num_documents  int32 []: the documents cu_seqlens holds */
+struct arena_token_params {
+	uint64_t eod_token;
+	uint32_t eod_mask_loss;
+	uint32_t max_documents;
+	uint8_t positions, loss_mask, cu_seqlens, num_documents; /* tensor indexes */
+	uint32_t reserved;
+};
+
 /* What a worker needs to produce sample i of a pipeline. */
 struct arena_pipeline {
 	uint32_t kind;             /* enum arena_source_kind */
@@ -121,6 +139,7 @@ struct arena_pipeline {
 	uint64_t tensor_offset[ARENA_TENSORS_MAX]; /* within a staging slot */
 	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
 	struct arena_image_params image;
+	struct arena_token_params tokens;
 	char name[64];
 	char path[ARENA_PATH_MAX]; /* data file; imagefolder: the root; tar: the shard pattern */
 };
@@ -211,8 +230,9 @@ _Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
 _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
+_Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
-	       64 + ARENA_PATH_MAX, "arena_pipeline layout");
+	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 48 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
 _Static_assert(sizeof(struct arena_gpu_image) == 72, "arena_gpu_image layout");

@@ -66,6 +66,34 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
+/* A token pipeline's document-aware outputs: each a tensor of its own
+ * (not the tokens'), of the size struct arena_token_params gives. */
+static int reader_doc_check(const struct reader *r, const struct arena_pipeline *p,
+			    struct reader_pipeline *out)
+{
+	const struct arena_token_params *tp = &p->tokens;
+	uint64_t inputs = p->sample_read_bytes / p->in_elem_bytes - 1;
+	const uint8_t index[READER_DOC_COUNT] = {tp->positions, tp->loss_mask, tp->cu_seqlens,
+						 tp->num_documents};
+	const uint64_t bytes[READER_DOC_COUNT] = {inputs * 8, inputs * 4,
+						  ((uint64_t)tp->max_documents + 1) * 4, 4};
+	if ((tp->cu_seqlens != 0) != (tp->num_documents != 0) ||
+	    (tp->cu_seqlens && tp->max_documents == 0))
+		return -EINVAL;
+	out->doc = *tp;
+	for (int k = 0; k < READER_DOC_COUNT; k++) {
+		if (index[k] == 0)
+			continue;
+		if (index[k] >= p->n_tensors || p->tensor_row_bytes[index[k]] != bytes[k] ||
+		    p->tensor_offset[index[k]] > r->slot_bytes)
+			return -EINVAL;
+		out->doc_offset[k] = p->tensor_offset[index[k]];
+		out->doc_row_bytes[k] = bytes[k];
+		out->doc_any = true;
+	}
+	return 0;
+}
+
 static int reader_pipeline_check(const struct reader *r, const struct arena_pipeline *p,
 				 struct reader_pipeline *out)
 {
@@ -103,7 +131,7 @@ static int reader_pipeline_check(const struct reader *r, const struct arena_pipe
 	out->tensor_offset = p->tensor_offset[0];
 	out->row_bytes = p->tensor_row_bytes[0];
 	out->out_row_bytes = out_row_bytes;
-	return 0;
+	return p->kind == ARENA_SOURCE_TOKENS ? reader_doc_check(r, p, out) : 0;
 }
 
 /* The checked pipeline, its data file open. An open failure is not
@@ -167,6 +195,18 @@ static int reader_read_plan(const struct reader *r, struct reader_item *it,
 		return -EINVAL;
 	*rd = (struct reader_read){.item = it, .dst = dst, .fd = p->fd, .len = p->read_bytes,
 				   .offset = offset, .sample = sample, .row = (uint32_t)row};
+	for (int t = 0; p->doc_any && t < READER_DOC_COUNT; t++) {
+		if (p->doc_row_bytes[t] == 0)
+			continue;
+		uint64_t at, end;
+		if (__builtin_mul_overflow(row, p->doc_row_bytes[t], &at) ||
+		    __builtin_add_overflow(at, p->doc_offset[t], &at) ||
+		    __builtin_add_overflow(at, p->doc_row_bytes[t], &end) || end > r->slot_bytes)
+			return -EINVAL;
+		rd->doc[t] = arena_range(r->arena, cmd->slot_offset + at, p->doc_row_bytes[t]);
+		if (rd->doc[t] == NULL)
+			return -EINVAL;
+	}
 	return 0;
 }
 
@@ -236,6 +276,63 @@ static void reader_widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out
 	}
 }
 
+static uint64_t reader_token(const uint8_t *row, uint64_t i, uint32_t bytes)
+{
+	if (bytes == 2) {
+		uint16_t x;
+		memcpy(&x, row + i * 2, sizeof(x));
+		return le16toh(x);
+	}
+	if (bytes == 4) {
+		uint32_t x;
+		memcpy(&x, row + i * 4, sizeof(x));
+		return le32toh(x);
+	}
+	uint64_t x;
+	memcpy(&x, row + i * 8, sizeof(x));
+	return le64toh(x);
+}
+
+/* The document-aware outputs of rd's sample, from its tokens as
+ * delivered (struct arena_token_params says what each holds). */
+static void reader_documents(const struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	const struct arena_token_params *tp = &p->doc;
+	uint64_t inputs = p->read_bytes / p->in_elem_bytes - 1;
+	uint32_t max_docs = tp->max_documents, docs = 0;
+	int64_t pos = 0;
+	for (uint64_t i = 0; i < inputs; i++) {
+		bool eod = reader_token(rd->dst, i, p->out_elem_bytes) == tp->eod_token;
+		if (rd->doc[READER_DOC_POSITIONS]) {
+			uint64_t v = htole64((uint64_t)pos);
+			memcpy(rd->doc[READER_DOC_POSITIONS] + i * 8, &v, sizeof(v));
+		}
+		if (rd->doc[READER_DOC_LOSS_MASK]) {
+			float f = eod && tp->eod_mask_loss ? 0.0f : 1.0f;
+			uint32_t v;
+			memcpy(&v, &f, sizeof(v));
+			v = htole32(v);
+			memcpy(rd->doc[READER_DOC_LOSS_MASK] + i * 4, &v, sizeof(v));
+		}
+		/* a document ends after this input: its end in cu_seqlens */
+		if (eod && i + 1 < inputs && rd->doc[READER_DOC_CU_SEQLENS] && docs + 1 < max_docs) {
+			uint32_t v = htole32((uint32_t)(i + 1));
+			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)(docs + 1) * 4, &v, sizeof(v));
+			docs++;
+		}
+		pos = eod ? 0 : pos + 1;
+	}
+	if (rd->doc[READER_DOC_CU_SEQLENS]) {
+		uint32_t zero = 0, end = htole32((uint32_t)inputs);
+		memcpy(rd->doc[READER_DOC_CU_SEQLENS], &zero, sizeof(zero));
+		for (uint32_t k = docs + 1; k <= max_docs; k++)
+			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)k * 4, &end, sizeof(end));
+		uint32_t n = htole32(docs + 1);
+		memcpy(rd->doc[READER_DOC_COUNT_ROW], &n, sizeof(n));
+	}
+}
+
 /* Applies the result of one read call (bytes, or -errno) to rd. Returns
  * true when rd needs another call (short read, transient error, an image
  * replaced by another). */
@@ -255,6 +352,8 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
 		if (p->out_elem_bytes > p->in_elem_bytes)
 			reader_widen_row(rd->dst, p->read_bytes / p->in_elem_bytes,
 					 p->in_elem_bytes, p->out_elem_bytes);
+		if (p->doc_any)
+			reader_documents(rd);
 		return false;
 	}
 	if (res == 0) {

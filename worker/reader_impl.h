@@ -17,6 +17,10 @@
 
 /* A pipeline table entry, checked once and copied: the worker acts only on
  * fields it has validated, and the table is read-only after start. */
+/* A token pipeline's document-aware outputs (reader.c) */
+enum { READER_DOC_POSITIONS, READER_DOC_LOSS_MASK, READER_DOC_CU_SEQLENS, READER_DOC_COUNT_ROW,
+       READER_DOC_COUNT };
+
 struct reader_pipeline {
 	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
 	int fd;    /* data file (imagefolder: the root directory; tar: unused), -1 until first used */
@@ -42,6 +46,11 @@ struct reader_pipeline {
 	uint64_t tensor_offset;
 	uint64_t row_bytes;
 	uint64_t out_row_bytes; /* bytes a row takes once widened */
+	/* tokens: document-aware outputs (struct arena_token_params), by
+	 * READER_DOC_*: their tensor's offset and row bytes, 0 bytes for none */
+	struct arena_token_params doc;
+	uint64_t doc_offset[READER_DOC_COUNT], doc_row_bytes[READER_DOC_COUNT];
+	bool doc_any;
 };
 
 struct reader_item;
@@ -64,6 +73,8 @@ struct reader_read {
 	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
+	/* tokens: the row of each document-aware output, NULL for none */
+	uint8_t *doc[READER_DOC_COUNT];
 	/* images, GPU decoding: the row's descriptor and its JPEG's place */
 	struct arena_gpu_image *gpu_desc;
 	uint8_t *gpu_data;
