@@ -29,31 +29,10 @@
 #include <cmocka.h>
 
 #include "image/resize.h"
+#include "rng.h"
 
 #define DIFF_FRACTION_MAX 1e-3
 
-/* splitmix64: a fixed seed, so a failure reproduces. */
-static uint64_t rng_state = 0x5eed5eed12345678ull;
-
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform in [lo, hi]. */
-static uint32_t rng_range(uint32_t lo, uint32_t hi)
-{
-	return lo + (uint32_t)(rng_next() % ((uint64_t)hi - lo + 1));
-}
-
-/* Uniform in [lo, hi). */
-static double rng_real(double lo, double hi)
-{
-	return lo + (hi - lo) * (double)(rng_next() >> 11) * 0x1p-53;
-}
 
 struct image {
 	uint32_t w, h;
