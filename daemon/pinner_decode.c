@@ -25,14 +25,21 @@
  * the client's stream waits (on the GPU) for the helpers' streams before
  * the resize.
  *
- * Memory: per lane, gpu_decode_memory of device memory, a third for the
- * decoded images and the rest for the kernel's scratch, allocated with the
- * lane's decoder at the first decoding client. A batch whose images do not
- * fit at once is decoded in parts.
+ * Memory: per lane, gpu_decode_memory of device memory in two sets, each
+ * a third for the decoded images and the rest for the kernel's scratch,
+ * allocated with the lane's decoder at the first decoding client. A
+ * batch's images are decoded in parts, as many as fit one set, and the
+ * parts take the sets in turn.
  *
- * nvJPEG's hardware path may write its output before work queued earlier
- * on the stream has run (nvjd.h), so before a part reuses the decode
- * buffer the lane waits on the host for the previous part's kernel.
+ * Two sets, so that the engines never wait for the host: nvJPEG's hardware
+ * path may write its output before work queued earlier on the stream has
+ * run (nvjd.h), so before a part reuses a set's buffer the lane waits on
+ * the host for the kernel of the part that used it last. With one set,
+ * that wait came between every two parts, and the host's submission of
+ * the next part (about 90 us an image, above) could not overlap the
+ * engines' work on the last. With two, a part is submitted while the one
+ * before it decodes; every thread has a decoder (nvJPEG state) per set,
+ * since a decoder takes a new batch only once its last one is done.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -59,11 +66,13 @@
 /* A helper thread of a lane's decoder: its own nvJPEG state and stream;
  * under mu, `go` hands it imgs[0..n), `busy` is cleared when they are
  * queued (rc: nvjd_decode's). */
+#define DECODE_SETS 2u /* buffer sets, taken by the parts in turn */
+
 struct decode_helper {
 	pthread_t thread;
 	bool started;
 	int dev;
-	struct nvjd *nvjd;
+	struct nvjd *nvjd[DECODE_SETS];
 	cudaStream_t stream;
 	cudaEvent_t queued;      /* behind its decode, for the client's stream to wait on */
 	pthread_mutex_t mu;
@@ -71,28 +80,35 @@ struct decode_helper {
 	bool busy, quit;
 	struct nvjd_image *imgs;
 	uint32_t n;
+	uint32_t set;            /* whose decoder takes imgs */
 	int rc;
 };
 
-struct lane_decode {
-	struct nvjd *nvjd;
-	struct decode_helper *helpers;
-	uint32_t n_helpers;
-	uint32_t max_batch;
-	uint8_t *buf;             /* decoded images, device */
-	uint64_t buf_bytes;
-	uint8_t *scratch;         /* the kernel's, device */
-	uint64_t scratch_bytes;
+/* What one part in flight uses; free again once `done` has passed. */
+struct decode_set {
+	struct nvjd *nvjd;        /* the lane thread's decoder for this set */
+	uint8_t *buf;             /* decoded images, device, buf_bytes */
+	uint8_t *scratch;         /* the kernel's, device, scratch_bytes */
 	struct imgk_item *items;  /* page-locked, max_batch */
 	struct imgk_item *items_dev;
 	struct imgk_shrink *shrink; /* page-locked, max_batch */
 	struct imgk_shrink *shrink_dev;
+	cudaEvent_t done;         /* behind the part's kernel */
+	bool pending;             /* done recorded and not yet waited for */
+};
+
+struct lane_decode {
+	struct decode_set sets[DECODE_SETS];
+	uint32_t cur;             /* the set the next part takes */
+	struct decode_helper *helpers;
+	uint32_t n_helpers;
+	uint32_t max_batch;
+	uint64_t buf_bytes;       /* of each set */
+	uint64_t scratch_bytes;   /* of each set */
 	struct nvjd_image *imgs;
 	uint32_t *rows;           /* each of imgs' batch row */
 	uint32_t *factor;         /* each of imgs' shrink factor, 1 for none */
 	uint8_t **small;          /* each of imgs' shrunk image in buf, when factor > 1 */
-	cudaEvent_t done;         /* behind the last part's kernel */
-	bool pending;             /* done recorded and not yet waited for */
 	uint8_t *row_host;        /* the CPU fallback's row, page-locked */
 	uint64_t row_host_bytes;
 	struct image_sampler *samplers[ARENA_PIPELINES_MAX]; /* the CPU fallback's */
@@ -114,7 +130,7 @@ static void *helper_main(void *arg)
 		if (h->quit)
 			break;
 		pthread_mutex_unlock(&h->mu);
-		int rc = nvjd_decode(h->nvjd, h->imgs, h->n, h->stream);
+		int rc = nvjd_decode(h->nvjd[h->set], h->imgs, h->n, h->stream);
 		if (rc == 0 && cudaEventRecord(h->queued, h->stream) != cudaSuccess)
 			rc = -EIO;
 		pthread_mutex_lock(&h->mu);
@@ -139,7 +155,8 @@ static void helpers_stop(struct lane_decode *dc)
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
 		}
-		nvjd_close(h->nvjd);
+		for (uint32_t s = 0; s < DECODE_SETS; s++)
+			nvjd_close(h->nvjd[s]);
 		if (h->queued)
 			cudaEventDestroy(h->queued);
 		if (h->stream)
@@ -157,15 +174,20 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 	dc->helpers = calloc(want, sizeof(*dc->helpers));
 	for (uint32_t i = 0; dc->helpers && i < want; i++) {
 		struct decode_helper *h = &dc->helpers[dc->n_helpers];
-		char why[TEXT_MAX];
+		char why[TEXT_MAX] = "a CUDA stream or event";
 		h->dev = l->dev;
-		if (nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd, why, sizeof(why)) < 0 ||
+		bool opened = true;
+		for (uint32_t s = 0; s < DECODE_SETS && opened; s++)
+			opened = nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd[s], why,
+					   sizeof(why)) == 0;
+		if (!opened ||
 		    cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking) != cudaSuccess ||
 		    cudaEventCreateWithFlags(&h->queued, cudaEventDisableTiming) != cudaSuccess) {
 			log_warning("GPU %s: a JPEG decoding thread could not be set up (%s): %u of %u",
 				    l->p->gpus[l->dev].uuid, why, dc->n_helpers + 1,
 				    l->p->cfg->gpu_decode_threads);
-			nvjd_close(h->nvjd);
+			for (uint32_t s = 0; s < DECODE_SETS; s++)
+				nvjd_close(h->nvjd[s]);
 			if (h->stream)
 				cudaStreamDestroy(h->stream);
 			*h = (struct decode_helper){0};
@@ -176,7 +198,8 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
-			nvjd_close(h->nvjd);
+			for (uint32_t s = 0; s < DECODE_SETS; s++)
+				nvjd_close(h->nvjd[s]);
 			cudaEventDestroy(h->queued);
 			cudaStreamDestroy(h->stream);
 			*h = (struct decode_helper){0};
@@ -193,18 +216,23 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 static void decode_free(struct lane_decode *dc)
 {
 	helpers_stop(dc);
-	nvjd_close(dc->nvjd);
-	cudaFree(dc->buf);
-	cudaFree(dc->scratch);
-	cudaFree(dc->items_dev);
-	cudaFreeHost(dc->items);
-	cudaFree(dc->shrink_dev);
-	cudaFreeHost(dc->shrink);
+	for (uint32_t s = 0; s < DECODE_SETS; s++) {
+		struct decode_set *set = &dc->sets[s];
+		if (set->pending)
+			cudaEventSynchronize(set->done);
+		nvjd_close(set->nvjd);
+		cudaFree(set->buf);
+		cudaFree(set->scratch);
+		cudaFree(set->items_dev);
+		cudaFreeHost(set->items);
+		cudaFree(set->shrink_dev);
+		cudaFreeHost(set->shrink);
+		if (set->done)
+			cudaEventDestroy(set->done);
+	}
 	free(dc->factor);
 	free(dc->small);
 	cudaFreeHost(dc->row_host);
-	if (dc->done)
-		cudaEventDestroy(dc->done);
 	free(dc->imgs);
 	free(dc->rows);
 	for (size_t i = 0; i < ARENA_PIPELINES_MAX; i++)
@@ -235,11 +263,16 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		if (p->sources[i].cfg->decode != DECODE_CPU && p->sources[i].cfg->batch_size > max_batch)
 			max_batch = p->sources[i].cfg->batch_size;
 	dc->max_batch = max_batch < NVJD_MAX_BATCH ? max_batch : NVJD_MAX_BATCH;
-	int rc = nvjd_open(l->dev, dc->max_batch, NVJD_SMOOTH_UPSAMPLING, &dc->nvjd, why, cap);
+	struct decode_set *set0 = &dc->sets[0];
+	int rc = nvjd_open(l->dev, dc->max_batch, NVJD_SMOOTH_UPSAMPLING, &set0->nvjd, why, cap);
 	if (rc == -ENOTSUP && strstr(why, "upsampling"))
-		rc = nvjd_open(l->dev, dc->max_batch, 0, &dc->nvjd, why, cap);
+		rc = nvjd_open(l->dev, dc->max_batch, 0, &set0->nvjd, why, cap);
+	struct nvjd_info info;
+	if (rc == 0)
+		nvjd_info(set0->nvjd, &info);
+	for (uint32_t s = 1; s < DECODE_SETS && rc == 0; s++)
+		rc = nvjd_open(l->dev, dc->max_batch, info.flags, &dc->sets[s].nvjd, why, cap);
 	if (rc < 0) {
-		dc->nvjd = NULL;
 		decode_free(dc);
 		return rc;
 	}
@@ -253,22 +286,26 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		decode_free(dc);
 		return -ENOMEM;
 	}
-	dc->buf_bytes = align_up(budget / 3, DECODE_ALIGN);
-	dc->scratch_bytes = align_up(budget - dc->buf_bytes, DECODE_ALIGN) - DECODE_ALIGN;
-	if (e == cudaSuccess)
-		e = cudaMalloc((void **)&dc->buf, dc->buf_bytes);
-	if (e == cudaSuccess)
-		e = cudaMalloc((void **)&dc->scratch, dc->scratch_bytes);
-	if (e == cudaSuccess)
-		e = cudaMalloc((void **)&dc->items_dev, sizeof(*dc->items_dev) * dc->max_batch);
-	if (e == cudaSuccess)
-		e = cudaHostAlloc((void **)&dc->items, sizeof(*dc->items) * dc->max_batch, 0);
-	if (e == cudaSuccess)
-		e = cudaMalloc((void **)&dc->shrink_dev, sizeof(*dc->shrink_dev) * dc->max_batch);
-	if (e == cudaSuccess)
-		e = cudaHostAlloc((void **)&dc->shrink, sizeof(*dc->shrink) * dc->max_batch, 0);
-	if (e == cudaSuccess)
-		e = cudaEventCreateWithFlags(&dc->done, cudaEventDisableTiming);
+	uint64_t per_set = budget / DECODE_SETS;
+	dc->buf_bytes = align_up(per_set / 3, DECODE_ALIGN);
+	dc->scratch_bytes = align_up(per_set - dc->buf_bytes, DECODE_ALIGN) - DECODE_ALIGN;
+	for (uint32_t s = 0; s < DECODE_SETS && e == cudaSuccess; s++) {
+		struct decode_set *set = &dc->sets[s];
+		e = cudaMalloc((void **)&set->buf, dc->buf_bytes);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&set->scratch, dc->scratch_bytes);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&set->items_dev, sizeof(*set->items_dev) * dc->max_batch);
+		if (e == cudaSuccess)
+			e = cudaHostAlloc((void **)&set->items, sizeof(*set->items) * dc->max_batch, 0);
+		if (e == cudaSuccess)
+			e = cudaMalloc((void **)&set->shrink_dev,
+				       sizeof(*set->shrink_dev) * dc->max_batch);
+		if (e == cudaSuccess)
+			e = cudaHostAlloc((void **)&set->shrink, sizeof(*set->shrink) * dc->max_batch, 0);
+		if (e == cudaSuccess)
+			e = cudaEventCreateWithFlags(&set->done, cudaEventDisableTiming);
+	}
 	dc->imgs = calloc(dc->max_batch, sizeof(*dc->imgs));
 	dc->rows = calloc(dc->max_batch, sizeof(*dc->rows));
 	dc->factor = calloc(dc->max_batch, sizeof(*dc->factor));
@@ -280,14 +317,13 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		decode_free(dc);
 		return e != cudaSuccess ? cudaerr_errno(e) : -ENOMEM;
 	}
-	struct nvjd_info info;
-	nvjd_info(dc->nvjd, &info);
 	helpers_start(l, dc, info.flags);
 	log_notice("GPU %s: JPEG decoding on %u hardware engines (nvJPEG %d.%d.%d%s), %" PRIu64
-		   " bytes of device memory, batches of up to %u images, thread %s and %u helper%s",
-		   p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
+		   " bytes of device memory in %u sets, parts of up to %u images, thread %s and %u "
+		   "helper%s", p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
 		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
-		   budget, dc->max_batch, l->name, dc->n_helpers, dc->n_helpers == 1 ? "" : "s");
+		   budget, DECODE_SETS, dc->max_batch, l->name, dc->n_helpers,
+		   dc->n_helpers == 1 ? "" : "s");
 	atomic_store(&p->gpus[l->dev].decode_engines, info.engines);
 	l->decode = dc;
 	return 0;
@@ -378,14 +414,17 @@ static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_
 	return true;
 }
 
-/* Decodes the n images queued in dc (imgs, rows) and resizes them into
- * dst; the failed ones on the CPU. */
+/* Decodes the n images queued in dc (imgs, rows) into the current set and
+ * resizes them into dst; the failed ones on the CPU. The next part takes
+ * the other set. */
 static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct arena_gpu_image *desc,
 			const uint8_t *slot, uint8_t *dst, char *text, size_t cap)
 {
 	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
 	struct lane_decode *dc = l->decode;
+	struct decode_set *set = &dc->sets[dc->cur];
+	dc->cur = (dc->cur + 1) % DECODE_SETS;
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
 	/* imgs split over the helpers and this thread: helper i takes the
@@ -396,12 +435,13 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 		pthread_mutex_lock(&h->mu);
 		h->imgs = dc->imgs + given;
 		h->n = per;
+		h->set = (uint32_t)(set - dc->sets);
 		h->busy = true;
 		pthread_cond_broadcast(&h->cv);
 		pthread_mutex_unlock(&h->mu);
 		given += per;
 	}
-	int rc = nvjd_decode(dc->nvjd, dc->imgs + given, n - given, pc->stream);
+	int rc = nvjd_decode(set->nvjd, dc->imgs + given, n - given, pc->stream);
 	const char *err = dc->imgs[given].err;
 	for (uint32_t i = 0, at = 0; i < dc->n_helpers && at < given; i++, at += per) {
 		struct decode_helper *h = &dc->helpers[i];
@@ -431,10 +471,10 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 		uint32_t f = dc->factor[i];
 		uint32_t w = (im->out_w + f - 1) / f, h = (im->out_h + f - 1) / f;
 		if (f > 1)
-			dc->shrink[n_shrink++] = (struct imgk_shrink){
+			set->shrink[n_shrink++] = (struct imgk_shrink){
 				.src = im->dst, .src_pitch = im->pitch, .src_w = im->out_w,
 				.src_h = im->out_h, .dst = dc->small[i], .dst_pitch = (uint64_t)w * 3, .f = f};
-		dc->items[k++] = (struct imgk_item){
+		set->items[k++] = (struct imgk_item){
 			.src = f > 1 ? dc->small[i] : im->dst, .src_pitch = f > 1 ? (uint64_t)w * 3 : im->pitch,
 			.src_w = w, .src_h = h, .img_w = w, .img_h = h, .sx = 1.0 / f, .sy = 1.0 / f,
 			.x = g->x, .y = g->y, .w = g->w, .h = g->h, .flip = g->flip != 0,
@@ -447,28 +487,29 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 	uint64_t scratch = 0;
 	cudaError_t e = cudaSuccess;
 	if (k > 0) {
-		if (imgk_plan(dc->items, k, &fmt, pc->slot_bytes, &scratch) < 0 ||
+		if (imgk_plan(set->items, k, &fmt, pc->slot_bytes, &scratch) < 0 ||
 		    scratch > dc->scratch_bytes) {
 			snprintf(text, cap, "the GPU resize refused a batch's images");
 			return false;
 		}
-		e = cudaMemcpyAsync(dc->items_dev, dc->items, sizeof(*dc->items) * k,
+		e = cudaMemcpyAsync(set->items_dev, set->items, sizeof(*set->items) * k,
 				    cudaMemcpyHostToDevice, pc->stream);
 		if (e == cudaSuccess && n_shrink > 0)
-			e = cudaMemcpyAsync(dc->shrink_dev, dc->shrink, sizeof(*dc->shrink) * n_shrink,
-					    cudaMemcpyHostToDevice, pc->stream);
+			e = cudaMemcpyAsync(set->shrink_dev, set->shrink,
+					    sizeof(*set->shrink) * n_shrink, cudaMemcpyHostToDevice,
+					    pc->stream);
 		if (e == cudaSuccess && n_shrink > 0 &&
-		    imgk_shrink_launch(dc->shrink_dev, n_shrink, pc->stream, &e) < 0 && e == cudaSuccess)
+		    imgk_shrink_launch(set->shrink_dev, n_shrink, pc->stream, &e) < 0 && e == cudaSuccess)
 			e = cudaErrorInvalidValue;
 		if (e == cudaSuccess &&
-		    imgk_launch(dc->items_dev, k, &fmt, dc->scratch, dc->scratch_bytes, dst,
+		    imgk_launch(set->items_dev, k, &fmt, set->scratch, dc->scratch_bytes, dst,
 				pc->slot_bytes, pc->stream, &e) < 0 && e == cudaSuccess)
 			e = cudaErrorInvalidValue;
 		if (e == cudaSuccess)
-			e = cudaEventRecord(dc->done, pc->stream);
+			e = cudaEventRecord(set->done, pc->stream);
 		if (cudaerr_failed(e, text, cap, "the GPU resize of decoded images"))
 			return false;
-		dc->pending = true;
+		set->pending = true;
 		atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].gpu, k);
 	}
 	for (uint32_t i = 0; i < n; i++) {
@@ -482,13 +523,15 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 	return true;
 }
 
-/* Waits for the last part's kernel: the decode buffer is free again. */
+/* Waits for the kernel of the part that used the current set last: its
+ * buffers are free again. */
 static bool decode_wait(struct lane_decode *dc, char *text, size_t cap)
 {
-	if (!dc->pending)
+	struct decode_set *set = &dc->sets[dc->cur];
+	if (!set->pending)
 		return true;
-	dc->pending = false;
-	cudaError_t e = cudaEventSynchronize(dc->done);
+	set->pending = false;
+	cudaError_t e = cudaEventSynchronize(set->done);
 	return !cudaerr_failed(e, text, cap, "waiting for the GPU resize");
 }
 
@@ -517,7 +560,8 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		uint32_t sw = (g.width + f - 1) / f, sh = (g.height + f - 1) / f;
 		uint64_t full = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
 		uint64_t bytes = full + (f > 1 ? align_up((uint64_t)sw * sh * 3, DECODE_ALIGN) : 0);
-		struct imgk_item one = {.src = dc->buf, .src_pitch = (uint64_t)sw * 3,
+		uint8_t *buf = dc->sets[dc->cur].buf;
+		struct imgk_item one = {.src = buf, .src_pitch = (uint64_t)sw * 3,
 					.src_w = sw, .src_h = sh, .img_w = sw, .img_h = sh,
 					.sx = 1.0 / f, .sy = 1.0 / f, .x = g.x, .y = g.y,
 					.w = g.w, .h = g.h, .dst_offset = 0};
@@ -543,11 +587,12 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		}
 		if (n == 0 && !decode_wait(dc, text, cap))
 			return false;
+		buf = dc->sets[dc->cur].buf; /* decode_part may have moved on */
 		dc->rows[n] = r;
 		dc->factor[n] = f;
-		dc->small[n] = dc->buf + buf_used + full;
+		dc->small[n] = buf + buf_used + full;
 		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
-						  .dst = dc->buf + buf_used, .pitch = (size_t)g.width * 3,
+						  .dst = buf + buf_used, .pitch = (size_t)g.width * 3,
 						  .dst_bytes = (size_t)g.width * g.height * 3};
 		n++;
 		buf_used += bytes;
@@ -560,9 +605,7 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 void pinner_decode_close(struct lane *l)
 {
 	if (l->decode) {
-		if (l->decode->pending)
-			cudaEventSynchronize(l->decode->done);
-		decode_free(l->decode);
+		decode_free(l->decode); /* waits for the parts in flight */
 		l->decode = NULL;
 	}
 }

@@ -9,6 +9,7 @@ already on the GPU; the same training loop for all three, timed.
         [--model resnet18|resnet50] [--batch-size 256] [--size 224]
         [--steps 100] [--warmup 20] [--device cuda|cuda:N|cpu]
         [--classes C] [--amp auto|bf16|fp16|off] [--lr 0.1] [--json]
+    torchrun --nproc-per-node N train_resnet.py ... [--one-gpu-per-rank]
 
 The loaders (each yields uint8 images [B, 3, H, W] and int64 labels on the
 training device):
@@ -85,6 +86,13 @@ nothing), and a wait that happens only on the GPU (the stream waiting for
 a copy still in flight) is not in it: images/s against the synthetic run
 is the full measure of what a loader costs, the fraction says where.
 
+Under torchrun (`torchrun --nproc-per-node N examples/train_resnet.py
+...`) every process is one rank of a DistributedDataParallel job, on its
+own GPU (with --one-gpu-per-rank, the only one it sees), fed by its own
+shard of loaderd's pipeline, or by a DataLoader of its own;
+examples/ddp.py says exactly how. Rank 0 prints the figures of every rank
+and the node's: node images/s and the largest data-wait fraction.
+
 Output: a summary on stdout (with --json, instead, one JSON line with
 every figure: model, loader, images_per_s, data_wait_fraction, steps,
 ...); progress and notes on stderr. Exit codes: 0; 1 an error (the
@@ -99,6 +107,9 @@ import os
 import re
 import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp  # noqa: E402  (this directory)
 
 try:
     import torch
@@ -181,10 +192,11 @@ def loaderd_errors():
     return (loaderd.LoaderdError,) if loaderd is not None else ()
 
 
-def timed_steps(batches, step, device, warmup, steps, loss_every=LOSS_EVERY):
+def timed_steps(batches, step, device, warmup, steps, loss_every=LOSS_EVERY, window_opens=None):
     """Runs warmup + steps steps of step(batch) -> loss tensor over the
     iterator `batches`; times the last `steps` as the module docstring
-    says. Returns (seconds, data-wait seconds, last loss)."""
+    says; window_opens(), when given, runs where the window opens (the
+    ranks' barrier). Returns (seconds, data-wait seconds, last loss)."""
     def synchronize():
         if device.type == "cuda":
             torch.cuda.synchronize(device)
@@ -196,6 +208,8 @@ def timed_steps(batches, step, device, warmup, steps, loss_every=LOSS_EVERY):
     for i in range(warmup + steps):
         if i == warmup:
             synchronize()
+            if window_opens is not None:
+                window_opens()
             start = time.perf_counter()
             wait_s = 0.0
         fetch = time.perf_counter()
@@ -253,6 +267,8 @@ def run(prog, needs, train, summary, json_out, missing=()):
     except missing as e:
         say(prog, "needs %s: %s" % (needs, e))
         return 1
+    if result is None:  # a rank other than 0 of a torchrun job: rank 0 prints
+        return 0
     if json_out:
         say(prog, summary(result))
         print(json.dumps(result), flush=True)
@@ -282,7 +298,7 @@ def pipeline_classes(loaderd, socket, pipeline):
     return imagefolder_classes(m.group(1)) if m else None
 
 
-def torch_batches(args, device, prog):
+def torch_batches(args, device, prog, job):
     """(iterator of (images, labels) on the device, classes, notes)."""
     from torch.utils.data import DataLoader, RandomSampler
     from torchvision import datasets, transforms
@@ -297,7 +313,8 @@ def torch_batches(args, device, prog):
         raise ExampleError("--data %s holds %d images, fewer than a batch of %d"
                            % (args.data, len(dataset), args.batch_size))
     pin = device.type == "cuda"
-    sampler = RandomSampler(dataset, num_samples=(args.warmup + args.steps) * args.batch_size)
+    sampler = RandomSampler(dataset, num_samples=(args.warmup + args.steps) * args.batch_size,
+                            generator=torch.Generator().manual_seed(args.seed * 1000 + job.rank))
     extra = {}
     if args.workers > 0:
         extra = {"persistent_workers": True}  # prefetch_factor: the default, 2
@@ -342,7 +359,8 @@ def loaderd_batches(args, device, prog):
         raise ExampleError("pipeline %r has batch_size %d, and --batch-size is %d: make them equal"
                            % (args.pipeline, loader.batch_size, args.batch_size))
     classes = None if args.classes else pipeline_classes(loaderd, args.socket, args.pipeline)
-    notes = {"pipeline": args.pipeline, "images_in_set": loader.dataset_size}
+    notes = {"pipeline": args.pipeline, "images_in_set": loader.dataset_size,
+             "shard": [loader.rank, loader.world_size]}
 
     def batches():
         try:
@@ -374,17 +392,29 @@ def synthetic_batches(args, device, classes):
 # ---------------------------------------------------------------- main
 
 def train(args, prog="train_resnet"):
+    job = ddp.Job()
+    try:
+        return train_rank(args, prog, job)
+    finally:
+        job.close(torch)
+
+
+def train_rank(args, prog, job):
     import torchvision
 
-    device = pick_device(args.device)
+    try:
+        device = pick_device(job.device_name(args.device, args.one_gpu_per_rank))
+    except ValueError as e:
+        raise ExampleError(str(e)) from None
     amp_dtype, use_scaler, amp_name = pick_amp(args.amp, device)
     torch.manual_seed(args.seed)
     if device.type == "cuda":
         torch.backends.cudnn.benchmark = True
         torch.zeros(1, device=device)  # the CUDA context exists before a loaderd attach
+    job.start(torch, device)
 
     if args.loader == "torch":
-        batches, classes, notes = torch_batches(args, device, prog)
+        batches, classes, notes = torch_batches(args, device, prog, job)
     elif args.loader == "loaderd":
         batches, classes, notes = loaderd_batches(args, device, prog)
     else:
@@ -400,7 +430,7 @@ def train(args, prog="train_resnet"):
         batches, notes = synthetic_batches(args, device, classes)
 
     model = getattr(torchvision.models, args.model)(num_classes=classes)
-    model = model.to(device, memory_format=torch.channels_last).train()
+    model = job.wrap(torch, model.to(device, memory_format=torch.channels_last).train(), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9, weight_decay=1e-4)
     optimizer_step = make_optimizer_step(model, optimizer, amp_dtype, use_scaler, device)
     mean = torch.tensor([255 * m for m in MEAN], device=device).view(1, 3, 1, 1)
@@ -421,7 +451,8 @@ def train(args, prog="train_resnet"):
 
     say(prog, "%s, %d classes, %s, amp %s, batch %d: %d warm-up steps, %d timed"
         % (args.model, classes, device_name(device), amp_name, args.batch_size, args.warmup, args.steps))
-    seconds, wait_s, loss = timed_steps(batches, step, device, args.warmup, args.steps)
+    seconds, wait_s, loss = timed_steps(batches, step, device, args.warmup, args.steps,
+                                        window_opens=lambda: job.barrier(torch))
     batches.close()  # stops the DataLoader's workers, releases loaderd's last batch
 
     images = args.steps * args.batch_size
@@ -430,20 +461,28 @@ def train(args, prog="train_resnet"):
               "steps": args.steps, "warmup": args.warmup, "images": images,
               "seconds": round(seconds, 4), "images_per_s": round(images / seconds, 1),
               "data_wait_s": round(wait_s, 4), "data_wait_fraction": round(wait_s / seconds, 4),
-              "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__}
+              "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__,
+              "gpu_uuid": ddp.gpu_uuid(torch, device), "rank": job.rank, "world": job.world}
     result.update(notes)
-    return result
+    return job.gather(torch, result, "images_per_s", args.batch_size)
 
 
 def summary(r):
     where = {"torch": "DataLoader, %s worker%s" % (r.get("workers"), "" if r.get("workers") == 1 else "s"),
              "loaderd": "pipeline %s, %s" % (r.get("pipeline"), r.get("layout")),
              "synthetic": "on the device"}[r["loader"]]
-    return ("%s, %s (%s), %s, amp %s, batch %d, %s: %d steps in %.2f s: %.1f images/s, "
+    text = ("%s, %s (%s), %s, amp %s, batch %d, %s: %d steps in %.2f s: %.1f images/s, "
             "data wait %.1f%% of the time; loss %s"
             % (r["model"], r["loader"], where, r["device"], r["amp"], r["batch_size"],
                "x".join(map(str, r["size"] or [])), r["steps"], r["seconds"], r["images_per_s"],
                100 * r["data_wait_fraction"], r["loss"]))
+    if r.get("ranks"):
+        text += "\nnode, %d ranks: %.1f images/s, data wait at most %.1f%%; " % (
+            r["world"], r["node_images_per_s"], 100 * r["data_wait_fraction_max"]) + "; ".join(
+            "rank %d on %s: %.1f images/s, data wait %.1f%%" % (
+                x["rank"], x["gpu_uuid"] or x["device"], x["images_per_s"], 100 * x["data_wait_fraction"])
+            for x in r["ranks"])
+    return text
 
 
 def default_workers():
@@ -479,6 +518,8 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
     ap.add_argument("--json", action="store_true",
                     help="print one JSON line of figures instead of the summary")
+    ap.add_argument("--one-gpu-per-rank", action="store_true",
+                    help="under torchrun: each rank sees only its own GPU (CUDA_VISIBLE_DEVICES)")
     a = ap.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.batch_size < 1 or a.size < 8 or a.workers < 0 or a.classes < 0:
         ap.error("--steps >= 1, --warmup >= 0, --batch-size >= 1, --size >= 8, --workers >= 0, "

@@ -6,6 +6,7 @@ loaderd tokens pipeline, timed the way train_resnet.py times its loop.
                     [--d-model 256] [--layers 4] [--heads 4] [--steps 100]
                     [--warmup 10] [--device cuda|cuda:N|cpu]
                     [--amp auto|bf16|fp16|off] [--lr 3e-4] [--json]
+    torchrun --nproc-per-node N train_tokens.py ... [--one-gpu-per-rank]
 
 The pipeline (`source = tokens:FILE`, `seq_len = L`, `token_dtype`) hands
 out rows of L+1 tokens; each row is one training sequence: input = row[:-1],
@@ -31,6 +32,12 @@ between two torch.cuda.synchronize() calls; tokens/s = steps x batch x L
 / window; data wait = host time inside next() (ldr_next, and the tensor's
 from_dlpack, which orders this stream after the daemon's copy).
 
+Under torchrun (`torchrun --nproc-per-node N examples/train_tokens.py
+...`, with --one-gpu-per-rank if each rank should see only its GPU) every
+process is one rank of a DistributedDataParallel job fed by its own shard
+of the pipeline, as examples/ddp.py says; rank 0 prints every rank's
+figures and the node's tokens/s.
+
 Output: a summary on stdout (with --json, instead, one JSON line of the
 figures); progress on stderr. Exit codes: 0; 1 an error (the message names
 it; the daemon's own for loaderd's); 2 bad arguments.
@@ -43,6 +50,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ddp  # noqa: E402  (this directory)
 from train_resnet import (IMPORT_ERROR, ExampleError, device_name, import_loaderd,  # noqa: E402
                           make_optimizer_step, pick_amp, pick_device, run, say, timed_steps)
 
@@ -72,8 +80,10 @@ class TinyLM(Module):
         self.norm = nn.LayerNorm(d_model)
         self.head = nn.Linear(d_model, vocab, bias=False)
         self.head.weight = self.embed.weight
-        # True where attention is not allowed: each position sees itself and the past
-        self.register_buffer("mask", torch.ones(seq_len, seq_len, dtype=torch.bool).triu(1),
+        # -inf where attention is not allowed: each position sees itself and
+        # the past (a float mask: DistributedDataParallel broadcasts buffers,
+        # and gloo has no bool)
+        self.register_buffer("mask", torch.full((seq_len, seq_len), float("-inf")).triu(1),
                              persistent=False)
 
     def forward(self, tokens):
@@ -118,11 +128,23 @@ def token_batches(args, device):
 
 
 def train(args):
-    device = pick_device(args.device)
+    job = ddp.Job()
+    try:
+        return train_rank(args, job)
+    finally:
+        job.close(torch)
+
+
+def train_rank(args, job):
+    try:
+        device = pick_device(job.device_name(args.device, args.one_gpu_per_rank))
+    except ValueError as e:
+        raise ExampleError(str(e)) from None
     amp_dtype, use_scaler, amp_name = pick_amp(args.amp, device)
     torch.manual_seed(args.seed)
     if device.type == "cuda":
         torch.zeros(1, device=device)  # the CUDA context exists before a loaderd attach
+    job.start(torch, device)
     batches, loader = token_batches(args, device)
     batch_size = loader.batch_size
 
@@ -132,6 +154,7 @@ def train(args):
     if top >= args.vocab:
         raise ExampleError("token %d in the first batch, but --vocab is %d" % (top, args.vocab))
     model = TinyLM(args.vocab, seq_len, args.d_model, args.layers, args.heads).to(device).train()
+    model = job.wrap(torch, model, device)
     params = sum(p.numel() for p in model.parameters())
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     optimizer_step = make_optimizer_step(model, optimizer, amp_dtype, use_scaler, device)
@@ -146,25 +169,34 @@ def train(args):
         % (args.d_model, args.layers, args.heads, args.vocab, params / 1e6, device_name(device), amp_name,
            batch_size, seq_len, args.warmup, args.steps))
     seconds, wait_s, loss = timed_steps(itertools.chain([first], batches), step, device, args.warmup,
-                                        args.steps)
+                                        args.steps, window_opens=lambda: job.barrier(torch))
     del first
     batches.close()
 
     tokens = args.steps * batch_size * seq_len
-    return {"model": "transformer", "loader": "loaderd", "pipeline": args.pipeline,
+    result = {"model": "transformer", "loader": "loaderd", "pipeline": args.pipeline,
             "device": device_name(device), "amp": amp_name, "d_model": args.d_model, "layers": args.layers,
             "heads": args.heads, "vocab": args.vocab, "parameters": params, "batch_size": batch_size,
             "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup, "tokens": tokens,
             "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
             "data_wait_s": round(wait_s, 4), "data_wait_fraction": round(wait_s / seconds, 4),
-            "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__}
+            "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__,
+            "gpu_uuid": ddp.gpu_uuid(torch, device), "rank": job.rank, "world": job.world,
+            "shard": [loader.rank, loader.world_size]}
+    return job.gather(torch, result, "tokens_per_s", batch_size * seq_len)
 
 
 def summary(r):
-    return ("transformer (%.1fM parameters), pipeline %s, %s, amp %s, batch %d x %d: %d steps in %.2f s: "
+    text = ("transformer (%.1fM parameters), pipeline %s, %s, amp %s, batch %d x %d: %d steps in %.2f s: "
             "%.1f tokens/s, data wait %.1f%% of the time; loss %s"
             % (r["parameters"] / 1e6, r["pipeline"], r["device"], r["amp"], r["batch_size"], r["seq_len"],
                r["steps"], r["seconds"], r["tokens_per_s"], 100 * r["data_wait_fraction"], r["loss"]))
+    if r.get("ranks"):
+        text += "\nnode, %d ranks: %.1f tokens/s, data wait at most %.1f%%; " % (
+            r["world"], r["node_tokens_per_s"], 100 * r["data_wait_fraction_max"]) + "; ".join(
+            "rank %d on %s: %.1f tokens/s" % (x["rank"], x["gpu_uuid"] or x["device"], x["tokens_per_s"])
+            for x in r["ranks"])
+    return text
 
 
 def parse_args():
@@ -189,6 +221,8 @@ def parse_args():
     ap.add_argument("--seed", type=int, default=0, help="torch.manual_seed (default 0)")
     ap.add_argument("--json", action="store_true",
                     help="print one JSON line of figures instead of the summary")
+    ap.add_argument("--one-gpu-per-rank", action="store_true",
+                    help="under torchrun: each rank sees only its own GPU (CUDA_VISIBLE_DEVICES)")
     a = ap.parse_args()
     if a.steps < 1 or a.warmup < 0 or a.vocab < 2 or a.layers < 1 or a.heads < 1 or a.d_model < 1:
         ap.error("--steps >= 1, --warmup >= 0, --vocab >= 2, --layers, --heads and --d-model >= 1")

@@ -21,13 +21,15 @@
 #
 # LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
 # LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
-# LOADERD_GPU_ALL_TESTS=0 skip a part; LOADERD_BENCH_ARGS,
-# LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS, LOADERD_TRAIN_BENCH_ARGS
-# LOADERD_NVJD_BENCH_ARGS and LOADERD_GPU_DECODE_BENCH_ARGS add arguments to
+# LOADERD_GPU_NODE_BENCH=0, LOADERD_GPU_ALL_TESTS=0 skip a part (the node
+# benchmark, bench/node_bench.py, runs only where there are 2 GPUs or more);
+# LOADERD_BENCH_ARGS, LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS,
+# LOADERD_TRAIN_BENCH_ARGS, LOADERD_NVJD_BENCH_ARGS,
+# LOADERD_GPU_DECODE_BENCH_ARGS and LOADERD_NODE_BENCH_ARGS add arguments to
 # the benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
-# gpu-tests.log, bench/, device/, image/, train/, nvjd/ and tests.log (the
-# rest of the suite), in that order.
+# gpu-tests.log, bench/, device/, image/, train/, nvjd/, node/ and tests.log
+# (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev"
@@ -94,6 +96,12 @@ if [ "${LOADERD_GPU_NVJD_BENCH:-1}" = 1 ] && [ -x "$B/bin/loaderd-nvjd-bench" ];
 		status=${PIPESTATUS[0]}
 		[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
 	fi
+fi
+gpus=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | grep -c GPU-)
+if [ "${LOADERD_GPU_NODE_BENCH:-1}" = 1 ] && [ "$gpus" -ge 2 ]; then
+	mkdir -p "$OUT/node"
+	PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/node_bench.py --build "$B" \
+		--out "$OUT/node" ${LOADERD_NODE_BENCH_ARGS:-} 2>&1 | tail -30 || rc=1
 fi
 if [ "${LOADERD_GPU_ALL_TESTS:-1}" = 1 ]; then
 	ctest --test-dir "$B" -LE gpu -j"$nproc" --output-on-failure > "$OUT/tests.log" 2>&1 || rc=1
