@@ -82,6 +82,8 @@ class Daemon(train_bench.Daemon):
         lines = [ln for ln in super().config_lines() if not ln.startswith(("staging_slots =", "shm_bytes ="))]
         at = lines.index("[daemon]") + 1
         lines[at:at] = ["staging_slots = %d" % slots, "shm_bytes = %d" % ((slots + 4) * batch_bytes + (256 << 20))]
+        if self.ctx.args.gpu_decode_memory:
+            lines.insert(at, "gpu_decode_memory = %s" % self.ctx.args.gpu_decode_memory)
         if self.ctx.args.tokens:
             lines += ["[pipeline.tokens]", "source = tokens:%s" % self.ctx.token_file, "token_dtype = uint16",
                       "token_output = int64", "seq_len = %d" % TOKENS_SEQ, "batch_size = %d" % TOKENS_BATCH,
@@ -236,9 +238,10 @@ def report(ctx, res):
     out = image_bench.head_lines(ctx) + [
         "each run: torchrun --standalone --nproc-per-node N examples/train_resnet.py --one-gpu-per-rank, "
         "--steps %d --warmup %d, batch %d per rank, %dx%d, %d classes, channels_last, amp %s, torch %s; "
-        "loaderd: one daemon, %d workers, decode = %s, uint8 NHWC; torch: a DataLoader in every rank"
+        "loaderd: one daemon, %d workers, decode = %s%s, uint8 NHWC; torch: a DataLoader in every rank"
         % (a.steps, a.warmup, image_bench.BATCH, image_bench.SIZE, image_bench.SIZE, image_bench.CLASSES,
-           f0.get("amp", "?"), f0.get("torch", "?"), a.workers, a.decode), "",
+           f0.get("amp", "?"), f0.get("torch", "?"), a.workers, a.decode,
+           ", gpu_decode_memory = %s" % a.gpu_decode_memory if a.gpu_decode_memory else ""), "",
         "| model | ranks | loader | node images/s | per rank | data wait (largest) | vs N x one rank "
         "| vs synthetic | loaderd cores | loaderd CPU us/image | loaderd memory |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -290,6 +293,7 @@ def parse_args(gpus):
     ap.add_argument("--loaders", default=",".join(train_bench.LOADERS), help="default %s" % ",".join(train_bench.LOADERS))
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
     ap.add_argument("--gpu-decode-percent", type=int, default=80, help="with --decode auto (default 80)")
+    ap.add_argument("--gpu-decode-memory", help="loaderd's gpu_decode_memory (default: the daemon's)")
     ap.add_argument("--workers", type=int, default=0, help="loaderd's workers (default: usable cores - ranks)")
     ap.add_argument("--torch-workers", type=int, default=0,
                     help="DataLoader workers per rank (default: usable cores / ranks - 1)")

@@ -25,21 +25,24 @@
  * the client's stream waits (on the GPU) for the helpers' streams before
  * the resize.
  *
- * Memory: per lane, gpu_decode_memory of device memory in two sets, each
- * a third for the decoded images and the rest for the kernel's scratch,
+ * Memory: per lane, gpu_decode_memory of device memory in sets (one per
+ * 512 MiB, 2 to 4), each a third for the decoded images and the rest for
+ * the kernel's scratch,
  * allocated with the lane's decoder at the first decoding client. A
  * batch's images are decoded in parts, as many as fit one set, and the
  * parts take the sets in turn.
  *
- * Two sets, so that the engines never wait for the host: nvJPEG's hardware
+ * Several sets, so that the engines never wait for the host: nvJPEG's hardware
  * path may write its output before work queued earlier on the stream has
  * run (nvjd.h), so before a part reuses a set's buffer the lane waits on
  * the host for the kernel of the part that used it last. With one set,
  * that wait came between every two parts, and the host's submission of
  * the next part (about 90 us an image, above) could not overlap the
- * engines' work on the last. With two, a part is submitted while the one
- * before it decodes; every thread has a decoder (nvJPEG state) per set,
- * since a decoder takes a new batch only once its last one is done.
+ * engines' work on the last. With several, a part is submitted while the
+ * ones before it decode, which matters most when a training process keeps
+ * the GPU busy and every part's kernels wait for the SMs; every thread has
+ * a decoder (nvJPEG state) per set, since a decoder takes a new batch only
+ * once its last one is done.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -66,13 +69,17 @@
 /* A helper thread of a lane's decoder: its own nvJPEG state and stream;
  * under mu, `go` hands it imgs[0..n), `busy` is cleared when they are
  * queued (rc: nvjd_decode's). */
-#define DECODE_SETS 2u /* buffer sets, taken by the parts in turn */
+/* Buffer sets, taken by the parts in turn: one per DECODE_SET_BYTES of
+ * gpu_decode_memory, at least 2 and at most DECODE_SETS_MAX. */
+#define DECODE_SETS_MIN 2u
+#define DECODE_SETS_MAX 4u
+#define DECODE_SET_BYTES (512ull << 20)
 
 struct decode_helper {
 	pthread_t thread;
 	bool started;
 	int dev;
-	struct nvjd *nvjd[DECODE_SETS];
+	struct nvjd *nvjd[DECODE_SETS_MAX];
 	cudaStream_t stream;
 	cudaEvent_t queued;      /* behind its decode, for the client's stream to wait on */
 	pthread_mutex_t mu;
@@ -98,7 +105,8 @@ struct decode_set {
 };
 
 struct lane_decode {
-	struct decode_set sets[DECODE_SETS];
+	struct decode_set sets[DECODE_SETS_MAX];
+	uint32_t n_sets;
 	uint32_t cur;             /* the set the next part takes */
 	struct decode_helper *helpers;
 	uint32_t n_helpers;
@@ -155,7 +163,7 @@ static void helpers_stop(struct lane_decode *dc)
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
 		}
-		for (uint32_t s = 0; s < DECODE_SETS; s++)
+		for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
 			nvjd_close(h->nvjd[s]);
 		if (h->queued)
 			cudaEventDestroy(h->queued);
@@ -177,7 +185,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		char why[TEXT_MAX] = "a CUDA stream or event";
 		h->dev = l->dev;
 		bool opened = true;
-		for (uint32_t s = 0; s < DECODE_SETS && opened; s++)
+		for (uint32_t s = 0; s < dc->n_sets && opened; s++)
 			opened = nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd[s], why,
 					   sizeof(why)) == 0;
 		if (!opened ||
@@ -186,7 +194,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 			log_warning("GPU %s: a JPEG decoding thread could not be set up (%s): %u of %u",
 				    l->p->gpus[l->dev].uuid, why, dc->n_helpers + 1,
 				    l->p->cfg->gpu_decode_threads);
-			for (uint32_t s = 0; s < DECODE_SETS; s++)
+			for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
 				nvjd_close(h->nvjd[s]);
 			if (h->stream)
 				cudaStreamDestroy(h->stream);
@@ -198,7 +206,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
-			for (uint32_t s = 0; s < DECODE_SETS; s++)
+			for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
 				nvjd_close(h->nvjd[s]);
 			cudaEventDestroy(h->queued);
 			cudaStreamDestroy(h->stream);
@@ -216,7 +224,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 static void decode_free(struct lane_decode *dc)
 {
 	helpers_stop(dc);
-	for (uint32_t s = 0; s < DECODE_SETS; s++) {
+	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
 		struct decode_set *set = &dc->sets[s];
 		if (set->pending)
 			cudaEventSynchronize(set->done);
@@ -270,13 +278,18 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 	struct nvjd_info info;
 	if (rc == 0)
 		nvjd_info(set0->nvjd, &info);
-	for (uint32_t s = 1; s < DECODE_SETS && rc == 0; s++)
+	uint64_t budget = p->cfg->gpu_decode_memory;
+	dc->n_sets = (uint32_t)(budget / DECODE_SET_BYTES);
+	if (dc->n_sets < DECODE_SETS_MIN)
+		dc->n_sets = DECODE_SETS_MIN;
+	if (dc->n_sets > DECODE_SETS_MAX)
+		dc->n_sets = DECODE_SETS_MAX;
+	for (uint32_t s = 1; s < dc->n_sets && rc == 0; s++)
 		rc = nvjd_open(l->dev, dc->max_batch, info.flags, &dc->sets[s].nvjd, why, cap);
 	if (rc < 0) {
 		decode_free(dc);
 		return rc;
 	}
-	uint64_t budget = p->cfg->gpu_decode_memory;
 	size_t free_bytes = 0, total_bytes = 0;
 	cudaError_t e = cudaMemGetInfo(&free_bytes, &total_bytes);
 	if (e == cudaSuccess && budget + DEVICE_RESERVE_BYTES > free_bytes) {
@@ -286,10 +299,10 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		decode_free(dc);
 		return -ENOMEM;
 	}
-	uint64_t per_set = budget / DECODE_SETS;
+	uint64_t per_set = budget / dc->n_sets;
 	dc->buf_bytes = align_up(per_set / 3, DECODE_ALIGN);
 	dc->scratch_bytes = align_up(per_set - dc->buf_bytes, DECODE_ALIGN) - DECODE_ALIGN;
-	for (uint32_t s = 0; s < DECODE_SETS && e == cudaSuccess; s++) {
+	for (uint32_t s = 0; s < dc->n_sets && e == cudaSuccess; s++) {
 		struct decode_set *set = &dc->sets[s];
 		e = cudaMalloc((void **)&set->buf, dc->buf_bytes);
 		if (e == cudaSuccess)
@@ -322,7 +335,7 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		   " bytes of device memory in %u sets, parts of up to %u images, thread %s and %u "
 		   "helper%s", p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
 		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
-		   budget, DECODE_SETS, dc->max_batch, l->name, dc->n_helpers,
+		   budget, dc->n_sets, dc->max_batch, l->name, dc->n_helpers,
 		   dc->n_helpers == 1 ? "" : "s");
 	atomic_store(&p->gpus[l->dev].decode_engines, info.engines);
 	l->decode = dc;
@@ -424,7 +437,7 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 	struct pinner_client *pc = m->pc;
 	struct lane_decode *dc = l->decode;
 	struct decode_set *set = &dc->sets[dc->cur];
-	dc->cur = (dc->cur + 1) % DECODE_SETS;
+	dc->cur = (dc->cur + 1) % dc->n_sets;
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
 	/* imgs split over the helpers and this thread: helper i takes the

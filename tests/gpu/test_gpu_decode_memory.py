@@ -54,18 +54,18 @@ def body(env):
     loaderd = tgd.ch.import_loaderd()
     root = make_tree(env)
     base = {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,
-            "transform": tgd.TRANSFORM, "layout": "nhwc", "max_image_bytes": "4M"}
+            "transform": tgd.TRANSFORM, "layout": "nhwc", "max_image_bytes": "1536K"}
     pipelines = {"gpu": dict(base, decode="gpu"), "auto": dict(base, decode="auto", gpu_decode_percent=100)}
 
     cfg = gpu_harness.gpu_config(env, "small", {"gpu": pipelines["gpu"]}, workers=4, device_slots=4,
-                                 gpu_decode_memory="16M")
+                                 staging_slots=8, gpu_decode_memory="16M")
     d = gpu_harness.start_daemon(env, cfg)
     gpu_harness.check_delivery(d, "register")
     dev = tgd.batches(loaderd, d.socket, "gpu", 0, torch)
     host = tgd.batches(loaderd, d.socket, "gpu", "cpu", torch)
     tgd.compare(torch, dev, host, "decode gpu in 16M", exact=False)
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
-    x = {y["pipeline"]: y for y in st["decode"]}["gpu"]
+    x = {y["pipeline"]: y for y in st["decode"] if y["gpu"] == 0}["gpu"]
     print("16M: images_gpu %d images_cpu %d images_fallback %d" % (x["images_gpu"], x["images_cpu"],
                                                                    x["images_fallback"]))
     check(x["images_fallback"] >= tgd.EPOCHS * BIG,
@@ -76,7 +76,7 @@ def body(env):
     d.stop()
 
     cfg = gpu_harness.gpu_config(env, "huge", pipelines, workers=2, device_slots=2,
-                                 gpu_decode_memory="1T")
+                                 staging_slots=8, gpu_decode_memory="1T")
     d = gpu_harness.start_daemon(env, cfg)
     try:
         x = loaderd.Loader("gpu", socket=d.socket, device=0)
@@ -91,7 +91,7 @@ def body(env):
     host = tgd.batches(loaderd, d.socket, "auto", "cpu", torch)
     tgd.compare(torch, dev, host, "decode auto with gpu_decode_memory = 1T", exact=True)
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
-    x = {y["pipeline"]: y for y in st["decode"]}["auto"]
+    x = {y["pipeline"]: y for y in st["decode"] if y["gpu"] == 0}["auto"]
     check(x["images_gpu"] == 0 and x["unavailable"] and "gpu_decode_memory" in x["unavailable"],
           "decode = auto beyond the GPU's memory: status says %s" % x)
     print("gpu_decode_memory = 1T, decode = auto: the workers decode; status: %s" % x["unavailable"])
