@@ -68,7 +68,8 @@ EXAMPLES = {"image": os.path.join(ROOT, "examples", "train_resnet.py"),
             "tokens": os.path.join(ROOT, "examples", "train_tokens.py")}
 GOAL_SCALING, GOAL_WAIT, GOAL_CPU = 0.95, 0.03, 1.1
 TOKENS_SEQ, TOKENS_BATCH, TOKENS_COUNT = 1024, 16, 64 << 20
-STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) device_bytes (\d+)$", re.M)
+STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) device_bytes (\d+) "
+                           r"decode_bytes (\d+)$", re.M)
 SLOTS_PER_CLIENT = 8      # staging slots for each rank, and as many for the daemon
 STATUS_ARENA_RE = re.compile(r"^arena: (\d+) bytes", re.M)
 
@@ -108,7 +109,8 @@ class Watch:
             except subprocess.TimeoutExpired:
                 continue
             for m in STATUS_GPU_RE.finditer(text):
-                self.device_bytes[m.group(2)] = max(self.device_bytes.get(m.group(2), 0), int(m.group(4)))
+                used = int(m.group(4)) + int(m.group(5))  # the rings and the JPEG decoder's buffers
+                self.device_bytes[m.group(2)] = max(self.device_bytes.get(m.group(2), 0), used)
             m = STATUS_ARENA_RE.search(text)
             if m:
                 self.arena = int(m.group(1))

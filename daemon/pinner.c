@@ -566,9 +566,10 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	status_printf(t, "gpus: %d\n", p->n_gpus);
 	for (int i = 0; i < p->n_gpus; i++) {
 		struct gpu *g = &p->gpus[i];
-		status_printf(t, "  gpu %d uuid %s name \"%s\" clients %u device_bytes %" PRIu64 "\n", i,
-			      g->uuid, g->name, atomic_load(&g->clients),
-			      (uint64_t)atomic_load(&g->device_bytes));
+		status_printf(t, "  gpu %d uuid %s name \"%s\" clients %u device_bytes %" PRIu64
+			      " decode_bytes %" PRIu64 "\n", i, g->uuid, g->name,
+			      atomic_load(&g->clients), (uint64_t)atomic_load(&g->device_bytes),
+			      (uint64_t)atomic_load(&g->decode_bytes));
 	}
 	describe_decode(p, t);
 }

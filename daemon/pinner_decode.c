@@ -111,6 +111,7 @@ struct lane_decode {
 	struct decode_helper *helpers;
 	uint32_t n_helpers;
 	uint32_t max_batch;
+	uint64_t device_bytes;    /* allocated in all, counted in the GPU's decode_bytes */
 	uint64_t buf_bytes;       /* of each set */
 	uint64_t scratch_bytes;   /* of each set */
 	struct nvjd_image *imgs;
@@ -331,6 +332,8 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		return e != cudaSuccess ? cudaerr_errno(e) : -ENOMEM;
 	}
 	helpers_start(l, dc, info.flags);
+	dc->device_bytes = dc->n_sets * (dc->buf_bytes + dc->scratch_bytes);
+	atomic_fetch_add(&p->gpus[l->dev].decode_bytes, dc->device_bytes);
 	log_notice("GPU %s: JPEG decoding on %u hardware engines (nvJPEG %d.%d.%d%s), %" PRIu64
 		   " bytes of device memory in %u sets, parts of up to %u images, thread %s and %u "
 		   "helper%s", p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
@@ -618,6 +621,7 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 void pinner_decode_close(struct lane *l)
 {
 	if (l->decode) {
+		atomic_fetch_sub(&l->p->gpus[l->dev].decode_bytes, l->decode->device_bytes);
 		decode_free(l->decode); /* waits for the parts in flight */
 		l->decode = NULL;
 	}

@@ -47,7 +47,8 @@ struct gpu {
 	uint8_t uuid_bytes[PROTO_UUID_BYTES];
 	char name[256];
 	atomic_uint clients;
-	atomic_uint_least64_t device_bytes;
+	atomic_uint_least64_t device_bytes; /* the clients' rings */
+	atomic_uint_least64_t decode_bytes; /* the JPEG decoder's buffers (gpu_decode_memory) */
 	/* JPEG decoding: its engines, once a lane opened a decoder; why not,
 	 * once one could not (under the pinner's lanes_mu) */
 	atomic_uint decode_engines;
