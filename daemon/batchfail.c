@@ -47,7 +47,7 @@ void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_do
 	*seen |= (uint8_t)(1u << (index % 8));
 	char where[2200];
 	log_warning("pipeline \"%s\": %s: %s%s", src->cfg->name,
-		    source_sample_where(src, s->arena, pipeline, index, where, sizeof(where)),
+		    source_sample_where(src, s->arena, pipeline, SPLIT_TRAIN, index, where, sizeof(where)),
 		    source_image_why(done->bad_status),
 		    substituted ? "; replaced by another sample (on_error = substitute)" : "");
 }
@@ -104,7 +104,8 @@ static void image_text(struct sched *s, const struct slot *sl, uint64_t index, c
 		     sizeof(policy));
 	snprintf(text, cap, "pipeline \"%s\": %.500s: sample %" PRIu64 ": %s (%.300s)",
 		 src->cfg->name,
-		 source_sample_where(src, s->arena, sl->client->pipeline, index, where, sizeof(where)),
+		 source_sample_where(src, s->arena, sl->client->pipeline, SPLIT_TRAIN, index, where,
+				     sizeof(where)),
 		 index, source_image_why(sl->error), policy);
 }
 
@@ -116,7 +117,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 	char text[PROTO_ERROR_TEXT_MAX];
 	if (sl->error == -ECHILD) { /* struck out: sched_item_lost */
 		char where[2200];
-		sched_describe_sample(s, c->pipeline, index, where, sizeof(where));
+		sched_describe_split_sample(s, c->pipeline, c->split, index, where, sizeof(where));
 		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " batch %" PRIu64 " rows %u.."
 			 "%" PRIu64 " (the first: %.700s): %d workers in a row died producing them, the "
 			 "last %.96s", src->cfg->name, sl->pos.epoch, sl->pos.batch, sl->bad_row,
@@ -129,7 +130,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		fail_client(s, c, sl->error == -EBADMSG ? EBADMSG : EIO, text);
 		return;
 	}
-	uint64_t offset = index * src->desc.sample_stride;
+	uint64_t offset = src->desc.split_base[c->split] + index * src->desc.sample_stride;
 	char why[128];
 	if (sl->error == -ENODATA)
 		snprintf(why, sizeof(why), "file is shorter than at start (read %" PRIu64 " of %" PRIu64 " bytes)",
@@ -138,8 +139,10 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
-	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 "): %s",
-		 src->cfg->name, src->cfg->path, index, offset, offset + src->desc.sample_read_bytes, why);
+	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: %s%s%ssample %" PRIu64 " (bytes %"
+		 PRIu64 "..%" PRIu64 "): %s", src->cfg->name, src->cfg->path,
+		 src->has_splits ? "split " : "", src->has_splits ? split_name(c->split) : "",
+		 src->has_splits ? " " : "", index, offset, offset + src->desc.sample_read_bytes, why);
 	fail_client(s, c, EIO, text);
 }
 

@@ -92,6 +92,8 @@ struct pipeline_cfg {
 	uint64_t eod_token;        /* required by every output but tokens */
 	bool eod_mask_loss;        /* loss_mask 0 where the input token is eod_token */
 	uint32_t max_documents;    /* cu_seqlens: documents a row holds at most, default 32 */
+	/* megatron: train/valid/test weights (common/split.h); all 0 without `split` */
+	double split[3];
 	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */

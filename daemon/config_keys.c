@@ -161,6 +161,8 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	[CONFIG_PK_MAX_DOCUMENTS] = {"max_documents", CONFIG_VALUE_UINT, PIPELINE(max_documents), 1,
 				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
 				     NULL},
+	[CONFIG_PK_SPLIT] = {"split", CONFIG_VALUE_SPLIT, PIPELINE(split), 0, 0, CONFIG_KEY_MEGATRON,
+			     NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
 				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };
@@ -528,6 +530,48 @@ static void config_value_rgb(struct config_parse *p, const struct config_key *k,
 	memcpy(field, rgb, sizeof(rgb));
 }
 
+/* Megatron's --split: "A,B,C" (or "A/B/C"), one to three numbers, each
+ * finite and >= 0, their sum > 0; missing ones are 0, as Megatron pads
+ * them. Digits with an optional fraction only: no sign, exponent or
+ * space, so that the text is what Megatron's float() would read too. */
+static void config_value_split(struct config_parse *p, const struct config_key *k,
+			       const char *value, void *field)
+{
+	double w[3] = {0, 0, 0}, sum = 0;
+	char sep = strchr(value, '/') && !strchr(value, ',') ? '/' : ',';
+	const char *s = value;
+	int n = 0;
+	for (;;) {
+		size_t len = strcspn(s, sep == ',' ? "," : "/");
+		size_t digits = strspn(s, "0123456789.");
+		const char *dot = memchr(s, '.', len);
+		if (len == 0 || digits != len || (dot && memchr(dot + 1, '.', len - (size_t)(dot + 1 - s))) ||
+		    (len == 1 && *s == '.')) {
+			config_bad_value(p, k, value, "is not one to three numbers A,B,C (the train, valid "
+					 "and test weights, as Megatron's --split 969,30,1)");
+			return;
+		}
+		if (n == 3) {
+			config_bad_value(p, k, value, "has more than three weights (train, valid, test)");
+			return;
+		}
+		w[n] = strtod(s, NULL);
+		if (!isfinite(w[n])) {
+			config_bad_value(p, k, value, "has a weight too large to be a number");
+			return;
+		}
+		sum += w[n++];
+		if (s[len] == '\0')
+			break;
+		s += len + 1;
+	}
+	if (!(sum > 0) || !isfinite(sum)) {
+		config_bad_value(p, k, value, "has no weight above 0");
+		return;
+	}
+	memcpy(field, w, sizeof(w));
+}
+
 /* One of k->choices, stored as its index. */
 static void config_value_choice(struct config_parse *p, const struct config_key *k,
 				const char *value, void *field)
@@ -553,6 +597,7 @@ static config_value_fn *const config_value_parsers[CONFIG_VALUE_TYPES] = {
 	[CONFIG_VALUE_UINT] = config_value_uint, [CONFIG_VALUE_BOOL] = config_value_bool,
 	[CONFIG_VALUE_SIZE] = config_value_size, [CONFIG_VALUE_MODE] = config_value_mode,
 	[CONFIG_VALUE_STRING] = config_value_string, [CONFIG_VALUE_RGB] = config_value_rgb,
+	[CONFIG_VALUE_SPLIT] = config_value_split,
 	[CONFIG_VALUE_LOG_LEVEL] = config_value_log_level, [CONFIG_VALUE_CHOICE] = config_value_choice,
 	[CONFIG_VALUE_SOURCE] = config_value_source, [CONFIG_VALUE_TRANSFORM] = config_value_transform,
 	[CONFIG_VALUE_TOKEN_STORED] = config_value_token,

@@ -292,7 +292,7 @@ void sched_pump(struct sched *s)
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
 		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
-		cmd.reserved = 0;
+		cmd.split = c->split;
 		cmd.epoch = sl->pos.epoch;
 		for (uint32_t i = 0; i < it->count; i++)
 			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
@@ -417,6 +417,12 @@ void sched_item_lost(struct sched *s, uint64_t item_id, bool suspect, const char
 void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
 			   size_t cap)
 {
+	sched_describe_split_sample(s, pipeline, SPLIT_COUNT, sample, buf, cap);
+}
+
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap)
+{
 	if (pipeline >= s->n_sources) {
 		snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
 		return;
@@ -424,7 +430,7 @@ void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, 
 	const struct source *src = &s->sources[pipeline];
 	char where[2200];
 	snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %s", src->cfg->name, sample,
-		 source_sample_where(src, s->arena, pipeline, sample, where, sizeof(where)));
+		 source_sample_where(src, s->arena, pipeline, split, sample, where, sizeof(where)));
 }
 
 void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t cap)
@@ -439,7 +445,7 @@ void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t ca
 	uint64_t first = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
 					sl->pos.first + it->first_row);
 	char where[1200];
-	sched_describe_sample(s, c->pipeline, first, where, sizeof(where));
+	sched_describe_split_sample(s, c->pipeline, c->split, first, where, sizeof(where));
 	snprintf(buf, cap, "epoch %" PRIu64 " batch %" PRIu64 " rows %u..%u of client %" PRIu64
 		 " (pid %d), from %.1000s", sl->pos.epoch, sl->pos.batch, it->first_row,
 		 it->first_row + it->count - 1, c->session, (int)c->pid, where);
@@ -468,9 +474,16 @@ void sched_describe(const struct sched *s, struct status_text *t)
 	for (size_t i = 0; i < s->n_sources; i++) {
 		const struct source *src = &s->sources[i];
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
-			      "drop_last %d\n", src->cfg->name,
+			      "drop_last %d", src->cfg->name,
 			      config_source_name(src->cfg->kind), src->cfg->path,
 			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
+		/* samples is the train split's; each split's documents and samples */
+		for (uint32_t k = 0; src->has_splits && k < SPLIT_COUNT; k++)
+			status_printf(t, " split %s documents %" PRIu64 "..%" PRIu64 " samples %" PRIu64,
+				      split_name(k), src->splits[k].first_doc,
+				      src->splits[k].first_doc + src->splits[k].n_docs,
+				      src->splits[k].n_samples);
+		status_printf(t, "\n");
 	}
 	session_describe(s, t);
 	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",

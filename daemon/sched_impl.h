@@ -86,6 +86,7 @@ struct sched_client {
 	pid_t pid;
 	char name[ESCAPE_SIZE(PROTO_NAME_MAX - 1)]; /* the client's, escaped (escape.h) */
 	uint32_t pipeline;
+	uint32_t split;     /* enum split_id: the dataset split it streams (source.h) */
 	struct sampler sampler;
 	uint32_t depth;
 	uint64_t epoch, g, next_batch, segment_batches;
@@ -163,6 +164,9 @@ struct batch_pos sched_batch_next(struct sched_client *c);
 /* READY for the batch at pos, in the given slot. */
 struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
 				  uint64_t slot_offset);
+/* sched_describe_sample for a sample of a known split. */
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap);
 /* Clients that take staging slots: every attached one but direct clients. */
 bool sched_uses_staging(const struct sched_client *c);
 /* Client c has been handed every batch of its last epoch (batchfail.c). */

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/escape.h"
 #include "common/log.h"
 #include "common/regfile.h"
 #include "daemon/megatron.h"
@@ -154,10 +155,47 @@ static void add_document_outputs(const struct pipeline_cfg *cfg, struct source *
 	}
 }
 
+/* The first token of document d of a checked index: its first sequence's. */
+static uint64_t megatron_doc_token(const struct mg_index *ix, uint64_t d)
+{
+	uint64_t seq = (uint64_t)ix->doc_index[d];
+	return seq < ix->n_sequences ? (uint64_t)ix->pointers[seq] / ix->token_bytes : ix->n_tokens;
+}
+
+/* The train/valid/test document ranges of `split` (common/split.h), or
+ * train alone, all documents, without it. 0, or -EINVAL with reason. */
+static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index *ix,
+			   struct source *out, char *reason, size_t cap)
+{
+	int64_t idx[SPLIT_COUNT + 1] = {0, (int64_t)ix->n_documents, (int64_t)ix->n_documents,
+					(int64_t)ix->n_documents};
+	out->has_splits = cfg->split[0] + cfg->split[1] + cfg->split[2] > 0;
+	if (out->has_splits && split_documents(cfg->split, ix->n_documents, idx) < 0) {
+		snprintf(reason, cap, "split = %g,%g,%g over the index's %" PRIu64 " documents gives "
+			 "ranges that are not ranges of documents (Megatron's rule would index before "
+			 "the first one)", cfg->split[0], cfg->split[1], cfg->split[2],
+			 ix->n_documents);
+		return -EINVAL;
+	}
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		struct source_split *sp = &out->splits[k];
+		if (k != SPLIT_TRAIN && !out->has_splits)
+			break;
+		sp->present = true;
+		sp->first_doc = (uint64_t)idx[k];
+		sp->n_docs = (uint64_t)(idx[k + 1] - idx[k]);
+		sp->first_token = megatron_doc_token(ix, sp->first_doc);
+		sp->n_tokens = megatron_doc_token(ix, sp->first_doc + sp->n_docs) - sp->first_token;
+		sp->n_samples = sp->n_tokens > cfg->seq_len ? (sp->n_tokens - 1) / cfg->seq_len : 0;
+	}
+	return 0;
+}
+
 /* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/megatron.h),
- * the stored token type and the delivered one. 0, or -errno with reason. */
-static int open_megatron(const struct pipeline_cfg *cfg, uint64_t *token_bytes,
-			 uint32_t *out_dtype, char *reason, size_t cap)
+ * the stored token type and the delivered one, the splits. 0, or -errno
+ * with reason. */
+static int open_megatron(const struct pipeline_cfg *cfg, struct source *out,
+			 uint64_t *token_bytes, uint32_t *out_dtype, char *reason, size_t cap)
 {
 	struct mg_index ix;
 	int rc = mg_index_open(cfg->path, &ix, reason, cap);
@@ -173,7 +211,10 @@ static int open_megatron(const struct pipeline_cfg *cfg, uint64_t *token_bytes,
 		return -EINVAL;
 	}
 	*token_bytes = ix.token_bytes;
+	rc = megatron_splits(cfg, &ix, out, reason, cap);
 	mg_index_free(&ix);
+	if (rc < 0)
+		return rc;
 	*out_dtype = cfg->token_out_dtype ? cfg->token_out_dtype : stored;
 	uint64_t out_bytes = proto_dtype_bytes(*out_dtype);
 	if (out_bytes < *token_bytes) {
@@ -197,7 +238,7 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 	uint64_t tb = cfg->token_bytes;
 	uint32_t out_dtype = cfg->token_out_dtype;
 	if (cfg->kind == SOURCE_MEGATRON) {
-		int rc = open_megatron(cfg, &tb, &out_dtype, reason, sizeof(reason));
+		int rc = open_megatron(cfg, out, &tb, &out_dtype, reason, sizeof(reason));
 		if (rc < 0)
 			return fail(err, err_cap, cfg, rc, reason);
 	}
@@ -225,6 +266,9 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 			return fail(err, err_cap, cfg, -EINVAL, reason);
 		}
 		out->n_samples = out->file_bytes / cfg->record_bytes;
+		out->splits[SPLIT_TRAIN] = (struct source_split){.present = true,
+								 .n_samples = out->n_samples};
+		d->split_samples[SPLIT_TRAIN] = out->n_samples;
 		add_tensor(out, "data", PROTO_DTYPE_UINT8, cfg->record_bytes);
 		d->kind = ARENA_SOURCE_RAW;
 		d->sample_read_bytes = cfg->record_bytes;
@@ -243,7 +287,15 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 				 n_tokens, cfg->seq_len + 1);
 			return fail(err, err_cap, cfg, -EINVAL, reason);
 		}
-		out->n_samples = (n_tokens - 1) / cfg->seq_len;
+		if (cfg->kind != SOURCE_MEGATRON)
+			out->splits[SPLIT_TRAIN] = (struct source_split){
+				.present = true, .n_tokens = n_tokens,
+				.n_samples = (n_tokens - 1) / cfg->seq_len};
+		out->n_samples = out->splits[SPLIT_TRAIN].n_samples;
+		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+			d->split_base[k] = out->splits[k].first_token * tb;
+			d->split_samples[k] = out->splits[k].n_samples;
+		}
 		add_tensor(out, "tokens", out_dtype, cfg->seq_len + 1);
 		add_document_outputs(cfg, out);
 		d->kind = ARENA_SOURCE_TOKENS;
@@ -267,7 +319,9 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		goto close_source;
 	if (out->slot_bytes < out->batch_bytes)
 		out->slot_bytes = out->batch_bytes;
-	if (out->n_samples < cfg->batch_size) {
+	/* With splits, each is checked when a client asks for it: a split
+	 * may be left empty on purpose (weight 0). */
+	if (out->n_samples < cfg->batch_size && !out->has_splits) {
 		snprintf(reason, sizeof(reason), "dataset has %" PRIu64 " samples, fewer than batch_size %u",
 			 out->n_samples, cfg->batch_size);
 		rc = fail(err, err_cap, cfg, -EINVAL, reason);
@@ -384,13 +438,51 @@ static const struct arena_shard *image_shard(const struct arena *arena,
 	return sh && sh->path_offset < ip->paths_bytes ? sh : NULL;
 }
 
+int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
+		      size_t cap)
+{
+	char shown[ESCAPE_SIZE(SPLIT_NAME_MAX - 1)];
+	const char *pipeline = src->cfg->name;
+	if (!split_from_name(name, id)) {
+		snprintf(err, cap, "pipeline \"%s\": unknown split \"%s\" (train, valid or test)",
+			 pipeline, escape_str(name, shown, sizeof(shown)));
+		return -EINVAL;
+	}
+	const struct source_split *sp = &src->splits[*id];
+	if (!sp->present) {
+		snprintf(err, cap, "pipeline \"%s\" has no split \"%s\": only a megatron pipeline with "
+			 "`split` has valid and test; this one streams all its data as train", pipeline,
+			 split_name(*id));
+		return -EINVAL;
+	}
+	if (sp->n_samples == 0) {
+		const double *w = src->cfg->split;
+		snprintf(err, cap, "pipeline \"%s\": split \"%s\" is empty: split = %g,%g,%g gives it "
+			 "documents %" PRIu64 "..%" PRIu64 " of %" PRIu64 " (%" PRIu64 " tokens), not "
+			 "one window of seq_len + 1 = %" PRIu64 " tokens", pipeline, split_name(*id),
+			 w[0], w[1], w[2], sp->first_doc, sp->first_doc + sp->n_docs,
+			 src->splits[SPLIT_TRAIN].n_docs + src->splits[SPLIT_VALID].n_docs +
+			 src->splits[SPLIT_TEST].n_docs, sp->n_tokens, src->cfg->seq_len + 1);
+		return -EINVAL;
+	}
+	return 0;
+}
+
 const char *source_sample_where(const struct source *src, const struct arena *arena,
-				uint32_t pipeline, uint64_t index, char *buf, size_t cap)
+				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
+				size_t cap)
 {
 	if (src->desc.kind != ARENA_SOURCE_IMAGES) {
-		uint64_t offset = index * src->desc.sample_stride;
-		snprintf(buf, cap, "%.1000s bytes %" PRIu64 "..%" PRIu64, src->data_path, offset,
-			 offset + src->desc.sample_read_bytes);
+		if (split >= SPLIT_COUNT && src->has_splits) {
+			snprintf(buf, cap, "%.1000s sample %" PRIu64 " of one of its splits",
+				 src->data_path, index);
+			return buf;
+		}
+		uint64_t k = split < SPLIT_COUNT ? split : SPLIT_TRAIN;
+		uint64_t offset = src->desc.split_base[k] + index * src->desc.sample_stride;
+		snprintf(buf, cap, "%.1000s%s%s bytes %" PRIu64 "..%" PRIu64, src->data_path,
+			 src->has_splits ? " split " : "", src->has_splits ? split_name(split) : "",
+			 offset, offset + src->desc.sample_read_bytes);
 		return buf;
 	}
 	const struct arena_pipeline *p = arena_pipeline(arena, pipeline);

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/split.h"
 #include "daemon/config.h"
 #include "daemon/imagefolder.h"
 #include "proto/proto.h"
@@ -22,9 +23,23 @@
 
 #define SOURCE_TENSOR_ALIGN 256u /* byte alignment of each tensor in a slot */
 
+/* One split of a token pipeline's dataset (common/split.h): a megatron
+ * pipeline with `split` has three, every other token or raw pipeline only
+ * train, which is all of it. */
+struct source_split {
+	bool present;          /* the pipeline has this split (it may be empty) */
+	uint64_t first_doc;    /* megatron: its documents [first_doc, first_doc + n_docs) */
+	uint64_t n_docs;
+	uint64_t first_token;  /* its tokens in the data file, from this one on */
+	uint64_t n_tokens;
+	uint64_t n_samples;    /* windows of seq_len + 1 tokens; 0 when n_tokens <= seq_len */
+};
+
 struct source {
 	const struct pipeline_cfg *cfg;
-	uint64_t n_samples;
+	uint64_t n_samples;    /* token pipelines: the train split's */
+	bool has_splits;       /* megatron with `split`: valid and test exist too */
+	struct source_split splits[SPLIT_COUNT];
 	uint64_t file_bytes;
 	uint32_t chunk;        /* samples per work item, resolved */
 	uint32_t n_tensors;
@@ -73,9 +88,17 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
 /* Names sample `index` of pipeline `pipeline` for messages: an image
  * pipeline's file (ROOT/CLASS/NAME.jpg) or tar shard, member and data
  * offset, read from the arena's copy of the list; another pipeline's data
- * file and byte range. Returns buf. */
+ * file and byte range within `split` (SPLIT_COUNT: not known, the range
+ * is then not given for a pipeline with splits). Returns buf. */
 const char *source_sample_where(const struct source *src, const struct arena *arena,
-				uint32_t pipeline, uint64_t index, char *buf, size_t cap);
+				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
+				size_t cap);
+
+/* The split a client asks for by name (HELLO's `split`, "" for train):
+ * 0 with *id, or -EINVAL with err naming the split and the pipeline (an
+ * unknown name, a split the pipeline does not have, an empty one). */
+int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
+		      size_t cap);
 
 /* Why an image is bad, from the worker's -errno for it. */
 const char *source_image_why(int status);

@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 5
+#define ARENA_VERSION 6
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -138,6 +138,12 @@ struct arena_pipeline {
 	uint32_t out_elem_bytes;   /* tokens: delivered size (2|4|8); raw: 1 */
 	uint64_t tensor_offset[ARENA_TENSORS_MAX]; /* within a staging slot */
 	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
+	/* tokens: the splits of the dataset (common/split.h): work_cmd.split
+	 * names one, and sample i of split s starts at file offset
+	 * split_base[s] + i * sample_stride, i < split_samples[s]. A pipeline
+	 * without splits has only split 0, from offset 0. */
+	uint64_t split_base[3];
+	uint64_t split_samples[3];
 	struct arena_image_params image;
 	struct arena_token_params tokens;
 	char name[64];
@@ -178,7 +184,7 @@ struct work_cmd {
 	uint32_t first_row;   /* batch row of sample_index[0] */
 	uint32_t count;       /* 1..WORK_CHUNK_MAX */
 	uint32_t flags;       /* WORK_CMD_* */
-	uint32_t reserved;
+	uint32_t split;       /* tokens: the split sample_index counts in (arena_pipeline) */
 	uint64_t epoch;       /* for per-sample randomness */
 	uint64_t sample_index[WORK_CHUNK_MAX];
 };
@@ -231,7 +237,7 @@ _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
-_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
+_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_image_params) +
 	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 48 + 8 * WORK_CHUNK_MAX, "work_cmd layout");

@@ -128,6 +128,12 @@ static int reader_pipeline_check(const struct reader *r, const struct arena_pipe
 	out->file_bytes = p->file_bytes;
 	out->read_bytes = p->sample_read_bytes;
 	out->stride = p->sample_stride;
+	for (int k = 0; k < 3; k++) {
+		if (p->split_base[k] > p->file_bytes)
+			return -EINVAL;
+		out->split_base[k] = p->split_base[k];
+		out->split_samples[k] = p->split_samples[k];
+	}
 	out->tensor_offset = p->tensor_offset[0];
 	out->row_bytes = p->tensor_row_bytes[0];
 	out->out_row_bytes = out_row_bytes;
@@ -182,7 +188,9 @@ static int reader_read_plan(const struct reader *r, struct reader_item *it,
 	uint64_t sample = cmd->sample_index[k];
 	uint64_t row = (uint64_t)cmd->first_row + k;
 	uint64_t offset, file_end, row_start, row_end;
-	if (sample >= p->n_samples || __builtin_mul_overflow(sample, p->stride, &offset) ||
+	if (cmd->split >= 3 || sample >= p->split_samples[cmd->split] ||
+	    __builtin_mul_overflow(sample, p->stride, &offset) ||
+	    __builtin_add_overflow(offset, p->split_base[cmd->split], &offset) ||
 	    __builtin_add_overflow(offset, p->read_bytes, &file_end) || file_end > p->file_bytes ||
 	    file_end > (uint64_t)INT64_MAX)
 		return -EINVAL;

@@ -43,6 +43,8 @@ struct reader_pipeline {
 	uint64_t file_bytes;
 	uint64_t read_bytes;
 	uint64_t stride;
+	uint64_t split_base[3];    /* struct arena_pipeline's: each split's first byte */
+	uint64_t split_samples[3]; /* and its samples */
 	uint64_t tensor_offset;
 	uint64_t row_bytes;
 	uint64_t out_row_bytes; /* bytes a row takes once widened */

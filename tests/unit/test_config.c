@@ -242,6 +242,54 @@ static void test_token_output(void **state)
 		     "[pipeline.t] token_output: \"uint16\" is narrower than token_dtype uint32");
 }
 
+/* split = A,B,C (Megatron's --split): one to three weights, as written,
+ * the missing ones 0; refused on its line with the value and why; only
+ * for megatron sources. */
+static void test_split(void **state)
+{
+	static const struct {
+		const char *text;
+		double w[3];
+	} ok[] = {
+		{"969,30,1", {969, 30, 1}}, {"98,2", {98, 2, 0}}, {"1", {1, 0, 0}},
+		{"0.5,0.25,0.25", {0.5, 0.25, 0.25}}, {"8/1/1", {8, 1, 1}}, {"0,1,0", {0, 1, 0}},
+		{"1.,.5,0", {1, 0.5, 0}},
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(load_text(textf("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\n"
+						 "seq_len = 8\nsplit = %s\n", ok[i].text)), 0);
+		assert_memory_equal(cfg->pipelines[0].split, ok[i].w, sizeof(ok[i].w));
+	}
+	assert_int_equal(load_text("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\n"
+				   "seq_len = 8\n"), 0);
+	assert_true(cfg->pipelines[0].split[0] == 0 && cfg->pipelines[0].split[1] == 0 &&
+		    cfg->pipelines[0].split[2] == 0);
+	static const struct {
+		const char *text, *why;
+	} bad[] = {
+		{"969,30,1,1", "\"969,30,1,1\" has more than three weights (train, valid, test)"},
+		{"0,0,0", "\"0,0,0\" has no weight above 0"},
+		{"-1,2,0", "\"-1,2,0\" is not one to three numbers A,B,C"},
+		{"1e3,1,1", "\"1e3,1,1\" is not one to three numbers A,B,C"},
+		{"1,,1", "\"1,,1\" is not one to three numbers A,B,C"},
+		{"1, 2", "\"1, 2\" is not one to three numbers A,B,C"},
+		{"1.2.3", "\"1.2.3\" is not one to three numbers A,B,C"},
+		{".", "\".\" is not one to three numbers A,B,C"},
+		{"1,2/3", "\"1,2/3\" is not one to three numbers A,B,C"},
+		{"nan", "\"nan\" is not one to three numbers A,B,C"},
+		{"", "\"\" is not one to three numbers A,B,C"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char want[256];
+		snprintf(want, sizeof(want), "[pipeline.m] split: %s", bad[i].why);
+		expect_error(textf("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\n"
+				   "seq_len = 8\nsplit = %s\n", bad[i].text), 5, want);
+	}
+	expect_error("[pipeline.t]\nsource = tokens:/t\nbatch_size = 1\ntoken_dtype = uint16\n"
+		     "split = 1,1,1\nseq_len = 1\n", 5,
+		     "[pipeline.t] split does not apply to a tokens source");
+}
+
 /* direct = on: raw, and tokens delivered in their stored width; widened
  * tokens need the CPU, so direct is refused on the direct line. */
 static void test_direct(void **state)
@@ -860,6 +908,7 @@ int main(void)
 		cmocka_unit_test(test_direct),
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
+		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),

@@ -109,6 +109,7 @@ static void pipeline_fill(struct fixture *fx, uint32_t index, uint32_t kind, con
 		.kind = kind, .n_tensors = 1, .n_samples = n_samples,
 		.file_bytes = (n_samples - 1) * stride + read_bytes,
 		.sample_read_bytes = read_bytes, .sample_stride = stride,
+		.split_samples = {n_samples},
 		.in_elem_bytes = in, .out_elem_bytes = out,
 		.tensor_offset = {0}, .tensor_row_bytes = {read_bytes / in * out},
 	};
