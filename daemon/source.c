@@ -317,6 +317,9 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		 open_data_file(cfg, out, err, err_cap);
 	if (rc < 0)
 		goto close_source;
+	if (images) /* the whole list is its one split */
+		out->splits[SPLIT_TRAIN] = (struct source_split){.present = true,
+								 .n_samples = out->n_samples};
 	if (out->slot_bytes < out->batch_bytes)
 		out->slot_bytes = out->batch_bytes;
 	/* With splits, each is checked when a client asks for it: a split
