@@ -24,6 +24,20 @@ static void fail_client(struct sched *s, struct sched_client *c, int code, const
 	s->ops.fail(c->conn, code, text);
 }
 
+void batchfail_docorder(struct sched *s, struct slot *sl, int err)
+{
+	struct sched_client *c = sl->client;
+	const struct source *src = &s->sources[c->pipeline];
+	char text[PROTO_ERROR_TEXT_MAX];
+	snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
+		 "document order (a running sum over its %" PRIu64 " documents) cannot be computed: %s",
+		 src->cfg->name, split_name(c->split), sl->pos.epoch, src->splits[c->split].n_docs,
+		 strerror(-err));
+	c->in_flight--;
+	sched_slot_free(s, sl);
+	fail_client(s, c, err == -ENOMEM ? ENOMEM : EIO, text);
+}
+
 void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_done *done)
 {
 	/* n bad images, counted each time (substituted: each was replaced);
@@ -139,6 +153,13 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
+	if (src->desc.docs.n_documents) {
+		snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: split %s epoch %" PRIu64 " window %"
+			 PRIu64 " (documents shuffled per epoch): %s", src->cfg->name, src->data_path,
+			 split_name(c->split), sl->pos.epoch, index, why);
+		fail_client(s, c, EIO, text);
+		return;
+	}
 	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: %s%s%ssample %" PRIu64 " (bytes %"
 		 PRIu64 "..%" PRIu64 "): %s", src->cfg->name, src->cfg->path,
 		 src->has_splits ? "split " : "", src->has_splits ? split_name(c->split) : "",

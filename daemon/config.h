@@ -94,6 +94,9 @@ struct pipeline_cfg {
 	uint32_t max_documents;    /* cu_seqlens: documents a row holds at most, default 32 */
 	/* megatron: train/valid/test weights (common/split.h); all 0 without `split` */
 	double split[3];
+	/* megatron: documents shuffled per epoch before windows are cut
+	 * (common/docorder.h); default: shuffle's value */
+	bool document_shuffle;
 	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */

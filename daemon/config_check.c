@@ -113,8 +113,16 @@ void config_pipeline_end(struct config_parse *p)
 		return;
 	/* megatron: the stored token type is the index's, checked at start
 	 * (daemon/source.c); token_output stays unset for "as stored". */
-	if (kind == CONFIG_KEY_MEGATRON)
+	if (kind == CONFIG_KEY_MEGATRON) {
+		if (!line[CONFIG_PK_DOCUMENT_SHUFFLE])
+			pl->document_shuffle = pl->shuffle;
+		if (pl->direct && pl->document_shuffle)
+			config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on reads each sample as one "
+				    "range of the file, but document_shuffle%s makes a sample of several "
+				    "documents in the epoch's order: set document_shuffle = off", p->label,
+				    line[CONFIG_PK_DOCUMENT_SHUFFLE] ? " = on" : " (on, as shuffle is)");
 		return;
+	}
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];
 	const struct config_token_name *out = config_token_of(pl->token_out_dtype);

@@ -163,6 +163,9 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 				     NULL},
 	[CONFIG_PK_SPLIT] = {"split", CONFIG_VALUE_SPLIT, PIPELINE(split), 0, 0, CONFIG_KEY_MEGATRON,
 			     NULL},
+	/* default: shuffle's value, set at the end of the section */
+	[CONFIG_PK_DOCUMENT_SHUFFLE] = {"document_shuffle", CONFIG_VALUE_BOOL,
+					PIPELINE(document_shuffle), 0, 0, CONFIG_KEY_MEGATRON, NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
 				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };

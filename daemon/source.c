@@ -6,10 +6,12 @@
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/docorder.h"
 #include "common/escape.h"
 #include "common/log.h"
 #include "common/regfile.h"
@@ -188,6 +190,24 @@ static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index
 		sp->n_tokens = megatron_doc_token(ix, sp->first_doc + sp->n_docs) - sp->first_token;
 		sp->n_samples = sp->n_tokens > cfg->seq_len ? (sp->n_tokens - 1) / cfg->seq_len : 0;
 	}
+	if (!cfg->document_shuffle)
+		return 0;
+	out->doc_tokens = malloc((ix->n_documents + 1) * sizeof(*out->doc_tokens));
+	if (!out->doc_tokens) {
+		snprintf(reason, cap, "out of memory for the table of %" PRIu64 " documents",
+			 ix->n_documents);
+		return -ENOMEM;
+	}
+	out->n_documents = ix->n_documents;
+	for (uint64_t d = 0; d <= ix->n_documents; d++)
+		out->doc_tokens[d] = megatron_doc_token(ix, d);
+	struct arena_doc_params *dp = &out->desc.docs;
+	dp->n_documents = ix->n_documents;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		dp->key[k] = docorder_key(cfg->seed, k);
+		dp->first_doc[k] = out->splits[k].first_doc;
+		dp->n_docs[k] = out->splits[k].n_docs;
+	}
 	return 0;
 }
 
@@ -362,6 +382,8 @@ close_source:
 void source_close(struct source *s)
 {
 	image_index_free(&s->index);
+	free(s->doc_tokens);
+	s->doc_tokens = NULL;
 }
 
 /* ---- the image index in the arena ---- */
@@ -369,6 +391,8 @@ void source_close(struct source *s)
 uint64_t source_index_bytes(const struct source *src)
 {
 	const struct image_index *ix = &src->index;
+	if (src->doc_tokens)
+		return arena_align((src->n_documents + 1) * sizeof(*src->doc_tokens));
 	return arena_align(ix->n * sizeof(struct arena_image)) +
 	       arena_align(ix->n_shards * sizeof(struct arena_shard)) + arena_align(ix->paths_bytes);
 }
@@ -415,6 +439,11 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
 			memcpy(arena->base + ip->paths_offset, ix->paths, ip->paths_bytes);
 			log_image_index(src);
 			source_close(src); /* the arena holds the list from here on */
+		} else if (src->doc_tokens) {
+			src->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[i];
+			memcpy(arena->base + src->desc.docs.docs_offset, src->doc_tokens,
+			       (src->n_documents + 1) * sizeof(*src->doc_tokens));
+			source_close(src); /* the arena holds the table from here on */
 		}
 		*arena_pipeline(arena, (uint32_t)i) = src->desc;
 	}
@@ -482,6 +511,13 @@ const char *source_sample_where(const struct source *src, const struct arena *ar
 			return buf;
 		}
 		uint64_t k = split < SPLIT_COUNT ? split : SPLIT_TRAIN;
+		if (src->desc.docs.n_documents) { /* no one range: the epoch's documents */
+			snprintf(buf, cap, "%.1000s split %s window %" PRIu64 " (tokens %" PRIu64 "..%"
+				 PRIu64 " of the epoch's document order)", src->data_path,
+				 split_name((uint32_t)k), index, index * src->cfg->seq_len,
+				 (index + 1) * src->cfg->seq_len + 1);
+			return buf;
+		}
 		uint64_t offset = src->desc.split_base[k] + index * src->desc.sample_stride;
 		snprintf(buf, cap, "%.1000s%s%s bytes %" PRIu64 "..%" PRIu64, src->data_path,
 			 src->has_splits ? " split " : "", src->has_splits ? split_name(split) : "",

@@ -40,6 +40,11 @@ struct source {
 	uint64_t n_samples;    /* token pipelines: the train split's */
 	bool has_splits;       /* megatron with `split`: valid and test exist too */
 	struct source_split splits[SPLIT_COUNT];
+	/* megatron with document_shuffle: each document's first token, then
+	 * the end of the last ([n_documents + 1]); copied into the arena by
+	 * source_fill_arena (desc.docs), which frees this copy */
+	uint64_t *doc_tokens;
+	uint64_t n_documents;
 	uint64_t file_bytes;
 	uint32_t chunk;        /* samples per work item, resolved */
 	uint32_t n_tensors;
@@ -74,7 +79,8 @@ void source_close(struct source *s);
  * workers read it; the master names samples from that copy. */
 
 /* Bytes the sample list takes in the index area: the entries, the shards
- * and the paths, each ARENA_ALIGN-aligned, in that order. 0 for a source
+ * and the paths, each ARENA_ALIGN-aligned, in that order; a
+ * document-shuffled megatron pipeline's document table. 0 for a source
  * without one. */
 uint64_t source_index_bytes(const struct source *src);
 

@@ -8,7 +8,9 @@ indices): 60 documents of 1 to 40 tokens, uint16 (over the type's whole
 range) and int32. Each pipeline (seq_len 7) must deliver every window of
 seq_len + 1 tokens of the documents' stream once per epoch, with the CRC
 of the window as stored, or widened with token_output = int64; status
-lists the samples; the workers read PREFIX.bin.
+lists the samples; the workers read PREFIX.bin. (document_shuffle = off
+throughout: the stored order is what is checked here;
+test_megatron_shuffle.py checks the per-epoch document order.)
 
 Splits (`split = A,B,C`, Megatron's --split): the status gives each
 split's documents as Megatron's get_train_valid_test_split_ computes them
@@ -93,7 +95,8 @@ def check_splits(env, prefix, stream, size):
     starts = [sum(lengths[:d]) for d in range(DOCS + 1)]
     weights = {"a": (6, 3, 1), "b": (969, 30, 1), "c": (1, 1, 1), "d": (98, 2)}
     pipelines = {name: {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": 4, "seed": 4,
-                        "split": ",".join(str(x) for x in w)} for name, w in weights.items()}
+                        "split": ",".join(str(x) for x in w), "document_shuffle": "off"}
+                 for name, w in weights.items()}
     pipelines["whole"] = {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": 4}
     d = env.start_daemon(env.config("mg-split", pipelines))
     listed = {p["name"]: p for p in d.status()["pipelines"]}
@@ -164,7 +167,8 @@ def body(env):
     cases = [("u16", "uint16", None), ("u16-i64", "uint16", "int64"), ("i32", "int32", None)]
     pipelines = {}
     for name, dt, out in cases:
-        keys = {"source": "megatron:" + prefixes[dt], "seq_len": SEQ, "batch_size": BATCH, "seed": 4}
+        keys = {"source": "megatron:" + prefixes[dt], "seq_len": SEQ, "batch_size": BATCH, "seed": 4,
+                "document_shuffle": "off"}
         if out:
             keys["token_output"] = out
         pipelines[name] = keys

@@ -51,7 +51,7 @@ def body(env):
     prefix = env.path("web")
     write_megatron(prefix, lengths, stream)
     base = {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": BATCH, "seed": 3,
-            "outputs": "tokens positions", "eod_token": EOD}
+            "outputs": "tokens positions", "eod_token": EOD, "document_shuffle": "off"}
     d = env.start_daemon(env.config("split", {"web": dict(base, split="8,1,1"), "whole": base}))
 
     idx = megatron_split(WEIGHTS, len(lengths))

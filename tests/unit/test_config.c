@@ -290,6 +290,35 @@ static void test_split(void **state)
 		     "[pipeline.t] split does not apply to a tokens source");
 }
 
+/* document_shuffle: megatron only; default shuffle's value; not with
+ * direct = on, refused on direct's line. */
+static void test_document_shuffle(void **state)
+{
+	static const struct {
+		const char *keys;
+		bool want;
+	} ok[] = {
+		{"", true}, {"shuffle = false\n", false}, {"document_shuffle = off\n", false},
+		{"shuffle = false\ndocument_shuffle = on\n", true},
+		{"direct = on\ndocument_shuffle = off\n", false},
+	};
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(load_text(textf("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\n"
+						 "seq_len = 8\n%s", ok[i].keys)), 0);
+		assert_int_equal(cfg->pipelines[0].document_shuffle, ok[i].want);
+	}
+	expect_error("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\nseq_len = 8\n"
+		     "direct = on\n", 5, "[pipeline.m] direct: on reads each sample as one range of "
+		     "the file, but document_shuffle (on, as shuffle is) makes a sample of several "
+		     "documents in the epoch's order: set document_shuffle = off");
+	expect_error("[pipeline.m]\nsource = megatron:/d/web\nbatch_size = 4\nseq_len = 8\n"
+		     "document_shuffle = on\ndirect = on\n", 6, "direct: on reads each sample as one "
+		     "range of the file, but document_shuffle = on makes");
+	expect_error("[pipeline.t]\nsource = tokens:/t\nbatch_size = 1\ntoken_dtype = uint16\n"
+		     "seq_len = 1\ndocument_shuffle = on\n", 6,
+		     "[pipeline.t] document_shuffle does not apply to a tokens source");
+}
+
 /* direct = on: raw, and tokens delivered in their stored width; widened
  * tokens need the CPU, so direct is refused on the direct line. */
 static void test_direct(void **state)
@@ -909,6 +938,7 @@ int main(void)
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_split),
+		cmocka_unit_test(test_document_shuffle),
 		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
