@@ -153,10 +153,11 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
-	if (src->desc.docs.n_documents) {
-		snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: split %s epoch %" PRIu64 " window %"
-			 PRIu64 " (documents shuffled per epoch): %s", src->cfg->name, src->data_path,
-			 split_name(c->split), sl->pos.epoch, index, why);
+	if (src->desc.docs.n_documents || src->desc.shards.n_shards) {
+		char where[1200];
+		source_sample_where(src, s->arena, c->pipeline, c->split, index, where, sizeof(where));
+		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64
+			 ": %.700s: %s", src->cfg->name, sl->pos.epoch, index, where, why);
 		fail_client(s, c, EIO, text);
 		return;
 	}

@@ -31,6 +31,7 @@ enum source_kind {
 	SOURCE_IMAGEFOLDER = 3, /* source = imagefolder:ROOT (ROOT/CLASS/...jpg) */
 	SOURCE_TAR = 4,         /* source = tar:PATTERN (WebDataset shards, daemon/tarshard.h) */
 	SOURCE_MEGATRON = 5,    /* source = megatron:PREFIX (PREFIX.idx, PREFIX.bin: daemon/megatron.h) */
+	SOURCE_LLMC = 6,        /* source = llmc:PATTERN (llm.c token shards, daemon/llmc.h) */
 };
 
 /* Image pipelines: names in config_keys.c's choice lists, in this order. */
@@ -190,7 +191,8 @@ void config_diff(const struct config *a, const struct config *b,
  * program, socket_group): "FILE:LINE: ...". */
 int config_key_line(const struct config *c, const struct pipeline_cfg *pipeline, const char *key);
 
-/* "raw", "tokens", "imagefolder" or "tar": the kind as `source` spells it. */
+/* "raw", "tokens", "imagefolder", "tar", "megatron" or "llmc": the kind as
+ * `source` spells it. */
 const char *config_source_name(enum source_kind kind);
 
 #endif

@@ -81,7 +81,8 @@ void config_pipeline_end(struct config_parse *p)
 	const int *line = p->pipeline_key_line;
 	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
 			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
-			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON : CONFIG_KEY_IMAGE;
+			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON :
+			pl->kind == SOURCE_LLMC ? CONFIG_KEY_LLMC : CONFIG_KEY_IMAGE;
 	size_t bad = line[CONFIG_PK_SOURCE] ? CONFIG_PK_COUNT : CONFIG_PK_SOURCE;
 	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
 		if (!line[k] && (keys[k].flags & kind) && (keys[k].flags & CONFIG_KEY_REQUIRED))
@@ -97,6 +98,7 @@ void config_pipeline_end(struct config_parse *p)
 		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
 			    keys[bad].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
 			    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
+			    kind == CONFIG_KEY_LLMC ? "n llmc" :
 			    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
 		return;
 	}
@@ -123,6 +125,9 @@ void config_pipeline_end(struct config_parse *p)
 				    line[CONFIG_PK_DOCUMENT_SHUFFLE] ? " = on" : " (on, as shuffle is)");
 		return;
 	}
+	/* llmc: uint16 tokens, as llm.c writes them (daemon/llmc.h) */
+	if (kind == CONFIG_KEY_LLMC)
+		pl->token_bytes = 2;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];
 	const struct config_token_name *out = config_token_of(pl->token_out_dtype);

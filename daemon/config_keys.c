@@ -124,10 +124,12 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	[CONFIG_PK_TOKEN_DTYPE] = {"token_dtype", CONFIG_VALUE_TOKEN_STORED, PIPELINE(token_bytes),
 				   0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_REQUIRED, NULL},
 	[CONFIG_PK_SEQ_LEN] = {"seq_len", CONFIG_VALUE_UINT, PIPELINE(seq_len), 1, SEQ_LEN_MAX,
-			       CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON | CONFIG_KEY_REQUIRED, NULL},
+			       CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC | CONFIG_KEY_REQUIRED, NULL},
 	/* also not narrower than token_dtype, checked at the end of the section */
 	[CONFIG_PK_TOKEN_OUTPUT] = {"token_output", CONFIG_VALUE_TOKEN_OUTPUT,
-				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC,
 				    NULL},
 	/* tokens: also only when delivered as stored, checked at the end of the section */
 	[CONFIG_PK_DIRECT] = {"direct", CONFIG_VALUE_BOOL, PIPELINE(direct), 0, 0,
@@ -153,13 +155,17 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 					  PIPELINE(gpu_decode_percent), 0, 100, CONFIG_KEY_IMAGE, NULL},
 	/* outputs: names checked, and eod_token required by them, at the end of the section */
 	[CONFIG_PK_OUTPUTS] = {"outputs", CONFIG_VALUE_STRING, PIPELINE(outputs_text), 0,
-			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_EOD_TOKEN] = {"eod_token", CONFIG_VALUE_UINT, PIPELINE(eod_token), 0, UINT32_MAX,
-				 CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+				 CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_EOD_MASK_LOSS] = {"eod_mask_loss", CONFIG_VALUE_BOOL, PIPELINE(eod_mask_loss), 0, 0,
-				     CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+				     CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_MAX_DOCUMENTS] = {"max_documents", CONFIG_VALUE_UINT, PIPELINE(max_documents), 1,
-				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC,
 				     NULL},
 	[CONFIG_PK_SPLIT] = {"split", CONFIG_VALUE_SPLIT, PIPELINE(split), 0, 0, CONFIG_KEY_MEGATRON,
 			     NULL},
@@ -238,6 +244,7 @@ const char *config_source_name(enum source_kind kind)
 	case SOURCE_IMAGEFOLDER: return "imagefolder";
 	case SOURCE_TAR: return "tar";
 	case SOURCE_MEGATRON: return "megatron";
+	case SOURCE_LLMC: return "llmc";
 	}
 	return "?";
 }
@@ -425,8 +432,8 @@ static int config_file_dir(const char *file, char *dir, size_t cap)
 	return (m < 0 || (size_t)m >= cap - n) ? -ENAMETOOLONG : 0;
 }
 
-/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN" or
- * "megatron:PREFIX", into the
+/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN",
+ * "megatron:PREFIX" or "llmc:PATTERN", into the
  * current pipeline's kind and path; a relative PATH is taken relative to
  * the directory of the config file. */
 static void config_value_source(struct config_parse *p, const struct config_key *k,
@@ -434,7 +441,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 {
 	struct pipeline_cfg *pl = p->pipeline; /* field is pl->path */
 	const char *path = NULL;
-	for (int kind = SOURCE_RAW; kind <= SOURCE_MEGATRON && !path; kind++) {
+	for (int kind = SOURCE_RAW; kind <= SOURCE_LLMC && !path; kind++) {
 		const char *name = config_source_name((enum source_kind)kind);
 		size_t len = strlen(name);
 		if (strncmp(value, name, len) == 0 && value[len] == ':') {
@@ -444,7 +451,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 	}
 	if (!path) {
 		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT, "
-				 "tar:PATTERN or megatron:PREFIX");
+				 "tar:PATTERN, megatron:PREFIX or llmc:PATTERN");
 		return;
 	}
 	if (*path == '\0') {
@@ -470,7 +477,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 	 * the shards themselves at start (daemon/tarshard.h). */
 	char **shards, why[256];
 	size_t n_shards;
-	if (pl->kind == SOURCE_TAR) {
+	if (pl->kind == SOURCE_TAR || pl->kind == SOURCE_LLMC) {
 		int rc = tar_pattern_expand(pl->path, &shards, &n_shards, why, sizeof(why));
 		if (rc < 0)
 			config_fail(p, p->lineno, "%s source: \"%s\": %s", p->label, value,

@@ -13,8 +13,8 @@
 
 #include "common/docorder.h"
 #include "common/escape.h"
-#include "common/log.h"
 #include "common/regfile.h"
+#include "daemon/llmc.h"
 #include "daemon/megatron.h"
 #include "daemon/tarshard.h"
 #include "image/transform.h"
@@ -250,6 +250,40 @@ static int open_megatron(const struct pipeline_cfg *cfg, struct source *out,
 	return 0;
 }
 
+/* The token tensor and what workers need of a token pipeline, stored
+ * tokens of tb bytes delivered as out_dtype. */
+static void token_layout(const struct pipeline_cfg *cfg, struct source *out, uint64_t tb,
+			 uint32_t out_dtype)
+{
+	struct arena_pipeline *d = &out->desc;
+	add_tensor(out, "tokens", out_dtype, cfg->seq_len + 1);
+	add_document_outputs(cfg, out);
+	d->kind = ARENA_SOURCE_TOKENS;
+	d->sample_read_bytes = (cfg->seq_len + 1) * tb;
+	d->sample_stride = cfg->seq_len * tb;
+	d->in_elem_bytes = (uint32_t)tb;
+	d->out_elem_bytes = (uint32_t)proto_dtype_bytes(out_dtype);
+}
+
+/* llmc: the shards of the pattern, each header checked (daemon/llmc.h);
+ * the list goes into the arena's index area. */
+static int open_llmc(const struct pipeline_cfg *cfg, struct source *out, char *err,
+		     size_t err_cap)
+{
+	char reason[1024];
+	int rc = llmc_scan(cfg->path, cfg->seq_len, &out->index, &out->n_samples, reason,
+			   sizeof(reason));
+	if (rc < 0)
+		return fail(err, err_cap, cfg, rc, reason);
+	out->splits[SPLIT_TRAIN] = (struct source_split){.present = true,
+							 .n_samples = out->n_samples};
+	out->desc.split_samples[SPLIT_TRAIN] = out->n_samples;
+	out->desc.shards.n_shards = out->index.n_shards;
+	out->desc.shards.header_bytes = LLMC_HEADER_BYTES;
+	token_layout(cfg, out, LLMC_TOKEN_BYTES, cfg->token_out_dtype);
+	return 0;
+}
+
 /* raw, tokens and megatron: the data file's size against the layout. */
 static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, char *err,
 			  size_t err_cap)
@@ -316,13 +350,7 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 			d->split_base[k] = out->splits[k].first_token * tb;
 			d->split_samples[k] = out->splits[k].n_samples;
 		}
-		add_tensor(out, "tokens", out_dtype, cfg->seq_len + 1);
-		add_document_outputs(cfg, out);
-		d->kind = ARENA_SOURCE_TOKENS;
-		d->sample_read_bytes = (cfg->seq_len + 1) * tb;
-		d->sample_stride = cfg->seq_len * tb;
-		d->in_elem_bytes = (uint32_t)tb;
-		d->out_elem_bytes = (uint32_t)proto_dtype_bytes(out_dtype);
+		token_layout(cfg, out, tb, out_dtype);
 	}
 	return 0;
 }
@@ -334,6 +362,7 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 	out->cfg = cfg;
 	bool images = cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR;
 	int rc = images ? open_images(cfg, out, err, err_cap) :
+		 cfg->kind == SOURCE_LLMC ? open_llmc(cfg, out, err, err_cap) :
 		 open_data_file(cfg, out, err, err_cap);
 	if (rc < 0)
 		goto close_source;
@@ -371,8 +400,8 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		d->tensor_row_bytes[t] = out->row_bytes[t];
 	}
 	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
-	snprintf(d->path, sizeof(d->path), "%s",
-		 images ? cfg->path : source_data_path(cfg, out->data_path, sizeof(out->data_path)));
+	snprintf(d->path, sizeof(d->path), "%s", images || cfg->kind == SOURCE_LLMC ? cfg->path :
+		 source_data_path(cfg, out->data_path, sizeof(out->data_path)));
 	return 0;
 close_source:
 	source_close(out);
@@ -384,90 +413,6 @@ void source_close(struct source *s)
 	image_index_free(&s->index);
 	free(s->doc_tokens);
 	s->doc_tokens = NULL;
-}
-
-/* ---- the image index in the arena ---- */
-
-uint64_t source_index_bytes(const struct source *src)
-{
-	const struct image_index *ix = &src->index;
-	if (src->doc_tokens)
-		return arena_align((src->n_documents + 1) * sizeof(*src->doc_tokens));
-	return arena_align(ix->n * sizeof(struct arena_image)) +
-	       arena_align(ix->n_shards * sizeof(struct arena_shard)) + arena_align(ix->paths_bytes);
-}
-
-/* The start-up lines of an image pipeline's sample list. */
-static void log_image_index(const struct source *src)
-{
-	const struct image_index *ix = &src->index;
-	const char *name = src->cfg->name, *path = src->cfg->path;
-	if (src->cfg->kind == SOURCE_TAR) {
-		if (ix->other_images)
-			log_warning("pipeline \"%s\": %s: %" PRIu64 " samples whose image is not a JPEG "
-				    "(.png, .webp, ...) are left out", name, path, ix->other_images);
-		log_info("pipeline \"%s\": %" PRIu64 " images with %u distinct labels in %u tar "
-			 "shards (%s)", name, ix->n, ix->n_classes, ix->n_shards, path);
-		return;
-	}
-	if (ix->other_images)
-		log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG (.png, "
-			    ".bmp, ...) are left out; torchvision's ImageFolder would count them, so its "
-			    "sample numbers differ", name, path, ix->other_images);
-	log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s", name, ix->n,
-		 ix->n_classes, path);
-}
-
-void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
-		       struct arena *arena)
-{
-	for (size_t i = 0; i < n; i++) {
-		struct source *src = &sources[i];
-		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
-			struct arena_image_params *ip = &src->desc.image;
-			const struct image_index *ix = &src->index;
-			ip->index_offset = arena_indexes_offset(arena) + index_at[i];
-			ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
-			ip->paths_offset = ip->shards_offset +
-					   arena_align(ix->n_shards * sizeof(struct arena_shard));
-			ip->paths_bytes = ix->paths_bytes;
-			memcpy(arena->base + ip->index_offset, ix->entries,
-			       ix->n * sizeof(struct arena_image));
-			if (ix->n_shards)
-				memcpy(arena->base + ip->shards_offset, ix->shards,
-				       ix->n_shards * sizeof(struct arena_shard));
-			memcpy(arena->base + ip->paths_offset, ix->paths, ip->paths_bytes);
-			log_image_index(src);
-			source_close(src); /* the arena holds the list from here on */
-		} else if (src->doc_tokens) {
-			src->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[i];
-			memcpy(arena->base + src->desc.docs.docs_offset, src->doc_tokens,
-			       (src->n_documents + 1) * sizeof(*src->doc_tokens));
-			source_close(src); /* the arena holds the table from here on */
-		}
-		*arena_pipeline(arena, (uint32_t)i) = src->desc;
-	}
-}
-
-/* Entry `index` of an image pipeline's list in the arena, or NULL. */
-static const struct arena_image *image_entry(const struct arena *arena,
-					     const struct arena_image_params *ip, uint64_t index)
-{
-	const struct arena_image *e = arena_range(arena, ip->index_offset +
-						  index * sizeof(struct arena_image), sizeof(*e));
-	return e && e->path_offset < ip->paths_bytes ? e : NULL;
-}
-
-/* The shard entry e belongs to, or NULL. */
-static const struct arena_shard *image_shard(const struct arena *arena,
-					     const struct arena_image_params *ip,
-					     const struct arena_image *e)
-{
-	if (ip->n_shards == 0)
-		return NULL;
-	const struct arena_shard *sh = arena_range(arena, ip->shards_offset +
-						   (uint64_t)e->shard * sizeof(*sh), sizeof(*sh));
-	return sh && sh->path_offset < ip->paths_bytes ? sh : NULL;
 }
 
 int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
@@ -498,71 +443,4 @@ int source_split_find(const struct source *src, const char *name, uint32_t *id, 
 		return -EINVAL;
 	}
 	return 0;
-}
-
-const char *source_sample_where(const struct source *src, const struct arena *arena,
-				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
-				size_t cap)
-{
-	if (src->desc.kind != ARENA_SOURCE_IMAGES) {
-		if (split >= SPLIT_COUNT && src->has_splits) {
-			snprintf(buf, cap, "%.1000s sample %" PRIu64 " of one of its splits",
-				 src->data_path, index);
-			return buf;
-		}
-		uint64_t k = split < SPLIT_COUNT ? split : SPLIT_TRAIN;
-		if (src->desc.docs.n_documents) { /* no one range: the epoch's documents */
-			snprintf(buf, cap, "%.1000s split %s window %" PRIu64 " (tokens %" PRIu64 "..%"
-				 PRIu64 " of the epoch's document order)", src->data_path,
-				 split_name((uint32_t)k), index, index * src->cfg->seq_len,
-				 (index + 1) * src->cfg->seq_len + 1);
-			return buf;
-		}
-		uint64_t offset = src->desc.split_base[k] + index * src->desc.sample_stride;
-		snprintf(buf, cap, "%.1000s%s%s bytes %" PRIu64 "..%" PRIu64, src->data_path,
-			 src->has_splits ? " split " : "", src->has_splits ? split_name(split) : "",
-			 offset, offset + src->desc.sample_read_bytes);
-		return buf;
-	}
-	const struct arena_pipeline *p = arena_pipeline(arena, pipeline);
-	const struct arena_image_params *ip = &p->image;
-	const char *paths = (const char *)arena->base + ip->paths_offset;
-	const struct arena_image *e = image_entry(arena, ip, index);
-	if (!e) {
-		snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
-		return buf;
-	}
-	if (ip->n_shards == 0) {
-		snprintf(buf, cap, "%.1000s/%.1000s", p->path, paths + e->path_offset);
-		return buf;
-	}
-	const struct arena_shard *sh = image_shard(arena, ip, e);
-	snprintf(buf, cap, "%.1000s: member %.1000s (data at offset %" PRIu64 ")",
-		 sh ? paths + sh->path_offset : p->path, paths + e->path_offset, e->data_offset);
-	return buf;
-}
-
-const char *source_image_why(int status)
-{
-	switch (status) {
-	case -EBADMSG: return "corrupt, or not a JPEG";
-	case -ENODATA: return "empty or truncated";
-	case -EFBIG: return "larger than max_image_pixels, or a file over 64 MiB";
-	case -ETIME: return "its decode took over max_decode_ms of CPU time";
-	case REGFILE_NOT_REGULAR: return "not a regular file (replaced since start)";
-	default: return strerror(-status);
-	}
-}
-
-bool source_image_shard(const struct arena *arena, uint32_t pipeline, uint64_t index, char *buf,
-			size_t cap, uint64_t *n_samples)
-{
-	const struct arena_image_params *ip = &arena_pipeline(arena, pipeline)->image;
-	const struct arena_image *e = image_entry(arena, ip, index);
-	const struct arena_shard *sh = e ? image_shard(arena, ip, e) : NULL;
-	if (!sh)
-		return false;
-	snprintf(buf, cap, "%s", (const char *)arena->base + ip->paths_offset + sh->path_offset);
-	*n_samples = sh->n_samples;
-	return true;
 }

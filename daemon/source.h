@@ -4,8 +4,11 @@
  * layout of one batch in a staging slot (named tensors).
  *
  * source_open runs at start (and for --check-config); it reads file
- * metadata only, never file contents. Workers do the reading, using the
- * struct arena_pipeline this module fills in.
+ * metadata and headers only (a Megatron index, tar member headers, llm.c
+ * shard headers), never a sample. Workers do the reading, using the
+ * struct arena_pipeline this module fills in. The sample lists it builds
+ * go into the arena's index area (source_arena.c), from which samples
+ * are named in messages.
  */
 #ifndef LDR_DAEMON_SOURCE_H
 #define LDR_DAEMON_SOURCE_H
@@ -54,8 +57,9 @@ struct source {
 	uint64_t slot_bytes;   /* what a slot must hold: batch_bytes, and GPU decoding's
 				* descriptors and JPEGs (struct arena_image_params) */
 	struct arena_pipeline desc; /* what workers need; copied into the arena */
-	struct image_index index;   /* imagefolder: the sample list */
-	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from */
+	struct image_index index;   /* imagefolder, tar: the sample list; llmc: the shards */
+	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from
+				     * (llmc: none, the shards are in index) */
 };
 
 /* The file a raw, tokens or megatron pipeline's samples are read from:
@@ -73,10 +77,12 @@ const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t c
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
 void source_close(struct source *s);
 
-/* ---- the image index in the arena ----
+/* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
- * their paths) is copied into the arena's index area at start, where
- * workers read it; the master names samples from that copy. */
+ * their paths), a document-shuffled megatron pipeline's document table and
+ * an llm.c pipeline's shards and paths are copied into the arena's index
+ * area at start, where workers read them; the master names samples from
+ * that copy. */
 
 /* Bytes the sample list takes in the index area: the entries, the shards
  * and the paths, each ARENA_ALIGN-aligned, in that order; a

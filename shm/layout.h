@@ -10,7 +10,7 @@
  *   [worker 0: cmd ring][done ring][beat] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths; each document-shuffled megatron pipeline's
- *    document table]
+ *    document table; each llm.c pipeline's arena_shard table and paths]
  *   [staging slot 0] ... [staging slot S-1]
  *
  * All multi-byte fields are native-endian: the arena never leaves the host.
@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 7
+#define ARENA_VERSION 8
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -36,7 +36,7 @@
 
 enum arena_source_kind {
 	ARENA_SOURCE_RAW = 1,    /* fixed-size records */
-	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens */
+	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens (of a file, or of llm.c shards) */
 	ARENA_SOURCE_IMAGES = 3, /* one JPEG per sample: a file (imagefolder) or a tar member */
 };
 
@@ -145,6 +145,21 @@ struct arena_doc_params {
 	uint64_t n_docs[3];
 };
 
+/* A token pipeline read from several files, llm.c token shards
+ * (daemon/llmc.h): n_shards struct arena_shard at shards_offset, their
+ * NUL-terminated paths at paths_offset. Sample i is window j = i -
+ * first_sample of the shard whose range holds it: bytes header_bytes + j *
+ * sample_stride .. + sample_read_bytes of that file. 0 n_shards: the
+ * pipeline reads its one file, arena_pipeline.path. */
+struct arena_shard_params {
+	uint64_t shards_offset;
+	uint64_t paths_offset;
+	uint64_t paths_bytes;
+	uint64_t header_bytes;
+	uint32_t n_shards;
+	uint32_t reserved;
+};
+
 /* What a worker needs to produce sample i of a pipeline. */
 struct arena_pipeline {
 	uint32_t kind;             /* enum arena_source_kind */
@@ -164,6 +179,7 @@ struct arena_pipeline {
 	uint64_t split_base[3];
 	uint64_t split_samples[3];
 	struct arena_doc_params docs;
+	struct arena_shard_params shards;
 	struct arena_image_params image;
 	struct arena_token_params tokens;
 	char name[64];
@@ -262,7 +278,9 @@ _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRA
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
 _Static_assert(sizeof(struct arena_doc_params) == 11 * 8, "arena_doc_params layout");
+_Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
+	       sizeof(struct arena_shard_params) +
 	       sizeof(struct arena_image_params) +
 	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");

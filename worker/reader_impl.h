@@ -27,7 +27,7 @@ struct reader_pipeline {
 	uint32_t kind; /* enum arena_source_kind */
 	/* images: the sample list in the arena, the label tensor, the decoder */
 	const struct arena_image *index;
-	const struct arena_shard *shards; /* tar: n_shards of them */
+	const struct arena_shard *shards; /* tar, llm.c: n_shards of them */
 	uint32_t n_shards;
 	int *shard_fds;                   /* tar: each shard's descriptor, -1 until used */
 	const char *paths;
@@ -49,6 +49,7 @@ struct reader_pipeline {
 	 * NULL doc_tokens for none */
 	struct arena_doc_params docs;
 	const uint64_t *doc_tokens;
+	uint64_t header_bytes;     /* llm.c shards: where each shard's tokens start */
 	uint64_t tensor_offset;
 	uint64_t row_bytes;
 	uint64_t out_row_bytes; /* bytes a row takes once widened */
@@ -128,6 +129,13 @@ static inline uint64_t reader_read_offset(const struct reader_read *rd)
 {
 	return rd->offset + (rd->done_bytes - rd->piece_start);
 }
+
+/* Shard i's descriptor (a tar or llm.c pipeline), opened on first use and
+ * kept. When the process is out of descriptors, the kept ones are closed
+ * and the open tried again. A shard that is no longer a regular file is
+ * REGFILE_NOT_REGULAR, never a blocked open. -errno on failure
+ * (image_rows.c). */
+int reader_shard_fd(struct reader_pipeline *p, uint32_t i);
 
 /* ---- raw and token rows (token_rows.c) ---- */
 

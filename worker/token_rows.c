@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/docorder.h"
@@ -72,6 +73,40 @@ static int token_docs_check(struct arena *arena, const struct arena_pipeline *p,
 	return 0;
 }
 
+/* An llm.c pipeline's shard table inside the arena: every path a string
+ * of the paths, the shards' windows consecutive ranges of the samples. */
+static int token_shards_check(struct arena *arena, const struct arena_pipeline *p,
+			      struct reader_pipeline *out)
+{
+	const struct arena_shard_params *sp = &p->shards;
+	const struct arena_shard *sh = arena_range(arena, sp->shards_offset,
+						   (uint64_t)sp->n_shards * sizeof(*sh));
+	if (!sh || sp->paths_bytes == 0 || !arena_range(arena, sp->paths_offset, sp->paths_bytes) ||
+	    arena->base[sp->paths_offset + sp->paths_bytes - 1] != '\0' ||
+	    sp->header_bytes > (uint64_t)INT64_MAX / 2)
+		return -EINVAL;
+	uint64_t next = 0;
+	for (uint32_t i = 0; i < sp->n_shards; i++) {
+		if (sh[i].path_offset >= sp->paths_bytes || sh[i].first_sample != next ||
+		    sh[i].n_samples > p->n_samples - next)
+			return -EINVAL;
+		next += sh[i].n_samples;
+	}
+	if (next != p->n_samples)
+		return -EINVAL;
+	out->shard_fds = malloc((size_t)sp->n_shards * sizeof(int));
+	if (!out->shard_fds)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < sp->n_shards; i++)
+		out->shard_fds[i] = -1;
+	out->shards = sh;
+	out->n_shards = sp->n_shards;
+	out->paths = (const char *)arena->base + sp->paths_offset;
+	out->paths_bytes = sp->paths_bytes;
+	out->header_bytes = sp->header_bytes;
+	return 0;
+}
+
 int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
 			 struct reader_pipeline *out)
 {
@@ -118,6 +153,8 @@ int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	int err = token_outputs_check(slot_bytes, p, out);
 	if (err == 0 && p->docs.docs_offset)
 		err = token_docs_check(arena, p, out);
+	if (err == 0 && p->shards.n_shards)
+		err = p->docs.docs_offset ? -EINVAL : token_shards_check(arena, p, out);
 	return err;
 }
 
@@ -178,6 +215,32 @@ static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, u
 	return 0;
 }
 
+/* An llm.c pipeline's row: window j of the shard that holds the sample,
+ * from the shard's file. 0 or -errno (-EINVAL, or the shard's open). */
+static int token_plan_shard(struct reader_read *rd, uint64_t sample)
+{
+	struct reader_pipeline *p = rd->item->pipe;
+	uint32_t lo = 0, hi = p->n_shards; /* the last shard starting at or before sample */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (p->shards[mid].first_sample <= sample)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const struct arena_shard *sh = &p->shards[lo];
+	uint64_t j = sample - sh->first_sample;
+	if (sample < sh->first_sample || j >= sh->n_samples ||
+	    j > ((uint64_t)INT64_MAX - p->header_bytes - p->read_bytes) / p->stride)
+		return -EINVAL;
+	int fd = reader_shard_fd(p, lo);
+	if (fd < 0)
+		return fd;
+	rd->fd = fd;
+	rd->offset = p->header_bytes + j * p->stride;
+	return 0;
+}
+
 int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 	       const struct work_cmd *cmd, uint32_t k, struct reader_read *rd)
 {
@@ -188,8 +251,8 @@ int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 	if (cmd->split >= 3 || sample >= p->split_samples[cmd->split] ||
 	    __builtin_mul_overflow(sample, p->stride, &offset) ||
 	    __builtin_add_overflow(offset, p->split_base[cmd->split], &offset) ||
-	    __builtin_add_overflow(offset, p->read_bytes, &file_end) || file_end > p->file_bytes ||
-	    file_end > (uint64_t)INT64_MAX)
+	    __builtin_add_overflow(offset, p->read_bytes, &file_end) ||
+	    (p->n_shards == 0 && file_end > p->file_bytes) || file_end > (uint64_t)INT64_MAX)
 		return -EINVAL;
 	if (__builtin_mul_overflow(row, p->row_bytes, &row_start) ||
 	    __builtin_add_overflow(row_start, p->tensor_offset, &row_start) ||
@@ -212,6 +275,8 @@ int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 		if (rd->doc[t] == NULL)
 			return -EINVAL;
 	}
+	if (p->n_shards)
+		return token_plan_shard(rd, sample);
 	return p->doc_tokens ? token_plan_docs(rd, cmd, k) : 0;
 }
 

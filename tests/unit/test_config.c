@@ -319,6 +319,34 @@ static void test_document_shuffle(void **state)
 		     "[pipeline.t] document_shuffle does not apply to a tokens source");
 }
 
+/* llmc:PATTERN: uint16 tokens (llm.c's), widened as tokens: are; the
+ * pattern's braces checked on the source line; keys of other kinds
+ * refused. */
+static void test_llmc(void **state)
+{
+	(void)state;
+	assert_int_equal(load_text("[pipeline.l]\nsource = llmc:/d/fineweb_train_{000001..000009}.bin\n"
+				   "batch_size = 8\nseq_len = 1024\noutputs = tokens positions\n"
+				   "eod_token = 50256\n"), 0);
+	const struct pipeline_cfg *pl = &cfg->pipelines[0];
+	assert_int_equal(pl->kind, SOURCE_LLMC);
+	assert_string_equal(pl->path, "/d/fineweb_train_{000001..000009}.bin");
+	assert_int_equal(pl->token_bytes, 2);
+	assert_int_equal(pl->token_out_dtype, PROTO_DTYPE_UINT16);
+	assert_int_equal(pl->eod_token, 50256);
+	assert_int_equal(load_text("[pipeline.l]\nsource = llmc:/d/s.bin\nbatch_size = 8\n"
+				   "seq_len = 16\ntoken_output = int64\n"), 0);
+	assert_int_equal(cfg->pipelines[0].token_out_dtype, PROTO_DTYPE_INT64);
+	expect_error("[pipeline.l]\nbatch_size = 8\nsource = llmc:/d/s_{1..9.bin\nseq_len = 16\n", 3,
+		     "[pipeline.l] source: \"llmc:/d/s_{1..9.bin\": a '{' without its '}'");
+	expect_error("[pipeline.l]\nsource = llmc:/d/s.bin\nbatch_size = 8\n", 1,
+		     "[pipeline.l] missing required key \"seq_len\"");
+	expect_error("[pipeline.l]\nsource = llmc:/d/s.bin\nbatch_size = 8\nseq_len = 16\n"
+		     "split = 1,1,1\n", 5, "[pipeline.l] split does not apply to an llmc source");
+	expect_error("[pipeline.l]\nsource = llmc:\nbatch_size = 8\nseq_len = 16\n", 2,
+		     "source: \"llmc:\" has an empty path");
+}
+
 /* direct = on: raw, and tokens delivered in their stored width; widened
  * tokens need the CPU, so direct is refused on the direct line. */
 static void test_direct(void **state)
@@ -630,11 +658,11 @@ static const struct error_case {
 	{"[pipeline.a]\ntoken_dtype = int32\n", 2, "token_dtype: \"int32\" is not one of uint16|uint32"},
 	{"[pipeline.a]\ntoken_output = float32\n", 2,
 	 "token_output: \"float32\" is not one of uint16|uint32|int32|int64"},
-	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
-	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
+	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
+	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
 	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
 	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
-	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
+	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
 	/* Only the first error is reported, whatever its kind. */
 	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
 	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},
@@ -939,6 +967,7 @@ int main(void)
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_split),
 		cmocka_unit_test(test_document_shuffle),
+		cmocka_unit_test(test_llmc),
 		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
