@@ -21,7 +21,9 @@ computed here from the file:
   of one run into the second epoch.
 Split valid of a pipeline with split = 6,3,1 is made of the valid
 documents only (Megatron's ranges), shuffled. direct = on with the
-document shuffle is refused on its line.
+document shuffle is refused on its line, and split = 0,1,1 over 3
+documents (whose rounding would start a range before the first document)
+at start.
 """
 
 import os
@@ -188,6 +190,17 @@ def body(env):
                for e in range(2)]
     check(vorders[0] != vorders[1], "valid: the two epochs have the same document order")
     print("valid (documents %d..%d): %s / %s" % (idx[1], idx[2], vorders[0], vorders[1]))
+
+    # Weights whose rounding would start a range before document 0 are refused.
+    small = env.path("small")
+    write_dataset(small, make_documents(seed)[:3])
+    cfg = env.config("rounding", {"p": {"source": "megatron:" + small, "seq_len": 2,
+                                        "batch_size": 1, "split": "0,1,1"}})
+    r = subprocess.run([harness.binary("loaderd"), "--config", cfg, "--check-config"],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode != 0 and 'pipeline "p"' in r.stderr and
+          "split = 0,1,1 over the index's 3 documents gives ranges" in r.stderr,
+          "split = 0,1,1 over 3 documents: exited %d: %s" % (r.returncode, r.stderr))
 
     cfg = env.config("direct", {"p": {"source": "megatron:" + prefix, "seq_len": SEQ,
                                       "batch_size": BATCH, "direct": "on"}})
