@@ -233,8 +233,9 @@ struct ldr_position {
 int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap);
 
 /* Writes p as a token into buf (LDR_POSITION_MAX bytes always suffice): 0,
- * or -ENOSPC (buf then holds ""). The fields are written as they are:
- * whether the daemon resumes at the token is its call at attach. */
+ * -ENOSPC, or -EINVAL for a split other than 0, 1, 2 (buf then holds "").
+ * The fields are written as they are: whether the daemon resumes at the
+ * token is its call at attach. */
 int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap);
 
 /* sizeof(struct ldr_batch) as this library was built: a binding that lays
