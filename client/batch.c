@@ -200,6 +200,7 @@ static void client_position_after(const struct ldr_client *c, const struct clien
 {
 	position_after_batch(c->welcome.seed, c->welcome.n_samples, c->welcome.world, hb->epoch,
 			     hb->epoch_offset, hb->first, hb->rows, hb->last, p);
+	p->split = c->split;
 }
 
 int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
@@ -285,6 +286,7 @@ int ldr_position_parse(const char *token, struct ldr_position *out, char *err, s
 		return r;
 	*out = (struct ldr_position){
 		.seed = p.seed, .n_samples = p.n_samples, .epoch = p.epoch, .offset = p.offset,
+		.split = p.split,
 	};
 	return 0;
 }
@@ -293,7 +295,13 @@ int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap)
 {
 	const struct position q = {
 		.seed = p->seed, .n_samples = p->n_samples, .epoch = p->epoch, .offset = p->offset,
+		.split = p->split,
 	};
+	if (p->split >= SPLIT_COUNT) {
+		if (cap)
+			buf[0] = '\0';
+		return -EINVAL;
+	}
 	int r = position_format(&q, buf, cap);
 	if (r < 0 && cap)
 		buf[0] = '\0'; /* no token rather than a cut one */

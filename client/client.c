@@ -260,12 +260,19 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 		return client_error(c, -EINVAL, "client name is longer than %d bytes", PROTO_NAME_MAX - 1);
 	if (o->resume && strlen(o->resume) >= PROTO_TOKEN_MAX)
 		return client_error(c, -EINVAL, "resume token is longer than %d bytes", PROTO_TOKEN_MAX - 1);
+	if (o->split && strlen(o->split) >= PROTO_SPLIT_MAX)
+		return client_error(c, -EINVAL, "split name is longer than %d bytes", PROTO_SPLIT_MAX - 1);
 	/* The daemon's decoder refuses other bytes in these two (PROTOCOL.md, 5.1). */
 	const char *word = o->pipeline, *what = "pipeline name";
 	long bad = proto_word_bad_byte(word);
 	if (bad < 0 && o->resume) {
 		word = o->resume;
 		what = "resume token";
+		bad = proto_word_bad_byte(word);
+	}
+	if (bad < 0 && o->split) {
+		word = o->split;
+		what = "split name";
 		bad = proto_word_bad_byte(word);
 	}
 	if (bad >= 0)
@@ -306,6 +313,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	snprintf(h->pipeline, sizeof h->pipeline, "%s", opts->pipeline);
 	snprintf(h->client_name, sizeof h->client_name, "%s", opts->client_name ? opts->client_name : "");
 	snprintf(h->resume, sizeof h->resume, "%s", opts->resume ? opts->resume : "");
+	snprintf(h->split, sizeof h->split, "%s", opts->split ? opts->split : "");
 	uint64_t request_id = msg->hdr.request_id;
 	r = client_send_frame(c, "HELLO");
 	if (r < 0)
@@ -358,8 +366,12 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		.n_samples = w->n_samples, .seed = w->seed, .batch_size = w->batch_size,
 		.rank = w->rank, .world = w->world, .shuffle = w->shuffle, .drop_last = w->drop_last,
 	};
+	/* The daemon accepted the name, so it is one of the three. */
+	if (!split_from_name(opts->split ? opts->split : "", &c->split))
+		c->split = SPLIT_TRAIN;
 	c->position = (struct position){
 		.seed = w->seed, .n_samples = w->n_samples, .epoch = w->epoch, .offset = w->offset,
+		.split = c->split,
 	};
 	c->attached = true;
 	c->error[0] = '\0';

@@ -29,6 +29,7 @@
 #include "common/gpu_uuid.h"
 #include "common/position.h"
 #include "common/sampler.h"
+#include "common/split.h"
 #include "device.h"
 #include "loaderd.h"
 #include "proto/wire.h"
@@ -71,6 +72,7 @@ struct ldr_client {
 	struct client_held_batch *held; /* depth entries */
 
 	struct position position;   /* after the highest-seq released batch */
+	uint32_t split;             /* enum split_id: the split attached to */
 	bool released_any;
 	uint64_t position_seq;
 

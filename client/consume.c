@@ -41,6 +41,7 @@ struct consume_opts {
 	const char *resume;
 	const char *name;
 	const char *device;
+	const char *split;
 	/* what to do once attached */
 	uint64_t epochs;  /* 0: not given */
 	uint64_t batches; /* 0: not given */
@@ -72,6 +73,7 @@ static int consume_parse(int argc, char **argv, int first, struct consume_opts *
 		{ "--dump-data", .string = &o->dump_data },
 		{ "--name", .string = &o->name },
 		{ "--device", .string = &o->device },
+		{ "--split", .string = &o->split },
 		{ "--rank", .number = &o->rank, .max = UINT32_MAX - 1 },
 		{ "--world", .number = &o->world, .min = 1, .max = UINT32_MAX },
 		{ "--depth", .number = &o->depth, .max = UINT32_MAX },
@@ -379,7 +381,7 @@ static int consume_run(const struct consume_opts *o)
 	struct ldr_attach_opts ao = {
 		.pipeline = o->pipeline, .rank = (unsigned)o->rank, .world = (unsigned)o->world,
 		.depth = (unsigned)o->depth, .resume = o->resume,
-		.client_name = o->name ? o->name : "consume", .device = o->device,
+		.client_name = o->name ? o->name : "consume", .device = o->device, .split = o->split,
 	};
 	if (ldr_attach(c, &ao) < 0) {
 		ctl_error("%s", ldr_error(c));

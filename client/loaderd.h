@@ -93,6 +93,11 @@ struct ldr_attach_opts {
 	 * or a UUID ("GPU-8d7f...", as nvidia-smi -L prints). The device's
 	 * depth is capped by the daemon's device_slots. */
 	const char *device;
+	/* NULL or "": "train". A megatron pipeline with `split =` (docs/config.md)
+	 * also has "valid" and "test": each split is a dataset of its own, with
+	 * its own size, epochs and position tokens. Another name, or a split
+	 * the pipeline does not have, is refused at attach. */
+	const char *split;
 };
 
 struct ldr_tensor {
@@ -206,7 +211,8 @@ int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
  * (b not held), -ENOSPC. */
 int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap);
 
-/* A position token's fields. The token ("ldr1:SEED:N:EPOCH:OFFSET") is
+/* A position token's fields. The token ("ldr1:SEED:N:EPOCH:OFFSET", and
+ * ":valid" or ":test" after it for those splits) is
  * what ldr_position() writes and ldr_attach_opts.resume takes; a binding or
  * tool that needs its fields (the epoch a stream is in, a token for the
  * start of another epoch) reads and writes them with the two calls below
@@ -216,17 +222,20 @@ struct ldr_position {
 	uint64_t n_samples; /* the dataset's size when saved: a changed dataset is refused */
 	uint64_t epoch;     /* below 2^32 in a well-formed token */
 	uint64_t offset;    /* samples of `epoch` consumed by all ranks together, <= n_samples */
+	uint32_t split;     /* 0 train, 1 valid, 2 test: the split of the stream */
+	uint32_t reserved;  /* 0 */
 };
 
 /* Parses a token: 0, or -EINVAL for anything that is not exactly one
  * (every field decimal without sign or leading zero, EPOCH below 2^32,
- * OFFSET at most N), *out left alone and err (when not NULL) saying which
+ * OFFSET at most N, SPLIT, when there is one, "valid" or "test"), *out left alone and err (when not NULL) saying which
  * field is at fault and why, e.g. `EPOCH "x" is not a decimal number`. */
 int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap);
 
 /* Writes p as a token into buf (LDR_POSITION_MAX bytes always suffice): 0,
- * or -ENOSPC (buf then holds ""). The fields are written as they are:
- * whether the daemon resumes at the token is its call at attach. */
+ * -ENOSPC, or -EINVAL for a split other than 0, 1, 2 (buf then holds "").
+ * The fields are written as they are: whether the daemon resumes at the
+ * token is its call at attach. */
 int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap);
 
 /* sizeof(struct ldr_batch) as this library was built: a binding that lays

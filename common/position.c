@@ -3,6 +3,7 @@
 
 #include "common/errtext.h"
 #include "common/escape.h"
+#include "common/split.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,8 +14,9 @@
 
 int position_format(const struct position *p, char *buf, size_t cap)
 {
-	int n = snprintf(buf, cap, "ldr1:%" PRIu64 ":%" PRIu64 ":%" PRIu64 ":%" PRIu64,
-			 p->seed, p->n_samples, p->epoch, p->offset);
+	int n = snprintf(buf, cap, "ldr1:%" PRIu64 ":%" PRIu64 ":%" PRIu64 ":%" PRIu64 "%s%s",
+			 p->seed, p->n_samples, p->epoch, p->offset, p->split ? ":" : "",
+			 p->split ? split_name(p->split) : "");
 	return (n < 0 || (size_t)n >= cap) ? -ENOSPC : 0;
 }
 
@@ -68,13 +70,24 @@ int position_parse(const char *text, struct position *p, char *why, size_t why_c
 			return errtext(why, why_cap, -EINVAL,
 				       "it has %d field%s after \"ldr1:\", not 4 "
 				       "(SEED:N:EPOCH:OFFSET)", f + 1, f ? "s" : "");
-		if (f == 3 && s[len] != '\0')
-			return errtext(why, why_cap, -EINVAL,
-				       "it has more than 4 fields after \"ldr1:\" "
-				       "(SEED:N:EPOCH:OFFSET)");
 		if (position_parse_field(s, len, f, &v[f], why, why_cap) < 0)
 			return -EINVAL;
-		s += len + 1;
+		s += len;
+		if (*s == ':')
+			s++;
+	}
+	uint32_t split = SPLIT_TRAIN;
+	if (s[-1] == ':') { /* OFFSET is followed by a SPLIT field */
+		size_t len = strlen(s);
+		char q[FIELD_QUOTE_MAX * 4 + 8];
+		position_quote(s, len, q, sizeof(q));
+		if (strchr(s, ':'))
+			return errtext(why, why_cap, -EINVAL,
+				       "it has more than 5 fields after \"ldr1:\" "
+				       "(SEED:N:EPOCH:OFFSET[:SPLIT])");
+		if (!split_from_name(s, &split) || split == SPLIT_TRAIN)
+			return errtext(why, why_cap, -EINVAL, "SPLIT %s is not valid or test (a token "
+				       "of the train split has no SPLIT field)", q);
 	}
 	if (v[2] >= POSITION_EPOCHS)
 		return errtext(why, why_cap, -EINVAL,
@@ -83,7 +96,8 @@ int position_parse(const char *text, struct position *p, char *why, size_t why_c
 	if (v[3] > v[1])
 		return errtext(why, why_cap, -EINVAL,
 			       "OFFSET %" PRIu64 " is larger than N %" PRIu64, v[3], v[1]);
-	*p = (struct position){.seed = v[0], .n_samples = v[1], .epoch = v[2], .offset = v[3]};
+	*p = (struct position){.seed = v[0], .n_samples = v[1], .epoch = v[2], .offset = v[3],
+			       .split = split};
 	return 0;
 }
 
@@ -93,6 +107,7 @@ void position_after_batch(uint64_t seed, uint64_t n_samples, uint32_t world,
 {
 	out->seed = seed;
 	out->n_samples = n_samples;
+	out->split = SPLIT_TRAIN;
 	if (last) {
 		out->epoch = epoch + 1;
 		out->offset = 0;

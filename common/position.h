@@ -1,7 +1,8 @@
 /*
  * position: a client's resumable place in a pipeline's stream, as a short
- * text token ("ldr1:SEED:N:EPOCH:OFFSET") that a training checkpoint can
- * store next to the model's state.
+ * text token ("ldr1:SEED:N:EPOCH:OFFSET", with ":valid" or ":test" after it
+ * for a stream of a dataset's valid or test split, common/split.h) that a
+ * training checkpoint can store next to the model's state.
  *
  * OFFSET counts the samples of EPOCH consumed by all ranks together, so a
  * token saved by a job of world size W resumes a job of any world size W':
@@ -33,6 +34,7 @@ struct position {
 	uint64_t n_samples; /* dataset size when saved: a changed dataset is refused */
 	uint64_t epoch;
 	uint64_t offset;    /* global samples of epoch consumed, <= n_samples */
+	uint32_t split;     /* enum split_id: a token resumes only a stream of its split */
 };
 
 /* Writes the token; 0, or -ENOSPC when cap is too small. */
@@ -44,13 +46,17 @@ int position_format(const struct position *p, char *buf, size_t cap);
  * `EPOCH "18446744073709551615" is not below 4294967296 (2^32)`. Every
  * field is decimal as position_format writes it: digits only (no sign,
  * space or other byte), no leading zero, at most 2^64 - 1; EPOCH below
- * POSITION_EPOCHS; OFFSET at most N. p is left alone on failure.
+ * POSITION_EPOCHS; OFFSET at most N; after them, either nothing (the
+ * train split) or ":valid" or ":test" (`SPLIT "train" ...`: train is
+ * written as nothing, so that each position has one token). p is left
+ * alone on failure.
  */
 int position_parse(const char *text, struct position *p, char *why, size_t why_cap);
 
 /* The position once a batch of `rows` samples, the first being the rank's
  * j-th of the segment (epoch, g), has been consumed; `last` says it was the
- * epoch's last batch. */
+ * epoch's last batch. out->split is SPLIT_TRAIN: the caller sets a stream's
+ * other split. */
 void position_after_batch(uint64_t seed, uint64_t n_samples, uint32_t world,
 			  uint64_t epoch, uint64_t g, uint64_t first_j,
 			  uint32_t rows, int last, struct position *out);

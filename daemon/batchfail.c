@@ -24,6 +24,20 @@ static void fail_client(struct sched *s, struct sched_client *c, int code, const
 	s->ops.fail(c->conn, code, text);
 }
 
+void batchfail_docorder(struct sched *s, struct slot *sl, int err)
+{
+	struct sched_client *c = sl->client;
+	const struct source *src = &s->sources[c->pipeline];
+	char text[PROTO_ERROR_TEXT_MAX];
+	snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
+		 "document order (a running sum over its %" PRIu64 " documents) cannot be computed: %s",
+		 src->cfg->name, split_name(c->split), sl->pos.epoch, src->splits[c->split].n_docs,
+		 strerror(-err));
+	c->in_flight--;
+	sched_slot_free(s, sl);
+	fail_client(s, c, err == -ENOMEM ? ENOMEM : EIO, text);
+}
+
 void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_done *done)
 {
 	/* n bad images, counted each time (substituted: each was replaced);
@@ -47,7 +61,7 @@ void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_do
 	*seen |= (uint8_t)(1u << (index % 8));
 	char where[2200];
 	log_warning("pipeline \"%s\": %s: %s%s", src->cfg->name,
-		    source_sample_where(src, s->arena, pipeline, index, where, sizeof(where)),
+		    source_sample_where(src, s->arena, pipeline, SPLIT_TRAIN, index, where, sizeof(where)),
 		    source_image_why(done->bad_status),
 		    substituted ? "; replaced by another sample (on_error = substitute)" : "");
 }
@@ -104,7 +118,8 @@ static void image_text(struct sched *s, const struct slot *sl, uint64_t index, c
 		     sizeof(policy));
 	snprintf(text, cap, "pipeline \"%s\": %.500s: sample %" PRIu64 ": %s (%.300s)",
 		 src->cfg->name,
-		 source_sample_where(src, s->arena, sl->client->pipeline, index, where, sizeof(where)),
+		 source_sample_where(src, s->arena, sl->client->pipeline, SPLIT_TRAIN, index, where,
+				     sizeof(where)),
 		 index, source_image_why(sl->error), policy);
 }
 
@@ -116,7 +131,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 	char text[PROTO_ERROR_TEXT_MAX];
 	if (sl->error == -ECHILD) { /* struck out: sched_item_lost */
 		char where[2200];
-		sched_describe_sample(s, c->pipeline, index, where, sizeof(where));
+		sched_describe_split_sample(s, c->pipeline, c->split, index, where, sizeof(where));
 		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " batch %" PRIu64 " rows %u.."
 			 "%" PRIu64 " (the first: %.700s): %d workers in a row died producing them, the "
 			 "last %.96s", src->cfg->name, sl->pos.epoch, sl->pos.batch, sl->bad_row,
@@ -129,7 +144,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		fail_client(s, c, sl->error == -EBADMSG ? EBADMSG : EIO, text);
 		return;
 	}
-	uint64_t offset = index * src->desc.sample_stride;
+	uint64_t offset = src->desc.split_base[c->split] + index * src->desc.sample_stride;
 	char why[128];
 	if (sl->error == -ENODATA)
 		snprintf(why, sizeof(why), "file is shorter than at start (read %" PRIu64 " of %" PRIu64 " bytes)",
@@ -138,8 +153,18 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
-	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: sample %" PRIu64 " (bytes %" PRIu64 "..%" PRIu64 "): %s",
-		 src->cfg->name, src->cfg->path, index, offset, offset + src->desc.sample_read_bytes, why);
+	if (src->desc.docs.n_documents || src->desc.shards.n_shards) {
+		char where[1200];
+		source_sample_where(src, s->arena, c->pipeline, c->split, index, where, sizeof(where));
+		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64
+			 ": %.700s: %s", src->cfg->name, sl->pos.epoch, index, where, why);
+		fail_client(s, c, EIO, text);
+		return;
+	}
+	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: %s%s%ssample %" PRIu64 " (bytes %"
+		 PRIu64 "..%" PRIu64 "): %s", src->cfg->name, src->cfg->path,
+		 src->has_splits ? "split " : "", src->has_splits ? split_name(c->split) : "",
+		 src->has_splits ? " " : "", index, offset, offset + src->desc.sample_read_bytes, why);
 	fail_client(s, c, EIO, text);
 }
 

@@ -31,6 +31,7 @@ enum source_kind {
 	SOURCE_IMAGEFOLDER = 3, /* source = imagefolder:ROOT (ROOT/CLASS/...jpg) */
 	SOURCE_TAR = 4,         /* source = tar:PATTERN (WebDataset shards, daemon/tarshard.h) */
 	SOURCE_MEGATRON = 5,    /* source = megatron:PREFIX (PREFIX.idx, PREFIX.bin: daemon/megatron.h) */
+	SOURCE_LLMC = 6,        /* source = llmc:PATTERN (llm.c token shards, daemon/llmc.h) */
 };
 
 /* Image pipelines: names in config_keys.c's choice lists, in this order. */
@@ -92,6 +93,11 @@ struct pipeline_cfg {
 	uint64_t eod_token;        /* required by every output but tokens */
 	bool eod_mask_loss;        /* loss_mask 0 where the input token is eod_token */
 	uint32_t max_documents;    /* cu_seqlens: documents a row holds at most, default 32 */
+	/* megatron: train/valid/test weights (common/split.h); all 0 without `split` */
+	double split[3];
+	/* megatron: documents shuffled per epoch before windows are cut
+	 * (common/docorder.h); default: shuffle's value */
+	bool document_shuffle;
 	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */
@@ -185,7 +191,8 @@ void config_diff(const struct config *a, const struct config *b,
  * program, socket_group): "FILE:LINE: ...". */
 int config_key_line(const struct config *c, const struct pipeline_cfg *pipeline, const char *key);
 
-/* "raw", "tokens", "imagefolder" or "tar": the kind as `source` spells it. */
+/* "raw", "tokens", "imagefolder", "tar", "megatron" or "llmc": the kind as
+ * `source` spells it. */
 const char *config_source_name(enum source_kind kind);
 
 #endif

@@ -81,7 +81,8 @@ void config_pipeline_end(struct config_parse *p)
 	const int *line = p->pipeline_key_line;
 	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
 			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
-			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON : CONFIG_KEY_IMAGE;
+			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON :
+			pl->kind == SOURCE_LLMC ? CONFIG_KEY_LLMC : CONFIG_KEY_IMAGE;
 	size_t bad = line[CONFIG_PK_SOURCE] ? CONFIG_PK_COUNT : CONFIG_PK_SOURCE;
 	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
 		if (!line[k] && (keys[k].flags & kind) && (keys[k].flags & CONFIG_KEY_REQUIRED))
@@ -97,6 +98,7 @@ void config_pipeline_end(struct config_parse *p)
 		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
 			    keys[bad].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
 			    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
+			    kind == CONFIG_KEY_LLMC ? "n llmc" :
 			    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
 		return;
 	}
@@ -113,8 +115,19 @@ void config_pipeline_end(struct config_parse *p)
 		return;
 	/* megatron: the stored token type is the index's, checked at start
 	 * (daemon/source.c); token_output stays unset for "as stored". */
-	if (kind == CONFIG_KEY_MEGATRON)
+	if (kind == CONFIG_KEY_MEGATRON) {
+		if (!line[CONFIG_PK_DOCUMENT_SHUFFLE])
+			pl->document_shuffle = pl->shuffle;
+		if (pl->direct && pl->document_shuffle)
+			config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on reads each sample as one "
+				    "range of the file, but document_shuffle%s makes a sample of several "
+				    "documents in the epoch's order: set document_shuffle = off", p->label,
+				    line[CONFIG_PK_DOCUMENT_SHUFFLE] ? " = on" : " (on, as shuffle is)");
 		return;
+	}
+	/* llmc: uint16 tokens, as llm.c writes them (daemon/llmc.h) */
+	if (kind == CONFIG_KEY_LLMC)
+		pl->token_bytes = 2;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];
 	const struct config_token_name *out = config_token_of(pl->token_out_dtype);

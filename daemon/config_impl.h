@@ -32,6 +32,7 @@ enum config_value_type {
 	CONFIG_VALUE_CHOICE,       /* one of config_key.choices -> its index, into a uint32_t */
 	CONFIG_VALUE_TRANSFORM,    /* a transform chain (image/transform.h), kept as text */
 	CONFIG_VALUE_RGB,          /* three decimal numbers "R,G,B", into a double[3] */
+	CONFIG_VALUE_SPLIT,        /* "A,B,C" split weights (common/split.h), into a double[3] */
 	CONFIG_VALUE_TYPES,
 };
 
@@ -41,8 +42,10 @@ enum config_value_type {
 #define CONFIG_KEY_TOKENS 0x2u
 #define CONFIG_KEY_IMAGE 0x8u
 #define CONFIG_KEY_MEGATRON 0x10u
+#define CONFIG_KEY_LLMC 0x20u
 #define CONFIG_KEY_REQUIRED 0x4u
-#define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON)
+#define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON | \
+			     CONFIG_KEY_LLMC)
 
 struct config_key {
 	const char *name;
@@ -75,7 +78,8 @@ enum config_pipeline_key {
 	CONFIG_PK_LAYOUT, CONFIG_PK_DTYPE, CONFIG_PK_MEAN, CONFIG_PK_STD, CONFIG_PK_ON_ERROR,
 	CONFIG_PK_MAX_IMAGE_PIXELS, CONFIG_PK_MAX_DECODE_MS, CONFIG_PK_DECODE,
 	CONFIG_PK_GPU_DECODE_PERCENT, CONFIG_PK_MAX_IMAGE_BYTES, CONFIG_PK_OUTPUTS,
-	CONFIG_PK_EOD_TOKEN, CONFIG_PK_EOD_MASK_LOSS, CONFIG_PK_MAX_DOCUMENTS, CONFIG_PK_COUNT,
+	CONFIG_PK_EOD_TOKEN, CONFIG_PK_EOD_MASK_LOSS, CONFIG_PK_MAX_DOCUMENTS, CONFIG_PK_SPLIT,
+	CONFIG_PK_DOCUMENT_SHUFFLE, CONFIG_PK_COUNT,
 };
 _Static_assert(CONFIG_PK_COUNT <= CONFIG_KEYS_MAX, "struct pipeline_cfg's key_line holds every key");
 

@@ -124,10 +124,12 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	[CONFIG_PK_TOKEN_DTYPE] = {"token_dtype", CONFIG_VALUE_TOKEN_STORED, PIPELINE(token_bytes),
 				   0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_REQUIRED, NULL},
 	[CONFIG_PK_SEQ_LEN] = {"seq_len", CONFIG_VALUE_UINT, PIPELINE(seq_len), 1, SEQ_LEN_MAX,
-			       CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON | CONFIG_KEY_REQUIRED, NULL},
+			       CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC | CONFIG_KEY_REQUIRED, NULL},
 	/* also not narrower than token_dtype, checked at the end of the section */
 	[CONFIG_PK_TOKEN_OUTPUT] = {"token_output", CONFIG_VALUE_TOKEN_OUTPUT,
-				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				    PIPELINE(token_out_dtype), 0, 0, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC,
 				    NULL},
 	/* tokens: also only when delivered as stored, checked at the end of the section */
 	[CONFIG_PK_DIRECT] = {"direct", CONFIG_VALUE_BOOL, PIPELINE(direct), 0, 0,
@@ -153,14 +155,23 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 					  PIPELINE(gpu_decode_percent), 0, 100, CONFIG_KEY_IMAGE, NULL},
 	/* outputs: names checked, and eod_token required by them, at the end of the section */
 	[CONFIG_PK_OUTPUTS] = {"outputs", CONFIG_VALUE_STRING, PIPELINE(outputs_text), 0,
-			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_EOD_TOKEN] = {"eod_token", CONFIG_VALUE_UINT, PIPELINE(eod_token), 0, UINT32_MAX,
-				 CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+				 CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_EOD_MASK_LOSS] = {"eod_mask_loss", CONFIG_VALUE_BOOL, PIPELINE(eod_mask_loss), 0, 0,
-				     CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON, NULL},
+				     CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC, NULL},
 	[CONFIG_PK_MAX_DOCUMENTS] = {"max_documents", CONFIG_VALUE_UINT, PIPELINE(max_documents), 1,
-				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON,
+				     CONFIG_MAX_DOCUMENTS_MAX, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |
+				 CONFIG_KEY_LLMC,
 				     NULL},
+	[CONFIG_PK_SPLIT] = {"split", CONFIG_VALUE_SPLIT, PIPELINE(split), 0, 0, CONFIG_KEY_MEGATRON,
+			     NULL},
+	/* default: shuffle's value, set at the end of the section */
+	[CONFIG_PK_DOCUMENT_SHUFFLE] = {"document_shuffle", CONFIG_VALUE_BOOL,
+					PIPELINE(document_shuffle), 0, 0, CONFIG_KEY_MEGATRON, NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
 				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };
@@ -233,6 +244,7 @@ const char *config_source_name(enum source_kind kind)
 	case SOURCE_IMAGEFOLDER: return "imagefolder";
 	case SOURCE_TAR: return "tar";
 	case SOURCE_MEGATRON: return "megatron";
+	case SOURCE_LLMC: return "llmc";
 	}
 	return "?";
 }
@@ -420,8 +432,8 @@ static int config_file_dir(const char *file, char *dir, size_t cap)
 	return (m < 0 || (size_t)m >= cap - n) ? -ENAMETOOLONG : 0;
 }
 
-/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN" or
- * "megatron:PREFIX", into the
+/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN",
+ * "megatron:PREFIX" or "llmc:PATTERN", into the
  * current pipeline's kind and path; a relative PATH is taken relative to
  * the directory of the config file. */
 static void config_value_source(struct config_parse *p, const struct config_key *k,
@@ -429,7 +441,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 {
 	struct pipeline_cfg *pl = p->pipeline; /* field is pl->path */
 	const char *path = NULL;
-	for (int kind = SOURCE_RAW; kind <= SOURCE_MEGATRON && !path; kind++) {
+	for (int kind = SOURCE_RAW; kind <= SOURCE_LLMC && !path; kind++) {
 		const char *name = config_source_name((enum source_kind)kind);
 		size_t len = strlen(name);
 		if (strncmp(value, name, len) == 0 && value[len] == ':') {
@@ -439,7 +451,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 	}
 	if (!path) {
 		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT, "
-				 "tar:PATTERN or megatron:PREFIX");
+				 "tar:PATTERN, megatron:PREFIX or llmc:PATTERN");
 		return;
 	}
 	if (*path == '\0') {
@@ -465,7 +477,7 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 	 * the shards themselves at start (daemon/tarshard.h). */
 	char **shards, why[256];
 	size_t n_shards;
-	if (pl->kind == SOURCE_TAR) {
+	if (pl->kind == SOURCE_TAR || pl->kind == SOURCE_LLMC) {
 		int rc = tar_pattern_expand(pl->path, &shards, &n_shards, why, sizeof(why));
 		if (rc < 0)
 			config_fail(p, p->lineno, "%s source: \"%s\": %s", p->label, value,
@@ -528,6 +540,48 @@ static void config_value_rgb(struct config_parse *p, const struct config_key *k,
 	memcpy(field, rgb, sizeof(rgb));
 }
 
+/* Megatron's --split: "A,B,C" (or "A/B/C"), one to three numbers, each
+ * finite and >= 0, their sum > 0; missing ones are 0, as Megatron pads
+ * them. Digits with an optional fraction only: no sign, exponent or
+ * space, so that the text is what Megatron's float() would read too. */
+static void config_value_split(struct config_parse *p, const struct config_key *k,
+			       const char *value, void *field)
+{
+	double w[3] = {0, 0, 0}, sum = 0;
+	char sep = strchr(value, '/') && !strchr(value, ',') ? '/' : ',';
+	const char *s = value;
+	int n = 0;
+	for (;;) {
+		size_t len = strcspn(s, sep == ',' ? "," : "/");
+		size_t digits = strspn(s, "0123456789.");
+		const char *dot = memchr(s, '.', len);
+		if (len == 0 || digits != len || (dot && memchr(dot + 1, '.', len - (size_t)(dot + 1 - s))) ||
+		    (len == 1 && *s == '.')) {
+			config_bad_value(p, k, value, "is not one to three numbers A,B,C (the train, valid "
+					 "and test weights, as Megatron's --split 969,30,1)");
+			return;
+		}
+		if (n == 3) {
+			config_bad_value(p, k, value, "has more than three weights (train, valid, test)");
+			return;
+		}
+		w[n] = strtod(s, NULL);
+		if (!isfinite(w[n])) {
+			config_bad_value(p, k, value, "has a weight too large to be a number");
+			return;
+		}
+		sum += w[n++];
+		if (s[len] == '\0')
+			break;
+		s += len + 1;
+	}
+	if (!(sum > 0) || !isfinite(sum)) {
+		config_bad_value(p, k, value, "has no weight above 0");
+		return;
+	}
+	memcpy(field, w, sizeof(w));
+}
+
 /* One of k->choices, stored as its index. */
 static void config_value_choice(struct config_parse *p, const struct config_key *k,
 				const char *value, void *field)
@@ -553,6 +607,7 @@ static config_value_fn *const config_value_parsers[CONFIG_VALUE_TYPES] = {
 	[CONFIG_VALUE_UINT] = config_value_uint, [CONFIG_VALUE_BOOL] = config_value_bool,
 	[CONFIG_VALUE_SIZE] = config_value_size, [CONFIG_VALUE_MODE] = config_value_mode,
 	[CONFIG_VALUE_STRING] = config_value_string, [CONFIG_VALUE_RGB] = config_value_rgb,
+	[CONFIG_VALUE_SPLIT] = config_value_split,
 	[CONFIG_VALUE_LOG_LEVEL] = config_value_log_level, [CONFIG_VALUE_CHOICE] = config_value_choice,
 	[CONFIG_VALUE_SOURCE] = config_value_source, [CONFIG_VALUE_TRANSFORM] = config_value_transform,
 	[CONFIG_VALUE_TOKEN_STORED] = config_value_token,

@@ -82,7 +82,8 @@ static void direct_start(struct sched *s, struct sched_client *c)
 		return;
 	}
 	for (uint32_t i = 0; i < ds->pos.rows; i++)
-		offsets[i] = sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i) *
+		offsets[i] = src->desc.split_base[c->split] +
+			     sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i) *
 			     src->desc.sample_stride;
 	ds->state = DEV_COPYING;
 	ds->generation++;

@@ -389,7 +389,8 @@ static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_pipeline *ap = arena_pipeline(p->arena, pc->pipeline);
 	char where[1200];
-	source_sample_where(src, p->arena, pc->pipeline, im->sample, where, sizeof(where));
+	source_sample_where(src, p->arena, pc->pipeline, SPLIT_TRAIN, im->sample, where,
+			    sizeof(where));
 	struct image_sampler **s = &dc->samplers[pc->pipeline];
 	uint64_t row_bytes = 0;
 	if (!*s) {

@@ -50,12 +50,14 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 	s->free_slots = s->n_slots;
 	s->next_session = 1;
 	snprintf(s->no_device, sizeof(s->no_device), "this loaderd serves host delivery only");
-	uint32_t max_items = 1;
+	uint32_t max_items = 1, max_doc_rows = 0;
 	for (size_t i = 0; i < n_sources; i++) {
 		uint32_t b = sources[i].cfg->batch_size, c = sources[i].chunk;
 		uint32_t items = (b + c - 1) / c;
 		if (items > max_items)
 			max_items = items;
+		if (sources[i].desc.docs.n_documents && b > max_doc_rows)
+			max_doc_rows = b;
 	}
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
 	s->clients = calloc(cfg->max_clients, sizeof(*s->clients));
@@ -67,6 +69,12 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 		s->slots[i].items = calloc(max_items, sizeof(struct item));
 		if (!s->slots[i].items)
 			goto free_sched;
+		if (max_doc_rows == 0)
+			continue;
+		s->slots[i].doc_pos = calloc(2 * (size_t)max_doc_rows, sizeof(uint64_t));
+		if (!s->slots[i].doc_pos)
+			goto free_sched;
+		s->slots[i].doc_skip = s->slots[i].doc_pos + max_doc_rows;
 	}
 	return s;
 free_sched:
@@ -94,8 +102,11 @@ void sched_free(struct sched *s)
 {
 	if (!s)
 		return;
-	for (uint32_t i = 0; s->slots && i < s->n_slots; i++)
+	for (uint32_t i = 0; s->slots && i < s->n_slots; i++) {
 		free(s->slots[i].items);
+		free(s->slots[i].doc_pos);
+	}
+	docorder_cache_free(&s->docorder);
 	for (uint32_t i = 0; i < s->n_clients; i++)
 		free(s->clients[i]);
 	while (s->retiring) {
@@ -173,6 +184,27 @@ struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, ui
 	};
 }
 
+/* A document-shuffled pipeline's batch in sl: where each row's window
+ * starts in its epoch's document order (daemon/docorder.h). 0 or -errno. */
+static int batch_docs(struct sched *s, struct slot *sl, const struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	const struct arena_doc_params *dp = &arena_pipeline(s->arena, c->pipeline)->docs;
+	const struct docorder_split sp = {
+		.doc_tokens = (const uint64_t *)(s->arena->base + dp->docs_offset),
+		.first_doc = dp->first_doc[c->split], .n_docs = dp->n_docs[c->split],
+		.key = dp->key[c->split], .shuffle = 1,
+	};
+	for (uint32_t r = 0; r < sl->pos.rows; r++) {
+		uint64_t window = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + r);
+		int rc = docorder_locate(&s->docorder, c->pipeline, c->split, &sp, sl->pos.epoch,
+					 src->cfg->seq_len, window, &sl->doc_pos[r], &sl->doc_skip[r]);
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
 /* Starts client c's next batch in slot sl and queues its items. */
 static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c)
 {
@@ -186,6 +218,13 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	sl->items_done = 0;
 	sl->error = 0;
 	c->staging++;
+	s->free_slots--;
+	sl->docs = src->desc.docs.n_documents > 0;
+	int rc = sl->docs ? batch_docs(s, sl, c) : 0;
+	if (rc < 0) {
+		batchfail_docorder(s, sl, rc);
+		return;
+	}
 	for (uint32_t k = 0; k < sl->n_items; k++) {
 		struct item *it = &sl->items[k];
 		it->first_row = k * src->chunk;
@@ -194,7 +233,6 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 		it->strikes = 0;
 		pending_push(&s->pending, ITEM_REF(slot_index, k), false);
 	}
-	s->free_slots--;
 }
 
 bool sched_uses_staging(const struct sched_client *c)
@@ -292,11 +330,14 @@ void sched_pump(struct sched *s)
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
 		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
-		cmd.reserved = 0;
+		cmd.split = c->split;
 		cmd.epoch = sl->pos.epoch;
-		for (uint32_t i = 0; i < it->count; i++)
+		for (uint32_t i = 0; i < it->count; i++) {
 			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
 							     sl->pos.first + it->first_row + i);
+			cmd.doc_pos[i] = sl->docs ? sl->doc_pos[it->first_row + i] : 0;
+			cmd.doc_skip[i] = sl->docs ? sl->doc_skip[it->first_row + i] : 0;
+		}
 		if (!s->workers.submit(s->workers.pool, &cmd))
 			break;
 		pending_pop(&s->pending);
@@ -417,6 +458,12 @@ void sched_item_lost(struct sched *s, uint64_t item_id, bool suspect, const char
 void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
 			   size_t cap)
 {
+	sched_describe_split_sample(s, pipeline, SPLIT_COUNT, sample, buf, cap);
+}
+
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap)
+{
 	if (pipeline >= s->n_sources) {
 		snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
 		return;
@@ -424,7 +471,7 @@ void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, 
 	const struct source *src = &s->sources[pipeline];
 	char where[2200];
 	snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %s", src->cfg->name, sample,
-		 source_sample_where(src, s->arena, pipeline, sample, where, sizeof(where)));
+		 source_sample_where(src, s->arena, pipeline, split, sample, where, sizeof(where)));
 }
 
 void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t cap)
@@ -439,7 +486,7 @@ void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t ca
 	uint64_t first = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
 					sl->pos.first + it->first_row);
 	char where[1200];
-	sched_describe_sample(s, c->pipeline, first, where, sizeof(where));
+	sched_describe_split_sample(s, c->pipeline, c->split, first, where, sizeof(where));
 	snprintf(buf, cap, "epoch %" PRIu64 " batch %" PRIu64 " rows %u..%u of client %" PRIu64
 		 " (pid %d), from %.1000s", sl->pos.epoch, sl->pos.batch, it->first_row,
 		 it->first_row + it->count - 1, c->session, (int)c->pid, where);
@@ -468,9 +515,16 @@ void sched_describe(const struct sched *s, struct status_text *t)
 	for (size_t i = 0; i < s->n_sources; i++) {
 		const struct source *src = &s->sources[i];
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
-			      "drop_last %d\n", src->cfg->name,
+			      "drop_last %d", src->cfg->name,
 			      config_source_name(src->cfg->kind), src->cfg->path,
 			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
+		/* samples is the train split's; each split's documents and samples */
+		for (uint32_t k = 0; src->has_splits && k < SPLIT_COUNT; k++)
+			status_printf(t, " split %s documents %" PRIu64 "..%" PRIu64 " samples %" PRIu64,
+				      split_name(k), src->splits[k].first_doc,
+				      src->splits[k].first_doc + src->splits[k].n_docs,
+				      src->splits[k].n_samples);
+		status_printf(t, "\n");
 	}
 	session_describe(s, t);
 	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",

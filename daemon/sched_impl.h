@@ -13,6 +13,7 @@
 
 #include "common/escape.h"
 #include "common/sampler.h"
+#include "daemon/docorder.h"
 #include "daemon/sched.h"
 
 enum slot_state {
@@ -78,6 +79,10 @@ struct slot {
 	uint32_t bad_row;
 	uint64_t error_detail;
 	char lost_why[96]; /* -ECHILD: how the last worker holding it ended */
+	/* a document-shuffled pipeline's batch: where each row's window starts
+	 * (work_cmd.doc_pos, doc_skip), room for the largest such batch */
+	bool docs;
+	uint64_t *doc_pos, *doc_skip;
 };
 
 struct sched_client {
@@ -86,6 +91,7 @@ struct sched_client {
 	pid_t pid;
 	char name[ESCAPE_SIZE(PROTO_NAME_MAX - 1)]; /* the client's, escaped (escape.h) */
 	uint32_t pipeline;
+	uint32_t split;     /* enum split_id: the dataset split it streams (source.h) */
 	struct sampler sampler;
 	uint32_t depth;
 	uint64_t epoch, g, next_batch, segment_batches;
@@ -141,6 +147,7 @@ struct sched {
 	uint64_t bad_images;      /* image samples that could not be used, each time met */
 	uint64_t substituted;     /* of those, replaced by another sample */
 	uint8_t *bad_seen[ARENA_PIPELINES_MAX]; /* image pipelines: a bit per sample, logged once */
+	struct docorder_cache docorder; /* epochs' document orders (daemon/docorder.h) */
 };
 
 /* ---- sched.c ---- */
@@ -163,6 +170,9 @@ struct batch_pos sched_batch_next(struct sched_client *c);
 /* READY for the batch at pos, in the given slot. */
 struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
 				  uint64_t slot_offset);
+/* sched_describe_sample for a sample of a known split. */
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap);
 /* Clients that take staging slots: every attached one but direct clients. */
 bool sched_uses_staging(const struct sched_client *c);
 /* Client c has been handed every batch of its last epoch (batchfail.c). */
@@ -194,6 +204,9 @@ void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_do
 void batchfail_batch(struct sched *s, struct slot *sl);
 /* Fails client c, whose stream has passed its last epoch. */
 void batchfail_stream_end(struct sched *s, struct sched_client *c);
+/* Fails client c, whose batch in sl could not be started: the epoch's
+ * document order could not be computed (err, -errno). Frees sl. */
+void batchfail_docorder(struct sched *s, struct slot *sl, int err);
 /* Fails client c because no worker can run (s->unable). */
 void batchfail_unable(struct sched *s, struct sched_client *c);
 

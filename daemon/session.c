@@ -16,9 +16,10 @@
 #include "daemon/sched_impl.h"
 #include "daemon/status.h"
 
-/* Applies a resume token to a new client's stream position. */
-static int resume_at(const struct source *src, const char *token, uint64_t *epoch, uint64_t *g,
-		     char *err, size_t cap)
+/* Applies a resume token to a new client's stream position in split
+ * `split`. */
+static int resume_at(const struct source *src, uint32_t split, const char *token, uint64_t *epoch,
+		     uint64_t *g, char *err, size_t cap)
 {
 	struct position p;
 	char why[200], shown[ESCAPE_SIZE(PROTO_TOKEN_MAX - 1)];
@@ -30,10 +31,16 @@ static int resume_at(const struct source *src, const char *token, uint64_t *epoc
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" is for a stream with seed %"
 			       PRIu64 "; pipeline \"%s\" has seed %" PRIu64, quoted, p.seed,
 			       src->cfg->name, src->cfg->seed);
-	if (p.n_samples != src->n_samples)
+	if (p.split != split)
+		return errtext(err, cap, -EINVAL, "resume token \"%s\" is a position in split \"%s\"; "
+			       "this client attaches to split \"%s\" of pipeline \"%s\"", quoted,
+			       split_name(p.split), split_name(split), src->cfg->name);
+	uint64_t n = src->splits[split].n_samples;
+	if (p.n_samples != n)
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" was saved when the dataset had %"
-			       PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now", quoted,
-			       p.n_samples, src->cfg->name, src->n_samples);
+			       PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now%s%s", quoted,
+			       p.n_samples, src->cfg->name, n, src->has_splits ? " in split " : "",
+			       src->has_splits ? split_name(split) : "");
 	*epoch = p.epoch;
 	*g = p.offset;
 	return 0;
@@ -56,13 +63,13 @@ static const struct source *find_pipeline(const struct sched *s, const char *nam
 
 /* The client's start in its stream: epoch 0 offset 0, or its resume token
  * (a token at the end of an epoch starts the next). */
-static int stream_start(const struct source *src, const struct proto_hello *hello,
+static int stream_start(const struct source *src, uint32_t split, const struct proto_hello *hello,
 			const struct sampler *smp, uint64_t *epoch, uint64_t *g, char *err,
 			size_t cap)
 {
 	*epoch = *g = 0;
 	if (hello->resume[0]) {
-		int rc = resume_at(src, hello->resume, epoch, g, err, cap);
+		int rc = resume_at(src, split, hello->resume, epoch, g, err, cap);
 		if (rc < 0)
 			return rc;
 	}
@@ -85,7 +92,7 @@ static void welcome_fill(const struct sched *s, const struct sched_client *c,
 	w->session = c->session;
 	w->slot_bytes = s->arena->hdr->slot_bytes;
 	w->arena_bytes = s->arena->bytes;
-	w->n_samples = src->n_samples;
+	w->n_samples = c->sampler.n_samples;
 	w->seed = src->cfg->seed;
 	w->epoch = c->epoch;
 	w->offset = c->g;
@@ -118,18 +125,24 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 	if (device && gpu_uuid_is_zero(hello->device_uuid))
 		return errtext(err, cap, -EINVAL, "pipeline \"%s\": device delivery needs the GPU's "
 			       "UUID", src->cfg->name);
+	uint32_t split;
+	int rc = source_split_find(src, hello->split, &split, err, cap);
+	if (rc < 0)
+		return rc;
 	struct sampler smp = {
-		.n_samples = src->n_samples, .seed = src->cfg->seed, .batch_size = src->cfg->batch_size,
+		.n_samples = src->splits[split].n_samples, .seed = src->cfg->seed,
+		.batch_size = src->cfg->batch_size,
 		.rank = hello->rank, .world = hello->world, .shuffle = src->cfg->shuffle,
 		.drop_last = src->cfg->drop_last,
 	};
 	if (sampler_batches(&smp, 0) == 0)
-		return errtext(err, cap, -EINVAL, "pipeline \"%s\": %" PRIu64 " samples over world "
+		return errtext(err, cap, -EINVAL, "pipeline \"%s\": %" PRIu64 " samples%s%s over world "
 			       "size %u with batch_size %u and drop_last leave rank %u no batch",
-			       src->cfg->name, src->n_samples, hello->world, src->cfg->batch_size,
-			       hello->rank);
+			       src->cfg->name, smp.n_samples, src->has_splits ? " of split " : "",
+			       src->has_splits ? split_name(split) : "", hello->world,
+			       src->cfg->batch_size, hello->rank);
 	uint64_t epoch, g;
-	int rc = stream_start(src, hello, &smp, &epoch, &g, err, cap);
+	rc = stream_start(src, split, hello, &smp, &epoch, &g, err, cap);
 	if (rc < 0)
 		return rc;
 	struct sched_client *c = calloc(1, sizeof(*c));
@@ -141,6 +154,7 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 	c->pid = pid;
 	escape_str(hello->client_name, c->name, sizeof(c->name));
 	c->pipeline = index;
+	c->split = split;
 	c->sampler = smp;
 	c->depth = hello->depth ? hello->depth : s->cfg->default_depth;
 	if (c->depth > s->cfg->max_depth)
@@ -159,10 +173,10 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 		devpath_attach(s, c);
 		return SCHED_ATTACH_PENDING;
 	}
-	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\" as rank %u of %u, "
+	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\"%s%s as rank %u of %u, "
 		 "depth %u, epoch %" PRIu64 " offset %" PRIu64, c->session, (int)pid,
-		 c->name[0] ? ", " : "", c->name, src->cfg->name, hello->rank, hello->world,
-		 c->depth, epoch, g);
+		 c->name[0] ? ", " : "", c->name, src->cfg->name, src->has_splits ? " split " : "",
+		 src->has_splits ? split_name(split) : "", hello->rank, hello->world, c->depth, epoch, g);
 	sched_fill(s);
 	return 0;
 }
@@ -231,10 +245,12 @@ void session_describe(const struct sched *s, struct status_text *t)
 	status_printf(t, "clients: %u\n", s->n_clients);
 	for (uint32_t i = 0; i < s->n_clients; i++) {
 		const struct sched_client *c = s->clients[i];
-		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s rank %u world %u "
+		bool splits = s->sources[c->pipeline].has_splits;
+		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s%s%s rank %u world %u "
 			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
 			      " in_flight %u staging %u", c->session, (int)c->pid, c->name,
-			      s->sources[c->pipeline].cfg->name, c->sampler.rank, c->sampler.world,
+			      s->sources[c->pipeline].cfg->name, splits ? " split " : "",
+			      splits ? split_name(c->split) : "", c->sampler.rank, c->sampler.world,
 			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
 		char stages[128];
 		sched_stage_text(c, stages, sizeof(stages));

@@ -4,8 +4,11 @@
  * layout of one batch in a staging slot (named tensors).
  *
  * source_open runs at start (and for --check-config); it reads file
- * metadata only, never file contents. Workers do the reading, using the
- * struct arena_pipeline this module fills in.
+ * metadata and headers only (a Megatron index, tar member headers, llm.c
+ * shard headers), never a sample. Workers do the reading, using the
+ * struct arena_pipeline this module fills in. The sample lists it builds
+ * go into the arena's index area (source_arena.c), from which samples
+ * are named in messages.
  */
 #ifndef LDR_DAEMON_SOURCE_H
 #define LDR_DAEMON_SOURCE_H
@@ -14,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/split.h"
 #include "daemon/config.h"
 #include "daemon/imagefolder.h"
 #include "proto/proto.h"
@@ -22,9 +26,28 @@
 
 #define SOURCE_TENSOR_ALIGN 256u /* byte alignment of each tensor in a slot */
 
+/* One split of a token pipeline's dataset (common/split.h): a megatron
+ * pipeline with `split` has three, every other token or raw pipeline only
+ * train, which is all of it. */
+struct source_split {
+	bool present;          /* the pipeline has this split (it may be empty) */
+	uint64_t first_doc;    /* megatron: its documents [first_doc, first_doc + n_docs) */
+	uint64_t n_docs;
+	uint64_t first_token;  /* its tokens in the data file, from this one on */
+	uint64_t n_tokens;
+	uint64_t n_samples;    /* windows of seq_len + 1 tokens; 0 when n_tokens <= seq_len */
+};
+
 struct source {
 	const struct pipeline_cfg *cfg;
-	uint64_t n_samples;
+	uint64_t n_samples;    /* token pipelines: the train split's */
+	bool has_splits;       /* megatron with `split`: valid and test exist too */
+	struct source_split splits[SPLIT_COUNT];
+	/* megatron with document_shuffle: each document's first token, then
+	 * the end of the last ([n_documents + 1]); copied into the arena by
+	 * source_fill_arena (desc.docs), which frees this copy */
+	uint64_t *doc_tokens;
+	uint64_t n_documents;
 	uint64_t file_bytes;
 	uint32_t chunk;        /* samples per work item, resolved */
 	uint32_t n_tensors;
@@ -34,8 +57,9 @@ struct source {
 	uint64_t slot_bytes;   /* what a slot must hold: batch_bytes, and GPU decoding's
 				* descriptors and JPEGs (struct arena_image_params) */
 	struct arena_pipeline desc; /* what workers need; copied into the arena */
-	struct image_index index;   /* imagefolder: the sample list */
-	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from */
+	struct image_index index;   /* imagefolder, tar: the sample list; llmc: the shards */
+	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from
+				     * (llmc: none, the shards are in index) */
 };
 
 /* The file a raw, tokens or megatron pipeline's samples are read from:
@@ -53,13 +77,16 @@ const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t c
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
 void source_close(struct source *s);
 
-/* ---- the image index in the arena ----
+/* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
- * their paths) is copied into the arena's index area at start, where
- * workers read it; the master names samples from that copy. */
+ * their paths), a document-shuffled megatron pipeline's document table and
+ * an llm.c pipeline's shards and paths are copied into the arena's index
+ * area at start, where workers read them; the master names samples from
+ * that copy. */
 
 /* Bytes the sample list takes in the index area: the entries, the shards
- * and the paths, each ARENA_ALIGN-aligned, in that order. 0 for a source
+ * and the paths, each ARENA_ALIGN-aligned, in that order; a
+ * document-shuffled megatron pipeline's document table. 0 for a source
  * without one. */
 uint64_t source_index_bytes(const struct source *src);
 
@@ -73,9 +100,17 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
 /* Names sample `index` of pipeline `pipeline` for messages: an image
  * pipeline's file (ROOT/CLASS/NAME.jpg) or tar shard, member and data
  * offset, read from the arena's copy of the list; another pipeline's data
- * file and byte range. Returns buf. */
+ * file and byte range within `split` (SPLIT_COUNT: not known, the range
+ * is then not given for a pipeline with splits). Returns buf. */
 const char *source_sample_where(const struct source *src, const struct arena *arena,
-				uint32_t pipeline, uint64_t index, char *buf, size_t cap);
+				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
+				size_t cap);
+
+/* The split a client asks for by name (HELLO's `split`, "" for train):
+ * 0 with *id, or -EINVAL with err naming the split and the pipeline (an
+ * unknown name, a split the pipeline does not have, an empty one). */
+int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
+		      size_t cap);
 
 /* Why an image is bad, from the worker's -errno for it. */
 const char *source_image_why(int status);

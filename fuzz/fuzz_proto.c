@@ -113,7 +113,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			m->u.hello = (struct proto_hello){.rank = 1, .world = 2, .depth = 4};
 			strcpy(m->u.hello.pipeline, "train");
 			strcpy(m->u.hello.client_name, "consume");
-			strcpy(m->u.hello.resume, "ldr1:0:1000:0:0");
+			strcpy(m->u.hello.resume, "ldr1:0:1000:0:0:valid");
+			strcpy(m->u.hello.split, "valid");
 			break;
 		case PROTO_WELCOME:
 			make_welcome(m);

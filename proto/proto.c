@@ -230,6 +230,7 @@ static void proto_put_hello(struct proto_writer *w, const struct proto_hello *m)
 	proto_wr_str(w, m->pipeline);
 	proto_wr_str(w, m->client_name);
 	proto_wr_str(w, m->resume);
+	proto_wr_str(w, m->split);
 }
 
 static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
@@ -243,6 +244,7 @@ static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
 	proto_rd_str(r, "pipeline", m->pipeline, sizeof(m->pipeline));
 	proto_rd_str(r, "client_name", m->client_name, sizeof(m->client_name));
 	proto_rd_str(r, "resume", m->resume, sizeof(m->resume));
+	proto_rd_str(r, "split", m->split, sizeof(m->split));
 }
 
 static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome *m)

@@ -23,13 +23,14 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 2
+#define PROTO_VERSION 3
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
 
 #define PROTO_NAME_MAX 64        /* pipeline / client name, with NUL */
 #define PROTO_TOKEN_MAX 128      /* resume token, with NUL */
+#define PROTO_SPLIT_MAX 16       /* split name, with NUL */
 #define PROTO_TENSOR_NAME_MAX 32 /* tensor name, with NUL */
 #define PROTO_TENSORS_MAX 8      /* tensors per batch */
 #define PROTO_NDIM_MAX 4         /* dims per tensor, the batch dim included */
@@ -80,7 +81,7 @@ size_t proto_dtype_bytes(uint32_t dtype);
 const char *proto_dtype_name(uint32_t dtype);
 /* "HELLO", ...; "invalid" for an invalid type. */
 const char *proto_type_name(uint32_t type);
-/* HELLO's pipeline and resume are words: bytes 0x21..0x7e (printable
+/* HELLO's pipeline, resume and split are words: bytes 0x21..0x7e (printable
  * ASCII, no space), as pipeline names and position tokens are. The offset
  * of the first other byte of the NUL-terminated s, or -1 when there is none. */
 long proto_word_bad_byte(const char *s);
@@ -103,6 +104,7 @@ struct proto_hello {
 	char pipeline[PROTO_NAME_MAX];         /* non-empty, a word (proto_word_bad_byte) */
 	char client_name[PROTO_NAME_MAX];      /* free text for status, may be empty */
 	char resume[PROTO_TOKEN_MAX];          /* position token, a word; empty = start of epoch 0 */
+	char split[PROTO_SPLIT_MAX];           /* the dataset split, a word; empty = "train" */
 };
 
 struct proto_tensor {

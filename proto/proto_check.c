@@ -30,7 +30,8 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 	long bad;
 	if (!proto_terminated(m->pipeline, sizeof(m->pipeline)) ||
 	    !proto_terminated(m->client_name, sizeof(m->client_name)) ||
-	    !proto_terminated(m->resume, sizeof(m->resume)))
+	    !proto_terminated(m->resume, sizeof(m->resume)) ||
+	    !proto_terminated(m->split, sizeof(m->split)))
 		return errtext(why, cap, -EPROTO,
 			       "HELLO: a string is not NUL-terminated within its buffer");
 	if (m->delivery > PROTO_DELIVERY_MAX)
@@ -50,6 +51,10 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 		return errtext(why, cap, -EPROTO, "HELLO: resume byte %ld is 0x%02x, outside "
 			       "0x21..0x7e (printable ASCII, no space)", bad,
 			       (unsigned char)m->resume[bad]);
+	if ((bad = proto_word_bad_byte(m->split)) >= 0)
+		return errtext(why, cap, -EPROTO, "HELLO: split byte %ld is 0x%02x, outside "
+			       "0x21..0x7e (printable ASCII, no space)", bad,
+			       (unsigned char)m->split[bad]);
 	return 0;
 }
 

@@ -9,7 +9,8 @@
  *   [arena_header][arena_pipeline x n_pipelines]
  *   [worker 0: cmd ring][done ring][beat] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
- *    (tar sources) and paths]
+ *    (tar sources) and paths; each document-shuffled megatron pipeline's
+ *    document table; each llm.c pipeline's arena_shard table and paths]
  *   [staging slot 0] ... [staging slot S-1]
  *
  * All multi-byte fields are native-endian: the arena never leaves the host.
@@ -24,7 +25,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 5
+#define ARENA_VERSION 8
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -35,7 +36,7 @@
 
 enum arena_source_kind {
 	ARENA_SOURCE_RAW = 1,    /* fixed-size records */
-	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens */
+	ARENA_SOURCE_TOKENS = 2, /* windows of seq_len+1 tokens (of a file, or of llm.c shards) */
 	ARENA_SOURCE_IMAGES = 3, /* one JPEG per sample: a file (imagefolder) or a tar member */
 };
 
@@ -126,6 +127,39 @@ struct arena_token_params {
 	uint32_t reserved;
 };
 
+/* A megatron pipeline whose documents are shuffled per epoch
+ * (common/docorder.h). Its documents' first tokens, then the end of the
+ * last one, are n_documents + 1 uint64 at docs_offset in the arena
+ * (non-decreasing, the last at most file_bytes / in_elem_bytes). A work
+ * item names where each of its windows starts: work_cmd.doc_pos[k], the
+ * position in the epoch's order (docorder_doc) of the split's document
+ * holding its first token, and doc_skip[k], the tokens of that document
+ * before it; the window then runs on through the documents at the
+ * following positions. 0 docs_offset: not shuffled (the splits are
+ * contiguous ranges, arena_pipeline.split_base). */
+struct arena_doc_params {
+	uint64_t docs_offset;
+	uint64_t n_documents;
+	uint64_t key[3];        /* docorder_key(seed, split) of each split */
+	uint64_t first_doc[3];  /* each split's documents */
+	uint64_t n_docs[3];
+};
+
+/* A token pipeline read from several files, llm.c token shards
+ * (daemon/llmc.h): n_shards struct arena_shard at shards_offset, their
+ * NUL-terminated paths at paths_offset. Sample i is window j = i -
+ * first_sample of the shard whose range holds it: bytes header_bytes + j *
+ * sample_stride .. + sample_read_bytes of that file. 0 n_shards: the
+ * pipeline reads its one file, arena_pipeline.path. */
+struct arena_shard_params {
+	uint64_t shards_offset;
+	uint64_t paths_offset;
+	uint64_t paths_bytes;
+	uint64_t header_bytes;
+	uint32_t n_shards;
+	uint32_t reserved;
+};
+
 /* What a worker needs to produce sample i of a pipeline. */
 struct arena_pipeline {
 	uint32_t kind;             /* enum arena_source_kind */
@@ -138,6 +172,14 @@ struct arena_pipeline {
 	uint32_t out_elem_bytes;   /* tokens: delivered size (2|4|8); raw: 1 */
 	uint64_t tensor_offset[ARENA_TENSORS_MAX]; /* within a staging slot */
 	uint64_t tensor_row_bytes[ARENA_TENSORS_MAX]; /* bytes per sample per tensor */
+	/* tokens: the splits of the dataset (common/split.h): work_cmd.split
+	 * names one, and sample i of split s starts at file offset
+	 * split_base[s] + i * sample_stride, i < split_samples[s]. A pipeline
+	 * without splits has only split 0, from offset 0. */
+	uint64_t split_base[3];
+	uint64_t split_samples[3];
+	struct arena_doc_params docs;
+	struct arena_shard_params shards;
 	struct arena_image_params image;
 	struct arena_token_params tokens;
 	char name[64];
@@ -178,9 +220,13 @@ struct work_cmd {
 	uint32_t first_row;   /* batch row of sample_index[0] */
 	uint32_t count;       /* 1..WORK_CHUNK_MAX */
 	uint32_t flags;       /* WORK_CMD_* */
-	uint32_t reserved;
+	uint32_t split;       /* tokens: the split sample_index counts in (arena_pipeline) */
 	uint64_t epoch;       /* for per-sample randomness */
 	uint64_t sample_index[WORK_CHUNK_MAX];
+	/* document-shuffled megatron pipelines (struct arena_doc_params):
+	 * where each window starts in the epoch's document order */
+	uint64_t doc_pos[WORK_CHUNK_MAX];
+	uint64_t doc_skip[WORK_CHUNK_MAX];
 };
 
 /* Statuses beyond 0 / -errno. */
@@ -231,10 +277,14 @@ _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
-_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + sizeof(struct arena_image_params) +
+_Static_assert(sizeof(struct arena_doc_params) == 11 * 8, "arena_doc_params layout");
+_Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layout");
+_Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
+	       sizeof(struct arena_shard_params) +
+	       sizeof(struct arena_image_params) +
 	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
-_Static_assert(sizeof(struct work_cmd) == 48 + 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct work_cmd) == 48 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
 _Static_assert(sizeof(struct arena_gpu_image) == 72, "arena_gpu_image layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");

@@ -156,11 +156,7 @@ void image_release(struct reader_read *rd)
 	rd->buf = NULL;
 }
 
-/* Shard i's descriptor, opened on first use and kept. When the process is
- * out of descriptors, the kept ones are closed and the open tried again.
- * A shard that is no longer a regular file is REGFILE_NOT_REGULAR, never
- * a blocked open. */
-static int image_shard_fd(struct reader_pipeline *p, uint32_t i)
+int reader_shard_fd(struct reader_pipeline *p, uint32_t i)
 {
 	if (p->shard_fds[i] >= 0)
 		return p->shard_fds[i];
@@ -195,7 +191,7 @@ static int image_arm(struct reader_read *rd)
 		return -ENODATA;
 	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
 		return -EFBIG;
-	int fd = p->n_shards > 0 ? image_shard_fd(p, e->shard) :
+	int fd = p->n_shards > 0 ? reader_shard_fd(p, e->shard) :
 		 regfile_open(p->fd, p->paths + e->path_offset, NULL);
 	if (fd < 0)
 		return fd;

@@ -66,74 +66,6 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
-/* A token pipeline's document-aware outputs: each a tensor of its own
- * (not the tokens'), of the size struct arena_token_params gives. */
-static int reader_doc_check(const struct reader *r, const struct arena_pipeline *p,
-			    struct reader_pipeline *out)
-{
-	const struct arena_token_params *tp = &p->tokens;
-	uint64_t inputs = p->sample_read_bytes / p->in_elem_bytes - 1;
-	const uint8_t index[READER_DOC_COUNT] = {tp->positions, tp->loss_mask, tp->cu_seqlens,
-						 tp->num_documents};
-	const uint64_t bytes[READER_DOC_COUNT] = {inputs * 8, inputs * 4,
-						  ((uint64_t)tp->max_documents + 1) * 4, 4};
-	if ((tp->cu_seqlens != 0) != (tp->num_documents != 0) ||
-	    (tp->cu_seqlens && tp->max_documents == 0))
-		return -EINVAL;
-	out->doc = *tp;
-	for (int k = 0; k < READER_DOC_COUNT; k++) {
-		if (index[k] == 0)
-			continue;
-		if (index[k] >= p->n_tensors || p->tensor_row_bytes[index[k]] != bytes[k] ||
-		    p->tensor_offset[index[k]] > r->slot_bytes)
-			return -EINVAL;
-		out->doc_offset[k] = p->tensor_offset[index[k]];
-		out->doc_row_bytes[k] = bytes[k];
-		out->doc_any = true;
-	}
-	return 0;
-}
-
-static int reader_pipeline_check(const struct reader *r, const struct arena_pipeline *p,
-				 struct reader_pipeline *out)
-{
-	if (p->kind == ARENA_SOURCE_IMAGES)
-		return image_pipeline_check(r->arena, r->slot_bytes, p, out);
-	uint32_t in = p->in_elem_bytes;
-	uint32_t elem_out = p->out_elem_bytes;
-	if (p->kind == ARENA_SOURCE_RAW) {
-		if (in != 1 || elem_out != 1)
-			return -EINVAL;
-	} else if (p->kind == ARENA_SOURCE_TOKENS) {
-		/* Narrowing would need a range check per token: not a worker job. */
-		if ((in != 2 && in != 4) || (elem_out != 2 && elem_out != 4 && elem_out != 8) ||
-		    elem_out < in)
-			return -EINVAL;
-	} else {
-		return -EINVAL;
-	}
-	if (p->sample_read_bytes == 0 || p->sample_read_bytes % in != 0 ||
-	    p->sample_read_bytes > r->slot_bytes)
-		return -EINVAL;
-	uint64_t out_row_bytes = p->sample_read_bytes / in * elem_out;
-	if (p->tensor_row_bytes[0] < out_row_bytes || p->tensor_row_bytes[0] > r->slot_bytes ||
-	    p->tensor_offset[0] > r->slot_bytes)
-		return -EINVAL;
-	if (p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
-		return -EINVAL;
-	out->kind = p->kind;
-	out->in_elem_bytes = in;
-	out->out_elem_bytes = elem_out;
-	out->n_samples = p->n_samples;
-	out->file_bytes = p->file_bytes;
-	out->read_bytes = p->sample_read_bytes;
-	out->stride = p->sample_stride;
-	out->tensor_offset = p->tensor_offset[0];
-	out->row_bytes = p->tensor_row_bytes[0];
-	out->out_row_bytes = out_row_bytes;
-	return p->kind == ARENA_SOURCE_TOKENS ? reader_doc_check(r, p, out) : 0;
-}
-
 /* The checked pipeline, its data file open. An open failure is not
  * remembered: the next item tries again. A data file that is no longer a
  * regular file (swapped for a FIFO, a device or a directory since start)
@@ -145,7 +77,9 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 	struct reader_pipeline *rp = &r->pipes[index];
 	const struct arena_pipeline *p = arena_pipeline(r->arena, index);
 	if (rp->state == 0)
-		rp->state = reader_pipeline_check(r, p, rp) == 0 ? 1 : -EINVAL;
+		rp->state = (p->kind == ARENA_SOURCE_IMAGES ?
+			     image_pipeline_check(r->arena, r->slot_bytes, p, rp) :
+			     token_pipeline_check(r->arena, r->slot_bytes, p, rp)) == 0 ? 1 : -EINVAL;
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */
@@ -171,43 +105,6 @@ static bool reader_slot_valid(const struct reader *r, uint64_t slot_offset)
 		return false;
 	uint64_t rel = slot_offset - r->slots_offset;
 	return rel % r->slot_bytes == 0 && rel / r->slot_bytes < r->n_slots;
-}
-
-static int reader_read_plan(const struct reader *r, struct reader_item *it,
-			    const struct work_cmd *cmd, uint32_t k, struct reader_read *rd)
-{
-	const struct reader_pipeline *p = it->pipe;
-	if (p->kind == ARENA_SOURCE_IMAGES)
-		return image_plan(r->arena, r->slot_bytes, it, cmd, k, rd);
-	uint64_t sample = cmd->sample_index[k];
-	uint64_t row = (uint64_t)cmd->first_row + k;
-	uint64_t offset, file_end, row_start, row_end;
-	if (sample >= p->n_samples || __builtin_mul_overflow(sample, p->stride, &offset) ||
-	    __builtin_add_overflow(offset, p->read_bytes, &file_end) || file_end > p->file_bytes ||
-	    file_end > (uint64_t)INT64_MAX)
-		return -EINVAL;
-	if (__builtin_mul_overflow(row, p->row_bytes, &row_start) ||
-	    __builtin_add_overflow(row_start, p->tensor_offset, &row_start) ||
-	    __builtin_add_overflow(row_start, p->out_row_bytes, &row_end) || row_end > r->slot_bytes)
-		return -EINVAL;
-	uint8_t *dst = arena_range(r->arena, cmd->slot_offset + row_start, p->out_row_bytes);
-	if (dst == NULL)
-		return -EINVAL;
-	*rd = (struct reader_read){.item = it, .dst = dst, .fd = p->fd, .len = p->read_bytes,
-				   .offset = offset, .sample = sample, .row = (uint32_t)row};
-	for (int t = 0; p->doc_any && t < READER_DOC_COUNT; t++) {
-		if (p->doc_row_bytes[t] == 0)
-			continue;
-		uint64_t at, end;
-		if (__builtin_mul_overflow(row, p->doc_row_bytes[t], &at) ||
-		    __builtin_add_overflow(at, p->doc_offset[t], &at) ||
-		    __builtin_add_overflow(at, p->doc_row_bytes[t], &end) || end > r->slot_bytes)
-			return -EINVAL;
-		rd->doc[t] = arena_range(r->arena, cmd->slot_offset + at, p->doc_row_bytes[t]);
-		if (rd->doc[t] == NULL)
-			return -EINVAL;
-	}
-	return 0;
 }
 
 /* Every read of a failed item still runs to its end, so which row is
@@ -240,7 +137,9 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 		return;
 	}
 	for (uint32_t k = 0; k < cmd->count; k++) {
-		err = reader_read_plan(r, it, cmd, k, &it->reads[k]);
+		err = it->pipe->kind == ARENA_SOURCE_IMAGES ?
+		      image_plan(r->arena, r->slot_bytes, it, cmd, k, &it->reads[k]) :
+		      token_plan(r->arena, r->slot_bytes, it, cmd, k, &it->reads[k]);
 		if (err < 0) {
 			reader_item_fail(it, cmd->first_row + k, err, 0);
 			return;
@@ -248,89 +147,6 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 	}
 	it->count = cmd->count;
 	it->pending = cmd->count;
-}
-
-/* Zero-extends the n tokens at the start of row in place, last to first:
- * token i is written at or after where it was read, so it only overwrites
- * tokens that are already done. File and tensors are little-endian. */
-static void reader_widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
-{
-	for (uint64_t i = n; i-- > 0;) {
-		uint64_t v;
-		if (in == 2) {
-			uint16_t x;
-			memcpy(&x, row + i * 2, sizeof(x));
-			v = le16toh(x);
-		} else {
-			uint32_t x;
-			memcpy(&x, row + i * 4, sizeof(x));
-			v = le32toh(x);
-		}
-		if (out == 4) {
-			uint32_t y = htole32((uint32_t)v);
-			memcpy(row + i * 4, &y, sizeof(y));
-		} else {
-			uint64_t y = htole64(v);
-			memcpy(row + i * 8, &y, sizeof(y));
-		}
-	}
-}
-
-static uint64_t reader_token(const uint8_t *row, uint64_t i, uint32_t bytes)
-{
-	if (bytes == 2) {
-		uint16_t x;
-		memcpy(&x, row + i * 2, sizeof(x));
-		return le16toh(x);
-	}
-	if (bytes == 4) {
-		uint32_t x;
-		memcpy(&x, row + i * 4, sizeof(x));
-		return le32toh(x);
-	}
-	uint64_t x;
-	memcpy(&x, row + i * 8, sizeof(x));
-	return le64toh(x);
-}
-
-/* The document-aware outputs of rd's sample, from its tokens as
- * delivered (struct arena_token_params says what each holds). */
-static void reader_documents(const struct reader_read *rd)
-{
-	const struct reader_pipeline *p = rd->item->pipe;
-	const struct arena_token_params *tp = &p->doc;
-	uint64_t inputs = p->read_bytes / p->in_elem_bytes - 1;
-	uint32_t max_docs = tp->max_documents, docs = 0;
-	int64_t pos = 0;
-	for (uint64_t i = 0; i < inputs; i++) {
-		bool eod = reader_token(rd->dst, i, p->out_elem_bytes) == tp->eod_token;
-		if (rd->doc[READER_DOC_POSITIONS]) {
-			uint64_t v = htole64((uint64_t)pos);
-			memcpy(rd->doc[READER_DOC_POSITIONS] + i * 8, &v, sizeof(v));
-		}
-		if (rd->doc[READER_DOC_LOSS_MASK]) {
-			float f = eod && tp->eod_mask_loss ? 0.0f : 1.0f;
-			uint32_t v;
-			memcpy(&v, &f, sizeof(v));
-			v = htole32(v);
-			memcpy(rd->doc[READER_DOC_LOSS_MASK] + i * 4, &v, sizeof(v));
-		}
-		/* a document ends after this input: its end in cu_seqlens */
-		if (eod && i + 1 < inputs && rd->doc[READER_DOC_CU_SEQLENS] && docs + 1 < max_docs) {
-			uint32_t v = htole32((uint32_t)(i + 1));
-			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)(docs + 1) * 4, &v, sizeof(v));
-			docs++;
-		}
-		pos = eod ? 0 : pos + 1;
-	}
-	if (rd->doc[READER_DOC_CU_SEQLENS]) {
-		uint32_t zero = 0, end = htole32((uint32_t)inputs);
-		memcpy(rd->doc[READER_DOC_CU_SEQLENS], &zero, sizeof(zero));
-		for (uint32_t k = docs + 1; k <= max_docs; k++)
-			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)k * 4, &end, sizeof(end));
-		uint32_t n = htole32(docs + 1);
-		memcpy(rd->doc[READER_DOC_COUNT_ROW], &n, sizeof(n));
-	}
 }
 
 /* Applies the result of one read call (bytes, or -errno) to rd. Returns
@@ -346,14 +162,11 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
 		rd->done_bytes += (uint64_t)res;
 		rd->retries = 0;
 		if (rd->done_bytes < rd->len)
-			return true;
+			/* a document-shuffled row goes on in the next document */
+			return rd->piece_end != rd->done_bytes || token_next_piece(rd);
 		if (image)
 			return image_finish(rd);
-		if (p->out_elem_bytes > p->in_elem_bytes)
-			reader_widen_row(rd->dst, p->read_bytes / p->in_elem_bytes,
-					 p->in_elem_bytes, p->out_elem_bytes);
-		if (p->doc_any)
-			reader_documents(rd);
+		token_finish(rd);
 		return false;
 	}
 	if (res == 0) {
@@ -383,7 +196,7 @@ static bool reader_read_arm(struct reader_read *rd)
 
 static size_t reader_read_len(const struct reader_read *rd)
 {
-	uint64_t left = rd->len - rd->done_bytes;
+	uint64_t left = (rd->piece_end ? rd->piece_end : rd->len) - rd->done_bytes;
 	return left > READER_READ_MAX ? READER_READ_MAX : (size_t)left;
 }
 
@@ -475,7 +288,7 @@ static int reader_pread_item(struct reader *r, struct reader_item *it)
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
 			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
-					  (off_t)(rd->offset + rd->done_bytes));
+					  (off_t)reader_read_offset(rd));
 			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
 		}
 		image_release(rd);
@@ -534,7 +347,7 @@ static int reader_uring_flush(struct reader *r)
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
 		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
-				   rd->offset + rd->done_bytes);
+				   reader_read_offset(rd));
 		io_uring_sqe_set_data(sqe, rd);
 		r->inflight++;
 	}

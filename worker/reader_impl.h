@@ -27,7 +27,7 @@ struct reader_pipeline {
 	uint32_t kind; /* enum arena_source_kind */
 	/* images: the sample list in the arena, the label tensor, the decoder */
 	const struct arena_image *index;
-	const struct arena_shard *shards; /* tar: n_shards of them */
+	const struct arena_shard *shards; /* tar, llm.c: n_shards of them */
 	uint32_t n_shards;
 	int *shard_fds;                   /* tar: each shard's descriptor, -1 until used */
 	const char *paths;
@@ -43,6 +43,13 @@ struct reader_pipeline {
 	uint64_t file_bytes;
 	uint64_t read_bytes;
 	uint64_t stride;
+	uint64_t split_base[3];    /* struct arena_pipeline's: each split's first byte */
+	uint64_t split_samples[3]; /* and its samples */
+	/* document-shuffled megatron: the checked table (arena_doc_params),
+	 * NULL doc_tokens for none */
+	struct arena_doc_params docs;
+	const uint64_t *doc_tokens;
+	uint64_t header_bytes;     /* llm.c shards: where each shard's tokens start */
 	uint64_t tensor_offset;
 	uint64_t row_bytes;
 	uint64_t out_row_bytes; /* bytes a row takes once widened */
@@ -64,8 +71,15 @@ struct reader_read {
 	int fd;           /* imagefolder: the sample's file (owned); tar: its shard's;
 			   * else the pipeline's */
 	uint64_t len;
-	uint64_t offset;
+	uint64_t offset;      /* of the current piece's first byte in the file */
 	uint64_t done_bytes;
+	/* document-shuffled tokens: the row is read in pieces, one per
+	 * document; the current one fills done_bytes piece_start..piece_end
+	 * from offset on. 0 piece_end: the row is one piece (offset is its
+	 * start, piece_start 0). */
+	uint64_t piece_start, piece_end;
+	uint64_t doc_k;       /* the current piece's document: its position in the epoch's order */
+	uint32_t split;
 	uint64_t sample;  /* the sample being read (images: a replacement after a bad one) */
 	uint64_t asked;   /* images: the sample the command named */
 	uint8_t *label;   /* images: the row's int64 label */
@@ -109,6 +123,40 @@ static inline void reader_beat(const struct reader_read *rd)
 
 /* Keeps the failure of the lowest row (reader.c). */
 void reader_item_fail(struct reader_item *it, uint32_t row, int status, uint64_t detail);
+
+/* The file offset rd's next read starts at: in its current piece. */
+static inline uint64_t reader_read_offset(const struct reader_read *rd)
+{
+	return rd->offset + (rd->done_bytes - rd->piece_start);
+}
+
+/* Shard i's descriptor (a tar or llm.c pipeline), opened on first use and
+ * kept. When the process is out of descriptors, the kept ones are closed
+ * and the open tried again. A shard that is no longer a regular file is
+ * REGFILE_NOT_REGULAR, never a blocked open. -errno on failure
+ * (image_rows.c). */
+int reader_shard_fd(struct reader_pipeline *p, uint32_t i);
+
+/* ---- raw and token rows (token_rows.c) ---- */
+
+/* A raw or token pipeline's table entry: its layout within a slot of
+ * slot_bytes, its document-aware outputs, a document table inside the
+ * arena. 0 or -EINVAL. */
+int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
+			 struct reader_pipeline *out);
+
+/* Row k of cmd: its rows inside the slot and its first piece in the file.
+ * 0 or -EINVAL. */
+int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
+	       const struct work_cmd *cmd, uint32_t k, struct reader_read *rd);
+
+/* rd's piece is done and its row needs more: the next document of the
+ * epoch's order with tokens in it becomes its piece (true), or the item
+ * fails on the row (false: the order has no document left). */
+bool token_next_piece(struct reader_read *rd);
+
+/* The whole row is in: widened in place, its document-aware outputs. */
+void token_finish(struct reader_read *rd);
 
 /* ---- image rows (image_rows.c) ---- */
 

@@ -184,7 +184,8 @@ def parse_consume_output(stdout):
         summary[k] = float(summary[k])
     check(lines[1].startswith("position: "), "second stdout line is not 'position: TOKEN': %r" % lines[1])
     token = lines[1][len("position: "):]
-    check(re.fullmatch(r"ldr1:\d+:\d+:\d+:\d+", token) is not None, "malformed position token %r" % token)
+    check(re.fullmatch(r"ldr1:\d+:\d+:\d+:\d+(?::(?:valid|test))?", token) is not None,
+          "malformed position token %r" % token)
     return summary, token
 
 
@@ -194,11 +195,14 @@ _ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes
 _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
                         r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
-                          r"shuffle ([01]) drop_last ([01])$")
+                          r"shuffle ([01]) drop_last ([01])((?: split \w+ documents \d+\.\.\d+ "
+                          r"samples \d+)*)$")
+_SPLIT_RE = re.compile(r" split (\w+) documents (\d+)\.\.(\d+) samples (\d+)")
 # A client's name is shown escaped (common/escape.h): between the quotes, a
 # backslash starts an escape and a quote is always escaped.
 _US = r"(\d+\.\d)"  # a stage's mean, in microseconds
-_CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+) rank (\d+) "
+_CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+)"
+                        r"(?: split \w+)? rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
                         r"staging (\d+) fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
@@ -263,6 +267,9 @@ def parse_status(text):
         st["pipelines"].append({
             "name": m.group(1), "source": m.group(2), "samples": int(m.group(3)),
             "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
+        if m.group(7):  # a megatron pipeline with split: each split's documents and samples
+            st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
+                                             for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
     n_clients = int(expect(re.compile(r"^clients: (\d+)$"), "clients").group(1))
     for _ in range(n_clients):
         m = expect(_CLIENT_RE, "client")

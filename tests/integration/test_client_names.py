@@ -73,7 +73,8 @@ def string(raw):
 
 
 def hello(pipeline, name=b"hand-made", resume=b""):
-    payload = struct.pack("<IIII", 0, 0, 1, 0) + bytes(16) + string(pipeline) + string(name) + string(resume)
+    payload = (struct.pack("<IIII", 0, 0, 1, 0) + bytes(16) + string(pipeline) + string(name) + string(resume)
+               + string(b""))
     return frames.frame(frames.HELLO, payload)
 
 

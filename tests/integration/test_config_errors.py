@@ -3,7 +3,9 @@
 
 `loaderd --check-config --config F` must exit non-zero and print
 `F:LINE: ...` with the right line for each syntax or value error (the bad
-line sits at a different place in each file), and `pipeline "NAME": PATH:
+line sits at a different place in each file; among them a bad `split`, `split` on a
+tokens source, `direct` with the megatron document shuffle and a malformed
+llmc pattern), and `pipeline "NAME": PATH:
 ...` for each data-file error (imagefolder trees too: a missing root, no
 class directory, a class without a JPEG, a directory loop); a valid file passes with exit 0 and says so.
 Starting loaderd for real on a bad file must fail the same way.
@@ -38,6 +40,15 @@ def config_cases(sock, data):
                              BAD + "source = jpeg:" + data, "record_bytes = 64", "batch_size = 8"]),
         ("bad bool", ["[daemon]", "socket = " + sock] + p + [BAD + "shuffle = maybe"]),
         ("syntax error", ["[daemon]", "socket = " + sock, "workers = 1", "", BAD + "this line is not ini"] + p),
+        ("bad split", ["[daemon]", "socket = " + sock, "", "[pipeline.m]", "source = megatron:" + data,
+                       "seq_len = 8", BAD + "split = 969,30,-1", "batch_size = 8"]),
+        ("split of tokens", ["[daemon]", "socket = " + sock, "", "[pipeline.t]", "source = tokens:" + data,
+                             "token_dtype = uint16", "seq_len = 8", "batch_size = 8", BAD + "split = 8,1,1"]),
+        ("direct with document_shuffle", ["[daemon]", "socket = " + sock, "", "[pipeline.m]",
+                                          "source = megatron:" + data, "seq_len = 8", BAD + "direct = on",
+                                          "batch_size = 8"]),
+        ("llmc pattern", ["[daemon]", "socket = " + sock, "", "[pipeline.l]",
+                          BAD + "source = llmc:" + data + "_{000..", "seq_len = 8", "batch_size = 8"]),
     ]
 
 

@@ -8,7 +8,18 @@ indices): 60 documents of 1 to 40 tokens, uint16 (over the type's whole
 range) and int32. Each pipeline (seq_len 7) must deliver every window of
 seq_len + 1 tokens of the documents' stream once per epoch, with the CRC
 of the window as stored, or widened with token_output = int64; status
-lists the samples; the workers read PREFIX.bin.
+lists the samples; the workers read PREFIX.bin. (document_shuffle = off
+throughout: the stored order is what is checked here;
+test_megatron_shuffle.py checks the per-epoch document order.)
+
+Splits (`split = A,B,C`, Megatron's --split): the status gives each
+split's documents as Megatron's get_train_valid_test_split_ computes them
+(reimplemented here in Python, the reference), for several splits; a
+client of split "valid" gets, once per epoch, every window of the valid
+documents' tokens and nothing else (its CRCs against the file), and its
+position token says "valid"; a train token is refused by valid naming
+both; an unknown split name, a split a pipeline does not have and an
+empty split are refused at attach, naming the split and the pipeline.
 
 Malformed pairs are refused at start (`loaderd --check-config`) with the
 file, the field and the offset named: a wrong magic, version 2, a float
@@ -57,13 +68,107 @@ def write_dataset(prefix, dtype, seed, version=1, magic=b"MMIDIDX\x00\x00", code
     return tokens
 
 
+def megatron_split(splits, size):
+    """Megatron-LM's get_train_valid_test_split_, as its Python has it."""
+    splits = [float(s) for s in splits]
+    while len(splits) < 3:
+        splits.append(0.)
+    total = sum(splits)
+    splits = [s / total for s in splits]
+    index = [0]
+    for i, s in enumerate(splits):
+        index.append(index[i] + int(round(s * float(size))))
+    diff = index[-1] - size
+    for i in range(1, len(index)):
+        index[i] -= diff
+    return index
+
+
+def doc_lengths(seed):
+    rng = random.Random(seed)
+    return [rng.randint(1, 40) for _ in range(DOCS)]
+
+
+def check_splits(env, prefix, stream, size):
+    """Status, delivery and refusals of pipelines with split = ...."""
+    lengths = doc_lengths(1)
+    starts = [sum(lengths[:d]) for d in range(DOCS + 1)]
+    weights = {"a": (6, 3, 1), "b": (969, 30, 1), "c": (1, 1, 1), "d": (98, 2)}
+    pipelines = {name: {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": 4, "seed": 4,
+                        "split": ",".join(str(x) for x in w), "document_shuffle": "off"}
+                 for name, w in weights.items()}
+    pipelines["whole"] = {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": 4}
+    d = env.start_daemon(env.config("mg-split", pipelines))
+    listed = {p["name"]: p for p in d.status()["pipelines"]}
+    for name, w in weights.items():
+        idx = megatron_split(w, DOCS)
+        for k, split in enumerate(("train", "valid", "test")):
+            n_tokens = starts[idx[k + 1]] - starts[idx[k]]
+            want = (idx[k], idx[k + 1], (n_tokens - 1) // SEQ if n_tokens > SEQ else 0)
+            got = listed[name]["splits"].get(split)
+            check(got == want, "pipeline %s (split %s): status gives %s documents..end,samples %s; "
+                  "Megatron's rule gives %s" % (name, ",".join(map(str, w)), split, got, want))
+        check(listed[name]["samples"] == listed[name]["splits"]["train"][2],
+              "pipeline %s: samples %d is not the train split's" % (name, listed[name]["samples"]))
+    check("splits" not in listed["whole"], "a pipeline without split lists splits: %s" % listed["whole"])
+
+    # Split "valid" of pipeline a: its documents' tokens only, every window once an epoch.
+    idx = megatron_split(weights["a"], DOCS)
+    first, end = starts[idx[1]], starts[idx[2]]
+    valid = stream[first:end]
+    n_valid = (len(valid) - 1) // SEQ
+    windows = [struct.pack("<%dH" % (SEQ + 1), *valid[i * SEQ:i * SEQ + SEQ + 1]) for i in range(n_valid)]
+    dump, data = env.path("valid.dump"), env.path("valid.data")
+    r = env.loaderctl(harness.consume_args(d.socket, "a", epochs=2, dump=dump,
+                                           extra=["--split", "valid", "--dump-data", data, "--quiet"]))
+    check(r.returncode == 0, "consume --split valid exited %d: %s" % (r.returncode, r.stderr))
+    summary, token = harness.parse_consume_output(r.stdout)
+    rows = harness.read_dump(dump)
+    with open(data, "rb") as f:
+        raw = f.read()
+    row_bytes = (SEQ + 1) * 2
+    check(len(raw) == len(rows) * row_bytes, "valid: %d bytes of data for %d rows" % (len(raw), len(rows)))
+    for epoch in range(2):
+        samples = sorted(s for e, _, s, _ in rows if e == epoch)
+        check(samples == list(range(n_valid)), "valid: epoch %d delivered samples %s, not each of the "
+              "%d once" % (epoch, samples[:10], n_valid))
+    for i, (e, b, s, crc) in enumerate(rows):
+        got = raw[i * row_bytes:(i + 1) * row_bytes]
+        check(got == windows[s], "valid: epoch %d row %d (sample %d) holds tokens %s, not the valid "
+              "documents' window %s" % (e, i, s, struct.unpack("<%dH" % (SEQ + 1), got),
+                                        valid[s * SEQ:s * SEQ + SEQ + 1]))
+    check(token.endswith(":valid") and (":%d:" % n_valid) in token,
+          "valid: the position token %r does not say valid and its %d samples" % (token, n_valid))
+    print("split valid of a: %d windows of documents %d..%d, token %s" % (n_valid, idx[1], idx[2], token))
+
+    # Refusals at attach, naming the split and the pipeline.
+    (_, train_token, _), = harness.consume_all(env, d.socket, [{"pipeline": "a", "batches": 1,
+                                                              "dump": env.path("t.dump")}])
+    refused = [
+        ("a", "validation", [], 'pipeline "a": unknown split "validation" (train, valid or test)'),
+        ("whole", "valid", [], 'pipeline "whole" has no split "valid"'),
+        ("b", "test", [], 'pipeline "b": split "test" is empty'),
+        ("a", "valid", ["--resume", train_token],
+         'is a position in split "train"; this client attaches to split "valid" of pipeline "a"'),
+        ("a", "train", ["--resume", token],
+         'is a position in split "valid"; this client attaches to split "train" of pipeline "a"'),
+    ]
+    for pipeline, split, extra, why in refused:
+        r = env.loaderctl(harness.consume_args(d.socket, pipeline, batches=1,
+                                               extra=["--split", split] + extra))
+        check(r.returncode != 0 and why in r.stderr, "consume --pipeline %s --split %s %s: exited %d; "
+              "expected an error with %r:\n%s" % (pipeline, split, extra, r.returncode, why, r.stderr))
+    d.stop()
+
+
 def body(env):
     prefixes = {dt: env.path("ds-%s" % dt) for dt in DTYPES}
     streams = {dt: write_dataset(prefixes[dt], dt, seed=i + 1) for i, dt in enumerate(DTYPES)}
     cases = [("u16", "uint16", None), ("u16-i64", "uint16", "int64"), ("i32", "int32", None)]
     pipelines = {}
     for name, dt, out in cases:
-        keys = {"source": "megatron:" + prefixes[dt], "seq_len": SEQ, "batch_size": BATCH, "seed": 4}
+        keys = {"source": "megatron:" + prefixes[dt], "seq_len": SEQ, "batch_size": BATCH, "seed": 4,
+                "document_shuffle": "off"}
         if out:
             keys["token_output"] = out
         pipelines[name] = keys
@@ -88,6 +193,7 @@ def body(env):
               "%s: summary says %d bytes; expected %d" % (name, summary["bytes"],
                                                           2 * n_samples * (SEQ + 1) * width))
     d.stop()
+    check_splits(env, prefixes["uint16"], streams["uint16"], 2)
 
     # Malformed pairs: refused at start with the file, the field, the offset.
     bad = [

@@ -48,7 +48,8 @@ def body(env):
         (prefix + "01:0", 'EPOCH "01" has a leading zero'),
         (prefix + "1:", "OFFSET is empty"),
         (prefix + "1", 'it has 3 fields after "ldr1:", not 4'),
-        (prefix + "1:0:0", 'it has more than 4 fields after "ldr1:"'),
+        (prefix + "1:0:0", 'SPLIT "0" is not valid or test'),
+        (prefix + "1:0:valid:0", 'it has more than 5 fields after "ldr1:"'),
         (prefix + "0:%d" % (N + 1), "OFFSET %d is larger than N %d" % (N + 1, N)),
         (prefix + "%d:%d" % (LAST, N), "is at the end of epoch 4294967295, the last a stream has"),
     ]

@@ -123,7 +123,8 @@ def body(env):
     pipelines = {
         "masked": dict(out, source="tokens:" + path, token_dtype="uint16", eod_mask_loss="true"),
         "plain": dict(out, source="tokens:" + path, token_dtype="uint16"),
-        "megatron": dict(out, source="megatron:" + prefix, eod_mask_loss="true"),
+        "megatron": dict(out, source="megatron:" + prefix, eod_mask_loss="true",
+                         document_shuffle="off"),
     }
     d = env.start_daemon(env.config("docs", pipelines))
     seen = sum(check_pipeline(loaderd, d.socket, name, stream, name != "plain") for name in pipelines)

@@ -43,8 +43,8 @@ static void test_plan_bytes(void **state)
 	uint64_t slots = rings + 3 * pair;
 	assert_int_equal(arena_plan_bytes(&small_plan), slots + 4 * 2 * ARENA_ALIGN);
 	/* pinned for these sizes: 4 KiB header page, 3 pages of pipelines,
-	 * 11 pages per worker (command ring, completion ring, beat) */
-	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 12288 + 3 * 45056 + 4 * 8192);
+	 * 27 pages per worker (command ring, completion ring, beat) */
+	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 12288 + 3 * 110592 + 4 * 8192);
 
 	struct arena_plan bare = {.n_pipelines = 0, .n_workers = 0, .n_slots = 1,
 				  .slot_bytes = ARENA_ALIGN};

@@ -397,6 +397,54 @@ static void test_position_tokens(void **state)
 	assert_int_equal(p.epoch, 4); /* left alone */
 	assert_int_equal(ldr_position_parse("ldr1:5:x:0:0", &p, NULL, 0), -EINVAL);
 	assert_int_equal(ldr_position_parse(NULL, &p, err, sizeof err), -EINVAL);
+
+	/* a token of the valid split says so, both ways */
+	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6:valid", &p, err, sizeof err), 0);
+	assert_true(p.split == 1 && p.epoch == 3 && p.offset == 6);
+	p.split = 2;
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
+	assert_string_equal(token, "ldr1:5:10:3:6:test");
+	p.split = 3;
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), -EINVAL);
+	assert_string_equal(token, "");
+	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6:dev", &p, err, sizeof err), -EINVAL);
+	assert_non_null(strstr(err, "SPLIT \"dev\" is not valid or test"));
+}
+
+/* The split asked for travels in HELLO, and the client's position tokens
+ * carry it. */
+static void test_split_position(void **state)
+{
+	struct peer *p = *state;
+	struct proto_welcome w = welcome_msg();
+	send_welcome(p, &w, p->arena_fd);
+	struct ldr_attach_opts o = { .pipeline = "p", .split = "valid" };
+	assert_int_equal(ldr_attach(p->c, &o), 0);
+	assert_string_equal(peer_recv(p, PROTO_HELLO)->u.hello.split, "valid");
+	assert_position(p, "ldr1:5:10:0:0:valid");
+	send_ready(p, 0, 0, 0, BATCH, 0);
+	struct ldr_batch b;
+	assert_int_equal(ldr_next(p->c, &b, 1000), 0);
+	char token[LDR_POSITION_MAX];
+	assert_int_equal(ldr_position_after(p->c, &b, token, sizeof token), 0);
+	assert_string_equal(token, "ldr1:5:10:0:4:valid");
+	assert_int_equal(ldr_release(p->c, &b), 0);
+	assert_position(p, "ldr1:5:10:0:4:valid");
+}
+
+/* A split name is a word of at most 15 bytes, checked before anything is
+ * sent; which names exist is the daemon's call. */
+static void test_split_name_refused(void **state)
+{
+	struct peer *p = *state;
+	struct ldr_attach_opts o = { .pipeline = "p", .split = "val id" };
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "split name: byte 3 is 0x20"));
+	o.split = "0123456789abcdef";
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "split name is longer than 15 bytes"));
+	struct pollfd pfd = { .fd = p->conn, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
 }
 
 /* The daemon said why and closed while the client held a batch: the
@@ -427,6 +475,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_options_send_nothing, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_batches_release_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_resumed_position, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_split_position, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_split_name_refused, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_error, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_arena_size_mismatch, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_without_fd, peer_setup, peer_teardown),

@@ -2,7 +2,8 @@
  * Unit tests for daemon/config: defaults, a file that sets every key, one
  * case per error with the exact "FILE:LINE: " prefix and message, size and
  * integer edge cases, relative source paths, long lines, and the example
- * configuration shipped in systemd/loaderd.conf.
+ * configuration shipped in systemd/loaderd.conf. (split, document_shuffle
+ * and llmc sources: test_config_tokens.c; the fixture: config_text.h.)
  */
 #include <errno.h>
 #include <ftw.h>
@@ -20,65 +21,8 @@
 
 #include <cmocka.h>
 
+#include "config_text.h"
 #include "daemon/config.h"
-
-/* One temporary directory per test process; config text is written to
- * tmp_dir/loaderd.conf (or a path below it). */
-static char tmp_dir[PATH_MAX];
-static char conf_path[PATH_MAX + 32];
-static struct config *cfg;
-static char err[8192];
-
-static int setup(void **state)
-{
-	const char *base = getenv("TMPDIR");
-	snprintf(tmp_dir, sizeof(tmp_dir), "%s/test_config.XXXXXX", base && *base ? base : "/tmp");
-	if (!mkdtemp(tmp_dir))
-		return -1;
-	snprintf(conf_path, sizeof(conf_path), "%s/loaderd.conf", tmp_dir);
-	cfg = malloc(sizeof(*cfg));
-	return cfg ? 0 : -1;
-}
-
-static int remove_entry(const char *path, const struct stat *st, int type, struct FTW *ftw)
-{
-	return remove(path);
-}
-
-static int teardown(void **state)
-{
-	free(cfg);
-	return nftw(tmp_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
-}
-
-static void write_file(const char *path, const char *text, size_t len)
-{
-	FILE *f = fopen(path, "w");
-	assert_non_null(f);
-	assert_int_equal(fwrite(text, 1, len, f), len);
-	assert_int_equal(fclose(f), 0);
-}
-
-static int load_text(const char *text)
-{
-	write_file(conf_path, text, strlen(text));
-	return config_load(conf_path, cfg, err, sizeof(err));
-}
-
-/* Config text made from fmt: in one buffer, large enough for lines of
- * twice the longest path, and overwritten by the next call. */
-static const char *textf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-
-static const char *textf(const char *fmt, ...)
-{
-	static char text[3 * ARENA_PATH_MAX];
-	va_list ap;
-	va_start(ap, fmt);
-	int n = vsnprintf(text, sizeof(text), fmt, ap);
-	va_end(ap);
-	assert_true(n >= 0 && (size_t)n < sizeof(text));
-	return text;
-}
 
 /* The CPUs this process may run on. */
 static uint32_t cpus_allowed(void)
@@ -86,18 +30,6 @@ static uint32_t cpus_allowed(void)
 	cpu_set_t set;
 	assert_int_equal(sched_getaffinity(0, sizeof(set), &set), 0);
 	return (uint32_t)CPU_COUNT(&set);
-}
-
-/* Loads text, expects -EINVAL and "conf_path:line: " followed by a message
- * containing want. */
-static void expect_error(const char *text, int line, const char *want)
-{
-	char prefix[PATH_MAX + 64];
-	int ret = load_text(text);
-	snprintf(prefix, sizeof(prefix), "%s:%d: ", conf_path, line);
-	if (ret != -EINVAL || strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, want))
-		fail_msg("config:\n%s\nreturned %d, message: %s\nexpected -EINVAL, \"%s\" and \"%s\"",
-			 text, ret, err, prefix, want);
 }
 
 static void test_defaults(void **state)
@@ -553,11 +485,11 @@ static const struct error_case {
 	{"[pipeline.a]\ntoken_dtype = int32\n", 2, "token_dtype: \"int32\" is not one of uint16|uint32"},
 	{"[pipeline.a]\ntoken_output = float32\n", 2,
 	 "token_output: \"float32\" is not one of uint16|uint32|int32|int64"},
-	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
-	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
+	{"[pipeline.a]\nsource = jpeg:/d\n", 2, "source: \"jpeg:/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
+	{"[pipeline.a]\nsource = /d\n", 2, "source: \"/d\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
 	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
 	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
-	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN or megatron:PREFIX"},
+	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
 	/* Only the first error is reported, whatever its kind. */
 	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
 	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},

@@ -16,6 +16,7 @@
 
 #include "common/position.h"
 #include "common/sampler.h"
+#include "common/split.h"
 
 static void check_round_trip(const struct position *p, const char *expect)
 {
@@ -29,26 +30,31 @@ static void check_round_trip(const struct position *p, const char *expect)
 	assert_int_equal(q.n_samples, p->n_samples);
 	assert_int_equal(q.epoch, p->epoch);
 	assert_int_equal(q.offset, p->offset);
+	assert_int_equal(q.split, p->split);
 }
 
 static void test_format_parse_round_trip(void **state)
 {
-	check_round_trip(&(struct position){0, 1, 0, 0}, "ldr1:0:1:0:0");
-	check_round_trip(&(struct position){42, 1000, 3, 640}, "ldr1:42:1000:3:640");
-	check_round_trip(&(struct position){7, 1000, 0, 1000}, "ldr1:7:1000:0:1000");
+	check_round_trip(&(struct position){0, 1, 0, 0, SPLIT_TRAIN}, "ldr1:0:1:0:0");
+	check_round_trip(&(struct position){42, 1000, 3, 640, SPLIT_TRAIN}, "ldr1:42:1000:3:640");
+	check_round_trip(&(struct position){7, 1000, 0, 1000, SPLIT_TRAIN}, "ldr1:7:1000:0:1000");
 	/* The largest value of every field (EPOCH's is 2^32 - 1). */
-	check_round_trip(&(struct position){UINT64_MAX, UINT64_MAX, POSITION_EPOCHS - 1, UINT64_MAX},
+	check_round_trip(&(struct position){UINT64_MAX, UINT64_MAX, POSITION_EPOCHS - 1, UINT64_MAX, SPLIT_TRAIN},
 			 "ldr1:18446744073709551615:18446744073709551615:"
 			 "4294967295:18446744073709551615");
+	/* A stream of the valid or test split says so; train says nothing. */
+	check_round_trip(&(struct position){42, 30, 1, 8, SPLIT_VALID}, "ldr1:42:30:1:8:valid");
+	check_round_trip(&(struct position){42, 30, 1, 8, SPLIT_TEST}, "ldr1:42:30:1:8:test");
+	check_round_trip(&(struct position){42, 30, 1, 8, SPLIT_TRAIN}, "ldr1:42:30:1:8");
 	/* The longest token position_format can write fits POSITION_TEXT_MAX. */
 	char buf[POSITION_TEXT_MAX];
 	assert_int_equal(position_format(&(struct position){UINT64_MAX, UINT64_MAX, UINT64_MAX,
-							      UINT64_MAX}, buf, sizeof(buf)), 0);
+							      UINT64_MAX, SPLIT_VALID}, buf, sizeof(buf)), 0);
 }
 
 static void test_format_needs_room(void **state)
 {
-	const struct position p = {42, 1000, 3, 640};
+	const struct position p = {42, 1000, 3, 640, SPLIT_TRAIN};
 	const char *expect = "ldr1:42:1000:3:640";
 	size_t len = strlen(expect);
 	char buf[POSITION_TEXT_MAX];
@@ -115,7 +121,7 @@ static void test_parse_rejects_malformed(void **state)
 		"ldr1:\xd9\xa1:20:3:4", /* a non-ASCII digit (Arabic-Indic one) */
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		struct position p = {11, 22, 33, 44};
+		struct position p = {11, 22, 33, 44, SPLIT_TRAIN};
 		if (position_parse(bad[i], &p, NULL, 0) != -EINVAL)
 			fail_msg("accepted \"%s\"", bad[i]);
 		/* A rejected token leaves the output alone. */
@@ -146,7 +152,16 @@ static void test_parse_explains(void **state)
 		{"ldr2:1:2:3:0", "it does not start with \"ldr1:\""},
 		{"ldr1:1:20:3", "it has 3 fields after \"ldr1:\", not 4 (SEED:N:EPOCH:OFFSET)"},
 		{"ldr1:1", "it has 1 field after \"ldr1:\", not 4 (SEED:N:EPOCH:OFFSET)"},
-		{"ldr1:1:20:3:4:5", "it has more than 4 fields after \"ldr1:\" (SEED:N:EPOCH:OFFSET)"},
+		{"ldr1:1:20:3:4:5", "SPLIT \"5\" is not valid or test (a token of the train split has "
+		 "no SPLIT field)"},
+		{"ldr1:1:20:3:4:train", "SPLIT \"train\" is not valid or test (a token of the train "
+		 "split has no SPLIT field)"},
+		{"ldr1:1:20:3:4:", "SPLIT \"\" is not valid or test (a token of the train split has "
+		 "no SPLIT field)"},
+		{"ldr1:1:20:3:4:Valid", "SPLIT \"Valid\" is not valid or test (a token of the train "
+		 "split has no SPLIT field)"},
+		{"ldr1:1:20:3:4:valid:1", "it has more than 5 fields after \"ldr1:\" "
+		 "(SEED:N:EPOCH:OFFSET[:SPLIT])"},
 		{"ldr1::20:3:4", "SEED is empty"},
 		{"ldr1:1::3:4", "N is empty"},
 		{"ldr1:1:20::4", "EPOCH is empty"},
@@ -249,7 +264,7 @@ static void check_resume(uint64_t n, uint32_t batch_size, bool shuffle, uint32_t
 		struct sampler s = {.n_samples = n, .seed = seed, .batch_size = batch_size,
 				    .rank = rank, .world = w1, .shuffle = shuffle};
 		assert_true(k < sampler_batches(&s, 0));
-		struct position p = {seed, n, epoch, 0}; /* saved before any batch */
+		struct position p = {seed, n, epoch, 0, SPLIT_TRAIN}; /* saved before any batch */
 		for (uint64_t b = 0; b < k; b++) {
 			uint32_t rows = sampler_batch_rows(&s, 0, b);
 			for (uint32_t i = 0; i < rows; i++)
@@ -334,7 +349,7 @@ static void test_resume_chain(void **state)
 	static const uint32_t worlds[] = {4, 7, 1, 8, 3};
 	uint32_t *count = calloc(n, sizeof(uint32_t));
 	assert_non_null(count);
-	struct position at = {seed, n, epoch, 0};
+	struct position at = {seed, n, epoch, 0, SPLIT_TRAIN};
 	for (size_t hop = 0; hop < sizeof(worlds) / sizeof(worlds[0]); hop++) {
 		uint32_t w = worlds[hop];
 		bool final = hop + 1 == sizeof(worlds) / sizeof(worlds[0]);

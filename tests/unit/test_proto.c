@@ -49,8 +49,9 @@ static void make_sample(enum sample s, struct proto_msg *m)
 		memset(m->u.hello.pipeline, 'p', PROTO_NAME_MAX - 1);
 		memset(m->u.hello.client_name, 'c', PROTO_NAME_MAX - 1);
 		memset(m->u.hello.resume, 'r', PROTO_TOKEN_MAX - 1);
+		memset(m->u.hello.split, 's', PROTO_SPLIT_MAX - 1);
 		break;
-	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2) = 39 bytes */
+	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2), "" (2) = 41 bytes */
 		m->u.hello.rank = 1;
 		m->u.hello.world = 2;
 		strcpy(m->u.hello.pipeline, "x");
@@ -145,12 +146,12 @@ static void test_round_trip(void **state)
 static void test_golden_bytes(void **state)
 {
 	static const uint8_t release[] = {
-		'L', 'D', 'R', 'D', 2, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+		'L', 'D', 'R', 'D', 3, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
 		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0};
 	static const uint8_t hello_payload[] = {
 		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0};
+		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0, 5, 0, 'v', 'a', 'l', 'i', 'd'};
 	(void)state;
 	memset(&in, 0, sizeof(in));
 	in.hdr.type = PROTO_RELEASE;
@@ -164,6 +165,7 @@ static void test_golden_bytes(void **state)
 	in.u.hello = (struct proto_hello){.rank = 1, .world = 2, .depth = 4};
 	strcpy(in.u.hello.pipeline, "train");
 	strcpy(in.u.hello.client_name, "cl");
+	strcpy(in.u.hello.split, "valid");
 	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), 24 + sizeof(hello_payload));
 	assert_memory_equal(frame + 24, hello_payload, sizeof(hello_payload));
 }
@@ -193,7 +195,7 @@ static void test_bad_header(void **state)
 		expect(frames_decode(n), -EBADMSG, "short frame");
 	frame[0] ^= 1;
 	expect(frames_decode(len), -EBADMSG, "magic");
-	for (uint16_t v = 0; v < 4; v += 3) { /* 0 and 3: only PROTO_VERSION (2) is spoken */
+	for (uint16_t v = 0; v < 5; v += 2) { /* 0, 2 and 4: only PROTO_VERSION (3) is spoken */
 		len = encode_sample(S_RELEASE);
 		put_le(frame + 4, v, 2);
 		expect(frames_decode(len), -EPROTONOSUPPORT, "version");
@@ -260,11 +262,14 @@ static void test_bad_hello(void **state)
 	expect(patched(S_HELLO_MAX, 162, 0xffff, 2), -EPROTO, "resume length 65535");
 	expect(patched(S_HELLO_MAX, 99 + 10, 0, 1), -EPROTO, "client_name contains a NUL");
 	expect(patched(S_HELLO_MAX, 164 + 126, 0, 1), -EPROTO, "resume contains a NUL");
+	expect(patched(S_HELLO_MAX, 291, PROTO_SPLIT_MAX, 2), -EPROTO, "split length 16 over maximum 15");
+	expect(patched(S_HELLO_MAX, 293 + 3, 0, 1), -EPROTO, "split contains a NUL");
 }
 
-/* HELLO's pipeline and resume hold 0x21..0x7e only; client_name is free
- * text (escaped where the daemon shows it). S_HELLO_MAX: pipeline bytes at
- * 34..96, client_name bytes at 99..161, resume bytes at 164..290. */
+/* HELLO's pipeline, resume and split hold 0x21..0x7e only; client_name is
+ * free text (escaped where the daemon shows it). S_HELLO_MAX: pipeline
+ * bytes at 34..96, client_name bytes at 99..161, resume bytes at 164..290,
+ * split bytes at 293..307. */
 static void test_hello_words(void **state)
 {
 	(void)state;
@@ -275,6 +280,8 @@ static void test_hello_words(void **state)
 		expect(patched(S_HELLO_MAX, 34 + 5, bad[i], 1), -EPROTO, want);
 		snprintf(want, sizeof(want), "HELLO: resume byte 126 is 0x%02x, outside 0x21..0x7e", bad[i]);
 		expect(patched(S_HELLO_MAX, 164 + 126, bad[i], 1), -EPROTO, want);
+		snprintf(want, sizeof(want), "HELLO: split byte 14 is 0x%02x, outside 0x21..0x7e", bad[i]);
+		expect(patched(S_HELLO_MAX, 293 + 14, bad[i], 1), -EPROTO, want);
 		expect(patched(S_HELLO_MIN, 34, bad[i], 1), -EPROTO, "HELLO: pipeline byte 0 is");
 		/* the same byte in the client's name is accepted as it is */
 		expect(patched(S_HELLO_MAX, 99 + 5, bad[i], 1), 0, NULL);
@@ -363,6 +370,8 @@ static void test_encode_rejects(void **state)
 	REJECT(S_HELLO_MAX, in.u.hello.resume[PROTO_TOKEN_MAX - 1] = 'r');
 	REJECT(S_HELLO_MIN, in.u.hello.pipeline[0] = '\n');
 	REJECT(S_HELLO_MAX, in.u.hello.resume[3] = '\x1b');
+	REJECT(S_HELLO_MAX, in.u.hello.split[PROTO_SPLIT_MAX - 1] = 's');
+	REJECT(S_HELLO_MAX, in.u.hello.split[2] = ' ');
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = 0);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = PROTO_TENSORS_MAX + 1);
 	REJECT(S_WELCOME_MAX, in.u.welcome.batch_size = 0);

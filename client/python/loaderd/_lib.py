@@ -28,7 +28,7 @@ _u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c
 
 class AttachOpts(ctypes.Structure):
     _fields_ = [("pipeline", _str), ("rank", _uint), ("world", _uint), ("depth", _uint),
-                ("resume", _str), ("client_name", _str), ("device", _str)]
+                ("resume", _str), ("client_name", _str), ("device", _str), ("split", _str)]
 
 
 class CTensor(ctypes.Structure):
@@ -46,7 +46,8 @@ class CBatch(ctypes.Structure):
 
 
 class CPosition(ctypes.Structure):
-    _fields_ = [("seed", _u64), ("n_samples", _u64), ("epoch", _u64), ("offset", _u64)]
+    _fields_ = [("seed", _u64), ("n_samples", _u64), ("epoch", _u64), ("offset", _u64),
+                ("split", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
 
 
 # enum ldr_dtype -> (name, itemsize, DLPack type code: 0 int, 1 uint, 2 float)

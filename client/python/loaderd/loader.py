@@ -133,7 +133,7 @@ class Loader:
     """One attachment to a loaderd pipeline.
 
     Loader(pipeline, *, socket=None, device=None, rank=None, world_size=None,
-           state=None, depth=0, timeout=None, framework=None, name=None)
+           state=None, depth=0, timeout=None, framework=None, name=None, split=None)
 
     - socket: the daemon's socket path (default $LOADERD_SOCKET, else the
       daemon's default path).
@@ -150,10 +150,14 @@ class Loader:
       it can be imported.
     - name: how `loaderctl status` shows this client (escaped there: any
       text, up to 63 bytes of UTF-8).
+    - split: "train" (the default), "valid" or "test": the split of a
+      megatron pipeline with `split = A,B,C` to stream, each a dataset of
+      its own (size, epochs, state); a pipeline without `split` has only
+      "train".
     """
 
     def __init__(self, pipeline, *, socket=None, device=None, rank=None, world_size=None,
-                 state=None, depth=0, timeout=None, framework=None, name=None):
+                 state=None, depth=0, timeout=None, framework=None, name=None, split=None):
         self._lib = _lib.load()
         self._client = None
         self._current = None
@@ -165,6 +169,7 @@ class Loader:
         if framework == "torch" and self._torch is None:
             raise ImportError("loaderd: framework=\"torch\" but torch cannot be imported")
         self.pipeline = pipeline
+        self.split = "train" if split is None else str(split)
         self._socket = socket
         self.rank, self.world_size = default_rank_world(rank, world_size)
         self._ordinal = _device_ordinal(device, self._torch)
@@ -200,7 +205,8 @@ class Loader:
             pipeline=self.pipeline.encode(), rank=self.rank, world=self.world_size,
             depth=self._depth, resume=resume.encode() if resume else None,
             client_name=self._name.encode(),
-            device=None if self._ordinal is None else str(self._ordinal).encode())
+            device=None if self._ordinal is None else str(self._ordinal).encode(),
+            split=self.split.encode())
         rc = lib.ldr_attach(handle, ctypes.byref(opts))
         if rc < 0:
             message = "loaderd: " + (lib.ldr_error(handle) or b"").decode(errors="replace")
@@ -402,8 +408,8 @@ class Loader:
         """The position after the last batch handed out (the current one
         counts as consumed), for load_state_dict() or Loader(state=...).
         Exact also after the daemon failed the loader, and after close()."""
-        return {"version": STATE_VERSION, "pipeline": self.pipeline, "position": self._position,
-                "rank": self.rank, "world_size": self.world_size}
+        return {"version": STATE_VERSION, "pipeline": self.pipeline, "split": self.split,
+                "position": self._position, "rank": self.rank, "world_size": self.world_size}
 
     def _state_position(self, state):
         if not isinstance(state, collections.abc.Mapping) or "position" not in state:
@@ -415,6 +421,9 @@ class Loader:
         if state.get("pipeline", self.pipeline) != self.pipeline:
             raise ValueError("loaderd: the state was saved from pipeline %r, this loader reads %r" %
                              (state["pipeline"], self.pipeline))
+        if state.get("split", self.split) != self.split:
+            raise ValueError("loaderd: the state was saved from split %r of pipeline %r, this "
+                             "loader reads split %r" % (state["split"], self.pipeline, self.split))
         return str(state["position"])
 
     def load_state_dict(self, state):

@@ -1,0 +1,374 @@
+/*
+ * token_rows: the worker's raw and token rows (reader_impl.h): a raw or
+ * token pipeline's table entry checked, a row's read planned (one range of
+ * the file, or, for a document-shuffled megatron pipeline, the pieces of
+ * the documents a window spans in its epoch's order, read one after the
+ * other into the row), and a finished row widened and given its
+ * document-aware outputs.
+ */
+#include <endian.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/docorder.h"
+#include "worker/reader_impl.h"
+
+/* A token pipeline's document-aware outputs: each a tensor of its own
+ * (not the tokens'), of the size struct arena_token_params gives. */
+static int token_outputs_check(uint64_t slot_bytes, const struct arena_pipeline *p,
+			     struct reader_pipeline *out)
+{
+	const struct arena_token_params *tp = &p->tokens;
+	uint64_t inputs = p->sample_read_bytes / p->in_elem_bytes - 1;
+	const uint8_t index[READER_DOC_COUNT] = {tp->positions, tp->loss_mask, tp->cu_seqlens,
+						 tp->num_documents};
+	const uint64_t bytes[READER_DOC_COUNT] = {inputs * 8, inputs * 4,
+						  ((uint64_t)tp->max_documents + 1) * 4, 4};
+	if ((tp->cu_seqlens != 0) != (tp->num_documents != 0) ||
+	    (tp->cu_seqlens && tp->max_documents == 0))
+		return -EINVAL;
+	out->doc = *tp;
+	for (int k = 0; k < READER_DOC_COUNT; k++) {
+		if (index[k] == 0)
+			continue;
+		if (index[k] >= p->n_tensors || p->tensor_row_bytes[index[k]] != bytes[k] ||
+		    p->tensor_offset[index[k]] > slot_bytes)
+			return -EINVAL;
+		out->doc_offset[k] = p->tensor_offset[index[k]];
+		out->doc_row_bytes[k] = bytes[k];
+		out->doc_any = true;
+	}
+	return 0;
+}
+
+/* A document-shuffled pipeline's document table (struct arena_doc_params):
+ * inside the arena, 8-byte aligned, non-decreasing, within the file; each
+ * split's documents within it. Checked once, in full, so that a walk over
+ * it (token_next_piece) needs no check of its own. */
+static int token_docs_check(struct arena *arena, const struct arena_pipeline *p,
+			    struct reader_pipeline *out)
+{
+	const struct arena_doc_params *dp = &p->docs;
+	uint64_t bytes;
+	if (dp->docs_offset % 8 != 0 || dp->n_documents == UINT64_MAX ||
+	    __builtin_mul_overflow(dp->n_documents + 1, 8, &bytes))
+		return -EINVAL;
+	const uint64_t *tokens = arena_range(arena, dp->docs_offset, bytes);
+	if (!tokens)
+		return -EINVAL;
+	for (uint64_t d = 0; d < dp->n_documents; d++)
+		if (tokens[d + 1] < tokens[d])
+			return -EINVAL;
+	if (tokens[dp->n_documents] > p->file_bytes / p->in_elem_bytes)
+		return -EINVAL;
+	for (int k = 0; k < 3; k++)
+		if (dp->first_doc[k] > dp->n_documents ||
+		    dp->n_docs[k] > dp->n_documents - dp->first_doc[k])
+			return -EINVAL;
+	out->docs = *dp;
+	out->doc_tokens = tokens;
+	return 0;
+}
+
+/* An llm.c pipeline's shard table inside the arena: every path a string
+ * of the paths, the shards' windows consecutive ranges of the samples. */
+static int token_shards_check(struct arena *arena, const struct arena_pipeline *p,
+			      struct reader_pipeline *out)
+{
+	const struct arena_shard_params *sp = &p->shards;
+	const struct arena_shard *sh = arena_range(arena, sp->shards_offset,
+						   (uint64_t)sp->n_shards * sizeof(*sh));
+	if (!sh || sp->paths_bytes == 0 || !arena_range(arena, sp->paths_offset, sp->paths_bytes) ||
+	    arena->base[sp->paths_offset + sp->paths_bytes - 1] != '\0' ||
+	    sp->header_bytes > (uint64_t)INT64_MAX / 2)
+		return -EINVAL;
+	uint64_t next = 0;
+	for (uint32_t i = 0; i < sp->n_shards; i++) {
+		if (sh[i].path_offset >= sp->paths_bytes || sh[i].first_sample != next ||
+		    sh[i].n_samples > p->n_samples - next)
+			return -EINVAL;
+		next += sh[i].n_samples;
+	}
+	if (next != p->n_samples)
+		return -EINVAL;
+	out->shard_fds = malloc((size_t)sp->n_shards * sizeof(int));
+	if (!out->shard_fds)
+		return -ENOMEM;
+	for (uint32_t i = 0; i < sp->n_shards; i++)
+		out->shard_fds[i] = -1;
+	out->shards = sh;
+	out->n_shards = sp->n_shards;
+	out->paths = (const char *)arena->base + sp->paths_offset;
+	out->paths_bytes = sp->paths_bytes;
+	out->header_bytes = sp->header_bytes;
+	return 0;
+}
+
+int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
+			 struct reader_pipeline *out)
+{
+	uint32_t in = p->in_elem_bytes;
+	uint32_t elem_out = p->out_elem_bytes;
+	if (p->kind == ARENA_SOURCE_RAW) {
+		if (in != 1 || elem_out != 1)
+			return -EINVAL;
+	} else if (p->kind == ARENA_SOURCE_TOKENS) {
+		/* Narrowing would need a range check per token: not a worker job. */
+		if ((in != 2 && in != 4) || (elem_out != 2 && elem_out != 4 && elem_out != 8) ||
+		    elem_out < in)
+			return -EINVAL;
+	} else {
+		return -EINVAL;
+	}
+	if (p->sample_read_bytes == 0 || p->sample_read_bytes % in != 0 ||
+	    p->sample_read_bytes > slot_bytes)
+		return -EINVAL;
+	uint64_t out_row_bytes = p->sample_read_bytes / in * elem_out;
+	if (p->tensor_row_bytes[0] < out_row_bytes || p->tensor_row_bytes[0] > slot_bytes ||
+	    p->tensor_offset[0] > slot_bytes)
+		return -EINVAL;
+	if (p->path[0] == '\0' || memchr(p->path, '\0', sizeof(p->path)) == NULL)
+		return -EINVAL;
+	out->kind = p->kind;
+	out->in_elem_bytes = in;
+	out->out_elem_bytes = elem_out;
+	out->n_samples = p->n_samples;
+	out->file_bytes = p->file_bytes;
+	out->read_bytes = p->sample_read_bytes;
+	out->stride = p->sample_stride;
+	for (int k = 0; k < 3; k++) {
+		if (p->split_base[k] > p->file_bytes)
+			return -EINVAL;
+		out->split_base[k] = p->split_base[k];
+		out->split_samples[k] = p->split_samples[k];
+	}
+	out->tensor_offset = p->tensor_offset[0];
+	out->row_bytes = p->tensor_row_bytes[0];
+	out->out_row_bytes = out_row_bytes;
+	if (p->kind != ARENA_SOURCE_TOKENS)
+		return 0;
+	int err = token_outputs_check(slot_bytes, p, out);
+	if (err == 0 && p->docs.docs_offset)
+		err = token_docs_check(arena, p, out);
+	if (err == 0 && p->shards.n_shards)
+		err = p->docs.docs_offset ? -EINVAL : token_shards_check(arena, p, out);
+	return err;
+}
+
+/* The document at position k of rd's epoch order and its tokens in the
+ * file: [*first, *end). */
+static void token_doc_at(const struct reader_pipeline *p, uint32_t split, uint64_t epoch,
+			 uint64_t k, uint64_t *first, uint64_t *end)
+{
+	const struct arena_doc_params *dp = &p->docs;
+	uint64_t d = dp->first_doc[split] + docorder_doc(dp->n_docs[split], dp->key[split], epoch, k, 1);
+	*first = p->doc_tokens[d];
+	*end = p->doc_tokens[d + 1];
+}
+
+/* rd's current piece: from token `first` of the file, at most the tokens
+ * the row still needs and at most up to `end`. */
+static void token_piece(struct reader_read *rd, uint64_t first, uint64_t end)
+{
+	uint32_t in = rd->item->pipe->in_elem_bytes;
+	uint64_t want = (rd->len - rd->done_bytes) / in;
+	uint64_t n = end - first < want ? end - first : want;
+	rd->offset = first * in;
+	rd->piece_start = rd->done_bytes;
+	rd->piece_end = rd->done_bytes + n * in;
+}
+
+bool token_next_piece(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	uint64_t first = 0, end = 0;
+	while (first == end) { /* empty documents hold nothing to read */
+		if (++rd->doc_k >= p->docs.n_docs[rd->split]) {
+			/* the window runs past the split's last document: the
+			 * command's doc_pos/doc_skip do not fit its sample */
+			reader_item_fail(rd->item, rd->row, -EINVAL, 0);
+			return false;
+		}
+		token_doc_at(p, rd->split, rd->item->epoch, rd->doc_k, &first, &end);
+	}
+	token_piece(rd, first, end);
+	return true;
+}
+
+/* The first piece of a document-shuffled row: the document at the
+ * command's doc_pos, from doc_skip on. */
+static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, uint32_t k)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	uint64_t first, end;
+	if (cmd->doc_pos[k] >= p->docs.n_docs[cmd->split])
+		return -EINVAL;
+	token_doc_at(p, cmd->split, cmd->epoch, cmd->doc_pos[k], &first, &end);
+	if (cmd->doc_skip[k] >= end - first)
+		return -EINVAL;
+	rd->split = cmd->split;
+	rd->doc_k = cmd->doc_pos[k];
+	token_piece(rd, first + cmd->doc_skip[k], end);
+	return 0;
+}
+
+/* An llm.c pipeline's row: window j of the shard that holds the sample,
+ * from the shard's file. 0 or -errno (-EINVAL, or the shard's open). */
+static int token_plan_shard(struct reader_read *rd, uint64_t sample)
+{
+	struct reader_pipeline *p = rd->item->pipe;
+	uint32_t lo = 0, hi = p->n_shards; /* the last shard starting at or before sample */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (p->shards[mid].first_sample <= sample)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	const struct arena_shard *sh = &p->shards[lo];
+	uint64_t j = sample - sh->first_sample;
+	if (sample < sh->first_sample || j >= sh->n_samples ||
+	    j > ((uint64_t)INT64_MAX - p->header_bytes - p->read_bytes) / p->stride)
+		return -EINVAL;
+	int fd = reader_shard_fd(p, lo);
+	if (fd < 0)
+		return fd;
+	rd->fd = fd;
+	rd->offset = p->header_bytes + j * p->stride;
+	return 0;
+}
+
+int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
+	       const struct work_cmd *cmd, uint32_t k, struct reader_read *rd)
+{
+	const struct reader_pipeline *p = it->pipe;
+	uint64_t sample = cmd->sample_index[k];
+	uint64_t row = (uint64_t)cmd->first_row + k;
+	uint64_t offset, file_end, row_start, row_end;
+	if (cmd->split >= 3 || sample >= p->split_samples[cmd->split] ||
+	    __builtin_mul_overflow(sample, p->stride, &offset) ||
+	    __builtin_add_overflow(offset, p->split_base[cmd->split], &offset) ||
+	    __builtin_add_overflow(offset, p->read_bytes, &file_end) ||
+	    (p->n_shards == 0 && file_end > p->file_bytes) || file_end > (uint64_t)INT64_MAX)
+		return -EINVAL;
+	if (__builtin_mul_overflow(row, p->row_bytes, &row_start) ||
+	    __builtin_add_overflow(row_start, p->tensor_offset, &row_start) ||
+	    __builtin_add_overflow(row_start, p->out_row_bytes, &row_end) || row_end > slot_bytes)
+		return -EINVAL;
+	uint8_t *dst = arena_range(arena, cmd->slot_offset + row_start, p->out_row_bytes);
+	if (dst == NULL)
+		return -EINVAL;
+	*rd = (struct reader_read){.item = it, .dst = dst, .fd = p->fd, .len = p->read_bytes,
+				   .offset = offset, .sample = sample, .row = (uint32_t)row};
+	for (int t = 0; p->doc_any && t < READER_DOC_COUNT; t++) {
+		if (p->doc_row_bytes[t] == 0)
+			continue;
+		uint64_t at, end;
+		if (__builtin_mul_overflow(row, p->doc_row_bytes[t], &at) ||
+		    __builtin_add_overflow(at, p->doc_offset[t], &at) ||
+		    __builtin_add_overflow(at, p->doc_row_bytes[t], &end) || end > slot_bytes)
+			return -EINVAL;
+		rd->doc[t] = arena_range(arena, cmd->slot_offset + at, p->doc_row_bytes[t]);
+		if (rd->doc[t] == NULL)
+			return -EINVAL;
+	}
+	if (p->n_shards)
+		return token_plan_shard(rd, sample);
+	return p->doc_tokens ? token_plan_docs(rd, cmd, k) : 0;
+}
+
+/* Zero-extends the n tokens at the start of row in place, last to first:
+ * token i is written at or after where it was read, so it only overwrites
+ * tokens that are already done. File and tensors are little-endian. */
+static void token_widen_row(uint8_t *row, uint64_t n, uint32_t in, uint32_t out)
+{
+	for (uint64_t i = n; i-- > 0;) {
+		uint64_t v;
+		if (in == 2) {
+			uint16_t x;
+			memcpy(&x, row + i * 2, sizeof(x));
+			v = le16toh(x);
+		} else {
+			uint32_t x;
+			memcpy(&x, row + i * 4, sizeof(x));
+			v = le32toh(x);
+		}
+		if (out == 4) {
+			uint32_t y = htole32((uint32_t)v);
+			memcpy(row + i * 4, &y, sizeof(y));
+		} else {
+			uint64_t y = htole64(v);
+			memcpy(row + i * 8, &y, sizeof(y));
+		}
+	}
+}
+
+static uint64_t token_value(const uint8_t *row, uint64_t i, uint32_t bytes)
+{
+	if (bytes == 2) {
+		uint16_t x;
+		memcpy(&x, row + i * 2, sizeof(x));
+		return le16toh(x);
+	}
+	if (bytes == 4) {
+		uint32_t x;
+		memcpy(&x, row + i * 4, sizeof(x));
+		return le32toh(x);
+	}
+	uint64_t x;
+	memcpy(&x, row + i * 8, sizeof(x));
+	return le64toh(x);
+}
+
+/* The document-aware outputs of rd's sample, from its tokens as
+ * delivered (struct arena_token_params says what each holds). */
+static void token_documents(const struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	const struct arena_token_params *tp = &p->doc;
+	uint64_t inputs = p->read_bytes / p->in_elem_bytes - 1;
+	uint32_t max_docs = tp->max_documents, docs = 0;
+	int64_t pos = 0;
+	for (uint64_t i = 0; i < inputs; i++) {
+		bool eod = token_value(rd->dst, i, p->out_elem_bytes) == tp->eod_token;
+		if (rd->doc[READER_DOC_POSITIONS]) {
+			uint64_t v = htole64((uint64_t)pos);
+			memcpy(rd->doc[READER_DOC_POSITIONS] + i * 8, &v, sizeof(v));
+		}
+		if (rd->doc[READER_DOC_LOSS_MASK]) {
+			float f = eod && tp->eod_mask_loss ? 0.0f : 1.0f;
+			uint32_t v;
+			memcpy(&v, &f, sizeof(v));
+			v = htole32(v);
+			memcpy(rd->doc[READER_DOC_LOSS_MASK] + i * 4, &v, sizeof(v));
+		}
+		/* a document ends after this input: its end in cu_seqlens */
+		if (eod && i + 1 < inputs && rd->doc[READER_DOC_CU_SEQLENS] && docs + 1 < max_docs) {
+			uint32_t v = htole32((uint32_t)(i + 1));
+			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)(docs + 1) * 4, &v, sizeof(v));
+			docs++;
+		}
+		pos = eod ? 0 : pos + 1;
+	}
+	if (rd->doc[READER_DOC_CU_SEQLENS]) {
+		uint32_t zero = 0, end = htole32((uint32_t)inputs);
+		memcpy(rd->doc[READER_DOC_CU_SEQLENS], &zero, sizeof(zero));
+		for (uint32_t k = docs + 1; k <= max_docs; k++)
+			memcpy(rd->doc[READER_DOC_CU_SEQLENS] + (uint64_t)k * 4, &end, sizeof(end));
+		uint32_t n = htole32(docs + 1);
+		memcpy(rd->doc[READER_DOC_COUNT_ROW], &n, sizeof(n));
+	}
+}
+
+void token_finish(struct reader_read *rd)
+{
+	const struct reader_pipeline *p = rd->item->pipe;
+	if (p->out_elem_bytes > p->in_elem_bytes)
+		token_widen_row(rd->dst, p->read_bytes / p->in_elem_bytes, p->in_elem_bytes,
+				p->out_elem_bytes);
+	if (p->doc_any)
+		token_documents(rd);
+}
