@@ -26,9 +26,9 @@ ceiling); the same at one rank, in the same run, for the scaling ratio.
 Per run it records what rank 0 prints (examples/ddp.py: every rank's
 images/s, GPU UUID, loaderd shard and data-wait fraction; the node's
 images/s) and, for loaderd runs, what the daemon used: CPU seconds of the
-daemon and its workers over the run (from /proc, the whole run with its
-start and warm-up) as cores busy and as microseconds per image delivered
-(warm-up and timed steps of every rank), and the largest device memory
+daemon and its workers over the run (from /proc) per image consumed
+(warm-up and timed steps of every rank), and as cores busy at the node's
+rate (that CPU per image x node images/s), and the largest device memory
 status showed on each GPU (the rings and the JPEG decoder's buffers) and
 the arena (the page-locked shared memory every GPU's copies read).
 
@@ -180,8 +180,11 @@ def measure(ctx, daemon, kind, model, ranks, loader):
         if uses_daemon:
             cpu = image_bench.cpu_seconds(daemon.proc.pid) - cpu0
             items = (a.warmup + a.steps) * ranks * (TOKENS_BATCH if kind == "tokens" else image_bench.BATCH)
-            f["daemon_cores"] = cpu / wall
             f["daemon_cpu_us_per_sample"] = cpu / items * 1e6
+            # cores busy at the rate delivered (the run's wall time also holds
+            # torchrun's and cuDNN's start, when the daemon idles)
+            per_s = f["node_" + rate_key] / (TOKENS_SEQ if kind == "tokens" else 1)  # samples
+            f["daemon_cores"] = cpu / items * per_s
     except (StepError, ValueError) as e:
         if uses_daemon and daemon.proc.poll() is not None:
             e = StepError("%s; %s" % (e, daemon.log_tail()))
