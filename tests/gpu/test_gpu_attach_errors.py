@@ -29,7 +29,7 @@ HUGE_RECORD = 1 << 30  # 3 records of 1 GiB: a 3 GiB batch, 32 of them exceed an
 
 def device_hello(pipeline, uuid, depth=0):
     payload = (struct.pack("<IIII", 1, 0, 1, depth) + uuid + string(pipeline) + string("err")
-               + string(""))
+               + string("") + string(""))  # no resume token, the default split
     return frame(HELLO, payload)
 
 
