@@ -32,6 +32,15 @@ between two torch.cuda.synchronize() calls; tokens/s = steps x batch x L
 / window; data wait = host time inside next() (ldr_next, and the tensor's
 from_dlpack, which orders this stream after the daemon's copy).
 
+Packed documents: when the pipeline has `outputs` (docs/config.md,
+"Document-aware outputs"), the step uses what it delivers, as
+Megatron-LM's reset_position_ids, reset_attention_mask and eod_mask_loss
+do: `positions` index the position embedding (restarting at every
+document), `cu_seqlens` limit attention to the document (a block-diagonal
+causal mask, one per row), and `loss_mask` weights the loss (0 at
+end-of-document inputs with eod_mask_loss). Without them, one causal mask
+over the whole row and a plain mean.
+
 Under torchrun (`torchrun --nproc-per-node N examples/train_tokens.py
 ...`, with --one-gpu-per-rank if each rank should see only its GPU) every
 process is one rank of a DistributedDataParallel job fed by its own shard
@@ -86,14 +95,32 @@ class TinyLM(Module):
         self.register_buffer("mask", torch.full((seq_len, seq_len), float("-inf")).triu(1),
                              persistent=False)
 
-    def forward(self, tokens):
-        h = self.embed(tokens) + self.pos
-        h = self.blocks(h, mask=self.mask)
+    def forward(self, tokens, positions=None, mask=None):
+        """tokens [B, L]; positions [B, L] (default 0..L-1); mask None (the
+        causal mask) or [B * heads, L, L] of 0 and -inf."""
+        pos = self.pos if positions is None else self.pos[0][positions]
+        h = self.embed(tokens) + pos
+        h = self.blocks(h, mask=self.mask if mask is None else mask)
         return self.head(self.norm(h))
 
 
+def document_mask(cu_seqlens, seq_len, heads):
+    """[B * heads, L, L]: 0 where input i may attend to input j (j <= i,
+    both in one document of the row), -inf elsewhere. cu_seqlens [B, M+1]:
+    the documents' ends, padded with L."""
+    t = torch.arange(seq_len, device=cu_seqlens.device)
+    doc = (t.view(1, 1, -1) >= cu_seqlens[:, 1:].long().unsqueeze(2)).sum(1)  # [B, L]: document of each input
+    allowed = (doc.unsqueeze(2) == doc.unsqueeze(1)) & (t.view(1, -1, 1) >= t.view(1, 1, -1))
+    mask = torch.zeros(allowed.shape, device=cu_seqlens.device).masked_fill_(~allowed, float("-inf"))
+    return mask.repeat_interleave(heads, 0)
+
+
+DOCUMENT_OUTPUTS = ("positions", "loss_mask", "cu_seqlens")
+
+
 def token_batches(args, device):
-    """(iterator of int64 [B, L+1] tensors on the device, the loader)."""
+    """(iterator of dicts on the device: "tokens" int64 [B, L+1] and
+    whichever of DOCUMENT_OUTPUTS the pipeline delivers, the loader)."""
     loaderd = import_loaderd()
     loader = loaderd.Loader(args.pipeline, socket=args.socket,
                             device="cpu" if device.type == "cpu" else device.index,
@@ -112,7 +139,11 @@ def token_batches(args, device):
                                % (args.pipeline, t.dtype))
         if t.dim() != 2 or t.shape[1] < 2:
             raise ExampleError("tokens tensor of shape %s: expected [B, seq_len + 1]" % list(t.shape))
-        return t.long()  # int64 (a copy unless delivered so); nothing writes to it
+        out = {"tokens": t.long()}  # int64 (a copy unless delivered so); nothing writes to it
+        for name in DOCUMENT_OUTPUTS:
+            if name in batch:
+                out[name] = batch[name]
+        return out
 
     def batches():
         try:
@@ -149,8 +180,9 @@ def train_rank(args, job):
     batch_size = loader.batch_size
 
     first = next(batches)  # the model's length is the pipeline's
-    seq_len = first.shape[1] - 1
-    top = int(first.max())
+    seq_len = first["tokens"].shape[1] - 1
+    used = [name for name in DOCUMENT_OUTPUTS if name in first]
+    top = int(first["tokens"].max())
     if top >= args.vocab:
         raise ExampleError("token %d in the first batch, but --vocab is %d" % (top, args.vocab))
     model = TinyLM(args.vocab, seq_len, args.d_model, args.layers, args.heads).to(device).train()
@@ -159,15 +191,24 @@ def train_rank(args, job):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.1)
     optimizer_step = make_optimizer_step(model, optimizer, amp_dtype, use_scaler, device)
 
-    def step(tokens):
+    def loss_of(b):
+        tokens = b["tokens"]
         inputs, targets = tokens[:, :-1], tokens[:, 1:]
-        return optimizer_step(lambda: F.cross_entropy(model(inputs).reshape(-1, args.vocab).float(),
-                                                      targets.reshape(-1)))
+        mask = document_mask(b["cu_seqlens"], seq_len, args.heads) if "cu_seqlens" in b else None
+        logits = model(inputs, b.get("positions"), mask).reshape(-1, args.vocab).float()
+        if "loss_mask" not in b:
+            return F.cross_entropy(logits, targets.reshape(-1))
+        weight = b["loss_mask"].reshape(-1)
+        losses = F.cross_entropy(logits, targets.reshape(-1), reduction="none")
+        return (losses * weight).sum() / weight.sum().clamp(min=1.0)
+
+    def step(b):
+        return optimizer_step(lambda: loss_of(b))
 
     say(PROG, "transformer d_model %d, %d layers, %d heads, vocab %d, %.1fM parameters, %s, amp %s, "
-        "batch %d x %d tokens: %d warm-up steps, %d timed"
+        "batch %d x %d tokens%s: %d warm-up steps, %d timed"
         % (args.d_model, args.layers, args.heads, args.vocab, params / 1e6, device_name(device), amp_name,
-           batch_size, seq_len, args.warmup, args.steps))
+           batch_size, seq_len, ", with " + " ".join(used) if used else "", args.warmup, args.steps))
     seconds, wait_s, loss = timed_steps(itertools.chain([first], batches), step, device, args.warmup,
                                         args.steps, window_opens=lambda: job.barrier(torch))
     del first
@@ -178,6 +219,7 @@ def train_rank(args, job):
             "device": device_name(device), "amp": amp_name, "d_model": args.d_model, "layers": args.layers,
             "heads": args.heads, "vocab": args.vocab, "parameters": params, "batch_size": batch_size,
             "seq_len": seq_len, "steps": args.steps, "warmup": args.warmup, "tokens": tokens,
+            "outputs_used": used,
             "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1),
             "data_wait_s": round(wait_s, 4), "data_wait_fraction": round(wait_s / seconds, 4),
             "loss": None if math.isnan(loss) else round(loss, 4), "torch": torch.__version__,
