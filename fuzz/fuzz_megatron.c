@@ -14,16 +14,9 @@
 #include <string.h>
 
 #include "daemon/megatron.h"
+#include "fuzz/fuzz_bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static uint64_t le(const uint8_t *p, unsigned bytes)
-{
-	uint64_t v = 0;
-	for (unsigned i = bytes; i-- > 0;)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static void check_index(const struct mg_index *ix, const uint8_t *idx, size_t len,
 			uint64_t bin_bytes)

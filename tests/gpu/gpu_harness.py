@@ -134,6 +134,24 @@ def check_delivery(d, pin, timeout_s=30):
     return st
 
 
+# ---------------------------------------------------------------- data
+
+def make_jpeg_tree(env, classes, per_class, seed, min_side, spread):
+    """An imagefolder tree of mkjpeg photos under env's directory: class_C/
+    img_NNN.jpg, each of its own seed and a size of min_side plus up to
+    spread pixels a side; returns its root."""
+    root = env.path("images")
+    mkjpeg = harness.binary("mkjpeg")
+    for c in range(classes):
+        os.makedirs(os.path.join(root, "class_%d" % c))
+        for i in range(per_class):
+            seed += 1
+            w, h = min_side + (seed * 37) % spread, min_side + (seed * 53) % spread
+            subprocess.run([mkjpeg, os.path.join(root, "class_%d" % c, "img_%03d.jpg" % i),
+                            "--width", str(w), "--height", str(h), "--seed", str(seed)], check=True)
+    return root
+
+
 # ---------------------------------------------------------------- clients
 
 def loaderctl(env, args, overrides=None, timeout_s=120):

@@ -58,16 +58,8 @@ BAD = [  # (name, mkjpeg arguments): bad files, substituted
 
 
 def make_tree(env):
-    root = env.path("images")
+    root = gpu_harness.make_jpeg_tree(env, CLASSES, PER_CLASS, 100, 150, 270)
     mkjpeg = harness.binary("mkjpeg")
-    seed = 100
-    for c in range(CLASSES):
-        os.makedirs(os.path.join(root, "class_%d" % c))
-        for i in range(PER_CLASS):
-            seed += 1
-            w, h = 150 + (seed * 37) % 270, 150 + (seed * 53) % 270
-            subprocess.run([mkjpeg, os.path.join(root, "class_%d" % c, "img_%03d.jpg" % i),
-                            "--width", str(w), "--height", str(h), "--seed", str(seed)], check=True)
     for name, args in SPECIAL + BAD:
         subprocess.run([mkjpeg, os.path.join(root, "class_0", name), "--seed", "7"] + args,
                        check=True)

@@ -32,16 +32,8 @@ BATCH, SEED = tgd.BATCH, 11
 
 
 def make_tree(env):
-    root = env.path("images")
+    root = gpu_harness.make_jpeg_tree(env, CLASSES, PER_CLASS, 500, 150, 180)
     mkjpeg = harness.binary("mkjpeg")
-    seed = 500
-    for c in range(CLASSES):
-        os.makedirs(os.path.join(root, "class_%d" % c))
-        for i in range(PER_CLASS):
-            seed += 1
-            w, h = 150 + (seed * 37) % 180, 150 + (seed * 53) % 180
-            subprocess.run([mkjpeg, os.path.join(root, "class_%d" % c, "img_%03d.jpg" % i),
-                            "--width", str(w), "--height", str(h), "--seed", str(seed)], check=True)
     for i in range(BIG):
         subprocess.run([mkjpeg, os.path.join(root, "class_%d" % (i % CLASSES), "big_%d.jpg" % i),
                         "--width", "1800", "--height", "1400", "--seed", str(900 + i)], check=True)

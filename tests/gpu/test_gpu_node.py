@@ -33,7 +33,6 @@ rank's "device 0" to that rank's GPU by UUID.
 import collections
 import os
 import signal
-import subprocess
 import sys
 import time
 
@@ -45,20 +44,6 @@ from harness import TestSkip, check  # noqa: E402
 RECORD, N_RAW, BATCH, SEED, K = 16 << 10, 1000, 16, 41, 6
 CLASSES, PER_CLASS, SIZE = 4, 40, 64
 VISIBLE = "CUDA_VISIBLE_DEVICES"
-
-
-def make_tree(env):
-    root = env.path("images")
-    mkjpeg = harness.binary("mkjpeg")
-    seed = 300
-    for c in range(CLASSES):
-        os.makedirs(os.path.join(root, "class_%d" % c))
-        for i in range(PER_CLASS):
-            seed += 1
-            w, h = 120 + (seed * 37) % 300, 120 + (seed * 53) % 300
-            subprocess.run([mkjpeg, os.path.join(root, "class_%d" % c, "img_%03d.jpg" % i),
-                            "--width", str(w), "--height", str(h), "--seed", str(seed)], check=True)
-    return root
 
 
 def spawn_rank(env, d, pipeline, rank, world, gpu, what, epochs=None, batches=None, resume=None,
@@ -243,7 +228,7 @@ def body(env):
     n = len(gpus)
     data = env.make_raw("data.bin", N_RAW, RECORD, seed=17)
     crcs = harness.raw_sample_crcs(data, RECORD)
-    root = make_tree(env)
+    root = gpu_harness.make_jpeg_tree(env, CLASSES, PER_CLASS, 300, 120, 300)
     pipelines = {
         "raw": {"source": "raw:" + data, "record_bytes": RECORD, "batch_size": BATCH, "seed": SEED},
         "img": {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,

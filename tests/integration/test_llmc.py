@@ -53,14 +53,6 @@ def windows(shards):
     return out
 
 
-def positions_of(window):
-    out, pos = [], 0
-    for t in window[:SEQ]:
-        out.append(pos)
-        pos = 0 if t == EOT else pos + 1
-    return out
-
-
 def check_config_refused(env, name, keys, words, line_key=None):
     cfg = env.config(name, {"p": keys})
     r = subprocess.run([harness.binary("loaderd"), "--config", cfg, "--check-config"],
@@ -117,9 +109,9 @@ def body(env):
     for i, (_, _, s, _) in enumerate(rows):
         tokens = list(struct.unpack("<%di" % (SEQ + 1), raw[i * row:i * row + (SEQ + 1) * 4]))
         positions = list(struct.unpack("<%dq" % SEQ, raw[i * row + (SEQ + 1) * 4:(i + 1) * row]))
-        check(tokens == wins[s] and positions == positions_of(wins[s]),
+        check(tokens == wins[s] and positions == harness.positions_of(wins[s], SEQ, EOT),
               "docs: row %d (window %d): tokens %s positions %s, expected %s %s"
-              % (i, s, tokens, positions, wins[s], positions_of(wins[s])))
+              % (i, s, tokens, positions, wins[s], harness.positions_of(wins[s], SEQ, EOT)))
     d.stop()
 
     # Malformed shards: refused at start naming the file, the field, the offset.

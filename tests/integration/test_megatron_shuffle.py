@@ -53,17 +53,7 @@ def make_documents(seed):
 
 
 def write_dataset(prefix, docs):
-    tokens = [t for doc in docs for t in doc]
-    with open(prefix + ".bin", "wb") as f:
-        f.write(struct.pack("<%dH" % len(tokens), *tokens))
-    lengths = [len(doc) for doc in docs]
-    pointers = [2 * sum(lengths[:i]) for i in range(len(lengths))]
-    doc_index = list(range(len(docs) + 1))
-    with open(prefix + ".idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(doc_index)))
-        f.write(struct.pack("<%di" % len(lengths), *lengths))
-        f.write(struct.pack("<%dq" % len(pointers), *pointers))
-        f.write(struct.pack("<%dq" % len(doc_index), *doc_index))
+    harness.write_megatron(prefix, [len(doc) for doc in docs], [t for doc in docs for t in doc])
 
 
 def windows_of(rows, raw, epoch, what):

@@ -86,18 +86,6 @@ def check_pipeline(loaderd, sock, name, stream, mask_eod):
     return seen
 
 
-def write_megatron(prefix, lengths, stream):
-    with open(prefix + ".bin", "wb") as f:
-        f.write(struct.pack("<%dH" % len(stream), *stream))
-    pointers = [2 * sum(lengths[:i]) for i in range(len(lengths))]
-    doc_index = list(range(len(lengths) + 1))
-    with open(prefix + ".idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(doc_index)))
-        f.write(struct.pack("<%di" % len(lengths), *lengths))
-        f.write(struct.pack("<%dq" % len(pointers), *pointers))
-        f.write(struct.pack("<%dq" % len(doc_index), *doc_index))
-
-
 def refused(env, name, keys, line_key, words):
     cfg = env.config(name, {"p": keys})
     with open(cfg) as f:
@@ -117,7 +105,7 @@ def body(env):
     with open(path, "wb") as f:
         f.write(struct.pack("<%dH" % len(stream), *stream))
     prefix = env.path("docs")
-    write_megatron(prefix, lengths, stream)
+    harness.write_megatron(prefix, lengths, stream)
     out = {"outputs": "tokens positions loss_mask cu_seqlens", "eod_token": EOD,
            "max_documents": MAXDOC, "seq_len": SEQ, "batch_size": BATCH, "seed": 7}
     pipelines = {

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import client_harness as ch  # noqa: E402
 import harness  # noqa: E402
 from harness import check  # noqa: E402
-from test_py_documents import EOD, documents, write_megatron  # noqa: E402
+from test_py_documents import EOD, documents  # noqa: E402
 
 SEQ, BATCH, WEIGHTS = 15, 4, (8, 1, 1)
 
@@ -37,19 +37,11 @@ def megatron_split(splits, size):
     return [index[0]] + [x - diff for x in index[1:]]
 
 
-def positions_of(window):
-    out, pos = [], 0
-    for t in window[:SEQ]:
-        out.append(pos)
-        pos = 0 if t == EOD else pos + 1
-    return out
-
-
 def body(env):
     loaderd = ch.import_loaderd()
     stream, lengths = documents(11)
     prefix = env.path("web")
-    write_megatron(prefix, lengths, stream)
+    harness.write_megatron(prefix, lengths, stream)
     base = {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": BATCH, "seed": 3,
             "outputs": "tokens positions", "eod_token": EOD, "document_shuffle": "off"}
     d = env.start_daemon(env.config("split", {"web": dict(base, split="8,1,1"), "whole": base}))
@@ -69,7 +61,7 @@ def body(env):
                 what = "valid: epoch %d batch %d row %d (sample %d)" % (epoch, b.index, r, s)
                 check(b["tokens"][r].tolist() == window, "%s: tokens %s, not the valid documents' "
                       "window %s" % (what, b["tokens"][r].tolist(), window))
-                check(b["positions"][r].tolist() == positions_of(window), "%s: positions" % what)
+                check(b["positions"][r].tolist() == harness.positions_of(window, SEQ, EOD), "%s: positions" % what)
                 covered.append(s)
         check(sorted(covered) == list(range(n)), "valid: epoch %d covered %d samples, not each of "
               "the %d once" % (epoch, len(covered), n))
