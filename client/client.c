@@ -262,6 +262,13 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 		return client_error(c, -EINVAL, "resume token is longer than %d bytes", PROTO_TOKEN_MAX - 1);
 	if (o->split && strlen(o->split) >= PROTO_SPLIT_MAX)
 		return client_error(c, -EINVAL, "split name is longer than %d bytes", PROTO_SPLIT_MAX - 1);
+	bool grouped = o->group_size > 1;
+	if (grouped && o->group_size > PROTO_GROUP_SIZE_MAX)
+		return client_error(c, -EINVAL, "group size %u is over %d", o->group_size,
+				    PROTO_GROUP_SIZE_MAX);
+	if (grouped && (!o->group || !o->group[0] || strlen(o->group) >= PROTO_GROUP_MAX))
+		return client_error(c, -EINVAL, "a group of %u needs a group key of 1..%d bytes",
+				    o->group_size, PROTO_GROUP_MAX - 1);
 	/* The daemon's decoder refuses other bytes in these two (PROTOCOL.md, 5.1). */
 	const char *word = o->pipeline, *what = "pipeline name";
 	long bad = proto_word_bad_byte(word);
@@ -273,6 +280,11 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 	if (bad < 0 && o->split) {
 		word = o->split;
 		what = "split name";
+		bad = proto_word_bad_byte(word);
+	}
+	if (bad < 0 && grouped) {
+		word = o->group;
+		what = "group key";
 		bad = proto_word_bad_byte(word);
 	}
 	if (bad >= 0)
@@ -314,6 +326,9 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	snprintf(h->client_name, sizeof h->client_name, "%s", opts->client_name ? opts->client_name : "");
 	snprintf(h->resume, sizeof h->resume, "%s", opts->resume ? opts->resume : "");
 	snprintf(h->split, sizeof h->split, "%s", opts->split ? opts->split : "");
+	h->group_size = opts->group_size > 1 ? opts->group_size : 1;
+	if (h->group_size > 1)
+		snprintf(h->group, sizeof h->group, "%s", opts->group);
 	uint64_t request_id = msg->hdr.request_id;
 	r = client_send_frame(c, "HELLO");
 	if (r < 0)
