@@ -50,6 +50,7 @@ static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
 	ds->generation++;
 	ds->pos = sl->pos;
 	ds->pos.t_handed = sched_now_ns();
+	c->epoch = sl->pos.epoch; /* a group's member: the leader's batch */
 	sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
 	sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
 	s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
@@ -205,7 +206,7 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 		rc = -EOPNOTSUPP;
 		text = group_why;
 	} else if (rc == 0 && c->failed) { /* its group ended while the ring was made */
-		rc = -EPIPE;
+		rc = -ENOLINK;
 		text = "its group ended (another member left or failed) while this member's GPU "
 		       "ring was made";
 	}

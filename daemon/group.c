@@ -21,7 +21,8 @@
  *    says BYE (it has finished): no batch is started any more, and every
  *    other member gets ERROR once it has released all the batches started
  *    for the group, so members that stop at the same batch all finish
- *    cleanly, and one that would wait for more is told why.
+ *    cleanly, and one that would wait for more is told why. The key is
+ *    free at once: the next member to attach with it starts a new group.
  *
  * Runs on the loop thread.
  */
@@ -35,10 +36,13 @@
 #include "common/log.h"
 #include "daemon/sched_impl.h"
 
+/* The group a new member with this key joins. An ended group whose
+ * members have not all detached yet is not found: the key starts a new
+ * group at once (its members restarting from their position token). */
 static struct sched_group *group_find(const struct sched *s, const char *key)
 {
 	for (struct sched_group *g = s->groups; g; g = g->next)
-		if (strcmp(g->key, key) == 0)
+		if (!g->failed && !g->ending && strcmp(g->key, key) == 0)
 			return g;
 	return NULL;
 }
@@ -102,10 +106,6 @@ int group_join(struct sched *s, struct sched_client *c, const struct proto_hello
 	if (h->group_size <= 1)
 		return 0;
 	struct sched_group *g = group_find(s, h->group);
-	if (g && (g->failed || g->ending))
-		return errtext(err, cap, -EBUSY, "group \"%s\" has ended (a member left or failed) and "
-			       "%u of its members have not detached yet; attach again once they have",
-			       g->shown, g->present);
 	if (g && g->joined >= g->size) {
 		char pids[PROTO_GROUP_SIZE_MAX * 12] = "";
 		size_t n = 0;
@@ -241,7 +241,7 @@ void group_drain(struct sched *s, struct sched_client *c)
 		return;
 	log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, g->why);
 	c->failed = true;
-	s->ops.fail(c->conn, EPIPE, g->why);
+	s->ops.fail(c->conn, ENOLINK, g->why);
 }
 
 void group_leave(struct sched *s, struct sched_client *c, bool said_bye)
@@ -274,7 +274,7 @@ void group_leave(struct sched *s, struct sched_client *c, bool said_bye)
 			 g->shown, (int)c->pid, c->session,
 			 c->name[0] ? ", " : "", c->name);
 		log_notice("%s; failing its other members", why);
-		fail_members(s, g, c, EPIPE, why);
+		fail_members(s, g, c, ENOLINK, why);
 	}
 	if (!g->ending)
 		g->failed = true;

@@ -6,8 +6,9 @@ On a raw dataset of 300 records, batch 16, shuffled: two loaders of one
 group (data-parallel rank 1 of 2), created one after the other in one
 process, receive the same batches (sequence, sample indices, bytes equal
 to the file's) for a whole epoch, which is exactly data-parallel rank 1's
-share; their state_dict()s are equal and resume a group, and a lone
-loader of rank 1, at the same position. A third member is refused with
+share; their state_dict()s are equal and resume a group (by Loader(state=) and
+by load_state_dict() on both members), and a lone loader of rank 1, at
+the same position. A third member is refused with
 LoaderdError naming the group; tp_size without tp_group, and tp_group
 without an explicit rank and world size, are ValueErrors. When one
 member is closed, the other's next() raises LoaderdError naming the group.
@@ -81,7 +82,15 @@ def body(env):
     x, y, z = next(iter(c)), next(iter(e)), next(iter(lone))
     check(x.epoch == 1 and x.index == 0 and x.sample_indices() == y.sample_indices()
           == z.sample_indices(), "resumed from the group's state: epoch %d batch %d" % (x.epoch, x.index))
+    first = z.sample_indices()
     lone.close()
+
+    # load_state_dict() on both members: a new group, at the saved position
+    c.load_state_dict(state)
+    e.load_state_dict(state)
+    x, y = next(iter(c)), next(iter(e))
+    check(x.epoch == 1 and x.index == 0 and x.sample_indices() == y.sample_indices() == first,
+          "the members after load_state_dict(): epoch %d batch %d" % (x.epoch, x.index))
 
     # one member leaves: the other is told, naming the group
     c.close()

@@ -168,6 +168,9 @@ class Loader:
       pass the same pipeline, split, rank, world_size, depth, device kind
       and state. Batches start once all tp_size members have attached; when
       one member leaves or fails, the others' next() raises LoaderdError.
+      load_state_dict() and set_epoch() of a member leave the group and join
+      a new one of the same key: every member must call them at the same
+      step (as training does when it restores a checkpoint).
       tp_size None or 1: no group.
     """
 
@@ -250,7 +253,22 @@ class Loader:
 
     def _reattach(self, resume):
         """Attaches anew at `resume`, then lets the old attachment go (a
-        failed one too); a refused position leaves the loader as it was."""
+        failed one too); a refused position leaves the loader as it was.
+        A group's member leaves first (attached twice, it would find its
+        group full), which ends the group for the other members, and joins
+        a new group of the same key, which they join as they do the same:
+        a refused position leaves it detached, failed with that error."""
+        if self.tp_group:
+            self._drop()
+            try:
+                handle = self._attach(resume)
+            except LoaderdError as e:
+                self._failure = e
+                raise
+            self._client = handle
+            self._position = self._token(self._lib.ldr_position, handle)
+            self._failure = None
+            return
         handle = self._attach(resume)
         try:
             position = self._token(self._lib.ldr_position, handle)
