@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/errtext.h"
@@ -329,6 +330,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	h->group_size = opts->group_size > 1 ? opts->group_size : 1;
 	if (h->group_size > 1)
 		snprintf(h->group, sizeof h->group, "%s", opts->group);
+	uint32_t h_group_size = h->group_size;
 	uint64_t request_id = msg->hdr.request_id;
 	r = client_send_frame(c, "HELLO");
 	if (r < 0)
@@ -384,6 +386,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	/* The daemon accepted the name, so it is one of the three. */
 	if (!split_from_name(opts->split ? opts->split : "", &c->split))
 		c->split = SPLIT_TRAIN;
+	c->grouped = h_group_size > 1;
 	c->position = (struct position){
 		.seed = w->seed, .n_samples = w->n_samples, .epoch = w->epoch, .offset = w->offset,
 		.split = c->split,
@@ -425,6 +428,34 @@ const char *ldr_error(const struct ldr_client *c)
 	return c ? c->error : "out of memory";
 }
 
+/* A group's member waits for the daemon to close the connection after its
+ * BYE (at most LEAVE_WAIT_MS): the daemon has then taken it out of its
+ * group, so a member attaching again at once (a checkpoint restored on
+ * every rank) finds a new group, not the old one full. Frames still on
+ * the way are read and dropped. */
+#define LEAVE_WAIT_MS 5000
+
+static void client_wait_leave(int sock)
+{
+	char scratch[512];
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ssize_t n = recv(sock, scratch, sizeof scratch, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return; /* closed by the daemon, or gone */
+		if (n > 0)
+			continue;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long spent_ms = (long)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (spent_ms >= LEAVE_WAIT_MS)
+			return;
+		struct pollfd p = {.fd = sock, .events = POLLIN};
+		(void)poll(&p, 1, (int)(LEAVE_WAIT_MS - spent_ms));
+	}
+}
+
 void ldr_close(struct ldr_client *c)
 {
 	if (!c)
@@ -434,7 +465,8 @@ void ldr_close(struct ldr_client *c)
 	if (c->sock >= 0 && c->attached && !c->failed) {
 		memset(&c->msg, 0, sizeof c->msg);
 		c->msg.hdr.type = PROTO_BYE;
-		(void)wire_send(c->sock, &c->msg, -1); /* best effort: closing says the same */
+		if (wire_send(c->sock, &c->msg, -1) >= 0 && c->grouped) /* best effort: closing says the same */
+			client_wait_leave(c->sock);
 	}
 	if (c->arena)
 		munmap((void *)c->arena, c->arena_bytes);

@@ -262,7 +262,9 @@ size_t ldr_sizeof_position(void);
 /* Text of the last failure on this handle ("" if none). */
 const char *ldr_error(const struct ldr_client *c);
 
-/* Unmaps and closes (device delivery: waits until the work the client
+/* Unmaps and closes (a group's member: waits, at most 5 s, until the
+ * daemon has taken it out of its group, so that attaching again at once
+ * joins a new group of the same key; device delivery: waits until the work the client
  * enqueued before releasing its batches is done, then closes the IPC
  * handles), then sends BYE and closes the connection. Batches still held
  * must not be in use on the GPU. Accepts NULL. */
