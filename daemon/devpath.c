@@ -223,11 +223,13 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 		log_notice("client %" PRIu64 " (pid %d) refused: %s", c->session, (int)c->pid, why);
 		c->failed = true; /* the server closes; sched_detach frees it */
 		s->ops.attached(c->conn, rc, NULL, why);
+		group_fail_others(s, c, -rc, why);
 		return;
 	}
 	if (!direct && s->unable[0]) {
 		c->failed = true;
 		s->ops.attached(c->conn, -EAGAIN, NULL, s->unable);
+		group_fail_others(s, c, EAGAIN, s->unable);
 		return;
 	}
 	c->welcome.device = *dev;

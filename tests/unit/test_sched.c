@@ -633,6 +633,48 @@ static void test_group_device(void **state)
 	world_free(w);
 }
 
+/* A device member whose ring cannot be made fails the other member with
+ * its reason; a member of a direct pipeline is refused, naming the group. */
+static void test_group_device_refused(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	struct conn a = {0}, b = {0}, x = {0}, y = {0};
+	struct sched_client *sa = NULL, *sb = NULL, *sx = NULL, *sy = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
+	assert_int_equal(attach_member(w, &a, 801, 0, 2, true, &sa, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	assert_int_equal(attach_member(w, &b, 802, 0, 2, true, &sb, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	w->answers.attached(w->answers.sched, sa, &gpu_fake.pcs[0], 0, NULL, &dev, false, false);
+	w->answers.attached(w->answers.sched, sb, NULL, -ENOMEM, "GPU-ab: 64 MiB free, 96 MiB asked",
+			    NULL, false, false);
+	assert_int_equal(b.attached, -ENOMEM);
+	assert_int_equal(a.failed, ENOMEM);
+	assert_non_null(strstr(a.text, "group \"g\": member pid 802 (client "));
+	assert_non_null(strstr(a.text, "64 MiB free"));
+	assert_int_equal(pool_fake.n, 0);
+	sched_detach(w->s, sb, false);
+	sched_detach(w->s, sa, false);
+	w->answers.retired(w->answers.sched, sa);
+	/* a direct pipeline's member */
+	assert_int_equal(attach_member(w, &x, 803, 0, 2, true, &sx, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	assert_int_equal(attach_member(w, &y, 804, 0, 2, true, &sy, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	w->answers.attached(w->answers.sched, sx, &gpu_fake.pcs[2], 0, NULL, &dev, true, false);
+	assert_int_equal(x.attached, -EOPNOTSUPP);
+	assert_non_null(strstr(x.text, "group \"g\": the pipeline's file is page-locked (direct)"));
+	assert_int_equal(y.failed, 0); /* still attaching: refused once its ring exists */
+	w->answers.attached(w->answers.sched, sy, &gpu_fake.pcs[3], 0, NULL, &dev, true, false);
+	assert_true(y.attached < 0);
+	sched_detach(w->s, sx, false);
+	w->answers.retired(w->answers.sched, sx);
+	sched_detach(w->s, sy, false);
+	w->answers.retired(w->answers.sched, sy);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -644,6 +686,7 @@ int main(void)
 		cmocka_unit_test(test_group_host),
 		cmocka_unit_test(test_group_bye),
 		cmocka_unit_test(test_group_device),
+		cmocka_unit_test(test_group_device_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
