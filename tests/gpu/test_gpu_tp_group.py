@@ -66,11 +66,11 @@ def body(env):
     print("devices %s: %d items for %d batches" % (devices, items, EPOCHS * BATCHES))
 
     host = gpu_harness.spawn_loaderctl(env, gpu_harness.consume_cmd(
-        d.socket, "p", epochs=1, extra=["--group", "mixed", "--group-size", "2"]))
+        d.socket, "p", epochs=1, extra=["--group", "mixed", "--group-size", "2", "--depth", str(DEPTH)]))
     d.wait_status(lambda st: any(c["pid"] == host.pid for c in st["clients"]), 30,
                   "the host member to attach")
     r = gpu_harness.loaderctl(env, gpu_harness.consume_cmd(
-        d.socket, "p", device="0", epochs=1, extra=["--group", "mixed", "--group-size", "2"]))
+        d.socket, "p", device="0", epochs=1, extra=["--group", "mixed", "--group-size", "2", "--depth", str(DEPTH)]))
     check(r.returncode == 1 and 'group "mixed"' in r.stderr and "delivery is device, the group's "
           "is host" in r.stderr, "a device member of a host group: exit %d, %r"
           % (r.returncode, r.stderr))
