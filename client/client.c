@@ -20,6 +20,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/errtext.h"
@@ -262,6 +263,13 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 		return client_error(c, -EINVAL, "resume token is longer than %d bytes", PROTO_TOKEN_MAX - 1);
 	if (o->split && strlen(o->split) >= PROTO_SPLIT_MAX)
 		return client_error(c, -EINVAL, "split name is longer than %d bytes", PROTO_SPLIT_MAX - 1);
+	bool grouped = o->group_size > 1;
+	if (grouped && o->group_size > PROTO_GROUP_SIZE_MAX)
+		return client_error(c, -EINVAL, "group size %u is over %d", o->group_size,
+				    PROTO_GROUP_SIZE_MAX);
+	if (grouped && (!o->group || !o->group[0] || strlen(o->group) >= PROTO_GROUP_MAX))
+		return client_error(c, -EINVAL, "a group of %u needs a group key of 1..%d bytes",
+				    o->group_size, PROTO_GROUP_MAX - 1);
 	/* The daemon's decoder refuses other bytes in these two (PROTOCOL.md, 5.1). */
 	const char *word = o->pipeline, *what = "pipeline name";
 	long bad = proto_word_bad_byte(word);
@@ -273,6 +281,11 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 	if (bad < 0 && o->split) {
 		word = o->split;
 		what = "split name";
+		bad = proto_word_bad_byte(word);
+	}
+	if (bad < 0 && grouped) {
+		word = o->group;
+		what = "group key";
 		bad = proto_word_bad_byte(word);
 	}
 	if (bad >= 0)
@@ -314,6 +327,10 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	snprintf(h->client_name, sizeof h->client_name, "%s", opts->client_name ? opts->client_name : "");
 	snprintf(h->resume, sizeof h->resume, "%s", opts->resume ? opts->resume : "");
 	snprintf(h->split, sizeof h->split, "%s", opts->split ? opts->split : "");
+	h->group_size = opts->group_size > 1 ? opts->group_size : 1;
+	if (h->group_size > 1)
+		snprintf(h->group, sizeof h->group, "%s", opts->group);
+	uint32_t h_group_size = h->group_size;
 	uint64_t request_id = msg->hdr.request_id;
 	r = client_send_frame(c, "HELLO");
 	if (r < 0)
@@ -369,6 +386,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	/* The daemon accepted the name, so it is one of the three. */
 	if (!split_from_name(opts->split ? opts->split : "", &c->split))
 		c->split = SPLIT_TRAIN;
+	c->grouped = h_group_size > 1;
 	c->position = (struct position){
 		.seed = w->seed, .n_samples = w->n_samples, .epoch = w->epoch, .offset = w->offset,
 		.split = c->split,
@@ -410,6 +428,34 @@ const char *ldr_error(const struct ldr_client *c)
 	return c ? c->error : "out of memory";
 }
 
+/* A group's member waits for the daemon to close the connection after its
+ * BYE (at most LEAVE_WAIT_MS): the daemon has then taken it out of its
+ * group, so a member attaching again at once (a checkpoint restored on
+ * every rank) finds a new group, not the old one full. Frames still on
+ * the way are read and dropped. */
+#define LEAVE_WAIT_MS 5000
+
+static void client_wait_leave(int sock)
+{
+	char scratch[512];
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (;;) {
+		ssize_t n = recv(sock, scratch, sizeof scratch, MSG_DONTWAIT);
+		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+			return; /* closed by the daemon, or gone */
+		if (n > 0)
+			continue;
+		struct timespec now;
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		long spent_ms = (long)(now.tv_sec - t0.tv_sec) * 1000 + (now.tv_nsec - t0.tv_nsec) / 1000000;
+		if (spent_ms >= LEAVE_WAIT_MS)
+			return;
+		struct pollfd p = {.fd = sock, .events = POLLIN};
+		(void)poll(&p, 1, (int)(LEAVE_WAIT_MS - spent_ms));
+	}
+}
+
 void ldr_close(struct ldr_client *c)
 {
 	if (!c)
@@ -419,7 +465,8 @@ void ldr_close(struct ldr_client *c)
 	if (c->sock >= 0 && c->attached && !c->failed) {
 		memset(&c->msg, 0, sizeof c->msg);
 		c->msg.hdr.type = PROTO_BYE;
-		(void)wire_send(c->sock, &c->msg, -1); /* best effort: closing says the same */
+		if (wire_send(c->sock, &c->msg, -1) >= 0 && c->grouped) /* best effort: closing says the same */
+			client_wait_leave(c->sock);
 	}
 	if (c->arena)
 		munmap((void *)c->arena, c->arena_bytes);

@@ -73,6 +73,7 @@ struct ldr_client {
 
 	struct position position;   /* after the highest-seq released batch */
 	uint32_t split;             /* enum split_id: the split attached to */
+	bool grouped;               /* a member of a group (ldr_attach_opts.group) */
 	bool released_any;
 	uint64_t position_seq;
 

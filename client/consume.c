@@ -42,6 +42,8 @@ struct consume_opts {
 	const char *name;
 	const char *device;
 	const char *split;
+	const char *group;
+	uint64_t group_size;
 	/* what to do once attached */
 	uint64_t epochs;  /* 0: not given */
 	uint64_t batches; /* 0: not given */
@@ -74,6 +76,8 @@ static int consume_parse(int argc, char **argv, int first, struct consume_opts *
 		{ "--name", .string = &o->name },
 		{ "--device", .string = &o->device },
 		{ "--split", .string = &o->split },
+		{ "--group", .string = &o->group },
+		{ "--group-size", .number = &o->group_size, .min = 1, .max = 64 },
 		{ "--rank", .number = &o->rank, .max = UINT32_MAX - 1 },
 		{ "--world", .number = &o->world, .min = 1, .max = UINT32_MAX },
 		{ "--depth", .number = &o->depth, .max = UINT32_MAX },
@@ -86,6 +90,10 @@ static int consume_parse(int argc, char **argv, int first, struct consume_opts *
 		return r;
 	if (!o->pipeline)
 		return ctl_usage_error("consume needs --pipeline NAME");
+	if (o->group_size > 1 && !o->group)
+		return ctl_usage_error("--group-size %" PRIu64 " needs --group ID", o->group_size);
+	if (o->group && o->group_size < 2)
+		return ctl_usage_error("--group needs --group-size N, N >= 2");
 	if (o->dump_data && !o->dump)
 		return ctl_usage_error("--dump-data needs --dump (its lines say which sample each row is)");
 	if (o->epochs && o->batches)
@@ -382,6 +390,7 @@ static int consume_run(const struct consume_opts *o)
 		.pipeline = o->pipeline, .rank = (unsigned)o->rank, .world = (unsigned)o->world,
 		.depth = (unsigned)o->depth, .resume = o->resume,
 		.client_name = o->name ? o->name : "consume", .device = o->device, .split = o->split,
+		.group = o->group, .group_size = (unsigned)o->group_size,
 	};
 	if (ldr_attach(c, &ao) < 0) {
 		ctl_error("%s", ldr_error(c));

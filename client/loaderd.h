@@ -98,6 +98,19 @@ struct ldr_attach_opts {
 	 * its own size, epochs and position tokens. Another name, or a split
 	 * the pipeline does not have, is refused at attach. */
 	const char *split;
+	/* A group of clients that must all see the same batches, e.g. the
+	 * tensor-parallel ranks of one data-parallel rank: group is a key the
+	 * members share (a word of at most 63 bytes, unique to the job and the
+	 * group, e.g. "job42-dp3"), group_size how many members it has (at most
+	 * 64). rank and world are then the data-parallel rank and world: the
+	 * group takes one share of the data, read once and delivered to every
+	 * member. Members must agree on pipeline, split, rank, world, depth,
+	 * delivery and resume token. group_size 0 or 1 means no group (group is
+	 * then ignored). Delivery starts once all members have attached; when
+	 * one leaves, the others get an error (README, "Tensor-parallel
+	 * groups"). */
+	const char *group;
+	unsigned group_size;
 };
 
 struct ldr_tensor {
@@ -249,7 +262,9 @@ size_t ldr_sizeof_position(void);
 /* Text of the last failure on this handle ("" if none). */
 const char *ldr_error(const struct ldr_client *c);
 
-/* Unmaps and closes (device delivery: waits until the work the client
+/* Unmaps and closes (a group's member: waits, at most 5 s, until the
+ * daemon has taken it out of its group, so that attaching again at once
+ * joins a new group of the same key; device delivery: waits until the work the client
  * enqueued before releasing its batches is done, then closes the IPC
  * handles), then sends BYE and closes the connection. Batches still held
  * must not be in use on the GPU. Accepts NULL. */

@@ -22,6 +22,7 @@ static void fail_client(struct sched *s, struct sched_client *c, int code, const
 	s->read_errors++;
 	c->failed = true;
 	s->ops.fail(c->conn, code, text);
+	group_fail_others(s, c, code, text);
 }
 
 void batchfail_docorder(struct sched *s, struct slot *sl, int err)
@@ -177,6 +178,7 @@ void batchfail_stream_end(struct sched *s, struct sched_client *c)
 	log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
 	c->failed = true;
 	s->ops.fail(c->conn, EOVERFLOW, text);
+	group_fail_others(s, c, EOVERFLOW, text);
 }
 
 void batchfail_unable(struct sched *s, struct sched_client *c)
@@ -184,4 +186,5 @@ void batchfail_unable(struct sched *s, struct sched_client *c)
 	log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, s->unable);
 	c->failed = true;
 	s->ops.fail(c->conn, EAGAIN, s->unable);
+	group_fail_others(s, c, EAGAIN, s->unable);
 }

@@ -40,6 +40,23 @@ static uint32_t free_dev_slot(const struct sched_client *c)
 	return d;
 }
 
+/* Asks the GPU thread to copy the batch in staging slot sl into a free
+ * device slot of client c. */
+static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
+{
+	uint32_t d = free_dev_slot(c);
+	struct dev_slot *ds = &c->dev[d];
+	ds->state = DEV_COPYING;
+	ds->generation++;
+	ds->pos = sl->pos;
+	ds->pos.t_handed = sched_now_ns();
+	c->epoch = sl->pos.epoch; /* a group's member: the leader's batch */
+	sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
+	sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
+	s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
+		    batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows), sl->pos.rows);
+}
+
 void devpath_flush(struct sched *s, struct sched_client *c)
 {
 	while (!c->failed) {
@@ -50,18 +67,23 @@ void devpath_flush(struct sched *s, struct sched_client *c)
 			batchfail_batch(s, sl);
 			return;
 		}
-		uint32_t d = free_dev_slot(c);
-		struct dev_slot *ds = &c->dev[d];
-		ds->state = DEV_COPYING;
-		ds->generation++;
-		ds->pos = sl->pos;
-		ds->pos.t_handed = sched_now_ns();
-		sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
-		sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
 		sl->state = SLOT_PINNING;
 		c->pin_seq++;
-		s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
-			    batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows), sl->pos.rows);
+		struct sched_group *g = c->group;
+		if (!g) {
+			hand_copy(s, c, sl);
+			continue;
+		}
+		/* A group's batch: one copy per member from the one staging slot,
+		 * which is free again once the GPU thread has read it for all. */
+		sl->pins = 0;
+		for (uint32_t i = 0; i < g->size; i++)
+			sl->pins += g->members[i] && !g->members[i]->failed;
+		for (uint32_t i = 0; i < g->size; i++) {
+			struct sched_client *m = g->members[i];
+			if (m && !m->failed)
+				hand_copy(s, m, sl);
+		}
 	}
 }
 
@@ -176,6 +198,18 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 	c->pc = pc;
 	c->direct = direct;
 	c->gpu_decode = decode;
+	char group_why[PROTO_ERROR_TEXT_MAX];
+	if (rc == 0 && direct && c->group) {
+		snprintf(group_why, sizeof(group_why), "group \"%s\": the pipeline's file is "
+			 "page-locked (direct): each batch is copied from it to one client's GPU, with "
+			 "no staging slot a group could share; attach without a group", c->group->shown);
+		rc = -EOPNOTSUPP;
+		text = group_why;
+	} else if (rc == 0 && c->failed) { /* its group ended while the ring was made */
+		rc = -ENOLINK;
+		text = "its group ended (another member left or failed) while this member's GPU "
+		       "ring was made";
+	}
 	if (c->gone) { /* never saw WELCOME: it holds no handle */
 		if (pc)
 			s->gpu.retire(s->gpu.gpu, pc);
@@ -185,15 +219,17 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 	}
 	if (rc < 0) {
 		char why[PROTO_ERROR_TEXT_MAX];
-		snprintf(why, sizeof(why), "pipeline \"%s\": %s", s->sources[c->pipeline].cfg->name, text);
+		snprintf(why, sizeof(why), "pipeline \"%s\": %.900s", s->sources[c->pipeline].cfg->name, text);
 		log_notice("client %" PRIu64 " (pid %d) refused: %s", c->session, (int)c->pid, why);
 		c->failed = true; /* the server closes; sched_detach frees it */
 		s->ops.attached(c->conn, rc, NULL, why);
+		group_fail_others(s, c, -rc, why);
 		return;
 	}
 	if (!direct && s->unable[0]) {
 		c->failed = true;
 		s->ops.attached(c->conn, -EAGAIN, NULL, s->unable);
+		group_fail_others(s, c, EAGAIN, s->unable);
 		return;
 	}
 	c->welcome.device = *dev;
@@ -223,6 +259,10 @@ static void gpu_staging_free(struct sched *s, uint32_t slot, uint32_t generation
 			    "hold; ignored", slot, generation);
 		return;
 	}
+	if (sl->pins > 1) { /* a group's batch: other members' copies still read it */
+		sl->pins--;
+		return;
+	}
 	sched_slot_free(s, sl);
 	sched_fill(s);
 }
@@ -234,6 +274,7 @@ static void gpu_failed(struct sched *s, struct sched_client *c, const char *text
 	log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
 	c->failed = true;
 	s->ops.fail(c->conn, EIO, text);
+	group_fail_others(s, c, EIO, text);
 }
 
 struct gpu_answers sched_gpu_answers(struct sched *s)

@@ -109,6 +109,11 @@ void sched_free(struct sched *s)
 	docorder_cache_free(&s->docorder);
 	for (uint32_t i = 0; i < s->n_clients; i++)
 		free(s->clients[i]);
+	while (s->groups) {
+		struct sched_group *g = s->groups;
+		s->groups = g->next;
+		free(g);
+	}
 	while (s->retiring) {
 		struct sched_client *c = s->retiring;
 		s->retiring = c->retiring_next;
@@ -130,6 +135,9 @@ void sched_slot_free(struct sched *s, struct slot *sl)
 	}
 	sl->state = SLOT_FREE;
 	sl->client = NULL;
+	sl->group = NULL;
+	sl->holders = 0;
+	sl->pins = 0;
 	s->free_slots++;
 }
 
@@ -214,6 +222,7 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	sl->generation++;
 	sl->client = c;
 	sl->pos = sched_batch_next(c);
+	group_started(c);
 	sl->n_items = (sl->pos.rows + src->chunk - 1) / src->chunk;
 	sl->items_done = 0;
 	sl->error = 0;
@@ -237,7 +246,7 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 
 bool sched_uses_staging(const struct sched_client *c)
 {
-	return !c->failed && !c->attaching && !c->direct;
+	return !c->failed && !c->attaching && !c->direct && !group_follower(c);
 }
 
 /* The most staging slots a client may have in use (sched.h): an equal
@@ -270,7 +279,7 @@ static struct sched_client *neediest_client(struct sched *s)
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
 		if (!sched_uses_staging(c) || c->in_flight >= c->depth || c->staging >= share ||
-		    sched_stream_ended(c))
+		    sched_stream_ended(c) || !group_may_start(c))
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;
@@ -286,6 +295,7 @@ void sched_fill(struct sched *s)
 			devpath_fill_direct(s, c);
 		if (sched_stream_ended(c) && c->in_flight == 0 && !c->failed && !c->attaching)
 			batchfail_stream_end(s, c);
+		group_drain(s, c);
 	}
 	while (s->free_slots > 0 && s->n_clients > 0) {
 		struct sched_client *c = neediest_client(s);
@@ -377,6 +387,10 @@ static void client_flush(struct sched *s, struct sched_client *c)
 		uint32_t slot = (uint32_t)(sl - s->slots);
 		struct proto_ready r = sched_ready_of(&sl->pos, slot, sl->generation,
 						      arena_slot_offset(s->arena, slot));
+		if (c->group) {
+			group_deliver(s, c, sl, &r);
+			continue;
+		}
 		c->send_seq++;
 		s->ops.ready(c->conn, &r);
 	}

@@ -79,6 +79,12 @@ struct slot {
 	uint32_t bad_row;
 	uint64_t error_detail;
 	char lost_why[96]; /* -ECHILD: how the last worker holding it ended */
+	/* a group's batch (group.c): the members that still hold it (a bit per
+	 * member index, host delivery), and the GPU thread's copies of it not
+	 * yet done (device delivery) */
+	struct sched_group *group;
+	uint64_t holders;
+	uint32_t pins;
 	/* a document-shuffled pipeline's batch: where each row's window starts
 	 * (work_cmd.doc_pos, doc_skip), room for the largest such batch */
 	bool docs;
@@ -115,7 +121,30 @@ struct sched_client {
 	struct proto_welcome welcome; /* kept while attaching */
 	struct sched *sched;          /* for the exit watch (devpath_retire_on_exit) */
 	struct sched_client *retiring_next; /* detached, ring not yet freed */
+	struct sched_group *group; /* NULL when it is in none (group.c) */
+	uint32_t member;           /* its index in the group */
 	struct dev_slot dev[PROTO_DEVICE_SLOTS_MAX];
+};
+
+/* Clients that see the same batches from one read (a tensor-parallel
+ * group, group.c). The group is scheduled as one consumer: its leader,
+ * members[0], takes the slots and the sampler's batches; every member gets
+ * READY for each of them. */
+struct sched_group {
+	char key[PROTO_GROUP_MAX];                       /* as HELLO sent it */
+	char shown[ESCAPE_SIZE(PROTO_GROUP_MAX - 1)];    /* escaped, for texts */
+	uint32_t size;                                   /* HELLO's group_size */
+	uint32_t joined;                                 /* members that attached so far */
+	uint32_t present;                                /* of those, not detached */
+	struct sched_client *members[PROTO_GROUP_SIZE_MAX]; /* NULL once detached */
+	/* what every member must agree on (HELLO) */
+	uint32_t pipeline, split, rank, world, depth, delivery;
+	char resume[PROTO_TOKEN_MAX];
+	bool failed;        /* a member died or failed: every other member is failed */
+	bool ending;        /* a member said BYE: no new batch; the others are failed
+			     * once they have released every batch started */
+	char why[PROTO_ERROR_TEXT_MAX]; /* ending: the others' ERROR text */
+	struct sched_group *next;
 };
 
 /* Pending item references (slot << 16 | item), a ring-buffer deque. */
@@ -136,6 +165,7 @@ struct sched {
 	char no_device[200]; /* why device delivery is refused, when !has_device */
 	char unable[PATH_MAX + 256]; /* why no worker can run, "" while they can */
 	struct sched_client *retiring; /* detached device clients whose ring is not yet freed */
+	struct sched_group *groups;    /* groups with a member attached (group.c) */
 	uint32_t n_slots, free_slots;
 	struct slot *slots;
 	struct pending pending;
@@ -195,6 +225,44 @@ void devpath_attach(struct sched *s, struct sched_client *c);
 /* c is detached; its ring goes once no process can touch it. */
 void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed);
 void devpath_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
+
+/* ---- group.c ---- */
+
+/* Puts new client c (not yet in s->clients) into HELLO's group, creating
+ * it with the first member: 0, or -errno with err naming the group and,
+ * for a member that disagrees, the field (-EINVAL), or a full or failed
+ * group (-EBUSY). No group (group_size <= 1): 0, nothing done. */
+int group_join(struct sched *s, struct sched_client *c, const struct proto_hello *hello,
+	       char *err, size_t cap);
+/* Client c is detaching: the group cannot go on without it. When it said
+ * BYE (said_bye) the group ends: no new batch is started, and each other
+ * member is failed (EPIPE) once it has released every batch started for
+ * it (group_drain), so members that stop together all finish cleanly.
+ * Otherwise (its process died, its connection broke) the other members
+ * are failed at once. c lets go of the group's batches it holds, and the
+ * group goes with its last member. */
+void group_leave(struct sched *s, struct sched_client *c, bool said_bye);
+/* Fails member c of an ending group once it holds no batch (sched_fill). */
+void group_drain(struct sched *s, struct sched_client *c);
+/* c is a member other than the group's leader: it takes no slot itself. */
+bool group_follower(const struct sched_client *c);
+/* c may start a batch as far as its group is concerned: no group, or c
+ * leads a group whose members have all attached and each has room. */
+bool group_may_start(const struct sched_client *c);
+/* Leader c has started a batch: every other member has one more in flight. */
+void group_started(struct sched_client *c);
+/* Host delivery of leader c's batch in sl: READY r to every member, each
+ * of which holds the slot until its RELEASE. */
+void group_deliver(struct sched *s, struct sched_client *c, struct slot *sl,
+		   const struct proto_ready *r);
+/* A RELEASE from member c (host delivery); false when it names no batch
+ * c holds. */
+bool group_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
+/* Fails every member of c's group but c with code and text (c's failure,
+ * decided elsewhere): a group cannot go on without one of its members. */
+void group_fail_others(struct sched *s, struct sched_client *c, int code, const char *text);
+/* " group KEY size N members M/N" for c's status line, "" for none. */
+int group_status_text(const struct sched_client *c, char *buf, size_t cap);
 
 /* ---- batchfail.c ---- */
 

@@ -164,6 +164,11 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 	c->epoch = epoch;
 	c->g = g;
 	c->segment_batches = sampler_batches(&smp, g);
+	rc = group_join(s, c, hello, err, cap);
+	if (rc < 0) {
+		free(c);
+		return rc;
+	}
 	s->clients[s->n_clients++] = c;
 	welcome_fill(s, c, src, hello, w);
 	*out = c;
@@ -173,16 +178,20 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 		devpath_attach(s, c);
 		return SCHED_ATTACH_PENDING;
 	}
+	char group[ESCAPE_SIZE(PROTO_GROUP_MAX - 1) + 64];
+	group_status_text(c, group, sizeof(group));
 	log_info("client %" PRIu64 " (pid %d%s%s) attached to pipeline \"%s\"%s%s as rank %u of %u, "
-		 "depth %u, epoch %" PRIu64 " offset %" PRIu64, c->session, (int)pid,
+		 "depth %u, epoch %" PRIu64 " offset %" PRIu64 "%s", c->session, (int)pid,
 		 c->name[0] ? ", " : "", c->name, src->cfg->name, src->has_splits ? " split " : "",
-		 src->has_splits ? split_name(split) : "", hello->rank, hello->world, c->depth, epoch, g);
+		 src->has_splits ? split_name(split) : "", hello->rank, hello->world, c->depth, epoch, g,
+		 group);
 	sched_fill(s);
 	return 0;
 }
 
 void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 {
+	group_leave(s, c, handles_closed);
 	for (uint32_t i = 0; i < s->n_slots; i++) {
 		struct slot *sl = &s->slots[i];
 		if (sl->client != c)
@@ -226,6 +235,14 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 		devpath_release(s, c, r);
 		return;
 	}
+	if (c->group) {
+		if (group_release(s, c, r))
+			sched_fill(s);
+		else
+			log_debug("client %" PRIu64 ": stale or duplicate RELEASE of slot %u generation "
+				  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
+		return;
+	}
 	struct slot *sl = r->slot < s->n_slots ? &s->slots[r->slot] : NULL;
 	if (!sl || sl->state != SLOT_HELD || sl->client != c || sl->generation != r->generation ||
 	    sl->pos.seq != r->seq) {
@@ -252,9 +269,10 @@ void session_describe(const struct sched *s, struct status_text *t)
 			      s->sources[c->pipeline].cfg->name, splits ? " split " : "",
 			      splits ? split_name(c->split) : "", c->sampler.rank, c->sampler.world,
 			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
-		char stages[128];
+		char stages[128], group[ESCAPE_SIZE(PROTO_GROUP_MAX - 1) + 64];
+		group_status_text(c, group, sizeof(group));
 		sched_stage_text(c, stages, sizeof(stages));
-		status_printf(t, "%s", stages);
+		status_printf(t, "%s%s", group, stages);
 		if (c->device && c->pc)
 			s->gpu.describe_client(c->pc, t);
 		status_printf(t, "\n");

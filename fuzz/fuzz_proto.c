@@ -115,6 +115,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 			strcpy(m->u.hello.client_name, "consume");
 			strcpy(m->u.hello.resume, "ldr1:0:1000:0:0:valid");
 			strcpy(m->u.hello.split, "valid");
+			strcpy(m->u.hello.group, "job7-dp1");
+			m->u.hello.group_size = 2;
 			break;
 		case PROTO_WELCOME:
 			make_welcome(m);

@@ -231,6 +231,8 @@ static void proto_put_hello(struct proto_writer *w, const struct proto_hello *m)
 	proto_wr_str(w, m->client_name);
 	proto_wr_str(w, m->resume);
 	proto_wr_str(w, m->split);
+	proto_wr_str(w, m->group);
+	proto_wr_u32(w, m->group_size);
 }
 
 static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
@@ -245,6 +247,8 @@ static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
 	proto_rd_str(r, "client_name", m->client_name, sizeof(m->client_name));
 	proto_rd_str(r, "resume", m->resume, sizeof(m->resume));
 	proto_rd_str(r, "split", m->split, sizeof(m->split));
+	proto_rd_str(r, "group", m->group, sizeof(m->group));
+	proto_rd_u32(r, "group_size", &m->group_size);
 }
 
 static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome *m)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 3
+#define PROTO_VERSION 4
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
@@ -31,6 +31,8 @@
 #define PROTO_NAME_MAX 64        /* pipeline / client name, with NUL */
 #define PROTO_TOKEN_MAX 128      /* resume token, with NUL */
 #define PROTO_SPLIT_MAX 16       /* split name, with NUL */
+#define PROTO_GROUP_MAX 64       /* group key, with NUL */
+#define PROTO_GROUP_SIZE_MAX 64  /* members of a group */
 #define PROTO_TENSOR_NAME_MAX 32 /* tensor name, with NUL */
 #define PROTO_TENSORS_MAX 8      /* tensors per batch */
 #define PROTO_NDIM_MAX 4         /* dims per tensor, the batch dim included */
@@ -81,7 +83,7 @@ size_t proto_dtype_bytes(uint32_t dtype);
 const char *proto_dtype_name(uint32_t dtype);
 /* "HELLO", ...; "invalid" for an invalid type. */
 const char *proto_type_name(uint32_t type);
-/* HELLO's pipeline, resume and split are words: bytes 0x21..0x7e (printable
+/* HELLO's pipeline, resume, split and group are words: bytes 0x21..0x7e (printable
  * ASCII, no space), as pipeline names and position tokens are. The offset
  * of the first other byte of the NUL-terminated s, or -1 when there is none. */
 long proto_word_bad_byte(const char *s);
@@ -105,6 +107,11 @@ struct proto_hello {
 	char client_name[PROTO_NAME_MAX];      /* free text for status, may be empty */
 	char resume[PROTO_TOKEN_MAX];          /* position token, a word; empty = start of epoch 0 */
 	char split[PROTO_SPLIT_MAX];           /* the dataset split, a word; empty = "train" */
+	/* A group of clients that see the same batches from one read (a
+	 * tensor-parallel group): its key, a word, empty when group_size is 1;
+	 * group_size 1..PROTO_GROUP_SIZE_MAX, 1 = no group. */
+	char group[PROTO_GROUP_MAX];
+	uint32_t group_size;
 };
 
 struct proto_tensor {

@@ -31,7 +31,8 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 	if (!proto_terminated(m->pipeline, sizeof(m->pipeline)) ||
 	    !proto_terminated(m->client_name, sizeof(m->client_name)) ||
 	    !proto_terminated(m->resume, sizeof(m->resume)) ||
-	    !proto_terminated(m->split, sizeof(m->split)))
+	    !proto_terminated(m->split, sizeof(m->split)) ||
+	    !proto_terminated(m->group, sizeof(m->group)))
 		return errtext(why, cap, -EPROTO,
 			       "HELLO: a string is not NUL-terminated within its buffer");
 	if (m->delivery > PROTO_DELIVERY_MAX)
@@ -55,6 +56,19 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 		return errtext(why, cap, -EPROTO, "HELLO: split byte %ld is 0x%02x, outside "
 			       "0x21..0x7e (printable ASCII, no space)", bad,
 			       (unsigned char)m->split[bad]);
+	if ((bad = proto_word_bad_byte(m->group)) >= 0)
+		return errtext(why, cap, -EPROTO, "HELLO: group byte %ld is 0x%02x, outside "
+			       "0x21..0x7e (printable ASCII, no space)", bad,
+			       (unsigned char)m->group[bad]);
+	if (m->group_size < 1 || m->group_size > PROTO_GROUP_SIZE_MAX)
+		return errtext(why, cap, -EPROTO, "HELLO: group_size %u, must be 1..%d (1 = no group)",
+			       m->group_size, PROTO_GROUP_SIZE_MAX);
+	if (m->group_size == 1 && m->group[0])
+		return errtext(why, cap, -EPROTO, "HELLO: a group key with group_size 1 (a group of "
+			       "one is no group: send an empty group key)");
+	if (m->group_size > 1 && !m->group[0])
+		return errtext(why, cap, -EPROTO, "HELLO: group_size %u without a group key",
+			       m->group_size);
 	return 0;
 }
 

@@ -29,7 +29,8 @@ HUGE_RECORD = 1 << 30  # 3 records of 1 GiB: a 3 GiB batch, 32 of them exceed an
 
 def device_hello(pipeline, uuid, depth=0):
     payload = (struct.pack("<IIII", 1, 0, 1, depth) + uuid + string(pipeline) + string("err")
-               + string("") + string(""))  # no resume token, the default split
+               + string("") + string("")  # no resume token, the default split
+               + string("") + struct.pack("<I", 1))  # no group
     return frame(HELLO, payload)
 
 

@@ -230,7 +230,9 @@ _US = r"(\d+\.\d)"  # a stage's mean, in microseconds
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+)"
                         r"(?: split \w+)? rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
-                        r"staging (\d+) fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
+                        r"staging (\d+)"
+                        r"(?: group \"((?:[^\"\\]|\\.)*)\" group_size (\d+) joined (\d+)(?: (waiting|ended))?)?"
+                        r" fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
                         r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-(?:gpu|dec)[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?$")
@@ -304,12 +306,15 @@ def parse_status(text):
             "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
             "released": int(g[9]), "in_flight": int(g[10]), "staging": int(g[11]),
-            "stages_us": {"fill": float(g[12]), "order": float(g[13]), "gpu": float(g[14]),
-                          "held": float(g[15]),
-                          "queue": None if g[21] is None else float(g[21]),
-                          "copy": None if g[22] is None else float(g[22])},
-            "gpu": g[16], "thread": g[17], "stream_depth": None if g[18] is None else int(g[18]),
-            "bytes_moved": None if g[19] is None else int(g[19]), "path": g[20]})
+            "group": g[12], "group_size": 1 if g[13] is None else int(g[13]),
+            "group_joined": None if g[14] is None else int(g[14]),
+            "group_state": None if g[12] is None else (g[15] or "running"),
+            "stages_us": {"fill": float(g[16]), "order": float(g[17]), "gpu": float(g[18]),
+                          "held": float(g[19]),
+                          "queue": None if g[25] is None else float(g[25]),
+                          "copy": None if g[26] is None else float(g[26])},
+            "gpu": g[20], "thread": g[21], "stream_depth": None if g[22] is None else int(g[22]),
+            "bytes_moved": None if g[23] is None else int(g[23]), "path": g[24]})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),

@@ -33,7 +33,7 @@ if not HOSTILE:
     import harness  # noqa: E402
     from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 3
+MAGIC, VERSION = 0x4452444C, 4
 HELLO, WELCOME = 1, 2
 N, RECORD, BATCH = 4096, 256, 32
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x1, 0x2
@@ -43,7 +43,8 @@ def hello_frame(pipeline):
     def string(text):
         return struct.pack("<H", len(text)) + text.encode()
     payload = (struct.pack("<IIII", 0, 0, 1, 2) + bytes(16) + string(pipeline)
-               + string("hostile") + string("") + string(""))
+               + string("hostile") + string("") + string("") + string("")
+               + struct.pack("<I", 1))  # no group
     return struct.pack("<IHHIIQ", MAGIC, VERSION, HELLO, 0, len(payload), 1) + payload
 
 

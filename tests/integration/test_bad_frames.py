@@ -2,11 +2,11 @@
 """Malformed frames get an ERROR frame or a closed connection, never a hang.
 
 Frames are built by hand over SOCK_SEQPACKET, following proto/PROTOCOL.md:
-a 24-byte little-endian header {magic 0x4452444c, version 3, type, flags,
+a 24-byte little-endian header {magic 0x4452444c, version 4, type, flags,
 length, request_id} and the typed payload (strings as u16 length + bytes).
 Two well-formed frames first prove the encoding right (STATUS_REQ gets
 STATUS, a valid HELLO gets WELCOME); then random bytes, a 70,000-byte
-packet, versions 2 and 4, a RELEASE before HELLO, a HELLO with rank >= world and a
+packet, versions 3 and 5, a RELEASE before HELLO, a HELLO with rank >= world and a
 few more must each be answered with ERROR (type 6) and a close, or a plain
 close. A consumer attached throughout must be unaffected, the daemon must
 stay up, and a normal consume afterwards must deliver correct data.
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 3
+MAGIC, VERSION = 0x4452444C, 4
 HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
 N, RECORD, BATCH = 1001, 64, 32
 ANSWER_TIMEOUT_S = 5
@@ -40,9 +40,11 @@ def string(text):
     return struct.pack("<H", len(data)) + data
 
 
-def hello_payload(pipeline, rank=0, world=1, depth=0, name="bad-frames", resume="", split=""):
+def hello_payload(pipeline, rank=0, world=1, depth=0, name="bad-frames", resume="", split="",
+                  group="", group_size=1):
     return (struct.pack("<IIII", 0, rank, world, depth) + bytes(16)
-            + string(pipeline) + string(name) + string(resume) + string(split))
+            + string(pipeline) + string(name) + string(resume) + string(split)
+            + string(group) + struct.pack("<I", group_size))
 
 
 def exchange(path, packet):
@@ -110,8 +112,8 @@ def body(env):
     bad = [
         ("random bytes", rng.randbytes(100)),
         ("a 70,000-byte packet", frame(HELLO, bytes(70000 - 24))),
-        ("version 2", frame(STATUS_REQ, version=2)),
-        ("version 4", frame(STATUS_REQ, version=4)),
+        ("version 3", frame(STATUS_REQ, version=3)),
+        ("version 5", frame(STATUS_REQ, version=5)),
         ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QII", 0, 0, 0))),
         ("HELLO with rank 2 of world 2", frame(HELLO, hello_payload("p", rank=2, world=2))),
         ("HELLO with world 0", frame(HELLO, hello_payload("p", rank=0, world=0))),

@@ -447,6 +447,49 @@ static void test_split_name_refused(void **state)
 	assert_int_equal(poll(&pfd, 1, 0), 0);
 }
 
+/* A group travels in HELLO (key and size); group_size 1 (or 0) is no
+ * group, whatever the key; a key is a word of at most 63 bytes, and a
+ * group of more than one needs one; all checked before anything is sent. */
+static void test_group_hello(void **state)
+{
+	struct peer *p = *state;
+	struct ldr_attach_opts o = { .pipeline = "p", .group = "job 1", .group_size = 2 };
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "group key: byte 3 is 0x20"));
+	o.group = NULL;
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "a group of 2 needs a group key of 1..63 bytes"));
+	o.group = "k";
+	o.group_size = 65;
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "group size 65 is over 64"));
+	struct pollfd pfd = { .fd = p->conn, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+	o.group = "job-dp1";
+	o.group_size = 4;
+	struct proto_welcome w = welcome_msg();
+	send_welcome(p, &w, p->arena_fd);
+	assert_int_equal(ldr_attach(p->c, &o), 0);
+	const struct proto_hello *h = &peer_recv(p, PROTO_HELLO)->u.hello;
+	assert_string_equal(h->group, "job-dp1");
+	assert_int_equal(h->group_size, 4);
+	/* gone: ldr_close (a member waits for the daemon's close) ends at once */
+	close(p->conn);
+	p->conn = -1;
+}
+
+static void test_no_group_hello(void **state)
+{
+	struct peer *p = *state;
+	struct ldr_attach_opts o = { .pipeline = "p", .group = "ignored", .group_size = 1 };
+	struct proto_welcome w = welcome_msg();
+	send_welcome(p, &w, p->arena_fd);
+	assert_int_equal(ldr_attach(p->c, &o), 0);
+	const struct proto_hello *h = &peer_recv(p, PROTO_HELLO)->u.hello;
+	assert_string_equal(h->group, "");
+	assert_int_equal(h->group_size, 1);
+}
+
 /* The daemon said why and closed while the client held a batch: the
  * release reports that reason, and the position still counts the batch. */
 static void test_release_after_daemon_left(void **state)
@@ -477,6 +520,8 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_resumed_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_split_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_split_name_refused, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_group_hello, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_no_group_hello, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_error, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_arena_size_mismatch, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_without_fd, peer_setup, peer_teardown),

@@ -50,10 +50,13 @@ static void make_sample(enum sample s, struct proto_msg *m)
 		memset(m->u.hello.client_name, 'c', PROTO_NAME_MAX - 1);
 		memset(m->u.hello.resume, 'r', PROTO_TOKEN_MAX - 1);
 		memset(m->u.hello.split, 's', PROTO_SPLIT_MAX - 1);
+		memset(m->u.hello.group, 'g', PROTO_GROUP_MAX - 1);
+		m->u.hello.group_size = PROTO_GROUP_SIZE_MAX;
 		break;
-	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2), "" (2) = 41 bytes */
+	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2), "" (2), "" (2), 1 (4) = 47 bytes */
 		m->u.hello.rank = 1;
 		m->u.hello.world = 2;
+		m->u.hello.group_size = 1;
 		strcpy(m->u.hello.pipeline, "x");
 		break;
 	case S_WELCOME_MAX: make_welcome(&m->u.welcome, PROTO_TENSORS_MAX, PROTO_NDIM_MAX); break;
@@ -146,12 +149,13 @@ static void test_round_trip(void **state)
 static void test_golden_bytes(void **state)
 {
 	static const uint8_t release[] = {
-		'L', 'D', 'R', 'D', 3, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
+		'L', 'D', 'R', 'D', 4, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
 		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0};
 	static const uint8_t hello_payload[] = {
 		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0, 5, 0, 'v', 'a', 'l', 'i', 'd'};
+		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0, 5, 0, 'v', 'a', 'l', 'i', 'd',
+		3, 0, 't', 'p', '0', 2, 0, 0, 0};
 	(void)state;
 	memset(&in, 0, sizeof(in));
 	in.hdr.type = PROTO_RELEASE;
@@ -166,6 +170,8 @@ static void test_golden_bytes(void **state)
 	strcpy(in.u.hello.pipeline, "train");
 	strcpy(in.u.hello.client_name, "cl");
 	strcpy(in.u.hello.split, "valid");
+	strcpy(in.u.hello.group, "tp0");
+	in.u.hello.group_size = 2;
 	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), 24 + sizeof(hello_payload));
 	assert_memory_equal(frame + 24, hello_payload, sizeof(hello_payload));
 }
@@ -195,7 +201,7 @@ static void test_bad_header(void **state)
 		expect(frames_decode(n), -EBADMSG, "short frame");
 	frame[0] ^= 1;
 	expect(frames_decode(len), -EBADMSG, "magic");
-	for (uint16_t v = 0; v < 5; v += 2) { /* 0, 2 and 4: only PROTO_VERSION (3) is spoken */
+	for (uint16_t v = 1; v < 6; v += 2) { /* 1, 3 and 5: only PROTO_VERSION (4) is spoken */
 		len = encode_sample(S_RELEASE);
 		put_le(frame + 4, v, 2);
 		expect(frames_decode(len), -EPROTONOSUPPORT, "version");
@@ -264,6 +270,18 @@ static void test_bad_hello(void **state)
 	expect(patched(S_HELLO_MAX, 164 + 126, 0, 1), -EPROTO, "resume contains a NUL");
 	expect(patched(S_HELLO_MAX, 291, PROTO_SPLIT_MAX, 2), -EPROTO, "split length 16 over maximum 15");
 	expect(patched(S_HELLO_MAX, 293 + 3, 0, 1), -EPROTO, "split contains a NUL");
+	/* the group: key length at 308, bytes at 310..372, group_size at 373 */
+	expect(patched(S_HELLO_MAX, 308, PROTO_GROUP_MAX, 2), -EPROTO, "group length 64 over maximum 63");
+	expect(patched(S_HELLO_MAX, 310 + 7, 0, 1), -EPROTO, "group contains a NUL");
+	expect(patched(S_HELLO_MAX, 310 + 62, ' ', 1), -EPROTO,
+	       "HELLO: group byte 62 is 0x20, outside 0x21..0x7e");
+	expect(patched(S_HELLO_MAX, 373, 0, 4), -EPROTO, "HELLO: group_size 0, must be 1..64");
+	expect(patched(S_HELLO_MAX, 373, PROTO_GROUP_SIZE_MAX + 1, 4), -EPROTO, "group_size 65");
+	expect(patched(S_HELLO_MAX, 373, 1, 4), -EPROTO, "a group key with group_size 1");
+	expect(patched(S_HELLO_MAX, 373, 2, 4), 0, NULL);
+	assert_int_equal(out.u.hello.group_size, 2);
+	expect(patched(S_HELLO_MIN, 43, 2, 4), -EPROTO, "HELLO: group_size 2 without a group key");
+	expect(cut(S_HELLO_MIN, 43, 4, 43, 0, 0), -EPROTO, NULL);
 }
 
 /* HELLO's pipeline, resume and split hold 0x21..0x7e only; client_name is
@@ -372,6 +390,9 @@ static void test_encode_rejects(void **state)
 	REJECT(S_HELLO_MAX, in.u.hello.resume[3] = '\x1b');
 	REJECT(S_HELLO_MAX, in.u.hello.split[PROTO_SPLIT_MAX - 1] = 's');
 	REJECT(S_HELLO_MAX, in.u.hello.split[2] = ' ');
+	REJECT(S_HELLO_MAX, in.u.hello.group[PROTO_GROUP_MAX - 1] = 'g');
+	REJECT(S_HELLO_MAX, in.u.hello.group_size = 1);
+	REJECT(S_HELLO_MIN, in.u.hello.group_size = 0);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = 0);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = PROTO_TENSORS_MAX + 1);
 	REJECT(S_WELCOME_MAX, in.u.welcome.batch_size = 0);

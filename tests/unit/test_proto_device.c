@@ -172,7 +172,7 @@ static void test_round_trip(void **state)
 	 * is the session's rule, not the decoder's. */
 	memset(&in, 0, sizeof(in));
 	in.hdr.type = PROTO_HELLO;
-	in.u.hello = (struct proto_hello){.delivery = PROTO_DELIVERY_DEVICE, .world = 1};
+	in.u.hello = (struct proto_hello){.delivery = PROTO_DELIVERY_DEVICE, .world = 1, .group_size = 1};
 	strcpy(in.u.hello.pipeline, "train");
 	frame_len = (size_t)proto_encode(&in, frame, sizeof(frame));
 	expect(decode(), 0, NULL);

@@ -10,7 +10,9 @@
  * items complete out of order; re-issue of a dead worker's items and the
  * strike rule; generations (stale completions and RELEASEs are ignored,
  * never double-free); a device client's way through the GPU thread
- * (attach, copy, landed, staging free, release, retire).
+ * (attach, copy, landed, staging free, release, retire); groups (one read
+ * for all members, refcounted slots, agreement, a member that dies or
+ * says BYE, a group on the device path).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -465,6 +467,214 @@ static void test_device_path(void **state)
 	world_free(w);
 }
 
+/* Attaches member `pid` of group "g" of 2 (rank 0 of 1 unless said):
+ * sched_attach's result, err its text. */
+static int attach_member(struct world *w, struct conn *c, pid_t pid, uint32_t rank, uint32_t depth,
+			 bool device, struct sched_client **sc, char *err, size_t cap)
+{
+	struct proto_hello h = {.rank = rank, .world = 2, .depth = depth, .group_size = 2};
+	snprintf(h.pipeline, sizeof(h.pipeline), "p");
+	snprintf(h.group, sizeof(h.group), "g");
+	if (device) {
+		h.delivery = PROTO_DELIVERY_DEVICE;
+		memset(h.device_uuid, 0xab, sizeof(h.device_uuid));
+	}
+	struct proto_welcome welcome;
+	return sched_attach(w->s, &h, pid, c, sc, &welcome, err, cap);
+}
+
+static bool same_ready(const struct proto_ready *a, const struct proto_ready *b)
+{
+	return a->seq == b->seq && a->slot == b->slot && a->generation == b->generation &&
+	       a->epoch == b->epoch && a->batch == b->batch && a->first == b->first &&
+	       a->rows == b->rows;
+}
+
+/* Host delivery: nothing starts before both members are there; each batch
+ * is read once (2 items) and both get the same READY; the slot is reused
+ * only once both released it. A member that disagrees, and a third, are
+ * refused naming the group; a member that dies fails the other at once,
+ * naming its pid; the key can be used again once the group is gone. */
+static void test_group_host(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0}, b = {0}, x = {0};
+	struct sched_client *sa = NULL, *sb = NULL, *sx = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	assert_int_equal(attach_member(w, &a, 501, 1, 2, false, &sa, err, sizeof(err)), 0);
+	assert_int_equal(pool_fake.n, 0); /* waiting for its second member */
+	assert_int_equal(attach_member(w, &x, 502, 0, 2, false, &sx, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "group \"g\": this member's rank is 0 of 2, the group's is 1 of 2 "
+				    "(as its first member, pid 501, attached)"));
+	assert_int_equal(attach_member(w, &x, 502, 1, 3, false, &sx, err, sizeof(err)), -EINVAL);
+	assert_non_null(strstr(err, "depth is 3, the group's is 2"));
+	assert_int_equal(attach_member(w, &b, 502, 1, 2, false, &sb, err, sizeof(err)), 0);
+	assert_int_equal(pool_fake.n, 2 * (BATCH / CHUNK)); /* depth 2: two batches, read once */
+	assert_int_equal(attach_member(w, &x, 503, 1, 2, false, &sx, err, sizeof(err)), -EBUSY);
+	assert_non_null(strstr(err, "group \"g\" already has its 2 members (pids 501, 502)"));
+	for (int k = 0; k < pool_fake.n; k++)
+		complete(w, k);
+	assert_int_equal(a.n_ready, 2);
+	assert_int_equal(b.n_ready, 2);
+	for (int i = 0; i < 2; i++)
+		assert_true(same_ready(&a.ready[i], &b.ready[i]));
+	/* the rank's samples: rank 1 of 2, no shuffle */
+	assert_int_equal(pool_fake.cmds[0].sample_index[0], 1);
+	release_host(w, sa, &a.ready[0]);
+	release_host(w, sa, &a.ready[0]); /* a duplicate: ignored */
+	assert_int_equal(pool_fake.n, 4); /* b still holds it: no new batch */
+	unsigned in_flight, staging;
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 2);
+	release_host(w, sb, &b.ready[0]);
+	assert_int_equal(pool_fake.n, 6); /* free again: batch 2 starts */
+	complete(w, 4);
+	complete(w, 5);
+	assert_int_equal(a.n_ready, 3);
+	assert_int_equal(b.n_ready, 3);
+	assert_true(same_ready(&a.ready[2], &b.ready[2]));
+	assert_int_equal(a.ready[2].slot, a.ready[0].slot);
+	/* b dies: a is failed at once, naming it */
+	sched_detach(w->s, sb, false);
+	assert_int_equal(a.failed, ENOLINK);
+	assert_non_null(strstr(a.text, "group \"g\": member pid 502 (client "));
+	assert_non_null(strstr(a.text, "left the group (its connection closed without BYE: it died)"));
+	/* the key starts a new group at once, while a is still attached */
+	int n = pool_fake.n;
+	struct conn y = {0};
+	struct sched_client *sy = NULL;
+	assert_int_equal(attach_member(w, &x, 503, 1, 1, false, &sx, err, sizeof(err)), 0);
+	assert_int_equal(attach_member(w, &y, 504, 1, 1, false, &sy, err, sizeof(err)), 0);
+	assert_int_equal(pool_fake.n, n + BATCH / CHUNK); /* depth 1: its first batch */
+	sched_detach(w->s, sa, false);
+	assert_int_equal(x.failed, 0);
+	sched_detach(w->s, sx, true);
+	sched_detach(w->s, sy, true);
+	world_free(w);
+}
+
+/* A member that says BYE ends the group: nothing new starts, and the
+ * other is failed (ENOLINK, naming it) only once it has released every
+ * batch it was given, so members that stop together both finish. */
+static void test_group_bye(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0}, b = {0};
+	struct sched_client *sa = NULL, *sb = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	assert_int_equal(attach_member(w, &a, 601, 0, 2, false, &sa, err, sizeof(err)), 0);
+	assert_int_equal(attach_member(w, &b, 602, 0, 2, false, &sb, err, sizeof(err)), 0);
+	complete(w, 0);
+	complete(w, 1); /* batch 0 done; batch 1 still filling */
+	assert_int_equal(b.n_ready, 1);
+	release_host(w, sa, &a.ready[0]);
+	sched_detach(w->s, sa, true); /* the leader says BYE: batch 1 is never delivered */
+	assert_int_equal(b.failed, 0);
+	int n = pool_fake.n;
+	release_host(w, sb, &b.ready[0]);
+	assert_int_equal(pool_fake.n, n); /* nothing new starts */
+	assert_int_equal(b.failed, ENOLINK);
+	assert_non_null(strstr(b.text, "group \"g\": member pid 601 (client 1) left the group (BYE) "
+				    "after 1 batches"));
+	complete(w, 2);
+	complete(w, 3); /* the orphaned batch finishes into nothing */
+	assert_int_equal(b.n_ready, 1);
+	sched_detach(w->s, sb, false);
+	world_free(w);
+}
+
+/* Device delivery: the one staging slot is copied into each member's
+ * ring; it is free once the GPU thread has read it for both; each member
+ * gets READY when its own copy has landed. */
+static void test_group_device(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	struct conn a = {0}, b = {0};
+	struct sched_client *sa = NULL, *sb = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	assert_int_equal(attach_member(w, &a, 701, 0, 2, true, &sa, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	assert_int_equal(attach_member(w, &b, 702, 0, 2, true, &sb, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
+	w->answers.attached(w->answers.sched, sa, &gpu_fake.pcs[0], 0, NULL, &dev, false, false);
+	assert_int_equal(pool_fake.n, 0); /* b's ring is not there yet */
+	w->answers.attached(w->answers.sched, sb, &gpu_fake.pcs[1], 0, NULL, &dev, false, false);
+	assert_int_equal(a.attached, 1);
+	assert_int_equal(b.attached, 1);
+	assert_int_equal(pool_fake.n, 2 * (BATCH / CHUNK));
+	complete(w, 0);
+	complete(w, 1);
+	assert_int_equal(gpu_fake.copies, 2); /* one staging slot, a copy per member */
+	assert_ptr_equal(gpu_fake.copy[0].pc, &gpu_fake.pcs[0]);
+	assert_ptr_equal(gpu_fake.copy[1].pc, &gpu_fake.pcs[1]);
+	assert_int_equal(gpu_fake.copy[0].slot, gpu_fake.copy[1].slot);
+	assert_int_equal(gpu_fake.copy[0].gen, gpu_fake.copy[1].gen);
+	unsigned in_flight, staging;
+	w->answers.staging_free(w->answers.sched, gpu_fake.copy[0].slot, gpu_fake.copy[0].gen);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 2); /* still read for b */
+	w->answers.staging_free(w->answers.sched, gpu_fake.copy[1].slot, gpu_fake.copy[1].gen);
+	client_counts(w, 1, &in_flight, &staging);
+	assert_int_equal(staging, 1);
+	w->answers.landed(w->answers.sched, sb, gpu_fake.copy[1].d);
+	assert_int_equal(b.n_ready, 1);
+	assert_int_equal(a.n_ready, 0);
+	w->answers.landed(w->answers.sched, sa, gpu_fake.copy[0].d);
+	assert_int_equal(a.n_ready, 1);
+	assert_int_equal(a.ready[0].seq, b.ready[0].seq);
+	assert_int_equal(a.ready[0].batch, b.ready[0].batch);
+	sched_detach(w->s, sb, false); /* b dies: a is failed, naming it */
+	assert_int_equal(a.failed, ENOLINK);
+	assert_non_null(strstr(a.text, "member pid 702"));
+	w->answers.retired(w->answers.sched, sb);
+	sched_detach(w->s, sa, false);
+	w->answers.retired(w->answers.sched, sa);
+	world_free(w);
+}
+
+/* A device member whose ring cannot be made fails the other member with
+ * its reason; a member of a direct pipeline is refused, naming the group. */
+static void test_group_device_refused(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	struct conn a = {0}, b = {0}, x = {0}, y = {0};
+	struct sched_client *sa = NULL, *sb = NULL, *sx = NULL, *sy = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
+	assert_int_equal(attach_member(w, &a, 801, 0, 2, true, &sa, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	assert_int_equal(attach_member(w, &b, 802, 0, 2, true, &sb, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	w->answers.attached(w->answers.sched, sa, &gpu_fake.pcs[0], 0, NULL, &dev, false, false);
+	w->answers.attached(w->answers.sched, sb, NULL, -ENOMEM, "GPU-ab: 64 MiB free, 96 MiB asked",
+			    NULL, false, false);
+	assert_int_equal(b.attached, -ENOMEM);
+	assert_int_equal(a.failed, ENOMEM);
+	assert_non_null(strstr(a.text, "group \"g\": member pid 802 (client "));
+	assert_non_null(strstr(a.text, "64 MiB free"));
+	assert_int_equal(pool_fake.n, 0);
+	sched_detach(w->s, sb, false);
+	sched_detach(w->s, sa, false);
+	w->answers.retired(w->answers.sched, sa);
+	/* a direct pipeline's member */
+	assert_int_equal(attach_member(w, &x, 803, 0, 2, true, &sx, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	assert_int_equal(attach_member(w, &y, 804, 0, 2, true, &sy, err, sizeof(err)),
+			 SCHED_ATTACH_PENDING);
+	w->answers.attached(w->answers.sched, sx, &gpu_fake.pcs[2], 0, NULL, &dev, true, false);
+	assert_int_equal(x.attached, -EOPNOTSUPP);
+	assert_non_null(strstr(x.text, "group \"g\": the pipeline's file is page-locked (direct)"));
+	assert_int_equal(y.failed, 0); /* still attaching: refused once its ring exists */
+	w->answers.attached(w->answers.sched, sy, &gpu_fake.pcs[3], 0, NULL, &dev, true, false);
+	assert_true(y.attached < 0);
+	sched_detach(w->s, sx, false);
+	w->answers.retired(w->answers.sched, sx);
+	sched_detach(w->s, sy, false);
+	w->answers.retired(w->answers.sched, sy);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -473,6 +683,10 @@ int main(void)
 		cmocka_unit_test(test_reissue_and_strikes),
 		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_device_path),
+		cmocka_unit_test(test_group_host),
+		cmocka_unit_test(test_group_bye),
+		cmocka_unit_test(test_group_device),
+		cmocka_unit_test(test_group_device_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

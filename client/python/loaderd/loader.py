@@ -133,7 +133,8 @@ class Loader:
     """One attachment to a loaderd pipeline.
 
     Loader(pipeline, *, socket=None, device=None, rank=None, world_size=None,
-           state=None, depth=0, timeout=None, framework=None, name=None, split=None)
+           state=None, depth=0, timeout=None, framework=None, name=None, split=None,
+           tp_group=None, tp_size=None)
 
     - socket: the daemon's socket path (default $LOADERD_SOCKET, else the
       daemon's default path).
@@ -154,10 +155,28 @@ class Loader:
       megatron pipeline with `split = A,B,C` to stream, each a dataset of
       its own (size, epochs, state); a pipeline without `split` has only
       "train".
+    - tp_group, tp_size: a group of tp_size loaders that all receive the
+      same batches, read once (the tensor-parallel ranks of one
+      data-parallel rank): tp_group is a key they share, unique to the job
+      and the group (printable ASCII without spaces, at most 63 bytes; e.g.
+      "job42-dp%d" % dp_rank). rank and world_size are then the
+      data-parallel rank and world size and must be given (with
+      Megatron-LM: mpu.get_data_parallel_rank() and
+      mpu.get_data_parallel_world_size(); tp_size is
+      mpu.get_tensor_model_parallel_world_size()): no default is taken from
+      torch.distributed, whose rank is the global one. Every member must
+      pass the same pipeline, split, rank, world_size, depth, device kind
+      and state. Batches start once all tp_size members have attached; when
+      one member leaves or fails, the others' next() raises LoaderdError.
+      load_state_dict() and set_epoch() of a member leave the group and join
+      a new one of the same key: every member must call them at the same
+      step (as training does when it restores a checkpoint).
+      tp_size None or 1: no group.
     """
 
     def __init__(self, pipeline, *, socket=None, device=None, rank=None, world_size=None,
-                 state=None, depth=0, timeout=None, framework=None, name=None, split=None):
+                 state=None, depth=0, timeout=None, framework=None, name=None, split=None,
+                 tp_group=None, tp_size=None):
         self._lib = _lib.load()
         self._client = None
         self._current = None
@@ -171,6 +190,17 @@ class Loader:
         self.pipeline = pipeline
         self.split = "train" if split is None else str(split)
         self._socket = socket
+        self.tp_size = 1 if tp_size is None else int(tp_size)
+        self.tp_group = None if self.tp_size <= 1 else tp_group
+        if self.tp_size < 1:
+            raise ValueError("loaderd: tp_size %r: expected 1 or more" % (tp_size,))
+        if self.tp_size > 1 and not tp_group:
+            raise ValueError("loaderd: tp_size %d needs tp_group, the key the group's members "
+                             "share" % self.tp_size)
+        if self.tp_size > 1 and (rank is None or world_size is None):
+            raise ValueError("loaderd: tp_group %r: pass rank and world_size, the data-parallel "
+                             "ones (torch.distributed's are the global rank and world size)"
+                             % (tp_group,))
         self.rank, self.world_size = default_rank_world(rank, world_size)
         self._ordinal = _device_ordinal(device, self._torch)
         if self._ordinal is not None and self._torch is None and framework == "numpy":
@@ -206,7 +236,8 @@ class Loader:
             depth=self._depth, resume=resume.encode() if resume else None,
             client_name=self._name.encode(),
             device=None if self._ordinal is None else str(self._ordinal).encode(),
-            split=self.split.encode())
+            split=self.split.encode(),
+            group=self.tp_group.encode() if self.tp_group else None, group_size=self.tp_size)
         rc = lib.ldr_attach(handle, ctypes.byref(opts))
         if rc < 0:
             message = "loaderd: " + (lib.ldr_error(handle) or b"").decode(errors="replace")
@@ -222,7 +253,22 @@ class Loader:
 
     def _reattach(self, resume):
         """Attaches anew at `resume`, then lets the old attachment go (a
-        failed one too); a refused position leaves the loader as it was."""
+        failed one too); a refused position leaves the loader as it was.
+        A group's member leaves first (attached twice, it would find its
+        group full), which ends the group for the other members, and joins
+        a new group of the same key, which they join as they do the same:
+        a refused position leaves it detached, failed with that error."""
+        if self.tp_group:
+            self._drop()
+            try:
+                handle = self._attach(resume)
+            except LoaderdError as e:
+                self._failure = e
+                raise
+            self._client = handle
+            self._position = self._token(self._lib.ldr_position, handle)
+            self._failure = None
+            return
         handle = self._attach(resume)
         try:
             position = self._token(self._lib.ldr_position, handle)
