@@ -62,13 +62,16 @@ uint64_t blend_member_key(uint64_t seed, uint32_t d)
 	return hash_sample(seed, BLEND_SALT, d, 0);
 }
 
+uint64_t blend_member_epoch(uint64_t size, uint64_t taken, uint64_t epoch, uint64_t k)
+{
+	uint64_t passes = taken / size + (taken % size != 0);
+	return epoch * (passes ? passes : 1) + k / size;
+}
+
 uint64_t blend_member_sample(uint64_t size, uint64_t taken, uint64_t key, uint64_t epoch,
 			     uint64_t k, bool shuffle)
 {
-	uint64_t pass = k / size, passes = taken / size + (taken % size != 0);
-	if (passes == 0)
-		passes = 1;
 	if (!shuffle)
 		return k % size;
-	return sampler_permute(size, key, epoch * passes + pass, k % size);
+	return sampler_permute(size, key, blend_member_epoch(size, taken, epoch, k), k % size);
 }

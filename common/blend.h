@@ -14,7 +14,8 @@
  * Megatron weighs by max(i, 1), the samples before i (i = 0 counted as 1),
  * we by i + 1, the samples once i is taken. The two agree on i = 0 and
  * differ by one step after; Megatron's lags its own targets (a member can
- * be over-served by 1.3 samples with three members), ours does not:
+ * be more than one sample off its share: 1.3 measured with random
+ * weights), ours does not:
  *
  *  - after any n samples, count[d] - w[d] * n < 1 for every member (the
  *    deficits w[d] * n - count[d] sum to 1 before each pick, so the one
@@ -66,6 +67,12 @@ void blend_build(const double *w, uint32_t n, uint64_t n_samples, uint8_t *membe
 
 /* The key of member d's sample orders, from the pipeline's seed. */
 uint64_t blend_member_key(uint64_t seed, uint32_t d);
+
+/* The epoch of the order a member's k-th sample of blend epoch `epoch` is
+ * read in: epoch * passes + k / size, passes = ceil(taken / size) (at
+ * least 1). Also the epoch of a megatron member's document order for it.
+ * size > 0. */
+uint64_t blend_member_epoch(uint64_t size, uint64_t taken, uint64_t epoch, uint64_t k);
 
 /*
  * Which of its own size samples is a member's k-th sample of epoch

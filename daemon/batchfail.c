@@ -153,7 +153,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
-	if (src->desc.docs.n_documents || src->desc.shards.n_shards) {
+	if (src->desc.docs.n_documents || src->desc.shards.n_shards || src->n_members) {
 		char where[1200];
 		source_sample_where(src, s->arena, c->pipeline, c->split, index, where, sizeof(where));
 		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64

@@ -1,0 +1,225 @@
+#!/usr/bin/env python3
+"""A blend of token sources in one pipeline: `source = megatron:A 60,
+megatron:B 36, llmc:C_{0..1}.bin 24` (docs/config.md, "Blending").
+
+Written here: two uint16 Megatron datasets and two llm.c shards whose
+tokens tell their member apart (member d's tokens in 1000*d .. 1000*d+999,
+each token of a member distinct), with 60, 36 and 24 windows of seq_len + 1
+= 8 tokens. Pipeline "b" blends them with weights equal to their sizes, so
+that an epoch takes each member's windows exactly once; pipeline "o"
+(blend_samples = 200, weights 5,3,2, document_shuffle on) takes more than
+the members hold and repeats them. Two ranks consume two epochs of each
+with --dump and --dump-data; then, computed here from the files and from
+a literal Python computation of the greedy rule:
+- blended sample i comes from the member the rule gives, and over every
+  prefix of the blend each member's count is within one sample of its
+  weight's share;
+- every row is a real window of its member (its tokens as the files hold
+  them), and in "b" each member's windows are each delivered exactly once
+  an epoch, in an order that differs between the epochs and members;
+- in "o" each pass over a member delivers each of its windows once;
+- a daemon with 3 workers delivers the same dumps and bytes as one with 1;
+- two ranks consuming 5 batches each, then three ranks resuming from the
+  position token, deliver exactly the rest of the epoch's blended samples,
+  the same bytes as an uninterrupted run.
+`loaderd status` shows each member with its weight and sample count.
+"""
+
+import os
+import struct
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from harness import check  # noqa: E402
+from test_llmc import write_shard  # noqa: E402
+from test_megatron_shuffle import write_dataset  # noqa: E402
+
+SEQ, BATCH = 7, 4
+SIZES = (60, 36, 24)          # windows of each member
+ROW = (SEQ + 1) * 2
+
+
+def greedy(weights, n):
+    """Sample i's member by the rule, literally: argmax of w*(i+1) - count,
+    the first maximum on ties."""
+    total = float(sum(weights))
+    w = [x / total for x in weights]
+    count, out = [0] * len(w), []
+    for i in range(n):
+        err = [w[d] * (i + 1) - count[d] for d in range(len(w))]
+        d = err.index(max(err))
+        out.append(d)
+        count[d] += 1
+    return out, w
+
+
+def member_tokens(d, n_windows):
+    return [1000 * d + i for i in range(n_windows * SEQ + 1)]
+
+
+def write_members(env):
+    tokens = [member_tokens(d, SIZES[d]) for d in range(2)]
+    prefixes = []
+    for d in range(2):
+        docs, t, at = [], tokens[d], 0
+        for length in (5, 17, 1, 40, 9, 33, 2, 60):  # cut into documents of these lengths
+            docs.append(t[at:at + length])
+            at += length
+        docs.append(t[at:])
+        prefix = env.path("m%d" % d)
+        write_dataset(prefix, docs)
+        prefixes.append(prefix)
+    # llm.c: two shards of 12 windows each, tokens 2000 on
+    t = [2000 + i for i in range(2 * (12 * SEQ + 1))]
+    shards = []
+    for s in range(2):
+        part = t[s * (12 * SEQ + 1):(s + 1) * (12 * SEQ + 1)]
+        path = env.path("c_%d.bin" % s)
+        write_shard(path, part)
+        shards.append(part)
+    windows = []
+    for d in range(2):
+        windows.append([tuple(tokens[d][k * SEQ:k * SEQ + SEQ + 1]) for k in range(SIZES[d])])
+    windows.append([tuple(sh[k * SEQ:k * SEQ + SEQ + 1]) for sh in shards for k in range(12)])
+    return prefixes, env.path("c_{0..1}.bin"), windows
+
+
+def rows_of(dump, data):
+    rows = harness.read_dump(dump)
+    with open(data, "rb") as f:
+        raw = f.read()
+    check(len(raw) == len(rows) * ROW, "%s: %d bytes for %d rows" % (data, len(raw), len(rows)))
+    return [(e, s, c, struct.unpack("<%dH" % (SEQ + 1), raw[i * ROW:(i + 1) * ROW]))
+            for i, (e, _, s, c) in enumerate(rows)]
+
+
+def run(env, name, pipelines, pipeline, workers, world=2, epochs=2):
+    d = env.start_daemon(env.config(name, pipelines, workers=workers))
+    jobs = [{"pipeline": pipeline, "rank": r, "world": world, "epochs": epochs,
+             "dump": env.path("%s-%d.dump" % (name, r)),
+             "extra": ["--dump-data", env.path("%s-%d.data" % (name, r))]} for r in range(world)]
+    harness.consume_all(env, d.socket, jobs, timeout_s=60)
+    status = d.status_text()
+    d.stop()
+    return [rows_of(env.path("%s-%d.dump" % (name, r)), env.path("%s-%d.data" % (name, r)))
+            for r in range(world)], status
+
+
+def by_sample(ranks, epoch, n, what):
+    """{blended sample: window} of one epoch over all ranks, every sample
+    0..n-1 delivered (DistributedSampler's padding repeats a few)."""
+    out = {}
+    for rows in ranks:
+        for e, s, _, w in rows:
+            if e != epoch:
+                continue
+            check(s not in out or out[s] == w, "%s: sample %d delivered as two windows" % (what, s))
+            out[s] = w
+    check(sorted(out) == list(range(n)), "%s: samples %s are not 0..%d" % (what, sorted(out)[:6], n - 1))
+    return out
+
+
+def check_blend(ranks, weights, n, windows, what):
+    members, w = greedy(weights, n)
+    orders = []
+    for epoch in range(2):
+        got = by_sample(ranks, epoch, n, "%s epoch %d" % (what, epoch))
+        count = [0] * len(w)
+        seen = [[] for _ in w]
+        for i in range(n):
+            win = got[i]
+            d = win[0] // 1000
+            check(d == members[i], "%s epoch %d: sample %d is member %d's, the rule gives %d"
+                  % (what, epoch, i, d, members[i]))
+            check(win in windows[d], "%s epoch %d: sample %d %s is not a window of member %d"
+                  % (what, epoch, i, win[:3], d))
+            count[d] += 1
+            seen[d].append(windows[d].index(win))
+            for e in range(len(w)):
+                check(abs(count[e] - w[e] * (i + 1)) < 1, "%s: after %d samples member %d has %d, "
+                      "its share is %.3f" % (what, i + 1, e, count[e], w[e] * (i + 1)))
+        for d in range(len(w)):  # each pass over a member: each window once
+            size = len(windows[d])
+            for p in range(0, len(seen[d]), size):
+                part = seen[d][p:p + size]
+                check(len(set(part)) == len(part), "%s epoch %d: member %d's pass %d repeats a "
+                      "window" % (what, epoch, d, p // size))
+        orders.append(seen)
+    return orders
+
+
+def body(env):
+    prefixes, pattern, windows = write_members(env)
+    src = "megatron:%s 60, megatron:%s 36, llmc:%s 24" % (prefixes[0], prefixes[1], pattern)
+    pipelines = {
+        "b": {"source": src, "seq_len": SEQ, "batch_size": BATCH, "seed": 3,
+              "document_shuffle": "off"},
+        "o": {"source": "megatron:%s 5, megatron:%s 3, llmc:%s 2" % (prefixes[0], prefixes[1], pattern),
+              "seq_len": SEQ, "batch_size": BATCH, "seed": 4, "document_shuffle": "off",
+              "blend_samples": 200},
+    }
+    n = sum(SIZES)
+    one, status = run(env, "b1", pipelines, "b", 1)
+    orders = check_blend(one, SIZES, n, windows, "b")
+    for d in range(3):
+        for epoch in range(2):
+            check(sorted(orders[epoch][d]) == list(range(SIZES[d])), "b epoch %d: member %d's windows "
+                  "are not each delivered once" % (epoch, d))
+        check(orders[0][d] != orders[1][d], "b: member %d has the same order in both epochs" % d)
+        check(orders[0][d] != sorted(orders[0][d]), "b: member %d is not shuffled" % d)
+    print("b: %d samples an epoch, member orders %s..." % (n, [o[:5] for o in orders[0]]))
+    st = harness.parse_status(status)
+    blend = next(p for p in st["pipelines"] if p["name"] == "b")
+    check(blend["source"] == "blend" and blend["samples"] == n, "status: pipeline b %s" % blend)
+    sources = [("megatron", prefixes[0]), ("megatron", prefixes[1]), ("llmc", pattern)]
+    for d, (kind, path) in enumerate(sources):
+        mb = blend["members"][d]
+        check(mb["source"] == "%s:%s" % (kind, path) and abs(mb["weight"] - SIZES[d] / n) < 1e-6
+              and mb["splits"] == {"train": (SIZES[d], SIZES[d])},
+              "status: blend member %d is %s" % (d + 1, mb))
+
+    three, _ = run(env, "b3", pipelines, "b", 3)
+    for r in range(2):
+        check(one[r] == three[r], "rank %d: 1 and 3 workers delivered different rows" % r)
+
+    over, _ = run(env, "o1", pipelines, "o", 2)
+    oorders = check_blend(over, (5, 3, 2), 200, windows, "o")
+    print("o: 200 samples an epoch, taken %s" % [len(x) for x in oorders[0]])
+    check(len(oorders[0][2]) == 40 and len(oorders[0][0]) == 100, "o: %s samples taken"
+          % [len(x) for x in oorders[0]])
+
+    # Resume at another world size: 2 ranks x 5 batches, then 3 ranks.
+    d = env.start_daemon(env.config("resume", pipelines, workers=2))
+    res = harness.consume_all(env, d.socket, [
+        {"pipeline": "b", "rank": r, "world": 2, "batches": 5, "dump": env.path("ra-%d.dump" % r)}
+        for r in range(2)])
+    tokens = {t for _, t, _ in res}
+    check(len(tokens) == 1, "the ranks saved different tokens: %s" % tokens)
+    token = tokens.pop()
+    rest = harness.consume_all(env, d.socket, [
+        {"pipeline": "b", "rank": r, "world": 3, "epochs": 1, "dump": env.path("rb-%d.dump" % r),
+         "extra": ["--resume", token]} for r in range(3)])
+    d.stop()
+    ref = {}
+    for rows in one:
+        for e, s, c, _ in rows:
+            if e == 0:
+                ref[s] = c
+    first = {s for _, _, rows in res for _, _, s, _ in rows}
+    check(first == set(range(40)), "2 ranks x 5 batches consumed samples %s, not 0..39"
+          % sorted(first)[:8])
+    later = {}
+    for _, _, rows in rest:
+        for e, _, s, c in rows:
+            check(e == 0, "the resumed run went past epoch 0 (epoch %d)" % e)
+            later[s] = c
+    check(sorted(later) == list(range(40, n)), "resumed at 40 with 3 ranks: samples %s..., not 40..%d"
+          % (sorted(later)[:6], n - 1))
+    for s, c in later.items():
+        check(c == ref[s], "resumed sample %d differs from the uninterrupted run's" % s)
+    print("resume: %s -> 3 ranks, samples 40..%d as in one run" % (token, n - 1))
+
+
+if __name__ == "__main__":
+    harness.run_test("blend", body)
