@@ -50,9 +50,8 @@ static bool blend_item(struct config_parse *p, const struct config_key *k, char 
 	if (!config_source_item(p, k, item, &mb->kind, path, sizeof(path)))
 		return false;
 	if (!member_flag(mb->kind)) {
-		config_fail(p, p->lineno, "%s source: member %u \"%s\" is a %s source: a blend's members "
-			    "are token sources (megatron, llmc, tokens)", p->label, m + 1, item,
-			    config_source_name(mb->kind));
+		config_fail(p, p->lineno, "%s source: member %u \"%s\" is not a token source: a blend's "
+			    "members are megatron, llmc or tokens sources", p->label, m + 1, item);
 		return false;
 	}
 	size_t len = strlen(path) + 1;
