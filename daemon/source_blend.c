@@ -21,10 +21,13 @@ static const char *member_path(const struct pipeline_cfg *cfg, uint32_t m)
 
 /* Member m's config: the pipeline's, with the member's kind and path; its
  * stored token type where the config gives it (tokens: token_dtype, llmc:
- * uint16), delivered as token_output or, unset, as stored. */
+ * uint16), delivered as token_output or, unset, as stored; its seed
+ * blend_member_key(seed, m), so that each megatron member's documents
+ * are shuffled in orders of their own. */
 static void member_cfg(const struct pipeline_cfg *cfg, uint32_t m, struct pipeline_cfg *out)
 {
 	*out = *cfg;
+	out->seed = blend_member_key(cfg->seed, m);
 	out->n_members = 0;
 	out->blend_samples = 0;
 	out->kind = cfg->members[m].kind;

@@ -7,7 +7,7 @@ tokens tell their member apart (member d's tokens in 1000*d .. 1000*d+999,
 each token of a member distinct), with 60, 36 and 24 windows of seq_len + 1
 = 8 tokens. Pipeline "b" blends them with weights equal to their sizes, so
 that an epoch takes each member's windows exactly once; pipeline "o"
-(blend_samples = 200, weights 5,3,2, document_shuffle on) takes more than
+(blend_samples = 200, weights 5,3,2) takes more than
 the members hold and repeats them. Two ranks consume two epochs of each
 with --dump and --dump-data; then, computed here from the files and from
 a literal Python computation of the greedy rule:
@@ -22,7 +22,11 @@ a literal Python computation of the greedy rule:
 - two ranks consuming 5 batches each, then three ranks resuming from the
   position token, deliver exactly the rest of the epoch's blended samples,
   the same bytes as an uninterrupted run.
-`loaderd status` shows each member with its weight and sample count.
+Pipeline "s" (document_shuffle on) delivers, for each megatron member and
+epoch, windows that make one stream of its documents, each once, in an
+order of the epoch's own; the valid split of pipeline "v" (split = 6,3,1)
+is the members' valid windows only, blended by the rule. `loaderd status`
+shows each member with its weight and sample count.
 """
 
 import os
@@ -33,6 +37,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 from test_llmc import write_shard  # noqa: E402
+from test_megatron import megatron_split  # noqa: E402
 from test_megatron_shuffle import write_dataset  # noqa: E402
 
 SEQ, BATCH = 7, 4
@@ -54,6 +59,43 @@ def greedy(weights, n):
     return out, w
 
 
+LENGTHS = (5, 17, 1, 40, 9, 33, 2, 60)  # the megatron members' documents, then the rest
+
+
+def member_docs(d):
+    t, docs, at = member_tokens(d, SIZES[d]), [], 0
+    for length in LENGTHS:
+        docs.append(t[at:at + length])
+        at += length
+    return docs + [t[at:]]
+
+
+def chain(wins, docs, what):
+    """The document order of one pass over a document-shuffled member:
+    its windows overlap by one token and make one stream of whole
+    documents, each once, and the start of one more."""
+    firsts = {w[0]: w for w in wins}
+    lasts = {w[-1] for w in wins}
+    start = [w for w in wins if w[0] not in lasts]
+    check(len(start) == 1 and len(firsts) == len(wins), "%s: the windows do not make one stream" % what)
+    stream = list(start[0])
+    while stream[-1] in firsts:
+        stream += firsts[stream[-1]][1:]
+    check(len(stream) == 1 + SEQ * len(wins), "%s: the stream of %d tokens does not hold the %d windows"
+          % (what, len(stream), len(wins)))
+    starts = {doc[0]: i for i, doc in enumerate(docs) if doc}
+    order, at = [], 0
+    while at < len(stream):
+        i = starts.get(stream[at])
+        check(i is not None and i not in order, "%s: token %d of the stream does not start a document "
+              "not yet seen" % (what, at))
+        part = stream[at:at + len(docs[i])]
+        check(part == docs[i][:len(part)], "%s: document %d differs from the file's" % (what, i))
+        order.append(i)
+        at += len(docs[i])
+    return order
+
+
 def member_tokens(d, n_windows):
     return [1000 * d + i for i in range(n_windows * SEQ + 1)]
 
@@ -62,13 +104,8 @@ def write_members(env):
     tokens = [member_tokens(d, SIZES[d]) for d in range(2)]
     prefixes = []
     for d in range(2):
-        docs, t, at = [], tokens[d], 0
-        for length in (5, 17, 1, 40, 9, 33, 2, 60):  # cut into documents of these lengths
-            docs.append(t[at:at + length])
-            at += length
-        docs.append(t[at:])
         prefix = env.path("m%d" % d)
-        write_dataset(prefix, docs)
+        write_dataset(prefix, member_docs(d))
         prefixes.append(prefix)
     # llm.c: two shards of 12 windows each, tokens 2000 on
     t = [2000 + i for i in range(2 * (12 * SEQ + 1))]
@@ -158,6 +195,10 @@ def body(env):
         "o": {"source": "megatron:%s 5, megatron:%s 3, llmc:%s 2" % (prefixes[0], prefixes[1], pattern),
               "seq_len": SEQ, "batch_size": BATCH, "seed": 4, "document_shuffle": "off",
               "blend_samples": 200},
+        "s": {"source": "megatron:%s 60, megatron:%s 36" % (prefixes[0], prefixes[1]),
+              "seq_len": SEQ, "batch_size": BATCH, "seed": 5},
+        "v": {"source": "megatron:%s 1, megatron:%s 1" % (prefixes[0], prefixes[1]),
+              "seq_len": SEQ, "batch_size": BATCH, "split": "6,3,1", "document_shuffle": "off"},
     }
     n = sum(SIZES)
     one, status = run(env, "b1", pipelines, "b", 1)
@@ -188,6 +229,49 @@ def body(env):
     print("o: 200 samples an epoch, taken %s" % [len(x) for x in oorders[0]])
     check(len(oorders[0][2]) == 40 and len(oorders[0][0]) == 100, "o: %s samples taken"
           % [len(x) for x in oorders[0]])
+
+    # Document-shuffled megatron members: each epoch, each member's windows
+    # are one stream of its documents in an order of their own.
+    shuffled, _ = run(env, "s1", pipelines, "s", 3)
+    orders = []
+    members, _ = greedy(SIZES[:2], SIZES[0] + SIZES[1])
+    for epoch in range(2):
+        got = by_sample(shuffled, epoch, SIZES[0] + SIZES[1], "s epoch %d" % epoch)
+        per = [[got[i] for i in range(len(got)) if members[i] == d] for d in range(2)]
+        for d in range(2):
+            check(all(t // 1000 == d for w in per[d] for t in w), "s epoch %d: member %d's rows hold "
+                  "other tokens" % (epoch, d))
+        orders.append([chain(per[d], member_docs(d), "s epoch %d member %d" % (epoch, d))
+                       for d in range(2)])
+    for d in range(2):
+        check(orders[0][d] != orders[1][d] and orders[0][d] != sorted(orders[0][d]),
+              "s: member %d's document orders %s, %s are not shuffled per epoch"
+              % (d, orders[0][d], orders[1][d]))
+    check(orders[0][0] != orders[0][1], "s: both members' documents in the same order %s"
+          % orders[0][0])
+    print("s: document orders %s / %s" % (orders[0], orders[1]))
+
+    # Split valid of a blend of megatron members: each member's valid
+    # documents only, blended by the rule over the valid windows.
+    idx = megatron_split((6, 3, 1), len(LENGTHS) + 1)
+    valid = [[t for doc in member_docs(d)[idx[1]:idx[2]] for t in doc] for d in range(2)]
+    vsizes = [(len(v) - 1) // SEQ for v in valid]
+    d = env.start_daemon(env.config("valid", pipelines))
+    r = env.loaderctl(harness.consume_args(d.socket, "v", epochs=1, dump=env.path("v.dump"),
+                                           extra=["--split", "valid", "--dump-data",
+                                                  env.path("v.data"), "--quiet"]))
+    check(r.returncode == 0, "consume --split valid exited %d: %s" % (r.returncode, r.stderr))
+    d.stop()
+    vrows = rows_of(env.path("v.dump"), env.path("v.data"))
+    vmembers, _ = greedy(vsizes, sum(vsizes))
+    vwindows = [[tuple(v[k * SEQ:k * SEQ + SEQ + 1]) for k in range(n)] for v, n in zip(valid, vsizes)]
+    check(sorted(s for _, s, _, _ in vrows) == list(range(sum(vsizes))), "valid: samples are not 0..%d"
+          % (sum(vsizes) - 1))
+    for _, s, _, w in vrows:
+        m = w[0] // 1000
+        check(m == vmembers[s] and w in vwindows[m], "valid: sample %d %s is not a valid window of "
+              "member %d" % (s, w[:3], vmembers[s]))
+    print("valid: members' valid windows %s, blended" % vsizes)
 
     # Resume at another world size: 2 ranks x 5 batches, then 3 ranks.
     d = env.start_daemon(env.config("resume", pipelines, workers=2))
