@@ -435,6 +435,12 @@ int source_split_find(const struct source *src, const char *name, uint32_t *id, 
 		return -EINVAL;
 	}
 	const struct source_split *sp = &src->splits[*id];
+	if (!sp->present && src->n_members) {
+		snprintf(err, cap, "pipeline \"%s\" has no split \"%s\": a blend has valid and test "
+			 "only when every member is a megatron source (with `split`); this one streams "
+			 "all its data as train", pipeline, split_name(*id));
+		return -EINVAL;
+	}
 	if (!sp->present) {
 		snprintf(err, cap, "pipeline \"%s\" has no split \"%s\": only a megatron pipeline with "
 			 "`split` has valid and test; this one streams all its data as train", pipeline,

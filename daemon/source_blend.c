@@ -70,10 +70,11 @@ static int members_alike(const struct source *s, char *err, size_t cap)
 static int blend_split(struct source *s, uint32_t k, const double *w, char *err, size_t cap)
 {
 	uint64_t n = 0;
+	for (uint32_t m = 0; m < s->n_members; m++)
+		if (!s->members[m].src.splits[k].present)
+			return 0;
 	for (uint32_t m = 0; m < s->n_members; m++) {
 		const struct source_split *sp = &s->members[m].src.splits[k];
-		if (!sp->present)
-			return 0;
 		if (sp->n_samples == 0) {
 			if (k != SPLIT_TRAIN) {
 				s->splits[k].present = true;

@@ -25,7 +25,9 @@ a literal Python computation of the greedy rule:
 Pipeline "s" (document_shuffle on) delivers, for each megatron member and
 epoch, windows that make one stream of its documents, each once, in an
 order of the epoch's own; the valid split of pipeline "v" (split = 6,3,1)
-is the members' valid windows only, blended by the rule. `loaderd status`
+is the members' valid windows only, blended by the rule; asking for
+valid of a blend with an llm.c member, or of one whose member has no
+valid window, is refused naming the reason. `loaderd status`
 shows each member with its weight and sample count.
 """
 
@@ -199,6 +201,10 @@ def body(env):
               "seq_len": SEQ, "batch_size": BATCH, "seed": 5},
         "v": {"source": "megatron:%s 1, megatron:%s 1" % (prefixes[0], prefixes[1]),
               "seq_len": SEQ, "batch_size": BATCH, "split": "6,3,1", "document_shuffle": "off"},
+        "ml": {"source": "megatron:%s 1, llmc:%s 1" % (prefixes[0], pattern),
+               "seq_len": SEQ, "batch_size": BATCH, "split": "6,3,1"},
+        "ve": {"source": "megatron:%s 1, megatron:%s 1" % (prefixes[0], prefixes[1]),
+               "seq_len": 60, "batch_size": 1, "split": "8,1,1"},  # valid: one 60-token document
     }
     n = sum(SIZES)
     one, status = run(env, "b1", pipelines, "b", 1)
@@ -261,6 +267,13 @@ def body(env):
                                            extra=["--split", "valid", "--dump-data",
                                                   env.path("v.data"), "--quiet"]))
     check(r.returncode == 0, "consume --split valid exited %d: %s" % (r.returncode, r.stderr))
+    for name, message in (("ml", 'pipeline "ml" has no split "valid": a blend has valid and test '
+                                 'only when every member is a megatron source'),
+                          ("ve", 'pipeline "ve": split "valid" is empty: blend member 1 (%s) has no '
+                                 'window' % prefixes[0])):
+        r = env.loaderctl(harness.consume_args(d.socket, name, epochs=1, extra=["--split", "valid"]))
+        check(r.returncode != 0 and message in r.stderr, "consume --split valid of %s: exit %d, %s"
+              % (name, r.returncode, r.stderr))
     d.stop()
     vrows = rows_of(env.path("v.dump"), env.path("v.data"))
     vmembers, _ = greedy(vsizes, sum(vsizes))
