@@ -27,8 +27,9 @@ epoch, windows that make one stream of its documents, each once, in an
 order of the epoch's own; the valid split of pipeline "v" (split = 6,3,1)
 is the members' valid windows only, blended by the rule; asking for
 valid of a blend with an llm.c member, or of one whose member has no
-valid window, is refused naming the reason. `loaderd status`
-shows each member with its weight and sample count.
+valid window, is refused naming the reason. A megatron and a
+tokens: member (blend_samples 110) deliver the rule's members and real
+windows of the flat file too. `loaderd status` shows each member with its weight and sample count.
 """
 
 import os
@@ -190,6 +191,10 @@ def check_blend(ranks, weights, n, windows, what):
 
 def body(env):
     prefixes, pattern, windows = write_members(env)
+    flat = [1000 + i for i in range(50 * SEQ + 1)]  # a tokens: member's file
+    with open(env.path("flat.bin"), "wb") as f:
+        f.write(struct.pack("<%dH" % len(flat), *flat))
+    flat_windows = [tuple(flat[k * SEQ:k * SEQ + SEQ + 1]) for k in range(50)]
     src = "megatron:%s 60, megatron:%s 36, llmc:%s 24" % (prefixes[0], prefixes[1], pattern)
     pipelines = {
         "b": {"source": src, "seq_len": SEQ, "batch_size": BATCH, "seed": 3,
@@ -201,6 +206,9 @@ def body(env):
               "seq_len": SEQ, "batch_size": BATCH, "seed": 5},
         "v": {"source": "megatron:%s 1, megatron:%s 1" % (prefixes[0], prefixes[1]),
               "seq_len": SEQ, "batch_size": BATCH, "split": "6,3,1", "document_shuffle": "off"},
+        "t": {"source": "megatron:%s 1, tokens:%s 1" % (prefixes[0], env.path("flat.bin")),
+              "token_dtype": "uint16", "seq_len": SEQ, "batch_size": BATCH, "blend_samples": 110,
+              "document_shuffle": "off"},
         "ml": {"source": "megatron:%s 1, llmc:%s 1" % (prefixes[0], pattern),
                "seq_len": SEQ, "batch_size": BATCH, "split": "6,3,1"},
         "ve": {"source": "megatron:%s 1, megatron:%s 1" % (prefixes[0], prefixes[1]),
@@ -235,6 +243,11 @@ def body(env):
     print("o: 200 samples an epoch, taken %s" % [len(x) for x in oorders[0]])
     check(len(oorders[0][2]) == 40 and len(oorders[0][0]) == 100, "o: %s samples taken"
           % [len(x) for x in oorders[0]])
+
+    # A tokens: member, read at its windows' offsets in the flat file.
+    tok, _ = run(env, "t1", pipelines, "t", 2)
+    check_blend(tok, (1, 1), 110, [windows[0], flat_windows], "t")
+    print("t: megatron and tokens members, 110 samples an epoch")
 
     # Document-shuffled megatron members: each epoch, each member's windows
     # are one stream of its documents in an order of their own.
