@@ -7,8 +7,8 @@ tokens tell their member apart (member d's tokens in 1000*d .. 1000*d+999,
 each token of a member distinct), with 60, 36 and 24 windows of seq_len + 1
 = 8 tokens. Pipeline "b" blends them with weights equal to their sizes, so
 that an epoch takes each member's windows exactly once; pipeline "o"
-(blend_samples = 200, weights 5,3,2) takes more than
-the members hold and repeats them. Two ranks consume two epochs of each
+(blend_samples = 200, weights 5,3,2) takes more than the members hold and
+repeats them. Two ranks consume two epochs of each
 with --dump and --dump-data; then, computed here from the files and from
 a literal Python computation of the greedy rule:
 - blended sample i comes from the member the rule gives, and over every
@@ -22,14 +22,15 @@ a literal Python computation of the greedy rule:
 - two ranks consuming 5 batches each, then three ranks resuming from the
   position token, deliver exactly the rest of the epoch's blended samples,
   the same bytes as an uninterrupted run.
+Pipeline "t", a megatron and a tokens: member (blend_samples 110),
+delivers the rule's members and real windows of the flat file too.
 Pipeline "s" (document_shuffle on) delivers, for each megatron member and
 epoch, windows that make one stream of its documents, each once, in an
-order of the epoch's own; the valid split of pipeline "v" (split = 6,3,1)
-is the members' valid windows only, blended by the rule; asking for
-valid of a blend with an llm.c member, or of one whose member has no
-valid window, is refused naming the reason. A megatron and a
-tokens: member (blend_samples 110) deliver the rule's members and real
-windows of the flat file too. `loaderd status` shows each member with its weight and sample count.
+order of the epoch's and the member's own. The valid split of pipeline "v"
+(split = 6,3,1) is the members' valid windows only, blended by the rule;
+asking for valid of a blend with an llm.c member, or of one whose member
+has no valid window, is refused naming the reason. `loaderd status` shows
+each member with its weight and sample counts.
 """
 
 import os
