@@ -42,7 +42,6 @@ import harness  # noqa: E402
 from harness import check  # noqa: E402
 from test_llmc import write_shard  # noqa: E402
 from test_megatron import megatron_split  # noqa: E402
-from test_megatron_shuffle import write_dataset  # noqa: E402
 
 SEQ, BATCH = 7, 4
 SIZES = (60, 36, 24)          # windows of each member
@@ -109,7 +108,8 @@ def write_members(env):
     prefixes = []
     for d in range(2):
         prefix = env.path("m%d" % d)
-        write_dataset(prefix, member_docs(d))
+        docs = member_docs(d)
+        harness.write_megatron(prefix, [len(doc) for doc in docs], [t for doc in docs for t in doc])
         prefixes.append(prefix)
     # llm.c: two shards of 12 windows each, tokens 2000 on
     t = [2000 + i for i in range(2 * (12 * SEQ + 1))]

@@ -24,15 +24,14 @@ import harness  # noqa: E402
 from harness import check  # noqa: E402
 from test_config_errors import BAD, run_loaderd, write_lines  # noqa: E402
 from test_llmc import write_shard  # noqa: E402
-from test_megatron_shuffle import write_dataset  # noqa: E402
 
 
 def body(env):
     sock = env.path("cfg.sock")
     web = env.path("web")
-    write_dataset(web, [list(range(1, 40)), list(range(40, 90))])
+    harness.write_megatron(web, [39, 50], list(range(1, 90)))
     code = env.path("code")
-    write_dataset(code, [list(range(1000, 1100))])
+    harness.write_megatron(code, [100], list(range(1000, 1100)))
     write_shard(env.path("s_1.bin"), list(range(2000, 2050)))
     write_shard(env.path("s_2.bin"), list(range(3000, 3050)))
     wide = env.make_tokens("wide.bin", 200, "uint32")

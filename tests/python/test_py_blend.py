@@ -24,14 +24,6 @@ from test_blend import SEQ, SIZES, greedy, write_members  # noqa: E402
 EOD, BATCH = 1003, 4
 
 
-def positions_of(window):
-    out, pos = [], 0
-    for t in window[:SEQ]:
-        out.append(pos)
-        pos = 0 if t == EOD else pos + 1
-    return out
-
-
 def body(env):
     loaderd = ch.import_loaderd()
     prefixes, pattern, windows = write_members(env)
@@ -52,7 +44,7 @@ def body(env):
                 what = "epoch %d batch %d row %d (sample %d)" % (epoch, b.index, r, s)
                 m = members[s]
                 check(row in windows[m], "%s: tokens %s... are not a window of member %d" % (what, row[:3], m))
-                check(b["positions"][r].tolist() == positions_of(row), "%s: positions" % what)
+                check(b["positions"][r].tolist() == harness.positions_of(row, SEQ, EOD), "%s: positions" % what)
                 covered.append(s)
                 seen.add(row)
         check(sorted(covered) == list(range(n)), "epoch %d: samples are not each of 0..%d once"
