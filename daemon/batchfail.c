@@ -30,10 +30,15 @@ void batchfail_docorder(struct sched *s, struct slot *sl, int err)
 	struct sched_client *c = sl->client;
 	const struct source *src = &s->sources[c->pipeline];
 	char text[PROTO_ERROR_TEXT_MAX];
-	snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
-		 "document order (a running sum over its %" PRIu64 " documents) cannot be computed: %s",
-		 src->cfg->name, split_name(c->split), sl->pos.epoch, src->splits[c->split].n_docs,
-		 strerror(-err));
+	if (src->n_members) /* sched_blend.c: one of the members' orders */
+		snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": a blend "
+			 "member's document order cannot be computed: %s", src->cfg->name,
+			 split_name(c->split), sl->pos.epoch, strerror(-err));
+	else
+		snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
+			 "document order (a running sum over its %" PRIu64 " documents) cannot be "
+			 "computed: %s", src->cfg->name, split_name(c->split), sl->pos.epoch,
+			 src->splits[c->split].n_docs, strerror(-err));
 	c->in_flight--;
 	sched_slot_free(s, sl);
 	fail_client(s, c, err == -ENOMEM ? ENOMEM : EIO, text);
@@ -154,7 +159,7 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		snprintf(why, sizeof(why), "not a regular file any more (replaced since start)");
 	else
 		snprintf(why, sizeof(why), "%s", strerror(-sl->error));
-	if (src->desc.docs.n_documents || src->desc.shards.n_shards) {
+	if (src->desc.docs.n_documents || src->desc.shards.n_shards || src->n_members) {
 		char where[1200];
 		source_sample_where(src, s->arena, c->pipeline, c->split, index, where, sizeof(where));
 		snprintf(text, sizeof(text), "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64

@@ -70,11 +70,28 @@ enum on_error {
 #define WORKER_TIMEOUT_MS_MIN 100u
 #define WORKER_TIMEOUT_MS_MAX 3600000u
 
+/* A blend's members (`source` a list of SOURCE WEIGHT: docs/config.md,
+ * "Blending"): each a megatron, llmc or tokens source. */
+#define CONFIG_BLEND_MAX 16
+#define CONFIG_BLEND_PATHS_MAX (2 * ARENA_PATH_MAX) /* the members' paths together */
+
+struct config_member {
+	enum source_kind kind;
+	uint32_t path_at;  /* its path: member_paths + path_at */
+	double weight;     /* as written, > 0; normalised at start (common/blend.h) */
+};
+
 struct pipeline_cfg {
 	char name[PROTO_NAME_MAX];
 	int line;                  /* line of the [pipeline.NAME] header */
 	enum source_kind kind;
-	char path[ARENA_PATH_MAX]; /* the part of `source` after "kind:" (tar: a pattern) */
+	char path[ARENA_PATH_MAX]; /* the part of `source` after "kind:" (tar: a pattern);
+				    * a blend: its first member's kind and path */
+	/* a blend: 2..CONFIG_BLEND_MAX members; 0: one source, kind and path */
+	uint32_t n_members;
+	struct config_member members[CONFIG_BLEND_MAX];
+	char member_paths[CONFIG_BLEND_PATHS_MAX];
+	uint64_t blend_samples;    /* a blend's samples per epoch; 0: the members' sum */
 	uint32_t batch_size;       /* required, 1..65536 */
 	bool shuffle;              /* default true */
 	uint64_t seed;             /* default 0 */

@@ -25,7 +25,7 @@ static const struct config_token_name *config_token_of(uint32_t dtype)
  * "loss_mask", "cu_seqlens", separated by spaces or commas, into
  * pl->outputs; the ones past tokens need eod_token. false after a
  * config_fail on the line of the key at fault. */
-static bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
+bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
 {
 	static const struct { const char *name; uint32_t bit; } names[] = {
 		{"tokens", 0}, {"positions", CONFIG_OUTPUT_POSITIONS},
@@ -79,6 +79,10 @@ void config_pipeline_end(struct config_parse *p)
 	const struct config_key *keys = config_pipeline_keys;
 	struct pipeline_cfg *pl = p->pipeline;
 	const int *line = p->pipeline_key_line;
+	if (pl->n_members) {
+		config_blend_end(p);
+		return;
+	}
 	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
 			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
 			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON :
@@ -227,9 +231,18 @@ static bool config_key_equal(const struct config_key *k, const void *a, const vo
 	case CONFIG_VALUE_STRING:
 	case CONFIG_VALUE_TRANSFORM:
 		return strcmp(fa, fb) == 0;
-	case CONFIG_VALUE_SOURCE:
-		return ((const struct pipeline_cfg *)a)->kind == ((const struct pipeline_cfg *)b)->kind &&
-		       strcmp(fa, fb) == 0;
+	case CONFIG_VALUE_SOURCE: {
+		const struct pipeline_cfg *pa = a, *pb = b;
+		if (pa->kind != pb->kind || strcmp(fa, fb) != 0 || pa->n_members != pb->n_members)
+			return false;
+		for (uint32_t m = 0; m < pa->n_members; m++)
+			if (pa->members[m].kind != pb->members[m].kind ||
+			    pa->members[m].weight != pb->members[m].weight ||
+			    strcmp(pa->member_paths + pa->members[m].path_at,
+				   pb->member_paths + pb->members[m].path_at) != 0)
+				return false;
+		return true;
+	}
 	default:
 		return memcmp(fa, fb, k->size) == 0;
 	}

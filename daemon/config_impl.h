@@ -43,6 +43,7 @@ enum config_value_type {
 #define CONFIG_KEY_IMAGE 0x8u
 #define CONFIG_KEY_MEGATRON 0x10u
 #define CONFIG_KEY_LLMC 0x20u
+#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_blend.c) */
 #define CONFIG_KEY_REQUIRED 0x4u
 #define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON | \
 			     CONFIG_KEY_LLMC)
@@ -79,7 +80,7 @@ enum config_pipeline_key {
 	CONFIG_PK_MAX_IMAGE_PIXELS, CONFIG_PK_MAX_DECODE_MS, CONFIG_PK_DECODE,
 	CONFIG_PK_GPU_DECODE_PERCENT, CONFIG_PK_MAX_IMAGE_BYTES, CONFIG_PK_OUTPUTS,
 	CONFIG_PK_EOD_TOKEN, CONFIG_PK_EOD_MASK_LOSS, CONFIG_PK_MAX_DOCUMENTS, CONFIG_PK_SPLIT,
-	CONFIG_PK_DOCUMENT_SHUFFLE, CONFIG_PK_COUNT,
+	CONFIG_PK_DOCUMENT_SHUFFLE, CONFIG_PK_BLEND_SAMPLES, CONFIG_PK_COUNT,
 };
 _Static_assert(CONFIG_PK_COUNT <= CONFIG_KEYS_MAX, "struct pipeline_cfg's key_line holds every key");
 
@@ -141,7 +142,28 @@ void config_pipeline_defaults(struct pipeline_cfg *pl);
 void config_set_value(struct config_parse *p, const struct config_key *k, void *base,
 		      const char *value);
 
+/* One source "KIND:PATH" of `source`: its kind, and its path resolved
+ * against the config file's directory into path (cap bytes, at most
+ * ARENA_PATH_MAX); a tar or llmc pattern's syntax checked. false when it
+ * recorded an error. */
+bool config_source_item(struct config_parse *p, const struct config_key *k, const char *value,
+			enum source_kind *kind, char *path, size_t cap);
+
+/* config_blend.c */
+/* Whether `source`'s value is a list of sources: an item after a comma
+ * (outside a pattern's braces) starts with a source kind and ':'. A path
+ * with a comma of its own stays one source. */
+bool config_is_blend(const char *value);
+/* `source` as a list "SOURCE WEIGHT, SOURCE WEIGHT, ...": the current
+ * pipeline's members. */
+void config_value_blend(struct config_parse *p, const struct config_key *k, const char *value);
+/* The end-of-section checks of a blend (config_pipeline_end's for one
+ * source, over the kinds of its members). */
+void config_blend_end(struct config_parse *p);
+
 /* config_check.c */
+/* Outputs and eod_token of a token pipeline; false when it recorded an error. */
+bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line);
 /* Checks of the pipeline whose section ends, that need all its keys. */
 void config_pipeline_end(struct config_parse *p);
 /* Checks that need the whole file, and defaults that follow other keys. */

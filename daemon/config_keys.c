@@ -172,6 +172,8 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	/* default: shuffle's value, set at the end of the section */
 	[CONFIG_PK_DOCUMENT_SHUFFLE] = {"document_shuffle", CONFIG_VALUE_BOOL,
 					PIPELINE(document_shuffle), 0, 0, CONFIG_KEY_MEGATRON, NULL},
+	[CONFIG_PK_BLEND_SAMPLES] = {"blend_samples", CONFIG_VALUE_UINT, PIPELINE(blend_samples), 1,
+				     (uint64_t)1 << 40, CONFIG_KEY_BLEND, NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
 				       0, ARENA_IMAGE_FILE_MAX, CONFIG_KEY_IMAGE, NULL},
 };
@@ -432,31 +434,26 @@ static int config_file_dir(const char *file, char *dir, size_t cap)
 	return (m < 0 || (size_t)m >= cap - n) ? -ENAMETOOLONG : 0;
 }
 
-/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN",
- * "megatron:PREFIX" or "llmc:PATTERN", into the
- * current pipeline's kind and path; a relative PATH is taken relative to
- * the directory of the config file. */
-static void config_value_source(struct config_parse *p, const struct config_key *k,
-				const char *value, void *field)
+bool config_source_item(struct config_parse *p, const struct config_key *k, const char *value,
+			enum source_kind *kind, char *path_out, size_t cap)
 {
-	struct pipeline_cfg *pl = p->pipeline; /* field is pl->path */
 	const char *path = NULL;
-	for (int kind = SOURCE_RAW; kind <= SOURCE_LLMC && !path; kind++) {
-		const char *name = config_source_name((enum source_kind)kind);
+	for (int kd = SOURCE_RAW; kd <= SOURCE_LLMC && !path; kd++) {
+		const char *name = config_source_name((enum source_kind)kd);
 		size_t len = strlen(name);
 		if (strncmp(value, name, len) == 0 && value[len] == ':') {
-			pl->kind = (enum source_kind)kind;
+			*kind = (enum source_kind)kd;
 			path = value + len + 1;
 		}
 	}
 	if (!path) {
 		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT, "
 				 "tar:PATTERN, megatron:PREFIX or llmc:PATTERN");
-		return;
+		return false;
 	}
 	if (*path == '\0') {
 		config_bad_value(p, k, value, "has an empty path");
-		return;
+		return false;
 	}
 	char dir[PATH_MAX] = "";
 	int ret = 0;
@@ -465,26 +462,51 @@ static void config_value_source(struct config_parse *p, const struct config_key 
 	if (ret != 0) {
 		config_fail(p, p->lineno, "%s source: \"%s\": cannot resolve a relative path: %s",
 			    p->label, value, strerror(-ret));
-		return;
+		return false;
 	}
-	int n = snprintf(field, k->size, "%s%s%s", dir, *path == '/' ? "" : "/", path);
-	if (n < 0 || (size_t)n >= k->size) {
-		config_fail(p, p->lineno, "%s source: \"%s\": the path is too long (at most %d bytes)",
-			    p->label, value, ARENA_PATH_MAX - 1);
-		return;
+	size_t room = cap < ARENA_PATH_MAX ? cap : ARENA_PATH_MAX;
+	int n = snprintf(path_out, room, "%s%s%s", dir, *path == '/' ? "" : "/", path);
+	if (n < 0 || (size_t)n >= room) {
+		config_fail(p, p->lineno, "%s source: \"%s\": the path is too long (at most %zu bytes)",
+			    p->label, value, room - 1);
+		return false;
 	}
 	/* A tar pattern's syntax is checked here, where the line is known;
 	 * the shards themselves at start (daemon/tarshard.h). */
 	char **shards, why[256];
 	size_t n_shards;
-	if (pl->kind == SOURCE_TAR || pl->kind == SOURCE_LLMC) {
-		int rc = tar_pattern_expand(pl->path, &shards, &n_shards, why, sizeof(why));
-		if (rc < 0)
+	if (*kind == SOURCE_TAR || *kind == SOURCE_LLMC) {
+		int rc = tar_pattern_expand(path_out, &shards, &n_shards, why, sizeof(why));
+		if (rc < 0) {
 			config_fail(p, p->lineno, "%s source: \"%s\": %s", p->label, value,
 				    rc == -ENOMEM ? strerror(ENOMEM) : why);
-		else
-			tar_pattern_free(shards, n_shards);
+			return false;
+		}
+		tar_pattern_free(shards, n_shards);
 	}
+	return true;
+}
+
+/* "raw:PATH", "tokens:PATH", "imagefolder:ROOT", "tar:PATTERN",
+ * "megatron:PREFIX" or "llmc:PATTERN", into the current pipeline's kind
+ * and path; a relative PATH is taken relative to the directory of the
+ * config file. A list "SOURCE WEIGHT, SOURCE WEIGHT, ..." is a blend
+ * (config_blend.c). */
+static void config_value_source(struct config_parse *p, const struct config_key *k,
+				const char *value, void *field)
+{
+	struct pipeline_cfg *pl = p->pipeline; /* field is pl->path */
+	if (config_is_blend(value)) {
+		config_value_blend(p, k, value);
+		return;
+	}
+	enum source_kind kind;
+	char path[ARENA_PATH_MAX];
+	if (!config_source_item(p, k, value, &kind, path, sizeof(path)))
+		return;
+	pl->kind = kind;
+	pl->n_members = 0;
+	snprintf(field, k->size, "%s", path);
 }
 
 /* token_dtype (the storable names, into token_bytes) or token_output (any

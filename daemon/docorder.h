@@ -18,7 +18,11 @@
 
 #include <stdint.h>
 
-#define DOCORDER_CACHED 4 /* epoch orders kept at once */
+/* Epoch orders kept at once: a few for the epochs clients are in, and one
+ * more for each member a blend reads in turn (a blend's rows alternate
+ * between its members, each a pipeline of its own here: fewer entries
+ * than members would recompute an order for every row). */
+#define DOCORDER_CACHED 20
 
 /* A split's documents: doc_tokens[first_doc .. first_doc + n_docs] are the
  * first token of each document in the data file, then the end of the last

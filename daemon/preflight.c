@@ -35,14 +35,23 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 		if (sources[i].slot_bytes > slot_bytes)
 			slot_bytes = sources[i].slot_bytes;
 	slot_bytes = arena_align(slot_bytes);
-	/* Image pipelines' sample lists: entries, then shards, then paths, each aligned. */
+	/* Image pipelines' sample lists: entries, then shards, then paths, each
+	 * aligned; then the lists of blends' members, in their entries' order. */
 	uint64_t indexes_bytes = 0;
+	uint32_t n_entries = (uint32_t)cfg->n_pipelines;
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
+		n_entries += sources[i].n_members;
 		out->index_at[i] = indexes_bytes;
 		indexes_bytes += source_index_bytes(&sources[i]);
 	}
+	for (size_t i = 0; i < cfg->n_pipelines; i++)
+		for (uint32_t m = 0; m < sources[i].n_members; m++) {
+			const struct source_member *mb = &sources[i].members[m];
+			out->index_at[mb->arena_index] = indexes_bytes;
+			indexes_bytes += source_index_bytes(&mb->src);
+		}
 	out->plan = (struct arena_plan){
-		.n_pipelines = (uint32_t)cfg->n_pipelines, .n_workers = cfg->max_workers,
+		.n_pipelines = n_entries, .n_workers = cfg->max_workers,
 		.n_slots = cfg->staging_slots, .slot_bytes = slot_bytes,
 		.indexes_bytes = indexes_bytes,
 	};
@@ -135,7 +144,15 @@ static int preflight_open_sources(const struct config *cfg, struct source *sourc
 			rc = -EINVAL;
 		}
 	}
-	return rc;
+	if (rc < 0)
+		return rc;
+	uint32_t entries = source_blend_number(sources, cfg->n_pipelines);
+	if (entries > ARENA_PIPELINES_MAX) {
+		log_error("%s%s%u pipelines and blend members need a table entry each: at most %u",
+			  cfg->file, cfg->file[0] ? ": " : "", entries, ARENA_PIPELINES_MAX);
+		return -EINVAL;
+	}
+	return 0;
 }
 
 int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,

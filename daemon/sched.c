@@ -50,14 +50,19 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 	s->free_slots = s->n_slots;
 	s->next_session = 1;
 	snprintf(s->no_device, sizeof(s->no_device), "this loaderd serves host delivery only");
-	uint32_t max_items = 1, max_doc_rows = 0;
+	uint32_t max_items = 1, max_doc_rows = 0, max_blend_rows = 0;
 	for (size_t i = 0; i < n_sources; i++) {
 		uint32_t b = sources[i].cfg->batch_size, c = sources[i].chunk;
-		uint32_t items = (b + c - 1) / c;
+		uint32_t items = sources[i].n_members ? b : (b + c - 1) / c; /* a blend: rows of one member */
 		if (items > max_items)
 			max_items = items;
-		if (sources[i].desc.docs.n_documents && b > max_doc_rows)
+		bool docs = sources[i].desc.docs.n_documents;
+		for (uint32_t m = 0; m < sources[i].n_members; m++)
+			docs |= sources[i].members[m].src.desc.docs.n_documents > 0;
+		if (docs && b > max_doc_rows)
 			max_doc_rows = b;
+		if (sources[i].n_members && b > max_blend_rows)
+			max_blend_rows = b;
 	}
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
 	s->clients = calloc(cfg->max_clients, sizeof(*s->clients));
@@ -69,6 +74,13 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 		s->slots[i].items = calloc(max_items, sizeof(struct item));
 		if (!s->slots[i].items)
 			goto free_sched;
+		if (max_blend_rows) {
+			s->slots[i].blend_member = calloc(3 * (size_t)max_blend_rows, sizeof(uint64_t));
+			if (!s->slots[i].blend_member)
+				goto free_sched;
+			s->slots[i].blend_sample = s->slots[i].blend_member + max_blend_rows;
+			s->slots[i].blend_epoch = s->slots[i].blend_sample + max_blend_rows;
+		}
 		if (max_doc_rows == 0)
 			continue;
 		s->slots[i].doc_pos = calloc(2 * (size_t)max_doc_rows, sizeof(uint64_t));
@@ -105,6 +117,7 @@ void sched_free(struct sched *s)
 	for (uint32_t i = 0; s->slots && i < s->n_slots; i++) {
 		free(s->slots[i].items);
 		free(s->slots[i].doc_pos);
+		free(s->slots[i].blend_member);
 	}
 	docorder_cache_free(&s->docorder);
 	for (uint32_t i = 0; i < s->n_clients; i++)
@@ -229,15 +242,19 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	c->staging++;
 	s->free_slots--;
 	sl->docs = src->desc.docs.n_documents > 0;
-	int rc = sl->docs ? batch_docs(s, sl, c) : 0;
+	sl->blend = false;
+	int rc = src->n_members ? sched_blend_plan(s, sl, c) : sl->docs ? batch_docs(s, sl, c) : 0;
 	if (rc < 0) {
 		batchfail_docorder(s, sl, rc);
 		return;
 	}
 	for (uint32_t k = 0; k < sl->n_items; k++) {
 		struct item *it = &sl->items[k];
-		it->first_row = k * src->chunk;
-		it->count = sl->pos.rows - it->first_row < src->chunk ? sl->pos.rows - it->first_row : src->chunk;
+		if (!sl->blend) {
+			it->first_row = k * src->chunk;
+			it->count = sl->pos.rows - it->first_row < src->chunk ?
+				    sl->pos.rows - it->first_row : src->chunk;
+		}
 		it->state = ITEM_PENDING;
 		it->strikes = 0;
 		pending_push(&s->pending, ITEM_REF(slot_index, k), false);
@@ -342,12 +359,14 @@ void sched_pump(struct sched *s)
 		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
 		cmd.split = c->split;
 		cmd.epoch = sl->pos.epoch;
-		for (uint32_t i = 0; i < it->count; i++) {
+		for (uint32_t i = 0; !sl->blend && i < it->count; i++) {
 			cmd.sample_index[i] = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g,
 							     sl->pos.first + it->first_row + i);
 			cmd.doc_pos[i] = sl->docs ? sl->doc_pos[it->first_row + i] : 0;
 			cmd.doc_skip[i] = sl->docs ? sl->doc_skip[it->first_row + i] : 0;
 		}
+		if (sl->blend)
+			sched_blend_cmd(s, sl, it, &cmd);
 		if (!s->workers.submit(s->workers.pool, &cmd))
 			break;
 		pending_pop(&s->pending);
@@ -478,8 +497,19 @@ void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, 
 void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
 				 uint64_t sample, char *buf, size_t cap)
 {
-	if (pipeline >= s->n_sources) {
-		snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
+	if (pipeline >= s->n_sources) { /* a blend's member (a worker's last sample) */
+		const struct source *owner;
+		uint32_t at;
+		const struct source_member *mb = source_member_at(s->sources, s->n_sources, pipeline,
+								  &owner, &at);
+		char where[2200];
+		if (!mb)
+			snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
+		else
+			snprintf(buf, cap, "pipeline \"%s\" blend member %u sample %" PRIu64 ": %s",
+				 owner->cfg->name, (uint32_t)(mb - owner->members) + 1, sample,
+				 source_sample_where(&mb->src, s->arena, pipeline, split, sample, where,
+						     sizeof(where)));
 		return;
 	}
 	const struct source *src = &s->sources[pipeline];
@@ -528,6 +558,10 @@ void sched_describe(const struct sched *s, struct status_text *t)
 	status_printf(t, "pipelines: %zu\n", s->n_sources);
 	for (size_t i = 0; i < s->n_sources; i++) {
 		const struct source *src = &s->sources[i];
+		if (src->n_members) {
+			source_blend_describe(src, t);
+			continue;
+		}
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
 			      "drop_last %d", src->cfg->name,
 			      config_source_name(src->cfg->kind), src->cfg->path,

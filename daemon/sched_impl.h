@@ -89,6 +89,10 @@ struct slot {
 	 * (work_cmd.doc_pos, doc_skip), room for the largest such batch */
 	bool docs;
 	uint64_t *doc_pos, *doc_skip;
+	/* a blend's batch (sched_blend.c): each row's member, the member's
+	 * sample and the epoch of its order; room for the largest blend batch */
+	bool blend;
+	uint64_t *blend_member, *blend_sample, *blend_epoch;
 };
 
 struct sched_client {
@@ -263,6 +267,17 @@ bool group_release(struct sched *s, struct sched_client *c, const struct proto_r
 void group_fail_others(struct sched *s, struct sched_client *c, int code, const char *text);
 /* " group KEY size N members M/N" for c's status line, "" for none. */
 int group_status_text(const struct sched_client *c, char *buf, size_t cap);
+
+/* ---- sched_blend.c: a blend's batches ---- */
+/* Plans sl's batch of blend client c: each row's member sample (and
+ * where its window starts, for a document-shuffled member), and the
+ * items, each rows of one member in one order, at most chunk of them.
+ * 0 or -errno (docorder_locate's). */
+int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client *c);
+/* Item it of blend batch sl as cmd: its member's table entry, epoch and
+ * samples. */
+void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
+		     struct work_cmd *cmd);
 
 /* ---- batchfail.c ---- */
 

@@ -100,7 +100,7 @@ static void welcome_fill(const struct sched *s, const struct sched_client *c,
 	w->rank = hello->rank;
 	w->world = hello->world;
 	w->depth = c->depth;
-	w->shuffle = src->cfg->shuffle;
+	w->shuffle = c->sampler.shuffle;
 	w->drop_last = src->cfg->drop_last;
 	w->n_tensors = src->n_tensors;
 	memcpy(w->tensors, src->tensors, sizeof(w->tensors));
@@ -132,7 +132,9 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 	struct sampler smp = {
 		.n_samples = src->splits[split].n_samples, .seed = src->cfg->seed,
 		.batch_size = src->cfg->batch_size,
-		.rank = hello->rank, .world = hello->world, .shuffle = src->cfg->shuffle,
+		.rank = hello->rank, .world = hello->world,
+		/* a blend's order is not shuffled again: its members are (sched_blend.c) */
+		.shuffle = src->cfg->shuffle && !src->n_members,
 		.drop_last = src->cfg->drop_last,
 	};
 	if (sampler_batches(&smp, 0) == 0)

@@ -357,6 +357,14 @@ static int open_data_file(const struct pipeline_cfg *cfg, struct source *out, ch
 
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap)
 {
+	if (cfg->n_members)
+		return source_blend_open(cfg, out, err, err_cap);
+	return source_open_one(cfg, out, false, err, err_cap);
+}
+
+int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool member, char *err,
+		    size_t err_cap)
+{
 	char reason[160];
 	memset(out, 0, sizeof(*out));
 	out->cfg = cfg;
@@ -373,7 +381,7 @@ int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, s
 		out->slot_bytes = out->batch_bytes;
 	/* With splits, each is checked when a client asks for it: a split
 	 * may be left empty on purpose (weight 0). */
-	if (out->n_samples < cfg->batch_size && !out->has_splits) {
+	if (out->n_samples < cfg->batch_size && !out->has_splits && !member) {
 		snprintf(reason, sizeof(reason), "dataset has %" PRIu64 " samples, fewer than batch_size %u",
 			 out->n_samples, cfg->batch_size);
 		rc = fail(err, err_cap, cfg, -EINVAL, reason);
@@ -410,6 +418,7 @@ close_source:
 
 void source_close(struct source *s)
 {
+	source_blend_close(s);
 	image_index_free(&s->index);
 	free(s->doc_tokens);
 	s->doc_tokens = NULL;
@@ -426,10 +435,25 @@ int source_split_find(const struct source *src, const char *name, uint32_t *id, 
 		return -EINVAL;
 	}
 	const struct source_split *sp = &src->splits[*id];
+	if (!sp->present && src->n_members) {
+		snprintf(err, cap, "pipeline \"%s\" has no split \"%s\": a blend has valid and test "
+			 "only when every member is a megatron source (with `split`); this one streams "
+			 "all its data as train", pipeline, split_name(*id));
+		return -EINVAL;
+	}
 	if (!sp->present) {
 		snprintf(err, cap, "pipeline \"%s\" has no split \"%s\": only a megatron pipeline with "
 			 "`split` has valid and test; this one streams all its data as train", pipeline,
 			 split_name(*id));
+		return -EINVAL;
+	}
+	if (sp->n_samples == 0 && src->n_members) {
+		uint32_t m = 0;
+		while (m + 1 < src->n_members && src->members[m].src.splits[*id].n_samples)
+			m++;
+		snprintf(err, cap, "pipeline \"%s\": split \"%s\" is empty: blend member %u (%s) has "
+			 "no window of seq_len + 1 = %" PRIu64 " tokens in it", pipeline, split_name(*id),
+			 m + 1, src->members[m].cfg.path, src->cfg->seq_len + 1);
 		return -EINVAL;
 	}
 	if (sp->n_samples == 0) {

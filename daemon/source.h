@@ -38,8 +38,26 @@ struct source_split {
 	uint64_t n_samples;    /* windows of seq_len + 1 tokens; 0 when n_tokens <= seq_len */
 };
 
+struct source_member;
+
+/* A blend's samples of one split (common/blend.h): sample i is
+ * member[i]'s member_sample[i]-th of the epoch; taken[d] of them from
+ * member d. 9 bytes a sample, for the daemon's lifetime. */
+struct source_blend_split {
+	uint8_t *member;
+	uint64_t *member_sample;
+	uint64_t taken[CONFIG_BLEND_MAX];
+};
+
 struct source {
 	const struct pipeline_cfg *cfg;
+	/* a blend (cfg->n_members > 0): its members, each opened as a lone
+	 * source and given a table entry of its own in the arena (after the
+	 * configured pipelines'), which work items name; the blend's own
+	 * entry is never read by a worker */
+	uint32_t n_members;
+	struct source_member *members;
+	struct source_blend_split blend[SPLIT_COUNT];
 	uint64_t n_samples;    /* token pipelines: the train split's */
 	bool has_splits;       /* megatron with `split`: valid and test exist too */
 	struct source_split splits[SPLIT_COUNT];
@@ -62,6 +80,15 @@ struct source {
 				     * (llmc: none, the shards are in index) */
 };
 
+/* A blend's member (source_blend.c). */
+struct source_member {
+	struct pipeline_cfg cfg; /* the pipeline's, with the member's kind and path */
+	struct source src;
+	double weight;           /* normalised */
+	uint64_t key;            /* blend_member_key(seed, its index) */
+	uint32_t arena_index;    /* its table entry in the arena */
+};
+
 /* The file a raw, tokens or megatron pipeline's samples are read from:
  * its path, or PREFIX.bin for megatron:PREFIX. Returns buf. */
 const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t cap);
@@ -76,6 +103,49 @@ const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t c
  */
 int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
 void source_close(struct source *s);
+
+/* source_open of one source; a blend's member (member true) may have
+ * fewer samples than a batch. */
+int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool member, char *err,
+		    size_t err_cap);
+
+/* ---- blends (source_blend.c) ---- */
+
+/* source_open of a blend: every member opened and checked (errors name
+ * the member's file), their token layouts the same, the blend's table of
+ * each split built. 0 or -errno with err. */
+int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *err,
+		      size_t err_cap);
+void source_blend_close(struct source *s);
+
+/* Table entries the sources' members take after the n configured
+ * pipelines: each member's arena_index set, counted from n. Returns the
+ * total of entries. */
+uint32_t source_blend_number(struct source *sources, size_t n);
+
+/* Blended sample `index` of `split` in `epoch`: the member (its index
+ * in src->members), the member's sample in its split and the epoch of
+ * the member's order it is read in (common/blend.h). */
+void source_blend_sample(const struct source *src, uint32_t split, uint64_t epoch, uint64_t index,
+			 uint32_t *member, uint64_t *sample, uint64_t *member_epoch);
+
+/* Names blended sample `index` of `split` (SPLIT_COUNT: train) for
+ * messages: its member, the member's file and the member's sample count.
+ * Returns buf. */
+const char *source_blend_where(const struct source *src, uint32_t split, uint64_t index, char *buf,
+			       size_t cap);
+
+/* A blend's lines of `loaderd status`: the pipeline, then each member
+ * with its weight (normalised), its samples and those the blend takes
+ * from it an epoch, per split. */
+struct status_text;
+void source_blend_describe(const struct source *src, struct status_text *t);
+
+/* The member whose arena table entry is arena_index, and its blend
+ * (*owner, *owner_index); NULL when none is. */
+const struct source_member *source_member_at(const struct source *sources, size_t n,
+					     uint32_t arena_index, const struct source **owner,
+					     uint32_t *owner_index);
 
 /* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,

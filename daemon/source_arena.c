@@ -39,48 +39,67 @@ static void log_image_index(const struct source *src)
 		 ix->n_classes, path);
 }
 
+/* Source src's table entry `entry` and its list, at `index_at` in the
+ * index area. */
+static void fill_one(struct source *src, uint32_t entry, uint64_t index_at, struct arena *arena)
+{
+	if (src->desc.kind == ARENA_SOURCE_IMAGES) {
+		struct arena_image_params *ip = &src->desc.image;
+		const struct image_index *ix = &src->index;
+		ip->index_offset = arena_indexes_offset(arena) + index_at;
+		ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
+		ip->paths_offset = ip->shards_offset +
+				   arena_align(ix->n_shards * sizeof(struct arena_shard));
+		ip->paths_bytes = ix->paths_bytes;
+		memcpy(arena->base + ip->index_offset, ix->entries,
+		       ix->n * sizeof(struct arena_image));
+		if (ix->n_shards)
+			memcpy(arena->base + ip->shards_offset, ix->shards,
+			       ix->n_shards * sizeof(struct arena_shard));
+		memcpy(arena->base + ip->paths_offset, ix->paths, ip->paths_bytes);
+		log_image_index(src);
+		source_close(src); /* the arena holds the list from here on */
+	} else if (src->desc.shards.n_shards) {
+		struct arena_shard_params *sp = &src->desc.shards;
+		const struct image_index *ix = &src->index;
+		sp->shards_offset = arena_indexes_offset(arena) + index_at;
+		sp->paths_offset = sp->shards_offset +
+				   arena_align(ix->n_shards * sizeof(struct arena_shard));
+		sp->paths_bytes = ix->paths_bytes;
+		memcpy(arena->base + sp->shards_offset, ix->shards,
+		       ix->n_shards * sizeof(struct arena_shard));
+		memcpy(arena->base + sp->paths_offset, ix->paths, ix->paths_bytes);
+		log_info("pipeline \"%s\": %" PRIu64 " windows of %" PRIu64 " tokens in %u llm.c "
+			 "shards (%s)", src->cfg->name, src->n_samples, src->cfg->seq_len + 1,
+			 ix->n_shards, src->cfg->path);
+		source_close(src); /* the arena holds the list from here on */
+	} else if (src->doc_tokens) {
+		src->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at;
+		memcpy(arena->base + src->desc.docs.docs_offset, src->doc_tokens,
+		       (src->n_documents + 1) * sizeof(*src->doc_tokens));
+		source_close(src); /* the arena holds the table from here on */
+	}
+	*arena_pipeline(arena, entry) = src->desc;
+}
+
 void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
 		       struct arena *arena)
 {
 	for (size_t i = 0; i < n; i++) {
 		struct source *src = &sources[i];
-		if (src->desc.kind == ARENA_SOURCE_IMAGES) {
-			struct arena_image_params *ip = &src->desc.image;
-			const struct image_index *ix = &src->index;
-			ip->index_offset = arena_indexes_offset(arena) + index_at[i];
-			ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
-			ip->paths_offset = ip->shards_offset +
-					   arena_align(ix->n_shards * sizeof(struct arena_shard));
-			ip->paths_bytes = ix->paths_bytes;
-			memcpy(arena->base + ip->index_offset, ix->entries,
-			       ix->n * sizeof(struct arena_image));
-			if (ix->n_shards)
-				memcpy(arena->base + ip->shards_offset, ix->shards,
-				       ix->n_shards * sizeof(struct arena_shard));
-			memcpy(arena->base + ip->paths_offset, ix->paths, ip->paths_bytes);
-			log_image_index(src);
-			source_close(src); /* the arena holds the list from here on */
-		} else if (src->desc.shards.n_shards) {
-			struct arena_shard_params *sp = &src->desc.shards;
-			const struct image_index *ix = &src->index;
-			sp->shards_offset = arena_indexes_offset(arena) + index_at[i];
-			sp->paths_offset = sp->shards_offset +
-					   arena_align(ix->n_shards * sizeof(struct arena_shard));
-			sp->paths_bytes = ix->paths_bytes;
-			memcpy(arena->base + sp->shards_offset, ix->shards,
-			       ix->n_shards * sizeof(struct arena_shard));
-			memcpy(arena->base + sp->paths_offset, ix->paths, ix->paths_bytes);
-			log_info("pipeline \"%s\": %" PRIu64 " windows of %" PRIu64 " tokens in %u llm.c "
-				 "shards (%s)", src->cfg->name, src->n_samples, src->cfg->seq_len + 1,
-				 ix->n_shards, src->cfg->path);
-			source_close(src); /* the arena holds the list from here on */
-		} else if (src->doc_tokens) {
-			src->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[i];
-			memcpy(arena->base + src->desc.docs.docs_offset, src->doc_tokens,
-			       (src->n_documents + 1) * sizeof(*src->doc_tokens));
-			source_close(src); /* the arena holds the table from here on */
+		/* a blend keeps its table (the scheduler's); its members' lists
+		 * go to the arena */
+		for (uint32_t m = 0; m < src->n_members; m++) {
+			struct source_member *mb = &src->members[m];
+			fill_one(&mb->src, mb->arena_index, index_at[mb->arena_index], arena);
 		}
-		*arena_pipeline(arena, (uint32_t)i) = src->desc;
+		if (src->n_members) {
+			log_info("pipeline \"%s\": a blend of %u sources, %" PRIu64 " samples an epoch "
+				 "(train)", src->cfg->name, src->n_members, src->n_samples);
+			*arena_pipeline(arena, (uint32_t)i) = src->desc;
+			continue;
+		}
+		fill_one(src, (uint32_t)i, index_at[i], arena);
 	}
 }
 
@@ -137,6 +156,8 @@ const char *source_sample_where(const struct source *src, const struct arena *ar
 				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
 				size_t cap)
 {
+	if (src->n_members)
+		return source_blend_where(src, split, index, buf, cap);
 	if (src->desc.shards.n_shards)
 		return llmc_where(arena, pipeline, index, buf, cap);
 	if (src->desc.kind != ARENA_SOURCE_IMAGES) {

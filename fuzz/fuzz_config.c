@@ -5,8 +5,10 @@
  * any other path.
  *
  * Any input may be refused, but a refusal must carry a message; an accepted
- * one must satisfy the limits config.h promises. Any breach aborts.
+ * one must satisfy the limits config.h promises (a blend's members
+ * included). Any breach aborts.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +20,30 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct config cfg; /* large: not on the stack */
+
+/* A blend: 2..CONFIG_BLEND_MAX token sources, positive finite weights,
+ * each path a string inside member_paths; the pipeline's kind and path
+ * its first member's. */
+static void check_members(const struct pipeline_cfg *p)
+{
+	if (p->n_members == 0)
+		return;
+	if (p->n_members < 2 || p->n_members > CONFIG_BLEND_MAX || p->direct)
+		abort();
+	for (uint32_t m = 0; m < p->n_members; m++) {
+		const struct config_member *mb = &p->members[m];
+		if (mb->kind != SOURCE_MEGATRON && mb->kind != SOURCE_LLMC && mb->kind != SOURCE_TOKENS)
+			abort();
+		if (!(mb->weight > 0) || !isfinite(mb->weight) || mb->path_at >= sizeof(p->member_paths))
+			abort();
+		const char *path = p->member_paths + mb->path_at;
+		size_t len = strnlen(path, sizeof(p->member_paths) - mb->path_at);
+		if (len == 0 || len == sizeof(p->member_paths) - mb->path_at || len >= ARENA_PATH_MAX)
+			abort();
+	}
+	if (p->kind != p->members[0].kind || strcmp(p->path, p->member_paths + p->members[0].path_at))
+		abort();
+}
 
 static void check_accepted(const struct config *c)
 {
@@ -31,8 +57,10 @@ static void check_accepted(const struct config *c)
 		if (strnlen(p->path, sizeof(p->path)) == sizeof(p->path))
 			abort();
 		bool image = p->kind == SOURCE_IMAGEFOLDER || p->kind == SOURCE_TAR;
-		if (p->kind != SOURCE_RAW && p->kind != SOURCE_TOKENS && !image)
+		if (p->kind != SOURCE_RAW && p->kind != SOURCE_TOKENS && p->kind != SOURCE_MEGATRON &&
+		    p->kind != SOURCE_LLMC && !image)
 			abort();
+		check_members(p);
 		if (image && (p->transform[0] == '\0' || p->max_decode_ms >= c->worker_timeout_ms))
 			abort(); /* required, and the watchdog must outlast a decode */
 		if (p->batch_size < 1 || p->chunk > WORK_CHUNK_MAX)

@@ -224,6 +224,9 @@ _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_s
                           r"shuffle ([01]) drop_last ([01])((?: split \w+ documents \d+\.\.\d+ "
                           r"samples \d+)*)$")
 _SPLIT_RE = re.compile(r" split (\w+) documents (\d+)\.\.(\d+) samples (\d+)")
+# a blend's member, after its pipeline's line
+_MEMBER_RE = re.compile(r"^    member (\d+) source (\S+) weight (\d+\.\d+)((?: \w+ samples \d+ taken \d+)+)$")
+_MEMBER_SPLIT_RE = re.compile(r" (\w+) samples (\d+) taken (\d+)")
 # A client's name is shown escaped (common/escape.h): between the quotes, a
 # backslash starts an escape and a quote is always escaped.
 _US = r"(\d+\.\d)"  # a stage's mean, in microseconds
@@ -249,7 +252,17 @@ _DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) image
 def parse_status(text):
     """The status text of the contract, as a dict; fails on a line that
     does not match it."""
-    lines = text.splitlines()
+    lines, members = [], {}  # a blend's member lines, by the line of their pipeline
+    for line in text.splitlines():
+        if line.startswith("    member "):
+            b = _MEMBER_RE.match(line)
+            check(b is not None and lines, "status line %r is not a blend member's line\n%s"
+                  % (line, text))
+            members.setdefault(lines[-1], []).append({
+                "source": b.group(2), "weight": float(b.group(3)),
+                "splits": {s: (int(a), int(t)) for s, a, t in _MEMBER_SPLIT_RE.findall(b.group(4))}})
+        else:
+            lines.append(line)
     st = {"workers": [], "pipelines": [], "clients": []}
     it = iter(enumerate(lines, 1))
 
@@ -295,6 +308,8 @@ def parse_status(text):
         st["pipelines"].append({
             "name": m.group(1), "source": m.group(2), "samples": int(m.group(3)),
             "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
+        if m.group(0) in members:  # a blend: its members
+            st["pipelines"][-1]["members"] = members[m.group(0)]
         if m.group(7):  # a megatron pipeline with split: each split's documents and samples
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
