@@ -43,6 +43,19 @@ def frameworks():
     return wanted
 
 
+def expect(kind, words, fn, what):
+    """fn() must raise kind with every one of words in its message;
+    returns the exception."""
+    try:
+        fn()
+    except kind as e:
+        for w in words:
+            check(w in str(e), "%s raised %s(%r), which does not say %r" % (what, type(e).__name__, str(e), w))
+        print("%s: %s" % (what, e))
+        return e
+    raise TestFailure("%s did not raise %s" % (what, kind.__name__))
+
+
 def raw_pipeline(env, n, record_bytes, batch_size, data_seed, seed=None):
     """The package under test and a daemon serving pipeline "p": a raw file
     of n records (generated from data_seed), batch_size, and the pipeline's

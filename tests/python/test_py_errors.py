@@ -31,16 +31,6 @@ from harness import check  # noqa: E402
 N, RECORD, BATCH = 200, 8, 10
 
 
-def expect(kind, words, fn, what):
-    try:
-        fn()
-    except kind as e:
-        for w in words:
-            check(w in str(e), "%s raised %s(%r), which does not say %r" % (what, type(e).__name__, str(e), w))
-        return e
-    raise ch.TestFailure("%s did not raise %s" % (what, kind.__name__))
-
-
 def has_gpu():
     r = subprocess.run([harness.binary("loaderd"), "--version"], capture_output=True, text=True, timeout=60)
     return any(line.startswith("  gpu ") for line in r.stdout.splitlines())
@@ -51,24 +41,24 @@ def body(env):
     sock = d.socket
     L = loaderd.Loader
 
-    e = expect(loaderd.PipelineNotFoundError, ['unknown pipeline "nope"'],
+    e = ch.expect(loaderd.PipelineNotFoundError, ['unknown pipeline "nope"'],
                lambda: L("nope", socket=sock, device="cpu"), "an unknown pipeline")
     check(isinstance(e, LookupError) and e.errno == 2, "unknown pipeline: %r errno %s" % (e, e.errno))
     missing = env.path("absent.sock")
-    e = expect(loaderd.DaemonUnavailableError, [missing], lambda: L("p", socket=missing, device="cpu"),
+    e = ch.expect(loaderd.DaemonUnavailableError, [missing], lambda: L("p", socket=missing, device="cpu"),
                "a socket with no daemon")
     check(isinstance(e, ConnectionError), "no daemon: not a ConnectionError")
-    expect(loaderd.DaemonUnavailableError, [missing], lambda: loaderd.status(missing), "status of no daemon")
+    ch.expect(loaderd.DaemonUnavailableError, [missing], lambda: loaderd.status(missing), "status of no daemon")
     if not has_gpu():
-        expect(loaderd.DeviceUnavailableError, [], lambda: L("p", socket=sock, device="cuda:0", framework="torch")
+        ch.expect(loaderd.DeviceUnavailableError, [], lambda: L("p", socket=sock, device="cuda:0", framework="torch")
                if "torch" in ch.frameworks() else L("p", socket=sock, device=0), "GPU delivery without a GPU")
-    expect(ValueError, ["'tpu'"], lambda: L("p", socket=sock, device="tpu"), "device='tpu'")
-    expect(ValueError, ["'jax'"], lambda: L("p", socket=sock, framework="jax"), "framework='jax'")
-    expect(ValueError, ["rank 2 and world size 2"], lambda: L("p", socket=sock, device="cpu", rank=2, world_size=2),
+    ch.expect(ValueError, ["'tpu'"], lambda: L("p", socket=sock, device="tpu"), "device='tpu'")
+    ch.expect(ValueError, ["'jax'"], lambda: L("p", socket=sock, framework="jax"), "framework='jax'")
+    ch.expect(ValueError, ["rank 2 and world size 2"], lambda: L("p", socket=sock, device="cpu", rank=2, world_size=2),
            "rank 2 of 2")
-    expect(ValueError, ["numpy arrays cannot hold GPU memory"],
+    ch.expect(ValueError, ["numpy arrays cannot hold GPU memory"],
            lambda: L("p", socket=sock, device=0, framework="numpy"), "numpy with a GPU")
-    e = expect(loaderd.LoaderdError, ["pipeline name: byte 1 is 0x0a"],
+    e = ch.expect(loaderd.LoaderdError, ["pipeline name: byte 1 is 0x0a"],
                lambda: L("p\n", socket=sock, device="cpu"), "a newline in the pipeline name")
     check(e.errno == 22, "a newline in the pipeline name: errno %s, expected EINVAL" % e.errno)
 
@@ -77,20 +67,20 @@ def body(env):
         it = iter(x)
         b = next(it)
         exporter = b.dlpack("data")
-        expect(KeyError, ["'nope'", "data"], lambda: b["nope"], "an unknown tensor name")
+        ch.expect(KeyError, ["'nope'", "data"], lambda: b["nope"], "an unknown tensor name")
         b.release()
         check(b.released, "release() did not mark the batch released")
         what = "batch 0 (epoch 0, index 0) was released"
-        expect(loaderd.BatchReleasedError, [what, "'data'"], lambda: b["data"], fw + ": a tensor after release")
-        expect(loaderd.BatchReleasedError, [what], lambda: exporter.__dlpack__(), fw + ": DLPack after release")
-        expect(loaderd.BatchReleasedError, [what], lambda: b.dlpack("data"), fw + ": dlpack() after release")
-        expect(loaderd.BatchReleasedError, [what], b.sample_indices, fw + ": sample indices after release")
+        ch.expect(loaderd.BatchReleasedError, [what, "'data'"], lambda: b["data"], fw + ": a tensor after release")
+        ch.expect(loaderd.BatchReleasedError, [what], lambda: exporter.__dlpack__(), fw + ": DLPack after release")
+        ch.expect(loaderd.BatchReleasedError, [what], lambda: b.dlpack("data"), fw + ": dlpack() after release")
+        ch.expect(loaderd.BatchReleasedError, [what], b.sample_indices, fw + ": sample indices after release")
         b.release()  # twice: nothing
         b2 = next(it)
         check(b2.seq == 1, "%s: after an explicit release the next batch is seq %d" % (fw, b2.seq))
         x.close()
-        expect(loaderd.LoaderdError, ["closed"], lambda: next(iter(x)), fw + ": a closed loader")
-        expect(loaderd.BatchReleasedError, ["batch 1"], lambda: b2["data"], fw + ": a batch of a closed loader")
+        ch.expect(loaderd.LoaderdError, ["closed"], lambda: next(iter(x)), fw + ": a closed loader")
+        ch.expect(loaderd.BatchReleasedError, ["batch 1"], lambda: b2["data"], fw + ": a batch of a closed loader")
 
     # A stopped daemon: the prepared batches come, then the timeout.
     x = L("p", socket=sock, device="cpu", framework="numpy", timeout=0.5, depth=2)
@@ -99,7 +89,7 @@ def body(env):
     os.kill(d.proc.pid, signal.SIGSTOP)
     try:
         start = time.monotonic()
-        e = expect(TimeoutError, ['pipeline \'p\'', "0.5 s"], lambda: [next(it) for _ in range(20)],
+        e = ch.expect(TimeoutError, ['pipeline \'p\'', "0.5 s"], lambda: [next(it) for _ in range(20)],
                    "a stopped daemon")
         check(time.monotonic() - start < 10, "the timeout took %.1f s" % (time.monotonic() - start))
     finally:
@@ -107,7 +97,7 @@ def body(env):
     next(it)  # it answers again: the loader is still usable
     d.proc.kill()
     d.proc.wait()
-    e = expect(loaderd.DaemonUnavailableError, [], lambda: [next(it) for _ in range(50)], "a dead daemon")
+    e = ch.expect(loaderd.DaemonUnavailableError, [], lambda: [next(it) for _ in range(50)], "a dead daemon")
     x.close()
 
     r = subprocess.run([sys.executable, "-c", "import loaderd; loaderd.Loader('p')"], capture_output=True,

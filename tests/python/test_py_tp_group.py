@@ -25,17 +25,6 @@ from harness import check  # noqa: E402
 N, RECORD, BATCH = 300, 24, 16
 
 
-def expect(exc, fn, want, what):
-    try:
-        fn()
-    except exc as e:
-        check(all(w in str(e) for w in want), "%s: %s(%s) does not say %s"
-              % (what, type(e).__name__, e, want))
-        print("%s: %s" % (what, e))
-        return
-    raise ch.TestFailure("%s: no %s" % (what, exc.__name__))
-
-
 def body(env):
     loaderd, recs, _, d = ch.raw_pipeline(env, N, RECORD, BATCH, data_seed=4, seed=17)
 
@@ -43,15 +32,15 @@ def body(env):
         return loaderd.Loader("p", socket=d.socket, device="cpu", framework="numpy", rank=1,
                               world_size=2, tp_group=key, tp_size=2, depth=2, **kw)
 
-    expect(ValueError, lambda: loaderd.Loader("p", socket=d.socket, device="cpu", tp_size=2),
-           ["tp_size 2 needs tp_group"], "tp_size without tp_group")
-    expect(ValueError, lambda: loaderd.Loader("p", socket=d.socket, device="cpu", tp_group="x",
-                                              tp_size=2),
-           ["pass rank and world_size"], "tp_group without rank and world_size")
+    ch.expect(ValueError, ["tp_size 2 needs tp_group"],
+              lambda: loaderd.Loader("p", socket=d.socket, device="cpu", tp_size=2), "tp_size without tp_group")
+    ch.expect(ValueError, ["pass rank and world_size"],
+              lambda: loaderd.Loader("p", socket=d.socket, device="cpu", tp_group="x", tp_size=2),
+              "tp_group without rank and world_size")
 
     a, b = member(), member()
-    expect(loaderd.LoaderdError, member, ['group "tp-dp1" already has its 2 members'],
-           "a third member")
+    ch.expect(loaderd.LoaderdError, ['group "tp-dp1" already has its 2 members'], member,
+              "a third member")
     lone = loaderd.Loader("p", socket=d.socket, device="cpu", framework="numpy", rank=1,
                           world_size=2, depth=2)
     ia, ib, il = iter(a), iter(b), iter(lone)
@@ -95,8 +84,8 @@ def body(env):
     # one member leaves: the other is told, naming the group
     c.close()
     it = iter(e)
-    expect(loaderd.LoaderdError, lambda: [next(it) for _ in range(len(e) + 1)],
-           ['group "tp-again"', "left the group"], "the member left alone")
+    ch.expect(loaderd.LoaderdError, ['group "tp-again"', "left the group"],
+              lambda: [next(it) for _ in range(len(e) + 1)], "the member left alone")
     e.close()
     d.stop()
 
