@@ -12,7 +12,9 @@ whose file is missing or malformed is refused naming that file and the
 member, and members storing different token types without `token_output`
 are refused naming both; `token_output = int32` makes the same blend
 valid, and so does a pattern whose braces hold commas (not a list). A
-real start on a bad blend fails the same way.
+real start on a bad blend fails the same way. While serving, a member's
+file cut short after start fails the client that reads it with an error
+naming the pipeline and the member, and the daemon serves on.
 """
 
 import os
@@ -100,6 +102,27 @@ def body(env):
         r = run_loaderd(["--check-config", "--config", path])
         check(r.returncode == 0, "%s: --check-config exited %d:\n%s" % (what, r.returncode, r.stderr))
         print("%s: valid" % what)
+
+    # While serving: a member's file cut short after start fails the client
+    # reading it, naming the pipeline, the blended sample and the member;
+    # the daemon goes on serving (a client of the other pipeline).
+    cut = env.path("cut")
+    harness.write_megatron(cut, [60, 60], list(range(5000, 5120)))
+    d = env.start_daemon(env.config("serving", {
+        "mix": {"source": "megatron:%s 0.5, megatron:%s 0.5" % (web, cut), "seq_len": 8, "batch_size": 4},
+        "lone": {"source": "megatron:" + web, "seq_len": 8, "batch_size": 4}}))
+    with open(cut + ".bin", "r+b") as f:
+        f.truncate(10)
+    r = env.loaderctl(harness.consume_args(d.socket, "mix", epochs=1, extra=["--quiet"]))
+    want = ['pipeline "mix"', "member 2 (%s)" % cut, "shorter than at start"]
+    check(r.returncode == 1 and all(w in r.stderr for w in want),
+          "a member cut short after start: consume exited %d, stderr %r; expected exit 1 and %s"
+          % (r.returncode, r.stderr, want))
+    print("member cut short while serving: %s" % r.stderr.strip())
+    r = env.loaderctl(harness.consume_args(d.socket, "lone", epochs=1, extra=["--quiet"]))
+    check(r.returncode == 0, "the other pipeline after the failure: consume exited %d: %s"
+          % (r.returncode, r.stderr))
+    d.stop()
 
 
 if __name__ == "__main__":
