@@ -6,6 +6,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,8 +168,10 @@ void batchfail_batch(struct sched *s, struct slot *sl)
 		fail_client(s, c, EIO, text);
 		return;
 	}
+	char path[PATH_MAX];
 	snprintf(text, sizeof(text), "pipeline \"%s\": %.700s: %s%s%ssample %" PRIu64 " (bytes %"
-		 PRIu64 "..%" PRIu64 "): %s", src->cfg->name, src->cfg->path,
+		 PRIu64 "..%" PRIu64 "): %s", src->cfg->name,
+		 source_data_path(src->cfg, path, sizeof(path)),
 		 src->has_splits ? "split " : "", src->has_splits ? split_name(c->split) : "",
 		 src->has_splits ? " " : "", index, offset, offset + src->desc.sample_read_bytes, why);
 	fail_client(s, c, EIO, text);
