@@ -27,22 +27,22 @@
  *
  * Memory: per lane, gpu_decode_memory of device memory in sets (one per
  * 512 MiB, 2 to 4), each a third for the decoded images and the rest for
- * the kernel's scratch,
- * allocated with the lane's decoder at the first decoding client. A
- * batch's images are decoded in parts, as many as fit one set, and the
- * parts take the sets in turn.
+ * the kernel's scratch, allocated with the lane's decoder at the first
+ * decoding client. A batch's images are decoded in parts, as many as fit
+ * one set, and the parts take the sets in turn.
  *
- * Several sets, so that the engines never wait for the host: nvJPEG's hardware
- * path may write its output before work queued earlier on the stream has
- * run (nvjd.h), so before a part reuses a set's buffer the lane waits on
- * the host for the kernel of the part that used it last. With one set,
- * that wait came between every two parts, and the host's submission of
- * the next part (about 90 us an image, above) could not overlap the
- * engines' work on the last. With several, a part is submitted while the
- * ones before it decode, which matters most when a training process keeps
- * the GPU busy and every part's kernels wait for the SMs; every thread has
- * a decoder (nvJPEG state) per set, since a decoder takes a new batch only
- * once its last one is done.
+ * Several sets, so that the host's submission of a part (about 90 us an
+ * image, above) overlaps the engines' work on the one before: nvJPEG's
+ * hardware path may write its output before work queued earlier on the
+ * stream has run (nvjd.h), so before a part reuses a set's buffer the lane
+ * waits on the host for the kernel of the part that used it last; with one
+ * set, that wait came between every two parts. Every thread has a decoder
+ * (nvJPEG state) per set, since a decoder takes a new batch only once its
+ * last one is done. The GPU work of all parts is still queued on the
+ * client's one stream, so a client's batches run on the GPU one after
+ * another: beside a training process, which lengthens each batch's GPU
+ * work, that is the bound (bench/RESULTS.md, "Training with GPU
+ * decoding"), and more sets do not move it.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -66,15 +66,15 @@
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
 
-/* A helper thread of a lane's decoder: its own nvJPEG state and stream;
- * under mu, `go` hands it imgs[0..n), `busy` is cleared when they are
- * queued (rc: nvjd_decode's). */
 /* Buffer sets, taken by the parts in turn: one per DECODE_SET_BYTES of
  * gpu_decode_memory, at least 2 and at most DECODE_SETS_MAX. */
 #define DECODE_SETS_MIN 2u
 #define DECODE_SETS_MAX 4u
 #define DECODE_SET_BYTES (512ull << 20)
 
+/* A helper thread of a lane's decoder: its own nvJPEG state per set and
+ * its own stream; under mu, `busy` hands it imgs[0..n) for set `set`'s
+ * decoder and is cleared when they are queued (rc: nvjd_decode's). */
 struct decode_helper {
 	pthread_t thread;
 	bool started;
@@ -433,7 +433,7 @@ static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_
 
 /* Decodes the n images queued in dc (imgs, rows) into the current set and
  * resizes them into dst; the failed ones on the CPU. The next part takes
- * the other set. */
+ * the next set. */
 static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct arena_gpu_image *desc,
 			const uint8_t *slot, uint8_t *dst, char *text, size_t cap)
 {

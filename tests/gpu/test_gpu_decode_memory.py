@@ -9,12 +9,13 @@
     its CPU (images_fallback). Two epochs to GPU 0 against two epochs of
     host delivery of the same pipeline: the same samples and labels,
     every image within 1 level (mean absolute difference) of the CPU's,
-    and status counts every large image as a fallback.
+    and status counts every large image as a fallback and the decoder's
+    buffers in the GPU's decode_bytes (at most the 16M).
 (b) gpu_decode_memory = 1T, more than any GPU has free: a client of a
     decode = gpu pipeline is refused at attach, the message naming the
     GPU and gpu_decode_memory; a client of a decode = auto pipeline is
     served, its images decoded by the workers (byte-identical to host
-    delivery), and status says why the GPU does not decode.
+    delivery), and status says why the GPU does not decode (decode_bytes 0).
 """
 
 import os
@@ -65,6 +66,8 @@ def body(env):
           % (x["images_fallback"], BIG, tgd.EPOCHS))
     check(x["images_gpu"] >= tgd.EPOCHS * (CLASSES * PER_CLASS - BATCH),
           "only %d images decoded on the GPU" % x["images_gpu"])
+    held = st["gpus"][0]["decode_bytes"]
+    check(0 < held <= 16 << 20, "status gives GPU 0 decode_bytes %d with gpu_decode_memory = 16M" % held)
     d.stop()
 
     cfg = gpu_harness.gpu_config(env, "huge", pipelines, workers=2, device_slots=2,
@@ -86,6 +89,8 @@ def body(env):
     x = {y["pipeline"]: y for y in st["decode"] if y["gpu"] == 0}["auto"]
     check(x["images_gpu"] == 0 and x["unavailable"] and "gpu_decode_memory" in x["unavailable"],
           "decode = auto beyond the GPU's memory: status says %s" % x)
+    check(st["gpus"][0]["decode_bytes"] == 0, "no decoder opened, but GPU 0's decode_bytes is %d"
+          % st["gpus"][0]["decode_bytes"])
     print("gpu_decode_memory = 1T, decode = auto: the workers decode; status: %s" % x["unavailable"])
     d.stop()
 
