@@ -50,7 +50,8 @@ static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
 	ds->generation++;
 	ds->pos = sl->pos;
 	ds->pos.t_handed = sched_now_ns();
-	c->epoch = sl->pos.epoch; /* a group's member: the leader's batch */
+	if (group_follower(c)) /* its epoch is the leader's batch's; the leader's own runs ahead */
+		c->epoch = sl->pos.epoch;
 	sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
 	sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
 	s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,

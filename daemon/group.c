@@ -184,7 +184,8 @@ void group_deliver(struct sched *s, struct sched_client *c, struct slot *sl,
 			continue;
 		sl->holders |= 1ull << i;
 		m->send_seq++;
-		m->epoch = sl->pos.epoch;
+		if (m != c) /* the leader's epoch is that of the batches it starts */
+			m->epoch = sl->pos.epoch;
 		s->ops.ready(m->conn, r);
 	}
 }

@@ -10,7 +10,9 @@
  * items complete out of order; re-issue of a dead worker's items and the
  * strike rule; generations (stale completions and RELEASEs are ignored,
  * never double-free); a device client's way through the GPU thread
- * (attach, copy, landed, staging free, release, retire); groups (one read
+ * (attach, copy, landed, staging free, release, retire); each READY's
+ * epoch while batches of the next epoch have started (device path and a
+ * group's leader); groups (one read
  * for all members, refcounted slots, agreement, a member that dies or
  * says BYE, a group on the device path).
  */
@@ -467,6 +469,42 @@ static void test_device_path(void **state)
 	world_free(w);
 }
 
+/* A device client whose batches run a step apart: each batch's items
+ * complete, it lands and is released before the next one's items do, so
+ * batches of the next epoch have started while an older one is handed to
+ * the GPU thread. Every READY names its own batch's epoch (handing an
+ * older batch on once set the client's epoch back, and the batches
+ * started after it were labelled with the older epoch). */
+static void test_device_epochs(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	struct conn a = {0};
+	/* 512 samples over world 32: 16 a rank, two batches of 8 an epoch */
+	struct sched_client *sc = attach(w, &a, 0, 32, 8, true);
+	struct proto_device dev = {.slots = 4, .slot_bytes = 4096, .ring_bytes = 4 * 4096};
+	w->answers.attached(w->answers.sched, sc, &gpu_fake.pcs[0], 0, NULL, &dev, false, false);
+	assert_int_equal(a.attached, 1);
+	int done = 0, landed = 0;
+	for (int b = 0; b < 12; b++) {
+		complete(w, done++);
+		complete(w, done++);
+		assert_int_equal(gpu_fake.copies, landed + 1);
+		w->answers.landed(w->answers.sched, sc, gpu_fake.copy[landed].d);
+		w->answers.staging_free(w->answers.sched, gpu_fake.copy[landed].slot,
+					gpu_fake.copy[landed].gen);
+		landed++;
+		assert_int_equal(a.n_ready, b + 1);
+		const struct proto_ready *r = &a.ready[b];
+		assert_int_equal(r->epoch, (uint64_t)b / 2);
+		assert_int_equal(r->batch, (uint64_t)b % 2);
+		struct proto_release rel = {.seq = r->seq, .slot = r->slot, .generation = r->generation};
+		sched_release(w->s, sc, &rel);
+	}
+	sched_detach(w->s, sc, false);
+	w->answers.retired(w->answers.sched, sc);
+	world_free(w);
+}
+
 /* Attaches member `pid` of group "g" of 2 (rank 0 of 1 unless said):
  * sched_attach's result, err its text. */
 static int attach_member(struct world *w, struct conn *c, pid_t pid, uint32_t rank, uint32_t depth,
@@ -550,6 +588,34 @@ static void test_group_host(void **state)
 	assert_int_equal(x.failed, 0);
 	sched_detach(w->s, sx, true);
 	sched_detach(w->s, sy, true);
+	world_free(w);
+}
+
+/* The same for a group's leader on the host path: READYs of older batches
+ * go to every member after the leader has started the next epoch's. */
+static void test_group_epochs(void **state)
+{
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0}, b = {0};
+	struct sched_client *sa = NULL, *sb = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	assert_int_equal(attach_member(w, &a, 501, 1, 4, false, &sa, err, sizeof(err)), 0);
+	assert_int_equal(attach_member(w, &b, 502, 1, 4, false, &sb, err, sizeof(err)), 0);
+	const int per_epoch = N_SAMPLES / 2 / BATCH; /* rank 1 of 2 */
+	int done = 0;
+	for (int i = 0; i < per_epoch + 8; i++) {
+		complete(w, done++);
+		complete(w, done++);
+		assert_int_equal(a.n_ready, i + 1);
+		assert_int_equal(b.n_ready, i + 1);
+		assert_true(same_ready(&a.ready[i], &b.ready[i]));
+		assert_int_equal(a.ready[i].epoch, (uint64_t)(i / per_epoch));
+		assert_int_equal(a.ready[i].batch, (uint64_t)(i % per_epoch));
+		release_host(w, sa, &a.ready[i]);
+		release_host(w, sb, &b.ready[i]);
+	}
+	sched_detach(w->s, sa, true);
+	sched_detach(w->s, sb, true);
 	world_free(w);
 }
 
@@ -683,7 +749,9 @@ int main(void)
 		cmocka_unit_test(test_reissue_and_strikes),
 		cmocka_unit_test(test_generations),
 		cmocka_unit_test(test_device_path),
+		cmocka_unit_test(test_device_epochs),
 		cmocka_unit_test(test_group_host),
+		cmocka_unit_test(test_group_epochs),
 		cmocka_unit_test(test_group_bye),
 		cmocka_unit_test(test_group_device),
 		cmocka_unit_test(test_group_device_refused),
