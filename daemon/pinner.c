@@ -508,6 +508,8 @@ void pinner_free(struct pinner *p)
 	free(p->pinned);
 	free(p->pinned_free);
 	free(p->direct);
+	for (size_t i = 0; i < ARENA_PIPELINES_MAX; i++)
+		free(p->decode_bad_seen[i]);
 	pthread_mutex_destroy(&p->out_mu);
 	pthread_mutex_destroy(&p->lanes_mu);
 	pthread_mutex_destroy(&p->pinned_mu);
@@ -535,10 +537,10 @@ static void describe_decode(struct pinner *p, struct status_text *t)
 			struct gpu *g = &p->gpus[k];
 			const struct decode_count *c = &p->decode_counts[i][k];
 			status_printf(t, "  decode pipeline %s gpu %d engines %u images_gpu %" PRIu64
-				      " images_cpu %" PRIu64 " images_fallback %" PRIu64,
+				      " images_cpu %" PRIu64 " images_fallback %" PRIu64 " images_bad %" PRIu64,
 				      p->sources[i].cfg->name, k, atomic_load(&g->decode_engines),
 				      (uint64_t)atomic_load(&c->gpu), (uint64_t)atomic_load(&c->cpu),
-				      (uint64_t)atomic_load(&c->fallback));
+				      (uint64_t)atomic_load(&c->fallback), (uint64_t)atomic_load(&c->bad));
 			pthread_mutex_lock(&p->lanes_mu);
 			if (g->decode_why[0])
 				status_printf(t, " unavailable \"%.300s\"", g->decode_why);

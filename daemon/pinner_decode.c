@@ -9,20 +9,21 @@
  *   the GPU's hardware JPEG engines decode the images (daemon/nvjd.h,
  *   whole images: a region of interest was no faster on the engines, and
  *   nvJPEG 13.0 decodes one differently from a whole image at the image's
- *   right and bottom edges) into the lane's decode buffer -> images the
+ *   right and bottom edges) into a buffer set of the lane -> images the
  *   workers would have decoded at a reduced DCT scale (jd_pick_scale) are
  *   made as small by block means (imgk_shrink_launch), so that both paths
  *   resample nearly the same pixels -> one imgkernel launch per batch
  *   (image/imgkernel.h) crops, resizes, flips and converts them into their
- *   rows of the device slot, as the workers would have -> the batch's
- *   ready event, as for any batch.
+ *   rows of the device slot, as the workers would have -> the client's
+ *   stream waits for that work, then the batch's ready event, as for any
+ *   batch.
  *
  * Submission: nvJPEG's host work per image (its parse, its support
  * check, the submission) costs about 90 us, so one thread would cap a
  * client near 11,000 images/s while the engines take well over 20,000.
  * A batch's images are split over gpu_decode_threads host threads: the
  * lane's own and helpers, each with its own nvJPEG state and stream;
- * the client's stream waits (on the GPU) for the helpers' streams before
+ * the set's stream waits (on the GPU) for the helpers' streams before
  * the resize.
  *
  * Memory: per lane, gpu_decode_memory of device memory in sets (one per
@@ -38,19 +39,30 @@
  * waits on the host for the kernel of the part that used it last; with one
  * set, that wait came between every two parts. Every thread has a decoder
  * (nvJPEG state) per set, since a decoder takes a new batch only once its
- * last one is done. The GPU work of all parts is still queued on the
- * client's one stream, so a client's batches run on the GPU one after
- * another: beside a training process, which lengthens each batch's GPU
- * work, that is the bound (bench/RESULTS.md, "Training with GPU
- * decoding"), and more sets do not move it.
+ * last one is done.
+ *
+ * Streams: each set has its own. A part's decode, shrink and resize are
+ * queued on its set's stream, which first waits (on the GPU) for the
+ * batch's copy into the device slot, since the resize writes rows of it;
+ * the client's stream then waits for every set the batch used before its
+ * ready event. So the parts of one batch, and the batches of one client,
+ * run on the GPU side by side, as many as there are sets: beside a
+ * training process, whose kernels take turns with the daemon's on the
+ * GPU, each turn advances all of them, where on the client's one stream
+ * a batch's GPU work waited for the whole of the one before
+ * (bench/RESULTS.md, "Training with GPU decoding").
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
- * into its row. One that the CPU decoder refuses too fails the client's
- * batch with an error naming the file: the workers check every image they
- * leave to the GPU (header, structure of the scan) and decode on the CPU
- * whatever fails, with on_error, so this is only a file whose damage
- * neither check sees.
+ * into its row. The workers check every image they leave to the GPU
+ * (header, structure of the scan) and decode on the CPU whatever fails,
+ * with on_error, so one that the CPU decoder refuses here too is a file
+ * whose damage neither check saw (a bad Huffman code, say). on_error
+ * applies to it here: with `fail` the client's batch fails naming the
+ * file; with `substitute` its row (every tensor's) becomes a copy of
+ * another row of the same batch, chosen from (seed, epoch, sample) among
+ * the rows that are not bad, so the batch stays full and deterministic.
+ * Such an image is counted (images_bad in status) and logged once.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,6 +72,7 @@
 
 #if LOADERD_HAVE_NVJPEG && LOADERD_HAVE_IMGKERNEL
 
+#include "common/hash.h"
 #include "image/imgkernel.h"
 #include "image/jpeg.h"
 #include "worker/image_sample.h"
@@ -71,6 +84,11 @@
 #define DECODE_SETS_MIN 2u
 #define DECODE_SETS_MAX 4u
 #define DECODE_SET_BYTES (512ull << 20)
+
+/* decode_on_cpu's verdict on an image both decoders refused */
+#define DECODE_BAD 1
+/* on_error = substitute: rows of the batch tried as a bad row's replacement */
+#define SUBSTITUTE_ATTEMPTS 8
 
 /* A helper thread of a lane's decoder: its own nvJPEG state per set and
  * its own stream; under mu, `busy` hands it imgs[0..n) for set `set`'s
@@ -100,7 +118,8 @@ struct decode_set {
 	struct imgk_item *items_dev;
 	struct imgk_shrink *shrink; /* page-locked, max_batch */
 	struct imgk_shrink *shrink_dev;
-	cudaEvent_t done;         /* behind the part's kernel */
+	cudaStream_t stream;      /* the part's decode, shrink and resize */
+	cudaEvent_t done;         /* behind all of the part's work on stream */
 	bool pending;             /* done recorded and not yet waited for */
 };
 
@@ -108,9 +127,14 @@ struct lane_decode {
 	struct decode_set sets[DECODE_SETS_MAX];
 	uint32_t n_sets;
 	uint32_t cur;             /* the set the next part takes */
+	uint32_t used;            /* the sets the batch being decoded used, a bit each */
+	cudaEvent_t copied;       /* on the client's stream, behind the batch's copy */
 	struct decode_helper *helpers;
 	uint32_t n_helpers;
 	uint32_t max_batch;
+	uint32_t max_rows;        /* the largest batch_size of a decoding pipeline */
+	uint32_t *bad_rows;       /* the batch's rows both decoders refused (substitute) */
+	uint32_t n_bad;
 	uint64_t device_bytes;    /* allocated in all, counted in the GPU's decode_bytes */
 	uint64_t buf_bytes;       /* of each set */
 	uint64_t scratch_bytes;   /* of each set */
@@ -238,9 +262,14 @@ static void decode_free(struct lane_decode *dc)
 		cudaFreeHost(set->shrink);
 		if (set->done)
 			cudaEventDestroy(set->done);
+		if (set->stream)
+			cudaStreamDestroy(set->stream);
 	}
+	if (dc->copied)
+		cudaEventDestroy(dc->copied);
 	free(dc->factor);
 	free(dc->small);
+	free(dc->bad_rows);
 	cudaFreeHost(dc->row_host);
 	free(dc->imgs);
 	free(dc->rows);
@@ -271,6 +300,7 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 	for (size_t i = 0; i < p->n_sources; i++)
 		if (p->sources[i].cfg->decode != DECODE_CPU && p->sources[i].cfg->batch_size > max_batch)
 			max_batch = p->sources[i].cfg->batch_size;
+	dc->max_rows = max_batch;
 	dc->max_batch = max_batch < NVJD_MAX_BATCH ? max_batch : NVJD_MAX_BATCH;
 	struct decode_set *set0 = &dc->sets[0];
 	int rc = nvjd_open(l->dev, dc->max_batch, NVJD_SMOOTH_UPSAMPLING, &set0->nvjd, why, cap);
@@ -319,13 +349,18 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 			e = cudaHostAlloc((void **)&set->shrink, sizeof(*set->shrink) * dc->max_batch, 0);
 		if (e == cudaSuccess)
 			e = cudaEventCreateWithFlags(&set->done, cudaEventDisableTiming);
+		if (e == cudaSuccess)
+			e = cudaStreamCreateWithFlags(&set->stream, cudaStreamNonBlocking);
 	}
+	if (e == cudaSuccess)
+		e = cudaEventCreateWithFlags(&dc->copied, cudaEventDisableTiming);
 	dc->imgs = calloc(dc->max_batch, sizeof(*dc->imgs));
 	dc->rows = calloc(dc->max_batch, sizeof(*dc->rows));
 	dc->factor = calloc(dc->max_batch, sizeof(*dc->factor));
 	dc->small = calloc(dc->max_batch, sizeof(*dc->small));
+	dc->bad_rows = calloc(dc->max_rows, sizeof(*dc->bad_rows));
 	if (cudaerr_failed(e, why, cap, "allocating the GPU decoder's buffers") || !dc->imgs ||
-	    !dc->rows || !dc->factor || !dc->small) {
+	    !dc->rows || !dc->factor || !dc->small || !dc->bad_rows) {
 		if (e == cudaSuccess)
 			snprintf(why, cap, "out of memory");
 		decode_free(dc);
@@ -376,12 +411,32 @@ bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *
 	return true;
 }
 
+/* Logs a bad image at most once per sample of its pipeline. */
+static void bad_log_once(struct pinner *p, uint32_t pipeline, uint64_t sample, const char *text)
+{
+	const struct source *src = &p->sources[pipeline];
+	bool first = sample >= src->n_samples; /* no such sample: logged, not remembered */
+	pthread_mutex_lock(&p->lanes_mu);
+	uint8_t **seen = &p->decode_bad_seen[pipeline];
+	if (!first && !*seen)
+		*seen = calloc(src->n_samples / 8 + 1, 1);
+	if (!first && *seen && !((*seen)[sample / 8] & (1u << (sample % 8)))) {
+		(*seen)[sample / 8] |= (uint8_t)(1u << (sample % 8));
+		first = true;
+	}
+	pthread_mutex_unlock(&p->lanes_mu);
+	if (first)
+		log_warning("%s", text);
+}
+
 /* Row r of m's batch decoded here on the CPU, as a worker would, into its
- * row of the device slot; false (with text naming the file) when the CPU
- * decoder refuses it too. */
-static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_image *im,
-			  uint32_t r, const uint8_t *jpeg, uint8_t *dst, const char *gpu_err,
-			  char *text, size_t cap)
+ * row of the device slot: 0; DECODE_BAD when the CPU decoder refuses it
+ * too and on_error = substitute (the row is then dc's to replace); -1 on
+ * any other failure and on a bad image under on_error = fail, with text
+ * naming the file. */
+static int decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_image *im,
+			 uint32_t r, const uint8_t *jpeg, uint8_t *dst, const char *gpu_err,
+			 char *text, size_t cap)
 {
 	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
@@ -400,7 +455,7 @@ static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_
 			*s = NULL;
 			snprintf(text, cap, "%.600s: the GPU did not decode it (%.160s), and the CPU "
 				 "decoder could not be set up", where, gpu_err);
-			return false;
+			return -1;
 		}
 	}
 	row_bytes = src->row_bytes[0];
@@ -410,22 +465,30 @@ static bool decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_
 		if (cudaHostAlloc((void **)&dc->row_host, row_bytes, 0) != cudaSuccess) {
 			dc->row_host = NULL;
 			snprintf(text, cap, "%.600s: out of page-locked memory for its CPU decode", where);
-			return false;
+			return -1;
 		}
 		dc->row_host_bytes = row_bytes;
 	}
 	int rc = image_sample(*s, jpeg, im->len, im->epoch, im->sample, dc->row_host);
 	if (rc < 0) {
-		snprintf(text, cap, "%.600s: bad image: the GPU's decoder refused it (%.160s), and so "
-			 "did the CPU's (%s)", where, gpu_err, source_image_why(rc));
-		return false;
+		bool fail = src->cfg->on_error == ON_ERROR_FAIL;
+		snprintf(text, cap, "pipeline \"%s\": %.600s: bad image: the GPU's decoder refused it "
+			 "(%.160s), and so did the CPU's (%s)%s", src->cfg->name, where, gpu_err,
+			 source_image_why(rc), fail ? " (on_error = fail)" :
+			 "; replaced by another image of its batch (on_error = substitute)");
+		atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].bad, 1);
+		bad_log_once(p, pc->pipeline, im->sample, text);
+		if (fail)
+			return -1;
+		dc->bad_rows[dc->n_bad++] = r;
+		return DECODE_BAD;
 	}
 	cudaError_t e = cudaMemcpyAsync(dst + src->tensors[0].offset + (uint64_t)r * row_bytes,
 					dc->row_host, row_bytes, cudaMemcpyHostToDevice, pc->stream);
 	if (e == cudaSuccess)
 		e = cudaStreamSynchronize(pc->stream); /* row_host is reused */
 	if (cudaerr_failed(e, text, cap, "copying a CPU-decoded image"))
-		return false;
+		return -1;
 	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].fallback, 1);
 	log_info("%s: decoded on the CPU for GPU %s: %s", where, p->gpus[l->dev].uuid, gpu_err);
 	return true;
@@ -458,7 +521,8 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 		pthread_mutex_unlock(&h->mu);
 		given += per;
 	}
-	int rc = nvjd_decode(set->nvjd, dc->imgs + given, n - given, pc->stream);
+	dc->used |= 1u << (set - dc->sets);
+	int rc = nvjd_decode(set->nvjd, dc->imgs + given, n - given, set->stream);
 	const char *err = dc->imgs[given].err;
 	for (uint32_t i = 0, at = 0; i < dc->n_helpers && at < given; i++, at += per) {
 		struct decode_helper *h = &dc->helpers[i];
@@ -470,7 +534,7 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 			rc = h->rc;
 			err = dc->imgs[at].err;
 		}
-		if (h->rc == 0 && cudaStreamWaitEvent(pc->stream, h->queued, 0) != cudaSuccess && rc == 0) {
+		if (h->rc == 0 && cudaStreamWaitEvent(set->stream, h->queued, 0) != cudaSuccess && rc == 0) {
 			rc = -EIO;
 			err = "cudaStreamWaitEvent on a decoding thread's stream";
 		}
@@ -502,39 +566,42 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 	memcpy(fmt.mean, ip->mean, sizeof(fmt.mean));
 	memcpy(fmt.std, ip->std, sizeof(fmt.std));
 	uint64_t scratch = 0;
-	cudaError_t e = cudaSuccess;
-	if (k > 0) {
+	/* The resize writes rows of the device slot: after the batch's copy */
+	cudaError_t e = cudaStreamWaitEvent(set->stream, dc->copied, 0);
+	if (k > 0 && e == cudaSuccess) {
 		if (imgk_plan(set->items, k, &fmt, pc->slot_bytes, &scratch) < 0 ||
 		    scratch > dc->scratch_bytes) {
 			snprintf(text, cap, "the GPU resize refused a batch's images");
 			return false;
 		}
 		e = cudaMemcpyAsync(set->items_dev, set->items, sizeof(*set->items) * k,
-				    cudaMemcpyHostToDevice, pc->stream);
+				    cudaMemcpyHostToDevice, set->stream);
 		if (e == cudaSuccess && n_shrink > 0)
 			e = cudaMemcpyAsync(set->shrink_dev, set->shrink,
 					    sizeof(*set->shrink) * n_shrink, cudaMemcpyHostToDevice,
-					    pc->stream);
+					    set->stream);
 		if (e == cudaSuccess && n_shrink > 0 &&
-		    imgk_shrink_launch(set->shrink_dev, n_shrink, pc->stream, &e) < 0 && e == cudaSuccess)
+		    imgk_shrink_launch(set->shrink_dev, n_shrink, set->stream, &e) < 0 && e == cudaSuccess)
 			e = cudaErrorInvalidValue;
 		if (e == cudaSuccess &&
 		    imgk_launch(set->items_dev, k, &fmt, set->scratch, dc->scratch_bytes, dst,
-				pc->slot_bytes, pc->stream, &e) < 0 && e == cudaSuccess)
+				pc->slot_bytes, set->stream, &e) < 0 && e == cudaSuccess)
 			e = cudaErrorInvalidValue;
-		if (e == cudaSuccess)
-			e = cudaEventRecord(set->done, pc->stream);
-		if (cudaerr_failed(e, text, cap, "the GPU resize of decoded images"))
-			return false;
-		set->pending = true;
-		atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].gpu, k);
 	}
+	/* Recorded even when the engines decoded nothing: the client's stream
+	 * waits for it, and with it for whatever the part queued. */
+	if (e == cudaSuccess)
+		e = cudaEventRecord(set->done, set->stream);
+	if (cudaerr_failed(e, text, cap, "the GPU resize of decoded images"))
+		return false;
+	set->pending = true;
+	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].gpu, k);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct nvjd_image *im = &dc->imgs[i];
 		uint32_t r = dc->rows[i];
 		if (im->status != 0 &&
-		    !decode_on_cpu(l, m, &desc[r], r, slot + ip->gpu_data_offset +
-				   (uint64_t)r * ip->gpu_data_stride, dst, im->err, text, cap))
+		    decode_on_cpu(l, m, &desc[r], r, slot + ip->gpu_data_offset +
+				  (uint64_t)r * ip->gpu_data_stride, dst, im->err, text, cap) < 0)
 			return false;
 	}
 	return true;
@@ -552,7 +619,9 @@ static bool decode_wait(struct lane_decode *dc, char *text, size_t cap)
 	return !cudaerr_failed(e, text, cap, "waiting for the GPU resize");
 }
 
-bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
+/* The batch's images into its parts, each decoded and resized on its set's
+ * stream; the images the GPU cannot take on the CPU. */
+static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
 {
 	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
@@ -590,8 +659,8 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 			return false;
 		}
 		if (bytes > dc->buf_bytes || scratch > dc->scratch_bytes) { /* too big for the GPU */
-			if (!decode_on_cpu(l, m, &desc[r], r, jpeg, dst, "larger than gpu_decode_memory "
-					   "allows", text, cap))
+			if (decode_on_cpu(l, m, &desc[r], r, jpeg, dst, "larger than gpu_decode_memory "
+					  "allows", text, cap) < 0)
 				return false;
 			continue;
 		}
@@ -617,6 +686,80 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 	}
 	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].cpu, cpu);
 	return n == 0 || decode_part(l, m, n, desc, slot, dst, text, cap);
+}
+
+/* on_error = substitute: each bad row of the batch becomes a copy of a row
+ * that is not bad, chosen from (seed, epoch, sample), on the client's
+ * stream behind every part. */
+static bool substitute_bad(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
+{
+	struct pinner *p = l->p;
+	struct pinner_client *pc = m->pc;
+	struct lane_decode *dc = l->decode;
+	const struct source *src = &p->sources[pc->pipeline];
+	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
+	const uint8_t *slot = p->arena->base + arena_slot_offset(p->arena, m->slot);
+	const struct arena_gpu_image *desc = (const void *)(slot + ip->gpu_desc_offset);
+	for (uint32_t b = 0; b < dc->n_bad; b++) {
+		uint32_t r = dc->bad_rows[b], from = r;
+		for (uint32_t a = 0; a < SUBSTITUTE_ATTEMPTS * m->rows && from == r; a++) {
+			uint32_t c = (uint32_t)(hash_mix64(hash_sample(ip->seed, 0x5b57ull, desc[r].epoch,
+								       desc[r].sample) ^ a) % m->rows);
+			bool bad = false;
+			for (uint32_t k = 0; k < dc->n_bad && !bad; k++)
+				bad = dc->bad_rows[k] == c;
+			if (!bad)
+				from = c;
+		}
+		if (from == r) {
+			char where[1200];
+			source_sample_where(src, p->arena, pc->pipeline, SPLIT_TRAIN, desc[r].sample,
+					    where, sizeof(where));
+			snprintf(text, cap, "pipeline \"%s\": %.600s: bad image: neither the GPU's decoder "
+				 "nor the CPU's took it (on_error = substitute, and none of the rows of its "
+				 "batch tried could replace it: %u of %u are bad)", src->cfg->name, where,
+				 dc->n_bad, m->rows);
+			return false;
+		}
+		for (uint32_t t = 0; t < src->n_tensors; t++) {
+			uint64_t row = src->row_bytes[t], at = src->tensors[t].offset;
+			cudaError_t e = cudaMemcpyAsync(dst + at + (uint64_t)r * row,
+							dst + at + (uint64_t)from * row, row,
+							cudaMemcpyDeviceToDevice, pc->stream);
+			if (cudaerr_failed(e, text, cap, "copying a replacement row"))
+				return false;
+		}
+	}
+	return true;
+}
+
+bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
+{
+	struct pinner_client *pc = m->pc;
+	struct lane_decode *dc = l->decode;
+	dc->used = 0;
+	dc->n_bad = 0;
+	cudaError_t e = cudaEventRecord(dc->copied, pc->stream);
+	if (cudaerr_failed(e, text, cap, "cudaEventRecord behind the batch's copy"))
+		return false;
+	bool ok = decode_parts(l, m, dst, text, cap);
+	/* The client's stream (its ready and copied events) after every part */
+	for (uint32_t i = 0; i < dc->n_sets && ok; i++) {
+		if (!(dc->used & (1u << i)))
+			continue;
+		e = cudaStreamWaitEvent(pc->stream, dc->sets[i].done, 0);
+		ok = !cudaerr_failed(e, text, cap, "cudaStreamWaitEvent on a decoding set's stream");
+	}
+	if (ok && dc->n_bad > 0)
+		ok = substitute_bad(l, m, dst, text, cap);
+	if (!ok) { /* nothing may read the batch's source once the caller returns */
+		for (uint32_t i = 0; i < dc->n_helpers; i++)
+			cudaStreamSynchronize(dc->helpers[i].stream);
+		for (uint32_t i = 0; i < dc->n_sets; i++)
+			if (dc->used & (1u << i))
+				cudaStreamSynchronize(dc->sets[i].stream);
+	}
+	return ok;
 }
 
 void pinner_decode_close(struct lane *l)

@@ -60,6 +60,7 @@ struct decode_count {
 	atomic_uint_least64_t gpu;      /* on the GPU's engines */
 	atomic_uint_least64_t cpu;      /* by the workers (the GPU does not take them) */
 	atomic_uint_least64_t fallback; /* on the GPU thread's CPU: the engines refused them */
+	atomic_uint_least64_t bad;      /* refused by the CPU decoder too (on_error applied) */
 };
 
 struct msgq {
@@ -211,6 +212,9 @@ struct pinner {
 	bool nvjd_loaded;         /* nvJPEG (daemon/nvjd.h) loaded, for GPU decoding */
 	char nvjd_why[TEXT_MAX];  /* why not */
 	struct decode_count decode_counts[ARENA_PIPELINES_MAX][PINNER_DEVICES_MAX];
+	/* a bit per sample of each pipeline, under lanes_mu: the bad images
+	 * the GPU threads have logged (pinner_decode.c) */
+	uint8_t *decode_bad_seen[ARENA_PIPELINES_MAX];
 
 	/* pin = copy: the pinned buffers, shared by the lanes, under pinned_mu */
 	uint8_t **pinned;
