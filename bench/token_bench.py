@@ -277,7 +277,7 @@ class Daemon(LoaderdDaemon):
         page-locked (its device clients then go through staging), or None."""
         with open(self.log_path, errors="replace") as f:
             for ln in f:
-                if "its device clients go through staging" in ln and case.name in ln:
+                if "its device clients go through staging" in ln and 'pipeline "%s"' % case.name in ln:
                     return ln.strip()
         return None
 
@@ -528,8 +528,9 @@ def goals(ctx, res):
     else:
         out.append("goal: no data wait in examples/train_tokens.py (under %.0f%% of the time): %s"
                    % (100 * GOAL_WAIT, verdict(t["data_wait_fraction"] < GOAL_WAIT,
-                                               "%.2f%% at %.0f tokens/s, %d steps of seq_len %d, batch %d on %s"
-                                               % (100 * t["data_wait_fraction"], t["tokens_per_s"], t["steps"],
+                                               "%.2f%% at %.0f tokens/s, %s of seq_len %d, batch %d on %s"
+                                               % (100 * t["data_wait_fraction"], t["tokens_per_s"],
+                                                  plural(t["steps"], "step"),
                                                   t["seq_len"], t["batch_size"], t["device"]))))
     if a.host:
         out.append("(host delivery: the goals are the GPU's; these figures only show the flow works)")
@@ -555,7 +556,10 @@ def report(ctx, res):
     for c in ctx.cases:
         f = res["loaderd"][c.name]
         ceiling, peer = ceiling_tokens(res, c), peer_of(res, c)
-        delivery = "host" if a.host else ("direct" if c.delivery == "direct" else "staging")
+        if a.host:
+            delivery = "host (direct pipeline)" if c.delivery == "direct" else "host"
+        else:
+            delivery = "direct" if c.delivery == "direct" else "staging"
         cells = [str(c.seq_len), str(c.batch), OUTPUTS[c.delivery].replace(" ", ", "), delivery,
                  notes.cell(f["tokens_per_s"] / 1e9 if not isinstance(f["tokens_per_s"], Failed)
                             else f["tokens_per_s"], "%.3f"),
@@ -573,7 +577,8 @@ def report(ctx, res):
         "loaderd-h2d-ceiling at the batch's size in bytes, as tokens/s; the DataLoader's row: GPTDataset "
         "with reset_position_ids, reset_attention_mask and eod_mask_loss for `positions, cu_seqlens, "
         "loss_mask` rows, without them otherwise; daemon CPU: loaderd and its workers over the timed "
-        "consume, per batch.", ""] + goals(ctx, res)
+        "consume, per batch; direct pipelines have document_shuffle off (direct needs each window as one "
+        "range of the file), the others on.", ""] + goals(ctx, res)
     return "\n".join(out) + "\n"
 
 
