@@ -274,25 +274,38 @@ def measure_loaderd(ctx, daemon, mib):
     ctx.log.say("%d MiB, %s: %.2f GB/s (%d batches in %.2f s)"
                 % (mib, daemon.mode, gbps, timed["batches"], timed["seconds"]))
 
-    # A step well above the time one batch takes to arrive keeps the ring
-    # full, so call_us is the client's own cost, never waiting. The first
-    # batch of a consume is always waited for; the difference of a short and
-    # a long run cancels it.
-    batch_ms = batch_bytes / (gbps * 1e9) * 1e3
-    step_ms = max(CALL_STEP_MS, math.ceil(1.5 * batch_ms))
-    long_n = min(750, max(200, int(CALL_SECONDS * 1e3 / step_ms)))
-    short_n = max(40, long_n // 5)
     try:
-        runs = [consume(ctx, daemon, mib, k, int(60 + 3 * k * step_ms / 1e3), "per-batch cost", step_ms)
-                for k in (short_n, long_n)]
+        call_us, step_ms, runs = call_cost(
+            lambda k, step_ms, timeout_s: consume(ctx, daemon, mib, k, timeout_s, "per-batch cost", step_ms),
+            batch_bytes / (gbps * 1e9) * 1e3)
     except StepError as e:
         ctx.log.say("%d MiB, %s, per-batch cost: %s" % (mib, daemon.mode, e))
         return gbps, Failed("error: %s" % e)
-    call_us = (long_n * runs[1]["call_us"] - short_n * runs[0]["call_us"]) / (long_n - short_n)
     ctx.log.say("%d MiB, %s: next+release %.1f us per batch (step %d ms; call_us %.1f over %d, "
-                "%.1f over %d batches)" % (mib, daemon.mode, call_us, step_ms, runs[0]["call_us"], short_n,
-                                           runs[1]["call_us"], long_n))
+                "%.1f over %d batches)" % (mib, daemon.mode, call_us, step_ms, runs[0]["call_us"],
+                                           runs[0]["batches"], runs[1]["call_us"], runs[1]["batches"]))
     return gbps, call_us
+
+
+def call_cost(consume_for, batch_ms):
+    """The client's own cost per batch (ldr_next + ldr_stream_wait +
+    ldr_release: consume's call_us) with batches always ready.
+    consume_for(batches, step_ms, timeout_s) runs one `loaderctl consume
+    --step-ms` and returns its summary as a dict with "batches" and
+    "call_us"; batch_ms is the time one batch takes to arrive when nothing
+    waits for the client. Returns (call_us, step_ms, [short run, long run]);
+    a StepError of a run passes through.
+
+    A step well above batch_ms keeps the ring full, so call_us is the
+    client's own cost, never waiting. The first batch of a consume is
+    always waited for; the difference of a short and a long run cancels
+    it."""
+    step_ms = max(CALL_STEP_MS, math.ceil(1.5 * batch_ms))
+    long_n = min(750, max(200, int(CALL_SECONDS * 1e3 / step_ms)))
+    short_n = max(40, long_n // 5)
+    runs = [consume_for(k, step_ms, int(60 + 3 * k * step_ms / 1e3)) for k in (short_n, long_n)]
+    call_us = (long_n * runs[1]["call_us"] - short_n * runs[0]["call_us"]) / (long_n - short_n)
+    return call_us, step_ms, runs
 
 
 # ---------------------------------------------------------------- peers

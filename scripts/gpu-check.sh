@@ -9,7 +9,9 @@
 # decoding on the GPU's hardware engines (bench/nvjd_bench.c, on a tree of
 # $LOADERD_NVJD_BENCH_IMAGES mkjpeg files, from 1, 2 and 4 host threads),
 # and the whole GPU decode path against the CPU path on the same files
-# (bench/gpu_decode_bench.c).
+# (bench/gpu_decode_bench.c), and LLM token batches against megatron-core's
+# GPTDataset through a DataLoader (bench/token_bench.py with
+# bench/megatron_peer.py).
 #
 # nvJPEG comes with the toolkit there: CMake takes /usr/local/cuda's
 # nvjpeg.h, and the GPU tests (gpu.nvjd_check among them) and the benchmark
@@ -18,23 +20,30 @@
 # The Debian -dev packages travel as .deb files in .gpu/debs (fetch them
 # with `scripts/gpu-check.sh --fetch` on a Debian machine) and are unpacked
 # into a private prefix, never into /; the build links them statically.
+# The megatron-core wheel (Python 3.12) and packaging, which it imports,
+# travel in .gpu/wheels (fetched by --fetch too); bench/token_bench.py
+# installs them into a directory of its own run, never into the system.
 #
 # LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
 # LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
-# LOADERD_GPU_NODE_BENCH=0, LOADERD_GPU_ALL_TESTS=0 skip a part (the node
-# benchmark, bench/node_bench.py, runs only where there are 2 GPUs or more);
+# LOADERD_GPU_NODE_BENCH=0, LOADERD_GPU_TOKEN_BENCH=0, LOADERD_GPU_ALL_TESTS=0
+# skip a part (the node benchmark, bench/node_bench.py, runs only where there
+# are 2 GPUs or more);
 # LOADERD_BENCH_ARGS, LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS,
 # LOADERD_TRAIN_BENCH_ARGS, LOADERD_NVJD_BENCH_ARGS,
-# LOADERD_GPU_DECODE_BENCH_ARGS and LOADERD_NODE_BENCH_ARGS add arguments to
-# the benchmarks.
+# LOADERD_GPU_DECODE_BENCH_ARGS, LOADERD_NODE_BENCH_ARGS and
+# LOADERD_TOKEN_BENCH_ARGS add arguments to the benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
-# gpu-tests.log, bench/, device/, image/, train/, nvjd/, node/ and tests.log
-# (the rest of the suite), in that order.
+# gpu-tests.log, bench/, device/, image/, train/, nvjd/, node/, tokens/ and
+# tests.log (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev"
 if [ "${1:-}" = "--fetch" ]; then
-	mkdir -p .gpu/debs && cd .gpu/debs && exec apt-get download $DEBS
+	mkdir -p .gpu/wheels .gpu/debs
+	pip download megatron-core==0.16.1 "packaging>=24.2" --no-deps --only-binary=:all: \
+		--python-version 3.12 --platform manylinux_2_28_x86_64 -d .gpu/wheels || exit 1
+	cd .gpu/debs && exec apt-get download $DEBS
 fi
 OUT=${OUT:-/tmp/loaderd-gpu-out}
 B=${LOADERD_GPU_BUILD:-/tmp/loaderd-gpu-build}
@@ -102,6 +111,12 @@ if [ "${LOADERD_GPU_NODE_BENCH:-1}" = 1 ] && [ "$gpus" -ge 2 ]; then
 	mkdir -p "$OUT/node"
 	PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/node_bench.py --build "$B" \
 		--out "$OUT/node" ${LOADERD_NODE_BENCH_ARGS:-} 2>&1 | tail -30 || rc=1
+fi
+if [ "${LOADERD_GPU_TOKEN_BENCH:-1}" = 1 ]; then
+	# examples/train_tokens.py, which it runs, imports the package staged in $B/python.
+	mkdir -p "$OUT/tokens"
+	PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/token_bench.py --build "$B" \
+		--out "$OUT/tokens" ${LOADERD_TOKEN_BENCH_ARGS:-} 2>&1 | tail -30 || rc=1
 fi
 if [ "${LOADERD_GPU_ALL_TESTS:-1}" = 1 ]; then
 	ctest --test-dir "$B" -LE gpu -j"$nproc" --output-on-failure > "$OUT/tests.log" 2>&1 || rc=1

@@ -34,6 +34,8 @@ import make_dataset  # noqa: E402  (tools/ is put on the path just above)
 import wait  # noqa: E402
 from harness_data import *  # noqa: E402,F401,F403  (beside this file; see above)
 
+write_megatron = make_dataset.write_megatron  # Megatron-LM's indexed dataset, as the tests write it
+
 EXIT_PASS, EXIT_FAIL, EXIT_SKIP = 0, 1, 77
 SANITIZER_MARKERS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 

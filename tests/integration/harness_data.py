@@ -10,7 +10,6 @@ delivered width, little-endian).
 """
 
 import re
-import struct
 
 
 class TestFailure(Exception):
@@ -168,21 +167,6 @@ _SUMMARY_RE = re.compile(
     r"^consume: pipeline=(\S+) rank=(\d+) world=(\d+) epochs=(\d+) batches=(\d+) "
     r"samples=(\d+) bytes=(\d+) seconds=(\d+\.\d{3}) batches_per_s=(\S+) "
     r"samples_per_s=(\S+) MB_per_s=(\S+) device=(host|GPU-[0-9a-f-]{36}) call_us=(\S+)$")
-
-
-def write_megatron(prefix, lengths, stream):
-    """A Megatron-LM indexed dataset of uint16 tokens (dtype code 8), one
-    sequence per document: PREFIX.bin holds `stream`, the documents'
-    tokens back to back, and PREFIX.idx their `lengths`."""
-    with open(prefix + ".bin", "wb") as f:
-        f.write(struct.pack("<%dH" % len(stream), *stream))
-    pointers = [2 * sum(lengths[:i]) for i in range(len(lengths))]
-    doc_index = list(range(len(lengths) + 1))
-    with open(prefix + ".idx", "wb") as f:
-        f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(lengths), len(doc_index)))
-        f.write(struct.pack("<%di" % len(lengths), *lengths))
-        f.write(struct.pack("<%dq" % len(pointers), *pointers))
-        f.write(struct.pack("<%dq" % len(doc_index), *doc_index))
 
 
 def positions_of(window, seq_len, eod):
