@@ -337,6 +337,8 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		struct decode_set *set = &dc->sets[s];
 		e = cudaMalloc((void **)&set->buf, dc->buf_bytes);
 		if (e == cudaSuccess)
+			e = cudaMemset(set->buf, 0, dc->buf_bytes); /* and after every part */
+		if (e == cudaSuccess)
 			e = cudaMalloc((void **)&set->scratch, dc->scratch_bytes);
 		if (e == cudaSuccess)
 			e = cudaMalloc((void **)&set->items_dev, sizeof(*set->items_dev) * dc->max_batch);
@@ -497,8 +499,9 @@ static int decode_on_cpu(struct lane *l, struct msg *m, const struct arena_gpu_i
 /* Decodes the n images queued in dc (imgs, rows) into the current set and
  * resizes them into dst; the failed ones on the CPU. The next part takes
  * the next set. */
-static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct arena_gpu_image *desc,
-			const uint8_t *slot, uint8_t *dst, char *text, size_t cap)
+static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_used,
+			const struct arena_gpu_image *desc, const uint8_t *slot, uint8_t *dst,
+			char *text, size_t cap)
 {
 	struct pinner *p = l->p;
 	struct pinner_client *pc = m->pc;
@@ -588,6 +591,13 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, const struct 
 				pc->slot_bytes, set->stream, &e) < 0 && e == cudaSuccess)
 			e = cudaErrorInvalidValue;
 	}
+	/* The buffer zeroed again behind the resize, for the next part: an
+	 * image the engines decode "successfully" from damaged data that runs
+	 * out leaves the rest of its pixels unwritten, and those must not be
+	 * what an earlier part left there. (Not before the next decode: the
+	 * hardware path may write before work queued ahead of it has run.) */
+	if (e == cudaSuccess)
+		e = cudaMemsetAsync(set->buf, 0, buf_used, set->stream);
 	/* Recorded even when the engines decoded nothing: the client's stream
 	 * waits for it, and with it for whatever the part queued. */
 	if (e == cudaSuccess)
@@ -666,7 +676,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		}
 		if (n == dc->max_batch || buf_used + bytes > dc->buf_bytes ||
 		    scratch_used + scratch > dc->scratch_bytes) {
-			if (!decode_part(l, m, n, desc, slot, dst, text, cap))
+			if (!decode_part(l, m, n, buf_used, desc, slot, dst, text, cap))
 				return false;
 			n = 0;
 			buf_used = scratch_used = 0;
@@ -685,7 +695,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		scratch_used += align_up(scratch, DECODE_ALIGN);
 	}
 	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].cpu, cpu);
-	return n == 0 || decode_part(l, m, n, desc, slot, dst, text, cap);
+	return n == 0 || decode_part(l, m, n, buf_used, desc, slot, dst, text, cap);
 }
 
 /* on_error = substitute: each bad row of the batch becomes a copy of a row
@@ -755,9 +765,14 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 	if (!ok) { /* nothing may read the batch's source once the caller returns */
 		for (uint32_t i = 0; i < dc->n_helpers; i++)
 			cudaStreamSynchronize(dc->helpers[i].stream);
-		for (uint32_t i = 0; i < dc->n_sets; i++)
-			if (dc->used & (1u << i))
-				cudaStreamSynchronize(dc->sets[i].stream);
+		for (uint32_t i = 0; i < dc->n_sets; i++) {
+			struct decode_set *set = &dc->sets[i];
+			if (!(dc->used & (1u << i)))
+				continue;
+			cudaStreamSynchronize(set->stream);
+			cudaMemset(set->buf, 0, dc->buf_bytes); /* a failed part may not have */
+			set->pending = false;
+		}
 	}
 	return ok;
 }

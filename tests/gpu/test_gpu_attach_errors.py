@@ -3,8 +3,9 @@
 
   - a HELLO naming a GPU the daemon does not see (a made-up UUID) gets ERROR
     ENODEV naming that UUID and the GPUs the daemon does see;
-  - a ring larger than the GPU's free memory (32 device slots of a 3 GiB
-    batch) gets ERROR ENOMEM "not enough free device memory on GPU <uuid>";
+  - a ring larger than the GPU's memory (32 device slots of a batch of 1
+    GiB records, as many as make the ring larger than the GPU's memory)
+    gets ERROR ENOMEM "not enough free device memory on GPU <uuid>";
   - the client refuses `--device 7` when it sees fewer GPUs, and a UUID it
     does not see, naming what it was given;
 and afterwards the daemon holds no client and no device memory, and serves
@@ -24,7 +25,8 @@ from test_bad_frames import ERROR, HELLO, exchange, frame, string  # noqa: E402
 
 FAKE_UUID = bytes(range(1, 17))
 FAKE_TEXT = "GPU-01020304-0506-0708-090a-0b0c0d0e0f10"
-HUGE_RECORD = 1 << 30  # 3 records of 1 GiB: a 3 GiB batch, 32 of them exceed any GPU
+HUGE_SLOTS = 32  # device slots of the "huge" pipeline's ring
+HUGE_RECORD = 1 << 30  # the largest record_bytes
 
 
 def device_hello(pipeline, uuid, depth=0):
@@ -46,26 +48,30 @@ def refusal(sock, pipeline, uuid, depth=0):
 def body(env):
     gpus = gpu_harness.require_gpus()
     real = gpus[0]["uuid"]
+    # records a batch: 32 batches more than the GPU's memory
+    huge_batch = gpus[0]["memory"] // (HUGE_SLOTS * HUGE_RECORD) + 1
     small = env.make_raw("small.bin", 64, 4096)
     crcs = harness.raw_sample_crcs(small, 4096)
     huge = env.path("huge.bin")
     with open(huge, "wb") as f:
-        f.truncate(3 * HUGE_RECORD)  # sparse: never read, only sized
+        f.truncate(huge_batch * HUGE_RECORD)  # sparse: never read, only sized
     pipelines = {
         "small": {"source": "raw:" + small, "record_bytes": 4096, "batch_size": 16},
-        "huge": {"source": "raw:" + huge, "record_bytes": HUGE_RECORD, "batch_size": 3},
+        "huge": {"source": "raw:" + huge, "record_bytes": HUGE_RECORD, "batch_size": huge_batch},
     }
     d = gpu_harness.start_daemon(env, gpu_harness.gpu_config(
-        env, "errors", pipelines, staging_slots=1, shm_bytes="4G", device_slots=32, max_depth=32))
+        env, "errors", pipelines, staging_slots=1, shm_bytes="%dM" % ((huge_batch << 10) + 64),
+        device_slots=HUGE_SLOTS, max_depth=HUGE_SLOTS))
 
     code, text = refusal(d.socket, "small", FAKE_UUID)
     check(code == errno.ENODEV and FAKE_TEXT in text and real in text,
           "unknown GPU: ERROR %d %r, expected ENODEV naming %s and %s" % (code, text, FAKE_TEXT, real))
 
-    code, text = refusal(d.socket, "huge", bytes.fromhex(real[4:].replace("-", "")), depth=32)
+    code, text = refusal(d.socket, "huge", bytes.fromhex(real[4:].replace("-", "")), depth=HUGE_SLOTS)
     check(code == errno.ENOMEM and ("not enough free device memory on GPU %s" % real) in text
           and "pipeline \"huge\"" in text,
-          "a 96 GiB ring: ERROR %d %r, expected ENOMEM naming the GPU and pipeline" % (code, text))
+          "a %d MiB ring: ERROR %d %r, expected ENOMEM naming the GPU and pipeline"
+          % (HUGE_SLOTS * huge_batch << 10, code, text))
 
     r = gpu_harness.loaderctl(env, harness.consume_args(d.socket, "small", epochs=1,
                                                         extra=["--device", "7"]))

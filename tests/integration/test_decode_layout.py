@@ -65,8 +65,11 @@ def body(env):
         check(st["slot_bytes"] == aligned(need, PAGE),
               "decode %s: staging slots of %d bytes, expected %d (%d rounded up to a page)"
               % (name, st["slot_bytes"], aligned(need, PAGE), need))
-        check(st["decode"] == [], "decode %s: status lists GPU decoding without a GPU: %s"
-              % (name, st["decode"]))
+        # a decode line per GPU the daemon sees, for a pipeline that may decode there
+        want = [] if keys["decode"] == "cpu" else [("p", g["index"]) for g in st["gpus"]]
+        check([(x["pipeline"], x["gpu"]) for x in st["decode"]] == want,
+              "decode %s: status lists GPU decoding %s with %d GPUs" % (name, st["decode"],
+                                                                       len(st["gpus"])))
         dump = env.path("%s.dump" % name)
         r = subprocess.run([harness.binary("loaderctl")] +
                            harness.consume_args(d.socket, "p", epochs=2, dump=dump,
