@@ -452,6 +452,33 @@ def int_list(ap, option, text, what, most):
     return values
 
 
+def skip_without_gpu(prog, bindir, version, gpus, hint=""):
+    """Says why prog measures nothing where loaderd --version lists no GPU
+    (gpus: its count, or None without the line); EXIT_SKIP."""
+    why = "reports gpus: 0" if gpus == 0 else "has no 'gpus:' line (a build without GPU delivery)"
+    detail = [ln for ln in version.splitlines() if ln.startswith(("cuda:", "delivery:"))]
+    print("%s: skipped: %s --version %s%s%s" % (prog, os.path.join(bindir, "loaderd"), why,
+                                               ("; " + "; ".join(detail)) if detail else "", hint))
+    return EXIT_SKIP
+
+
+def bench_context(ctx, prog, a, bindir, version, uuid):
+    """ctx with what a run of benchmark prog keeps: its arguments, the
+    binaries, a work directory, where the logs go, its log (which starts
+    with loaderd --version) and the GPU's UUID."""
+    ctx.args = a
+    ctx.bindir = bindir
+    ctx.loaderctl = os.path.join(bindir, "loaderctl")
+    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-%s-" % prog.replace("_", "-"))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+    ctx.logdir = a.out or ctx.workdir
+    ctx.log = Log(prog, os.path.join(a.out, "bench.log") if a.out else None)
+    ctx.log.write("loaderd --version:\n%s" % version)
+    ctx.gpu_uuid = uuid
+    return ctx
+
+
 class Context:
     """What every step needs: options, paths, the log."""
 
@@ -519,26 +546,11 @@ def main():
                      "-DCMAKE_BUILD_TYPE=Release && cmake --build build -j)" % (bindir, exe))
     version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
     if not gpus:
-        why = ("reports gpus: 0" if gpus == 0 else
-               "has no 'gpus:' line (a build without GPU delivery)")
-        detail = [ln for ln in version.splitlines() if ln.startswith(("cuda:", "delivery:"))]
-        print("gpu_bench: skipped: %s --version %s%s" % (os.path.join(bindir, "loaderd"), why,
-                                                          ("; " + "; ".join(detail)) if detail else ""))
-        return EXIT_SKIP
+        return skip_without_gpu("gpu_bench", bindir, version, gpus)
     if uuid is None:
         sys.exit("gpu_bench: loaderd --version lists no gpu %d:\n%s" % (a.device, version))
 
-    ctx = Context()
-    ctx.args = a
-    ctx.bindir = bindir
-    ctx.loaderctl = os.path.join(bindir, "loaderctl")
-    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-gpu-bench-")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-    ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log("gpu_bench", os.path.join(a.out, "bench.log") if a.out else None)
-    ctx.log.write("loaderd --version:\n%s" % version)
-    ctx.gpu_uuid = uuid
+    ctx = bench_context(Context(), "gpu_bench", a, bindir, version, uuid)
     ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or '"%s"' % name
     raise_memlock(ctx.log)
 

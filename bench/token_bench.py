@@ -71,9 +71,10 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench_daemon import LoaderdDaemon, Log, StepError, failed_exit, last_line, publish  # noqa: E402  (this directory)
-from gpu_bench import (EXIT_SKIP, Failed, Notes, call_cost, free_bytes, int_list, loaderd_gpus,  # noqa: E402
-                       nvidia_smi, plural, raise_memlock, ratio, run, usable_cores)
+from bench_daemon import LoaderdDaemon, StepError, failed_exit, last_line, publish  # noqa: E402  (this directory)
+from gpu_bench import (EXIT_SKIP, Failed, Notes, bench_context, call_cost, free_bytes, int_list,  # noqa: E402
+                       loaderd_gpus, nvidia_smi, plural, raise_memlock, ratio, run,
+                       skip_without_gpu, usable_cores)
 from host_bench import cpu_model, read_file_gbps  # noqa: E402
 from image_bench import cpu_seconds  # noqa: E402
 
@@ -629,27 +630,13 @@ def main():
     version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
     if not a.host:
         if not gpus:
-            why = ("reports gpus: 0" if gpus == 0 else
-                   "has no 'gpus:' line (a build without GPU delivery)")
-            detail = [ln for ln in version.splitlines() if ln.startswith(("cuda:", "delivery:"))]
-            print("token_bench: skipped: %s --version %s%s (--host measures host delivery)"
-                  % (os.path.join(bindir, "loaderd"), why, ("; " + "; ".join(detail)) if detail else ""))
-            return EXIT_SKIP
+            return skip_without_gpu("token_bench", bindir, version, gpus,
+                                    " (--host measures host delivery)")
         if uuid is None:
             sys.exit("token_bench: loaderd --version lists no gpu %d:\n%s" % (a.device, version))
 
-    ctx = Context()
-    ctx.args = a
+    ctx = bench_context(Context(), "token_bench", a, bindir, version, uuid)
     ctx.build = build
-    ctx.bindir = bindir
-    ctx.loaderctl = os.path.join(bindir, "loaderctl")
-    ctx.workdir = tempfile.mkdtemp(prefix="loaderd-token-bench-")
-    if a.out:
-        os.makedirs(a.out, exist_ok=True)
-    ctx.logdir = a.out or ctx.workdir
-    ctx.log = Log("token_bench", os.path.join(a.out, "bench.log") if a.out else None)
-    ctx.log.write("loaderd --version:\n%s" % version)
-    ctx.gpu_uuid = uuid
     ctx.gpu_desc = "" if a.host else (nvidia_smi(ctx.log, uuid) or '"%s"' % name)
     if not a.host:
         raise_memlock(ctx.log)
