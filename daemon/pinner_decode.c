@@ -49,8 +49,9 @@
  * run on the GPU side by side, as many as there are sets: beside a
  * training process, whose kernels take turns with the daemon's on the
  * GPU, each turn advances all of them, where on the client's one stream
- * a batch's GPU work waited for the whole of the one before
- * (bench/RESULTS.md, "Training with GPU decoding").
+ * a batch's GPU work waited for the whole of the one before. Measured
+ * beside training, that shortened a batch's GPU work but did not raise
+ * the client's rate (bench/RESULTS.md, "a CUDA stream per buffer set").
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
