@@ -85,6 +85,8 @@ MIN_SIDE, MAX_SIDE, QUALITY = 300, 600, 90
 MEAN_KB_LO, MEAN_KB_HI = 70, 110  # what an ImageNet-like set of this size should average
 BATCH = 256
 SIZE = 224
+# (images per call, host threads) tried for the hardware decoder's ceiling
+CEILING_RUNS = ((256, 2), (64, 4), (64, 8), (32, 8), (32, 16))
 TRANSFORM = "random_resized_crop(%d) hflip(0.5)" % SIZE
 DATA_DIR = "/dev/shm/loaderd-image-bench"
 STAGING_SLOTS = 16
@@ -206,17 +208,20 @@ class Daemon(LoaderdDaemon):
                  "shm_bytes = %d" % shm_bytes,
                  "staging_slots = %d" % STAGING_SLOTS,
                  "gpu = %s" % ("off" if self.ctx.args.host else "required"),
-                 "log_level = info",
-                 "",
-                 "[pipeline.train]",
-                 "source = imagefolder:%s" % self.ctx.tree,
-                 "batch_size = %d" % BATCH,
-                 "shuffle = true",
-                 "drop_last = true",
-                 "transform = %s" % TRANSFORM,
-                 "dtype = uint8",
-                 "layout = nchw",
-                 "decode = %s" % self.decode]
+                 "log_level = info"]
+        threads = getattr(self.ctx.args, "gpu_decode_threads", None)  # train_bench has none
+        if threads:
+            lines.append("gpu_decode_threads = %d" % threads)
+        lines += ["",
+                  "[pipeline.train]",
+                  "source = imagefolder:%s" % self.ctx.tree,
+                  "batch_size = %d" % BATCH,
+                  "shuffle = true",
+                  "drop_last = true",
+                  "transform = %s" % TRANSFORM,
+                  "dtype = uint8",
+                  "layout = nchw",
+                  "decode = %s" % self.decode]
         if self.decode == "auto":
             lines.append("gpu_decode_percent = %d" % self.ctx.args.gpu_decode_percent)
         lines.append("")
@@ -300,21 +305,23 @@ def measure_loaderd(ctx, workers, decode="cpu"):
 
 def measure_ceiling(ctx):
     """The GPU's hardware JPEG decoder on the same files: loaderd-nvjd-bench,
-    whole images, batch 256, from 4 host threads (images/s), or a Failed."""
+    whole images, each host thread with two batches on the engines, the
+    best of CEILING_RUNS (images/s), or a Failed."""
     exe = os.path.join(ctx.bindir, "loaderd-nvjd-bench")
     if not os.path.exists(exe):
         return Failed("skipped: loaderd-nvjd-bench was not built (no nvjpeg.h)")
     best = Failed("error: no figure")
-    for threads in (2, 4, 6):
+    for batch, threads in CEILING_RUNS:
         try:
-            r = run(ctx.log, "hardware decoder, %d threads" % threads,
-                    [exe, "--dir", ctx.tree, "--batch", "256", "--threads", str(threads),
-                     "--passes", "2"], 180)
+            r = run(ctx.log, "hardware decoder, batch %d, %d threads" % (batch, threads),
+                    [exe, "--dir", ctx.tree, "--batch", str(batch), "--threads", str(threads),
+                     "--depth", "2", "--passes", "2"], 180)
         except StepError as e:
             return Failed("error: %s" % e)
         m = re.search(r"mode=full .*images_per_s=(\S+)", r.stdout)
         if r.returncode != 0 or not m:
             return Failed("error: %s" % (last_line(r.stderr) or "no figure"))
+        ctx.log.say("hardware decoder, %d images per call, %d threads: %s images/s" % (batch, threads, m.group(1)))
         if isinstance(best, Failed) or float(m.group(1)) > best:
             best = float(m.group(1))
     ctx.log.say("hardware decoder ceiling: %.1f images/s" % best)
@@ -521,8 +528,8 @@ def report(ctx, res, dec):
     if any(d != "cpu" for d in a.decodes):
         ceil, peer = res["ceiling"], res["gpu_peer"]
         out += ["", "the GPU's hardware JPEG decoder on the same files (loaderd-nvjd-bench, whole images, "
-                "batch 256, the best of 2, 4 and 6 host threads): %s images/s"
-                % notes.cell(ceil, "%.0f"),
+                "two batches on the engines per host thread, the best of %s images per call x host threads): "
+                "%s images/s" % (", ".join("%dx%d" % bt for bt in CEILING_RUNS), notes.cell(ceil, "%.0f")),
                 "torchvision decode_jpeg(device=\"cuda\") + v2 RandomResizedCrop(%d) and "
                 "RandomHorizontalFlip on the GPU, one process, batch %d: %s images/s"
                 % (SIZE, BATCH, notes.cell(peer, "%.0f"))]
@@ -576,6 +583,8 @@ def parse_args():
                     "(default cpu,gpu,auto; --host: cpu)")
     ap.add_argument("--gpu-decode-percent", type=int, default=80,
                     help="the pipeline's gpu_decode_percent, for --decode auto (default 80)")
+    ap.add_argument("--gpu-decode-threads", type=int,
+                    help="the daemon's gpu_decode_threads (default: the daemon's)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     a.decodes = [d for d in a.decode.split(",") if d]

@@ -72,6 +72,7 @@ STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) d
                            r"decode_bytes (\d+)$", re.M)
 SLOTS_PER_CLIENT = 8      # staging slots for each rank, and as many for the daemon
 STATUS_ARENA_RE = re.compile(r"^arena: (\d+) bytes", re.M)
+STATUS_DECODE_RE = re.compile(r"^  decode pipeline (.* parts [1-9].*)$", re.M)
 
 
 class Daemon(train_bench.Daemon):
@@ -94,10 +95,11 @@ class Daemon(train_bench.Daemon):
 
 class Watch:
     """Polls the daemon's status while a run goes: the largest device
-    memory of every GPU and the arena's size."""
+    memory of every GPU, the arena's size, and the last decode lines (the
+    decoding threads' counts and times, cumulative)."""
 
     def __init__(self, daemon):
-        self.daemon, self.device_bytes, self.arena = daemon, {}, 0
+        self.daemon, self.device_bytes, self.arena, self.decode = daemon, {}, 0, []
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
@@ -114,6 +116,7 @@ class Watch:
             m = STATUS_ARENA_RE.search(text)
             if m:
                 self.arena = int(m.group(1))
+            self.decode = STATUS_DECODE_RE.findall(text) or self.decode
 
     def stop(self):
         self.stop_event.set()
@@ -195,6 +198,8 @@ def measure(ctx, daemon, kind, model, ranks, loader):
             watch.stop()
     if watch:
         f["device_bytes"], f["arena_bytes"] = watch.device_bytes, watch.arena
+        for line in watch.decode:
+            ctx.log.say("%s: decode pipeline %s" % (what, line))
     f.update({"kind": kind, "ranks_asked": ranks, "loader_name": loader})
     ctx.runs.append(f)
     ctx.log.say("%s: node %.1f %s, data wait at most %.1f%%%s; %s" % (
@@ -246,7 +251,8 @@ def report(ctx, res):
         "loaderd: one daemon, %d workers, decode = %s%s, uint8 NHWC; torch: a DataLoader in every rank"
         % (a.steps, a.warmup, image_bench.BATCH, image_bench.SIZE, image_bench.SIZE, image_bench.CLASSES,
            f0.get("amp", "?"), f0.get("torch", "?"), a.workers, a.decode,
-           ", gpu_decode_memory = %s" % a.gpu_decode_memory if a.gpu_decode_memory else ""), "",
+           "".join(", %s = %s" % (k, v) for k, v in (("gpu_decode_memory", a.gpu_decode_memory),
+                                                      ("gpu_decode_threads", a.gpu_decode_threads)) if v)), "",
         "| model | ranks | loader | node images/s | per rank | data wait (largest) | vs N x one rank "
         "| vs synthetic | loaderd cores | loaderd CPU us/image | loaderd memory |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -299,6 +305,7 @@ def parse_args(gpus):
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
     ap.add_argument("--gpu-decode-percent", type=int, default=80, help="with --decode auto (default 80)")
     ap.add_argument("--gpu-decode-memory", help="loaderd's gpu_decode_memory (default: the daemon's)")
+    ap.add_argument("--gpu-decode-threads", type=int, help="loaderd's gpu_decode_threads (default: the daemon's)")
     ap.add_argument("--workers", type=int, default=0, help="loaderd's workers (default: usable cores - ranks)")
     ap.add_argument("--torch-workers", type=int, default=0,
                     help="DataLoader workers per rank (default: usable cores / ranks - 1)")

@@ -4,18 +4,22 @@
  * host threads (one decoder each, as the daemon would have one per GPU
  * thread). Informational: it prints figures and asserts nothing.
  *
- *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--passes P]
- *                      [--device N] [--lib LIBNVJPEG] [--smooth]
+ *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]
+ *                      [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]
+ *                      [--private-handles]
  *
  * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
- * read into page-locked memory first. Each thread opens its own decoder
- * and stream, and decodes batches of B images (thread t takes batches t,
- * t + T, ...) into its own device buffers, P passes over all images after
- * one untimed batch per thread; nvjd_decode waits for a decoder's previous
- * batch itself, and the last is waited for before the clock stops. Two
- * modes, one line each:
+ * read into page-locked memory first. Each thread opens D decoders, each
+ * with its own stream and device buffers, and decodes batches of B images
+ * (thread t takes batches t, t + T, ...) on its decoders in turn, P passes
+ * over all images after one untimed batch per decoder; nvjd_decode waits
+ * for a decoder's previous batch itself, so a thread has up to D batches
+ * on the engines while it checks and submits the next (D = 1: each batch
+ * waits for the one before), and the last are waited for before the clock
+ * stops. Two modes, one line each:
  *
- *   nvjd_bench: mode=full|roi batch=B threads=T images=N seconds=S
+ *   nvjd_bench: mode=full|roi batch=B threads=T depth=D handles=shared|private
+ *               images=N seconds=S
  *               images_per_s=X cpu_us_per_image=C unsupported=U failed=F
  *
  * roi decodes, per image and pass, a box as torchvision's RandomResizedCrop
@@ -23,7 +27,8 @@
  * centre), from a fixed seed. cpu_us_per_image is the process's user and
  * system time over the images decoded. A first line names the GPU, its
  * engines and the nvJPEG loaded. --smooth opens the decoders with
- * NVJD_SMOOTH_UPSAMPLING.
+ * NVJD_SMOOTH_UPSAMPLING; --private-handles with NVJD_PRIVATE_HANDLE (a
+ * handle each, where the daemon's decoders of a GPU share one).
  *
  * Exit codes: 0; 1 a failure (named on stderr); 2 usage; 77 no GPU, no
  * nvJPEG, or no JPEG engines here.
@@ -53,14 +58,17 @@
 #endif
 
 #define MAX_THREADS 64
+#define MAX_DEPTH 8
 #define MAX_PASSES 1000
 #define MAX_IMAGES 10000000
 
 static const char synopsis[] =
-	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--passes P]\n"
-	"                          [--device N] [--lib LIBNVJPEG] [--smooth]\n"
+	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]\n"
+	"                          [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]\n"
+	"                          [--private-handles]\n"
 	"  --batch B     images per nvjd_decode call (default 256)\n"
-	"  --threads T   host threads, one decoder each (default 1)\n"
+	"  --threads T   host threads (default 1)\n"
+	"  --depth D     decoders per thread, taking its batches in turn (default 2)\n"
 	"  --passes P    timed passes over every image, per mode (default 3)\n";
 
 struct image {
@@ -77,8 +85,8 @@ static struct {
 
 struct opts {
 	const char *dir, *lib;
-	uint64_t batch, threads, passes, device;
-	bool smooth;
+	uint64_t batch, threads, depth, passes, device;
+	bool smooth, private_handles;
 };
 
 struct worker {
@@ -213,38 +221,50 @@ static void *worker_main(void *arg)
 	snprintf(name, sizeof name, "nvjd-bench-%u", w->index);
 	pthread_setname_np(pthread_self(), name);
 
-	struct nvjd *d = NULL;
-	cudaStream_t stream = NULL;
-	uint8_t *dev = NULL;
-	struct nvjd_image *imgs = calloc(o->batch, sizeof *imgs);
+	/* decoder k of the thread: its state, stream, output and images */
+	struct nvjd *d[MAX_DEPTH] = {NULL};
+	cudaStream_t stream[MAX_DEPTH] = {NULL};
+	uint8_t *dev[MAX_DEPTH] = {NULL};
+	struct nvjd_image *imgs[MAX_DEPTH] = {NULL};
 	size_t slot = 0, batches = (images.n + o->batch - 1) / o->batch;
 	for (size_t i = 0; i < images.n; i++)
 		if ((size_t)images.v[i].w * images.v[i].h * 3 > slot)
 			slot = (size_t)images.v[i].w * images.v[i].h * 3;
-	w->rc = -ENOMEM;
-	if (imgs && cuda_prog_ok(cudaSetDevice((int)o->device), "cudaSetDevice") &&
-	    cuda_prog_ok(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-			 "cudaStreamCreate") &&
-	    cuda_prog_ok(cudaMalloc((void **)&dev, slot * o->batch), "cudaMalloc"))
-		w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
-				  o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0, &d, w->why,
-				  sizeof w->why);
-	/* One untimed batch, so that nvJPEG's buffers have grown. */
-	if (w->rc == 0 && w->index < batches)
-		w->rc = decode_batch(w, d, imgs, dev, slot, stream, w->index, 0, false);
-	if (w->rc == 0)
-		w->rc = nvjd_wait(d, w->why, sizeof w->why);
+	w->rc = cuda_prog_ok(cudaSetDevice((int)o->device), "cudaSetDevice") ? 0 : -EIO;
+	for (unsigned k = 0; k < o->depth && w->rc == 0; k++) {
+		imgs[k] = calloc(o->batch, sizeof *imgs[k]);
+		w->rc = -ENOMEM;
+		if (imgs[k] &&
+		    cuda_prog_ok(cudaStreamCreateWithFlags(&stream[k], cudaStreamNonBlocking),
+				 "cudaStreamCreate") &&
+		    cuda_prog_ok(cudaMalloc((void **)&dev[k], slot * o->batch), "cudaMalloc"))
+			w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
+					  (o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0) |
+						  (o->private_handles ? NVJD_PRIVATE_HANDLE : 0),
+					  &d[k], w->why, sizeof w->why);
+		/* One untimed batch each, so that nvJPEG's buffers have grown. */
+		if (w->rc == 0 && w->index < batches)
+			w->rc = decode_batch(w, d[k], imgs[k], dev[k], slot, stream[k], w->index, 0,
+					     false);
+		if (w->rc == 0)
+			w->rc = nvjd_wait(d[k], w->why, sizeof w->why);
+	}
 	pthread_barrier_wait(w->start); /* every thread ready: the clock starts */
+	unsigned k = 0;
 	for (uint64_t pass = 0; pass < o->passes && w->rc == 0; pass++)
-		for (size_t b = w->index; b < batches && w->rc == 0; b += o->threads)
-			w->rc = decode_batch(w, d, imgs, dev, slot, stream, b, pass, true);
-	if (w->rc == 0)
-		w->rc = nvjd_wait(d, w->why, sizeof w->why);
-	nvjd_close(d);
-	cudaFree(dev);
-	if (stream)
-		cudaStreamDestroy(stream);
-	free(imgs);
+		for (size_t b = w->index; b < batches && w->rc == 0; b += o->threads) {
+			w->rc = decode_batch(w, d[k], imgs[k], dev[k], slot, stream[k], b, pass, true);
+			k = (k + 1) % (unsigned)o->depth;
+		}
+	for (k = 0; k < o->depth; k++) {
+		if (w->rc == 0 && d[k])
+			w->rc = nvjd_wait(d[k], w->why, sizeof w->why);
+		nvjd_close(d[k]);
+		cudaFree(dev[k]);
+		if (stream[k])
+			cudaStreamDestroy(stream[k]);
+		free(imgs[k]);
+	}
 	return NULL;
 }
 
@@ -287,10 +307,12 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 	pthread_barrier_destroy(&start);
 	if (rc)
 		return rc;
-	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " images=%" PRIu64
+	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " depth=%" PRIu64
+	       " handles=%s images=%" PRIu64
 	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
 	       " failed=%" PRIu64 "\n",
-	       roi ? "roi" : "full", o->batch, o->threads, decoded, seconds,
+	       roi ? "roi" : "full", o->batch, o->threads, o->depth,
+	       o->private_handles ? "private" : "shared", decoded, seconds,
 	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
 	       failed);
 	return 0;
@@ -298,20 +320,23 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 
 int main(int argc, char **argv)
 {
-	struct opts o = {.lib = NVJD_BENCH_LIBRARY, .batch = 256, .threads = 1, .passes = 3};
+	struct opts o = {.lib = NVJD_BENCH_LIBRARY, .batch = 256, .threads = 1, .depth = 2,
+			 .passes = 3};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t *num = strcmp(a, "--batch") == 0     ? &o.batch
 				: strcmp(a, "--threads") == 0 ? &o.threads
+				: strcmp(a, "--depth") == 0   ? &o.depth
 				: strcmp(a, "--passes") == 0  ? &o.passes
 				: strcmp(a, "--device") == 0  ? &o.device
 							      : NULL;
 		uint64_t max = num == &o.batch     ? NVJD_MAX_BATCH
 			       : num == &o.threads ? MAX_THREADS
+			       : num == &o.depth   ? MAX_DEPTH
 			       : num == &o.passes  ? MAX_PASSES
 						   : 1024;
-		if (strcmp(a, "--smooth") == 0) {
-			o.smooth = true;
+		if (strcmp(a, "--smooth") == 0 || strcmp(a, "--private-handles") == 0) {
+			*(strcmp(a, "--smooth") == 0 ? &o.smooth : &o.private_handles) = true;
 			continue;
 		}
 		if (!v)

@@ -9,6 +9,7 @@
 #include "daemon/nvjd.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -26,6 +27,7 @@ struct nvjd {
 	unsigned flags;
 	unsigned engines, cores_per_engine;
 	nvjpegHandle_t handle;
+	struct shared_handle *shared; /* where handle came from, NULL: its own */
 	nvjpegJpegState_t state;
 	nvjpegJpegStream_t parsed; /* the checks' parse of one image at a time */
 	/* [2 * max_batch]: image i's region, in two sets used in turn, so that
@@ -89,6 +91,82 @@ static void device_leave(const struct device_guard *g)
 		cudaSetDevice(g->prev);
 }
 
+/* ---- handles ---------------------------------------------------------------- */
+
+/*
+ * The decoders of one GPU and one set of flags share an nvJPEG handle,
+ * as nvJPEG's model has it (a handle per process and GPU may serve several
+ * threads, each with its own state), unless opened with
+ * NVJD_PRIVATE_HANDLE. On an H200 the two gave the same rates from 1 to 8
+ * submitting threads (loaderd-nvjd-bench, bench/RESULTS.md); shared, a
+ * GPU's decoders hold nvJPEG's handle resources once.
+ */
+#define SHARED_HANDLES_MAX 64
+
+struct shared_handle {
+	int device;
+	unsigned nv_flags;
+	unsigned refs; /* 0: the slot is free */
+	nvjpegHandle_t handle;
+};
+
+static pthread_mutex_t shared_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct shared_handle shared_handles[SHARED_HANDLES_MAX];
+
+/* d->handle: the shared one for its device and nv_flags, made on first use
+ * (on the current device, d's), or its own; nvjpegCreateEx's status. */
+static nvjpegStatus_t handle_get(struct nvjd *d, unsigned nv_flags)
+{
+	if (d->flags & NVJD_PRIVATE_HANDLE)
+		return nvjd_lib.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags,
+					       &d->handle);
+	pthread_mutex_lock(&shared_mu);
+	struct shared_handle *free_slot = NULL;
+	nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
+	for (size_t i = 0; i < SHARED_HANDLES_MAX && !d->shared; i++) {
+		struct shared_handle *h = &shared_handles[i];
+		if (h->refs && h->device == d->device && h->nv_flags == nv_flags)
+			d->shared = h;
+		else if (!h->refs && !free_slot)
+			free_slot = h;
+	}
+	if (!d->shared && free_slot) {
+		s = nvjd_lib.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags,
+					    &free_slot->handle);
+		if (s == NVJPEG_STATUS_SUCCESS) {
+			*free_slot = (struct shared_handle){.device = d->device, .nv_flags = nv_flags,
+							    .handle = free_slot->handle};
+			d->shared = free_slot;
+		}
+	}
+	if (d->shared) {
+		d->shared->refs++;
+		d->handle = d->shared->handle;
+	}
+	pthread_mutex_unlock(&shared_mu);
+	if (!d->shared && s == NVJPEG_STATUS_SUCCESS) /* every slot taken: its own */
+		s = nvjd_lib.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags,
+					    &d->handle);
+	return s;
+}
+
+/* Lets go of d->handle, destroying it if no decoder has it any more; on
+ * d's device, current. */
+static void handle_put(struct nvjd *d)
+{
+	if (!d->shared) {
+		nvjd_lib.nvjpegDestroy(d->handle);
+		return;
+	}
+	pthread_mutex_lock(&shared_mu);
+	if (--d->shared->refs == 0) {
+		nvjd_lib.nvjpegDestroy(d->shared->handle);
+		d->shared->handle = NULL;
+	}
+	pthread_mutex_unlock(&shared_mu);
+	d->shared = NULL;
+}
+
 /* ---- open and close ------------------------------------------------------- */
 
 void nvjd_close(struct nvjd *d)
@@ -110,7 +188,7 @@ void nvjd_close(struct nvjd *d)
 	if (d->state)
 		nvjd_lib.nvjpegJpegStateDestroy(d->state);
 	if (d->handle)
-		nvjd_lib.nvjpegDestroy(d->handle);
+		handle_put(d);
 	if (current)
 		device_leave(&g);
 	free(d->params);
@@ -127,8 +205,7 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 {
 	unsigned nv_flags =
 		d->flags & NVJD_SMOOTH_UPSAMPLING ? NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION : 0;
-	nvjpegStatus_t s =
-		nvjd_lib.nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, NULL, NULL, nv_flags, &d->handle);
+	nvjpegStatus_t s = handle_get(d, nv_flags);
 	if (s != NVJPEG_STATUS_SUCCESS) {
 		d->handle = NULL;
 		if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE)
@@ -154,6 +231,16 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 			       s != NVJPEG_STATUS_SUCCESS ? nvjd_status_name(s) : "0 engines");
 	const char *call = "nvjpegJpegStateCreate";
 	s = nvjd_lib.nvjpegJpegStateCreate(d->handle, &d->state);
+	/* The state's device buffers from nvJPEG's pool, which keeps what it
+	 * has grown to, rather than allocated and freed as batches change
+	 * (a free waits for the daemon's work on the GPU). A 1 x 1 hint
+	 * reserves nothing up front. Beside a training process it did not
+	 * change the host time of a submission (bench/RESULTS.md). */
+	if (s == NVJPEG_STATUS_SUCCESS) {
+		call = "nvjpegDecodeBatchedPreAllocate";
+		s = nvjd_lib.nvjpegDecodeBatchedPreAllocate(d->handle, d->state, (int)d->max_batch,
+							    1, 1, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+	}
 	if (s == NVJPEG_STATUS_SUCCESS) {
 		call = "nvjpegJpegStreamCreate";
 		s = nvjd_lib.nvjpegJpegStreamCreate(d->handle, &d->parsed);
@@ -178,7 +265,7 @@ int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out,
 	      size_t cap)
 {
 	if (!out || max_batch == 0 || max_batch > NVJD_MAX_BATCH ||
-	    (flags & ~NVJD_SMOOTH_UPSAMPLING))
+	    (flags & ~(NVJD_SMOOTH_UPSAMPLING | NVJD_PRIVATE_HANDLE)))
 		return errtext(why, cap, -EINVAL,
 			       "nvjd_open: invalid arguments (max_batch %u, flags %#x)", max_batch,
 			       flags);

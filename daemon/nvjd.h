@@ -9,11 +9,12 @@
  * without nvjpeg.h (CMake's LOADERD_HAVE_NVJPEG 0), the same calls exist and
  * nvjd_load fails with -ENOSYS ("built without nvJPEG").
  *
- * One decoder (struct nvjd) per (GPU, host thread): an nvJPEG handle, one
- * decoding state, the per-image parameter objects of a batch and one CUDA
- * event. Calls on one decoder come from one thread at a time; decoders on
+ * One decoder (struct nvjd) per (GPU, host thread): one decoding state,
+ * the per-image parameter objects of a batch and one CUDA event, on an
+ * nvJPEG handle that the process's decoders of the same GPU and flags
+ * share. Calls on one decoder come from one thread at a time; decoders on
  * different threads are independent (nvJPEG's rule: states and parsed
- * streams are per thread). Every call that touches the GPU makes the
+ * streams are per thread, a handle may serve several). Every call that touches the GPU makes the
  * decoder's device current on the calling thread for its duration and puts
  * back the one that was current.
  *
@@ -59,6 +60,9 @@ enum {
 	 * for 13.3 fix its handling of a region's boundary with this flag:
 	 * before, a region's edge pixels may differ from the whole image's. */
 	NVJD_SMOOTH_UPSAMPLING = 1u << 0,
+	/* The decoder's own nvJPEG handle, instead of the one the process's
+	 * decoders of the same GPU and flags share (for measuring the two). */
+	NVJD_PRIVATE_HANDLE = 1u << 1,
 };
 
 struct nvjd;

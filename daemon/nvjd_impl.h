@@ -37,6 +37,7 @@
 	X(nvjpegDecodeParamsSetROI)                                                        \
 	X(nvjpegDecodeBatchedSupportedEx)                                                  \
 	X(nvjpegDecodeBatchedInitialize)                                                   \
+	X(nvjpegDecodeBatchedPreAllocate)                                                  \
 	X(nvjpegDecodeBatchedEx)
 
 /* Fields named as the functions, typed from their declarations. */

@@ -520,6 +520,13 @@ void pinner_free(struct pinner *p)
 
 /* "decode:": per pipeline that may decode on the GPU and per GPU, where
  * its device clients' images were decoded. */
+/* Mean of sum over n, in us; 0 for none. */
+static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_least64_t *n)
+{
+	uint64_t count = atomic_load(n);
+	return count ? (double)atomic_load(sum_ns) / (double)count / 1e3 : 0.0;
+}
+
 static void describe_decode(struct pinner *p, struct status_text *t)
 {
 	uint32_t n = 0;
@@ -537,10 +544,13 @@ static void describe_decode(struct pinner *p, struct status_text *t)
 			struct gpu *g = &p->gpus[k];
 			const struct decode_count *c = &p->decode_counts[i][k];
 			status_printf(t, "  decode pipeline %s gpu %d engines %u images_gpu %" PRIu64
-				      " images_cpu %" PRIu64 " images_fallback %" PRIu64 " images_bad %" PRIu64,
+				      " images_cpu %" PRIu64 " images_fallback %" PRIu64 " images_bad %" PRIu64
+				      " parts %" PRIu64 " submit_us %.1f wait_us %.1f",
 				      p->sources[i].cfg->name, k, atomic_load(&g->decode_engines),
 				      (uint64_t)atomic_load(&c->gpu), (uint64_t)atomic_load(&c->cpu),
-				      (uint64_t)atomic_load(&c->fallback), (uint64_t)atomic_load(&c->bad));
+				      (uint64_t)atomic_load(&c->fallback), (uint64_t)atomic_load(&c->bad),
+				      (uint64_t)atomic_load(&c->parts), mean_us(&c->submit_ns, &c->parts),
+				      mean_us(&c->wait_ns, &c->parts));
 			pthread_mutex_lock(&p->lanes_mu);
 			if (g->decode_why[0])
 				status_printf(t, " unavailable \"%.300s\"", g->decode_why);
@@ -574,13 +584,6 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 			      (uint64_t)atomic_load(&g->decode_bytes));
 	}
 	describe_decode(p, t);
-}
-
-/* Mean of sum over n, in us; 0 for none. */
-static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_least64_t *n)
-{
-	uint64_t count = atomic_load(n);
-	return count ? (double)atomic_load(sum_ns) / (double)count / 1e3 : 0.0;
 }
 
 static void pinner_describe_client(struct pinner_client *pc, struct status_text *t)

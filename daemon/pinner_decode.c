@@ -22,9 +22,11 @@
  * check, the submission) costs about 90 us, so one thread would cap a
  * client near 11,000 images/s while the engines take well over 20,000.
  * A batch's images are split over gpu_decode_threads host threads: the
- * lane's own and helpers, each with its own nvJPEG state and stream;
- * the set's stream waits (on the GPU) for the helpers' streams before
- * the resize.
+ * lane's own and helpers, each with its own nvJPEG state and stream per
+ * set; the set's stream waits (on the GPU) for the helpers' streams
+ * before the resize. The time the lane spends queueing a part (with its
+ * helpers) and waiting for a set is counted per pipeline and GPU
+ * (submit_us and wait_us in status).
  *
  * Memory: per lane, gpu_decode_memory of device memory in sets (one per
  * 512 MiB, 2 to 4), each a third for the decoded images and the rest for
@@ -51,7 +53,11 @@
  * GPU, each turn advances all of them, where on the client's one stream
  * a batch's GPU work waited for the whole of the one before. Measured
  * beside training, that shortened a batch's GPU work but did not raise
- * the client's rate (bench/RESULTS.md, "a CUDA stream per buffer set").
+ * the client's rate (bench/RESULTS.md, "a CUDA stream per buffer set"):
+ * there, queueing a part of 128 images (nvJPEG's checks and submission)
+ * takes the lane about 15 ms, with 1 to 16 threads alike, so it is not
+ * the checks' CPU time, while it waits for a set only microseconds
+ * ("submit_us beside training").
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -91,16 +97,18 @@
 /* on_error = substitute: rows of the batch tried as a bad row's replacement */
 #define SUBSTITUTE_ATTEMPTS 8
 
-/* A helper thread of a lane's decoder: its own nvJPEG state per set and
- * its own stream; under mu, `busy` hands it imgs[0..n) for set `set`'s
- * decoder and is cleared when they are queued (rc: nvjd_decode's). */
+/* A helper thread of a lane's decoder: its own nvJPEG state and stream
+ * per set (a stream shared by the sets would queue each part's decode
+ * behind the one before, whichever set it used); under mu, `busy` hands
+ * it imgs[0..n) for set `set` and is cleared when they are queued (rc:
+ * nvjd_decode's). */
 struct decode_helper {
 	pthread_t thread;
 	bool started;
 	int dev;
 	struct nvjd *nvjd[DECODE_SETS_MAX];
-	cudaStream_t stream;
-	cudaEvent_t queued;      /* behind its decode, for the client's stream to wait on */
+	cudaStream_t stream[DECODE_SETS_MAX];
+	cudaEvent_t queued[DECODE_SETS_MAX]; /* behind its decode, for the set's stream to wait on */
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	bool busy, quit;
@@ -164,8 +172,9 @@ static void *helper_main(void *arg)
 		if (h->quit)
 			break;
 		pthread_mutex_unlock(&h->mu);
-		int rc = nvjd_decode(h->nvjd[h->set], h->imgs, h->n, h->stream);
-		if (rc == 0 && cudaEventRecord(h->queued, h->stream) != cudaSuccess)
+		uint32_t s = h->set;
+		int rc = nvjd_decode(h->nvjd[s], h->imgs, h->n, h->stream[s]);
+		if (rc == 0 && cudaEventRecord(h->queued[s], h->stream[s]) != cudaSuccess)
 			rc = -EIO;
 		pthread_mutex_lock(&h->mu);
 		h->rc = rc;
@@ -174,6 +183,19 @@ static void *helper_main(void *arg)
 	}
 	pthread_mutex_unlock(&h->mu);
 	return NULL;
+}
+
+/* h's decoders, streams and events (the thread is stopped or never ran). */
+static void helper_close(struct decode_helper *h)
+{
+	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
+		nvjd_close(h->nvjd[s]);
+		if (h->queued[s])
+			cudaEventDestroy(h->queued[s]);
+		if (h->stream[s])
+			cudaStreamDestroy(h->stream[s]);
+	}
+	*h = (struct decode_helper){0};
 }
 
 static void helpers_stop(struct lane_decode *dc)
@@ -189,12 +211,7 @@ static void helpers_stop(struct lane_decode *dc)
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
 		}
-		for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
-			nvjd_close(h->nvjd[s]);
-		if (h->queued)
-			cudaEventDestroy(h->queued);
-		if (h->stream)
-			cudaStreamDestroy(h->stream);
+		helper_close(h);
 	}
 	free(dc->helpers);
 	dc->helpers = NULL;
@@ -213,18 +230,16 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		bool opened = true;
 		for (uint32_t s = 0; s < dc->n_sets && opened; s++)
 			opened = nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd[s], why,
-					   sizeof(why)) == 0;
-		if (!opened ||
-		    cudaStreamCreateWithFlags(&h->stream, cudaStreamNonBlocking) != cudaSuccess ||
-		    cudaEventCreateWithFlags(&h->queued, cudaEventDisableTiming) != cudaSuccess) {
+					   sizeof(why)) == 0 &&
+				 cudaStreamCreateWithFlags(&h->stream[s], cudaStreamNonBlocking) ==
+					 cudaSuccess &&
+				 cudaEventCreateWithFlags(&h->queued[s], cudaEventDisableTiming) ==
+					 cudaSuccess;
+		if (!opened) {
 			log_warning("GPU %s: a JPEG decoding thread could not be set up (%s): %u of %u",
 				    l->p->gpus[l->dev].uuid, why, dc->n_helpers + 1,
 				    l->p->cfg->gpu_decode_threads);
-			for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
-				nvjd_close(h->nvjd[s]);
-			if (h->stream)
-				cudaStreamDestroy(h->stream);
-			*h = (struct decode_helper){0};
+			helper_close(h);
 			break;
 		}
 		pthread_mutex_init(&h->mu, NULL);
@@ -232,11 +247,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
-			for (uint32_t s = 0; s < DECODE_SETS_MAX; s++)
-				nvjd_close(h->nvjd[s]);
-			cudaEventDestroy(h->queued);
-			cudaStreamDestroy(h->stream);
-			*h = (struct decode_helper){0};
+			helper_close(h);
 			break;
 		}
 		char name[32]; /* at most 15 bytes: loaderd-dec15.7 */
@@ -508,6 +519,8 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 	struct pinner_client *pc = m->pc;
 	struct lane_decode *dc = l->decode;
 	struct decode_set *set = &dc->sets[dc->cur];
+	struct decode_count *count = &p->decode_counts[pc->pipeline][l->dev];
+	uint64_t t0 = pinner_now_ns();
 	dc->cur = (dc->cur + 1) % dc->n_sets;
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
@@ -538,11 +551,14 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 			rc = h->rc;
 			err = dc->imgs[at].err;
 		}
-		if (h->rc == 0 && cudaStreamWaitEvent(set->stream, h->queued, 0) != cudaSuccess && rc == 0) {
+		if (h->rc == 0 && cudaStreamWaitEvent(set->stream, h->queued[h->set], 0) != cudaSuccess &&
+		    rc == 0) {
 			rc = -EIO;
 			err = "cudaStreamWaitEvent on a decoding thread's stream";
 		}
 	}
+	atomic_fetch_add(&count->parts, 1);
+	atomic_fetch_add(&count->submit_ns, pinner_now_ns() - t0);
 	if (rc < 0) {
 		snprintf(text, cap, "JPEG decoding on the GPU failed: %s", err);
 		return false;
@@ -606,7 +622,7 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 	if (cudaerr_failed(e, text, cap, "the GPU resize of decoded images"))
 		return false;
 	set->pending = true;
-	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].gpu, k);
+	atomic_fetch_add(&count->gpu, k);
 	for (uint32_t i = 0; i < n; i++) {
 		const struct nvjd_image *im = &dc->imgs[i];
 		uint32_t r = dc->rows[i];
@@ -619,14 +635,16 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 }
 
 /* Waits for the kernel of the part that used the current set last: its
- * buffers are free again. */
-static bool decode_wait(struct lane_decode *dc, char *text, size_t cap)
+ * buffers are free again. The time waited is counted to m's pipeline. */
+static bool decode_wait(struct lane *l, struct msg *m, char *text, size_t cap)
 {
-	struct decode_set *set = &dc->sets[dc->cur];
+	struct decode_set *set = &l->decode->sets[l->decode->cur];
 	if (!set->pending)
 		return true;
 	set->pending = false;
+	uint64_t t0 = pinner_now_ns();
 	cudaError_t e = cudaEventSynchronize(set->done);
+	atomic_fetch_add(&l->p->decode_counts[m->pc->pipeline][l->dev].wait_ns, pinner_now_ns() - t0);
 	return !cudaerr_failed(e, text, cap, "waiting for the GPU resize");
 }
 
@@ -682,7 +700,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 			n = 0;
 			buf_used = scratch_used = 0;
 		}
-		if (n == 0 && !decode_wait(dc, text, cap))
+		if (n == 0 && !decode_wait(l, m, text, cap))
 			return false;
 		buf = dc->sets[dc->cur].buf; /* decode_part may have moved on */
 		dc->rows[n] = r;
@@ -765,7 +783,8 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		ok = substitute_bad(l, m, dst, text, cap);
 	if (!ok) { /* nothing may read the batch's source once the caller returns */
 		for (uint32_t i = 0; i < dc->n_helpers; i++)
-			cudaStreamSynchronize(dc->helpers[i].stream);
+			for (uint32_t s = 0; s < dc->n_sets; s++)
+				cudaStreamSynchronize(dc->helpers[i].stream[s]);
 		for (uint32_t i = 0; i < dc->n_sets; i++) {
 			struct decode_set *set = &dc->sets[i];
 			if (!(dc->used & (1u << i)))

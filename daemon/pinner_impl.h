@@ -61,6 +61,9 @@ struct decode_count {
 	atomic_uint_least64_t cpu;      /* by the workers (the GPU does not take them) */
 	atomic_uint_least64_t fallback; /* on the GPU thread's CPU: the engines refused them */
 	atomic_uint_least64_t bad;      /* refused by the CPU decoder too (on_error applied) */
+	/* the decoding thread's time (pinner_decode.c): parts submitted, host
+	 * time queueing them on the engines, and waiting for a buffer set */
+	atomic_uint_least64_t parts, submit_ns, wait_ns;
 };
 
 struct msgq {

@@ -230,7 +230,8 @@ _CONNECTIONS_RE = re.compile(
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
                      r"device_bytes (\d+) decode_bytes (\d+)$")
 _DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) images_gpu (\d+) "
-                        r"images_cpu (\d+) images_fallback (\d+) images_bad (\d+)(?: unavailable \"(.*)\")?$")
+                        r"images_cpu (\d+) images_fallback (\d+) images_bad (\d+) parts (\d+) "
+                        r"submit_us " + _US + " wait_us " + _US + r"(?: unavailable \"(.*)\")?$")
 
 
 def parse_status(text):
@@ -275,7 +276,9 @@ def parse_status(text):
         st["decode"].append({"pipeline": m.group(1), "gpu": int(m.group(2)),
                              "engines": int(m.group(3)), "images_gpu": int(m.group(4)),
                              "images_cpu": int(m.group(5)), "images_fallback": int(m.group(6)),
-                             "images_bad": int(m.group(7)), "unavailable": m.group(8)})
+                             "images_bad": int(m.group(7)), "parts": int(m.group(8)),
+                             "submit_us": float(m.group(9)), "wait_us": float(m.group(10)),
+                             "unavailable": m.group(11)})
     m = expect(_ARENA_RE, "arena")
     st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
         int(x) for x in m.groups())
