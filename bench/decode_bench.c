@@ -7,7 +7,7 @@
  *
  *   loaderd-decode-bench [--seconds S] [--transform TEXT] FILE...
  *
- * Every FILE is read into memory first. Then, in the calling thread, two
+ * Every FILE is read into memory first. Then, in the calling thread, three
  * measurements, each one untimed pass over the files followed by timed
  * passes until S seconds (default 2) have gone by, at least one pass:
  *   decode            each file decoded whole, to full-size RGB, with the
@@ -19,11 +19,15 @@
  *                     antialiased resize, flip, uint8 NCHW row), with TEXT
  *                     as the pipeline's transform (default
  *                     "random_resized_crop(224) hflip(0.5)"); the epoch is
- *                     the pass number, so every pass draws new crops.
+ *                     the pass number, so every pass draws new crops;
+ *   entropy check     each file through jd_check_entropy (image/jpeg.h), what
+ *                     a worker does before it leaves a file to the GPU under
+ *                     gpu_decode_check = entropy.
  * Prints on stdout
  *
  *   decode: images_per_s=X megapixels_per_s=Y     (source pixels)
  *   decode+transform: images_per_s=X
+ *   entropy check: images_per_s=X
  *
  * and one line of details per measurement on stderr. Exit codes: 0; 1 a
  * file that cannot be read or decoded (the message names it); 2 a usage
@@ -276,6 +280,13 @@ static int decode_whole(void *ctx, const struct bench_file *f, uint64_t pass, ui
 	return 0;
 }
 
+/* bench_sample_fn of the entropy check line; ctx is unused. */
+static int check_whole(void *ctx, const struct bench_file *f, uint64_t pass, uint64_t index,
+		       double *source_pixels, char *err, size_t err_cap)
+{
+	return jd_check_entropy(f->data, f->len, BENCH_MAX_PIXELS, 0, err, err_cap);
+}
+
 /* What the decode+transform line's samples need. */
 struct transform_ctx {
 	struct image_sampler sampler;
@@ -366,6 +377,17 @@ static int run_transform(const struct bench_opts *o, const struct bench_file *fi
 	return 0;
 }
 
+static int run_check(const struct bench_opts *o, const struct bench_file *files)
+{
+	struct bench_result r;
+	int rc = run_passes(files, o->n_paths, o->seconds, check_whole, NULL, "entropy check", &r);
+	if (rc < 0)
+		return rc;
+	print_details("entropy check", &r, o->n_paths);
+	printf("entropy check: images_per_s=%.1f\n", (double)r.images / r.seconds);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	struct bench_opts o;
@@ -387,6 +409,8 @@ int main(int argc, char **argv)
 	rc = run_decode(&o, files);
 	if (rc == 0)
 		rc = run_transform(&o, files, &t);
+	if (rc == 0)
+		rc = run_check(&o, files);
 	free_files(files, o.n_paths);
 	transform_free(&t);
 	if (rc == 0 && fflush(stdout) != 0)

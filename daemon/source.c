@@ -113,6 +113,8 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 		 * after the descriptors. */
 		ip->gpu_share = cfg->decode == DECODE_GPU ? 1.0f :
 				(float)cfg->gpu_decode_percent / 100.0f;
+		ip->gpu_check = cfg->gpu_decode_check == GPU_CHECK_ENTROPY ?
+					ARENA_GPU_CHECK_ENTROPY : ARENA_GPU_CHECK_STRUCTURE;
 		ip->gpu_desc_offset = out->batch_bytes;
 		uint64_t end = align_tensor(ip->gpu_desc_offset + (uint64_t)cfg->batch_size *
 					    sizeof(struct arena_gpu_image));

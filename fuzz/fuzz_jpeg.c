@@ -1,6 +1,7 @@
 /*
  * fuzz_jpeg: libFuzzer harness for the JPEG decoder of image pipelines
- * (image/jpeg.c), which reads files nobody vetted. The first 8 bytes of the
+ * (image/jpeg.c), which reads files nobody vetted: jd_check_entropy on the
+ * whole input, then a region decode. The first 8 bytes of the
  * input choose a box and an output size; the rest is the file. Any input
  * may be refused, but a refusal must carry a message and a documented
  * code, and an accepted one must return a region inside its buffer. Any
@@ -25,8 +26,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	data += 8;
 	size -= 8;
 	char err[256] = "";
+	/* The workers' check of a file they would leave to the GPU */
+	int rc = jd_check_entropy(data, size, 1u << 24, 0, err, sizeof(err));
+	if (rc < 0 && (err[0] == '\0' || (rc != -EBADMSG && rc != -ENODATA && rc != -ENOMEM &&
+					   rc != -EFBIG)))
+		abort();
+	err[0] = '\0';
 	uint32_t w = 0, h = 0;
-	int rc = jd_header(data, size, &w, &h, err, sizeof(err));
+	rc = jd_header(data, size, &w, &h, err, sizeof(err));
 	if (rc < 0) {
 		if (err[0] == '\0' || (rc != -EBADMSG && rc != -ENODATA && rc != -ENOMEM))
 			abort();

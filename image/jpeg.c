@@ -514,6 +514,56 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 	return rc;
 }
 
+/* Inside the setjmp scope of jd_check_entropy: every row at 1/8 scale (the
+ * IDCT then keeps only each block's DC), then on to the end of the file. */
+static int jd_entropy_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
+			      uint64_t max_pixels)
+{
+	j_decompress_ptr cinfo = &ctx->cinfo;
+	if (setjmp(ctx->jump)) {
+		jpeg_destroy_decompress(cinfo);
+		return ctx->rc;
+	}
+	jd_open_and_read_header(ctx, data, len);
+	uint64_t pixels = (uint64_t)cinfo->image_width * cinfo->image_height;
+	if (pixels > max_pixels)
+		jd_fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
+			(unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
+			(unsigned long long)max_pixels);
+	cinfo->scale_num = 1;
+	cinfo->scale_denom = 8;
+	cinfo->do_fancy_upsampling = FALSE;
+	cinfo->do_block_smoothing = FALSE;
+	cinfo->mem->max_memory_to_use =
+		JD_MEM_BASE_BYTES + JD_MEM_BYTES_PER_PX * ((long)cinfo->image_width + JD_MEM_PAD_PX) *
+					    ((long)cinfo->image_height + JD_MEM_PAD_PX);
+	jpeg_start_decompress(cinfo);
+	JSAMPARRAY row = (*cinfo->mem->alloc_sarray)(
+		(j_common_ptr)cinfo, JPOOL_IMAGE,
+		cinfo->output_width * (JDIMENSION)cinfo->output_components, 1);
+	while (cinfo->output_scanline < cinfo->output_height)
+		if (jpeg_read_scanlines(cinfo, row, 1) == 0) /* cannot happen with a memory source */
+			jd_fail(ctx, -EBADMSG, "decoder stopped at row %u",
+				(unsigned)cinfo->output_scanline);
+	jpeg_finish_decompress(cinfo); /* the rest, to the end of image marker */
+	jpeg_destroy_decompress(cinfo);
+	return 0;
+}
+
+int jd_check_entropy(const uint8_t *data, size_t len, uint64_t max_pixels, uint32_t max_cpu_ms,
+		     char *err, size_t err_cap)
+{
+	int rc = jd_check_input(data, len, true, err, err_cap);
+	if (rc < 0)
+		return rc;
+	struct jd_ctx ctx;
+	jd_ctx_init(&ctx, err, err_cap);
+	ctx.max_cpu_ms = max_cpu_ms;
+	if (ctx.max_cpu_ms)
+		ctx.cpu_start_ns = jd_thread_cpu_ns();
+	return jd_entropy_guarded(&ctx, data, len, max_pixels);
+}
+
 void jd_scratch_free(struct jd_scratch *s)
 {
 	if (!s)

@@ -126,6 +126,24 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 		  struct jd_scratch *s, char *err, size_t err_cap);
 
 /*
+ * Reads all of the JPEG in data[0..len) as a decode would, its entropy-coded
+ * data to the end of the file, but at 1/8 scale (one value per 8 x 8
+ * block: Huffman decoding is most of the work) and keeping nothing: whether
+ * libjpeg finds the file whole. For the workers' check of the images they
+ * leave to the GPU (config gpu_decode_check = entropy), whose hardware
+ * decoder does not report every kind of damage.
+ *
+ * Returns 0, or, with a message in err as for jd_header, the codes of
+ * jd_decode_box: -EBADMSG for anything libjpeg errors or warns about (a
+ * bad Huffman code, data that runs out inside a restart interval, a
+ * marker where data should be), -ENODATA, -EFBIG (over max_pixels),
+ * -ENOMEM, -ETIME (over max_cpu_ms of the calling thread's CPU time; 0:
+ * no limit), -EINVAL. Unlike jd_decode_box it always reads the whole file.
+ */
+int jd_check_entropy(const uint8_t *data, size_t len, uint64_t max_pixels, uint32_t max_cpu_ms,
+		     char *err, size_t err_cap);
+
+/*
  * The region rule of jd_decode_box along one axis: the decoded pixels
  * [*lo, *hi) it decodes for the box [start, start + span) (source pixels)
  * at scale s (M/8) for out output pixels, on an axis of n > 0 decoded

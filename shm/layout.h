@@ -86,8 +86,17 @@ struct arena_image_params {
 	 * WORK_CMD_GPU_DECODE leaves the rows the GPU takes undecoded (0
 	 * gpu_desc_offset: the pipeline decodes on the CPU only). */
 	float gpu_share;        /* of the images the GPU takes, the part sent to it */
+	uint32_t gpu_check;     /* enum arena_gpu_check: what a worker checks first */
+	uint32_t gpu_pad;       /* 0 */
 	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
 	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
+};
+
+/* What a worker checks of a JPEG before it leaves it to the GPU (config
+ * gpu_decode_check). */
+enum arena_gpu_check {
+	ARENA_GPU_CHECK_STRUCTURE = 0, /* its header and its scan's markers */
+	ARENA_GPU_CHECK_ENTROPY = 1,   /* and all of its entropy-coded data */
 };
 
 /* How a row of a GPU-decoding batch was made. */
@@ -274,7 +283,7 @@ struct ring_header {
 
 _Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
 _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
-_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 8 + 24 + ARENA_TRANSFORM_MAX,
+_Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 16 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
 _Static_assert(sizeof(struct arena_doc_params) == 11 * 8, "arena_doc_params layout");

@@ -13,6 +13,7 @@
 
 #include "common/hash.h"
 #include "common/regfile.h"
+#include "image/jpeg.h"
 #include "image/jpeghdr.h"
 #include "worker/reader_impl.h"
 #include "worker/worker.h"
@@ -82,7 +83,8 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	out->img = img;
 	if (ip->gpu_desc_offset) { /* each row's places are checked in image_plan */
 		if (ip->gpu_data_stride == 0 || ip->gpu_data_stride > ARENA_IMAGE_FILE_MAX ||
-		    !(ip->gpu_share >= 0 && ip->gpu_share <= 1))
+		    !(ip->gpu_share >= 0 && ip->gpu_share <= 1) ||
+		    ip->gpu_check > ARENA_GPU_CHECK_ENTROPY)
 			return -EINVAL;
 		out->gpu_desc_offset = ip->gpu_desc_offset;
 		out->gpu_data_offset = ip->gpu_data_offset;
@@ -278,6 +280,12 @@ static bool image_to_gpu(struct reader_read *rd)
 	struct jh_limits lim = {.max_bytes = p->gpu_data_stride, .max_pixels = ip->max_pixels};
 	if (!jh_gpu_takes(rd->buf, rd->len, &lim, &info))
 		return false; /* the workers' decoder takes it, or finds it bad */
+	/* Damage the engines may not report (bytes cut out of a restart
+	 * interval, a bad Huffman code): the workers' decoder finds it bad,
+	 * under on_error as on the CPU path */
+	if (ip->gpu_check == ARENA_GPU_CHECK_ENTROPY &&
+	    jd_check_entropy(rd->buf, rd->len, ip->max_pixels, ip->max_decode_ms, NULL, 0) < 0)
+		return false;
 	struct tf_plan plan;
 	tf_plan_sample(&p->img->chain, ip->seed, rd->item->epoch, rd->sample, info.width,
 		       info.height, &plan);

@@ -39,6 +39,13 @@ refuses.
     absolute difference) either way.
 (c) decode = gpu, on_error = fail: the client gets an error naming one of
     the large damaged files, "bad image" and "(on_error = fail)".
+(d) decode = gpu, gpu_decode_check = entropy, on_error = substitute: the
+    workers read every file's entropy-coded data before they leave it to
+    the GPU, so every damaged file goes to the CPU path, which handles it
+    as for any client: two runs give the same bytes in every row; the
+    daemon's log names damaged files of pipeline "checked" in the CPU
+    path's words ("replaced by another sample") and none in the GPU
+    thread's; status counts no images_bad for it.
 """
 
 import os
@@ -132,7 +139,8 @@ def body(env):
     base = {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,
             "transform": tgd.TRANSFORM, "layout": "nhwc", "decode": "gpu",
             "max_image_bytes": "1536K"}
-    pipelines = {"sub": dict(base), "fail": dict(base, on_error="fail")}
+    pipelines = {"sub": dict(base), "fail": dict(base, on_error="fail"),
+                 "checked": dict(base, gpu_decode_check="entropy")}
     cfg = gpu_harness.gpu_config(env, "bad", pipelines, workers=2, device_slots=4, staging_slots=8,
                                  gpu_decode_memory="16M")
     d = gpu_harness.start_daemon(env, cfg)
@@ -202,6 +210,23 @@ def body(env):
               and any(p + ":" in text for p in named),
               "on_error = fail: the error does not name a damaged file, the bad image and the "
               "policy: %s" % text)
+
+    # (d) the workers' entropy check
+    runs = [tgd.batches(loaderd, d.socket, "checked", 0, torch) for _ in range(2)]
+    tgd.same(runs[0], runs[1], "decode = gpu, gpu_decode_check = entropy, run 1 and 2")
+    st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
+    x = {y["pipeline"]: y for y in st["decode"] if y["gpu"] == 0}["checked"]
+    print("gpu_decode_check = entropy: images_gpu %d images_cpu %d images_fallback %d images_bad %d"
+          % (x["images_gpu"], x["images_cpu"], x["images_fallback"], x["images_bad"]))
+    log = harness.read_text(d.log_path)
+    cpu_named = [p for p in small + large
+                 if re.search(r'pipeline "checked": ' + re.escape(p) + r": .*replaced by another "
+                              r"sample", log)]
+    print("the CPU path refused %d of the damaged files for pipeline \"checked\"" % len(cpu_named))
+    check(cpu_named, "gpu_decode_check = entropy: the CPU path named no damaged file")
+    check(not re.search(r'pipeline "checked": .*replaced by another image of its batch', log),
+          "gpu_decode_check = entropy: the GPU thread met a bad image")
+    check(x["images_bad"] == 0, "gpu_decode_check = entropy: images_bad %d" % x["images_bad"])
     d.stop()
 
 

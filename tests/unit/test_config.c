@@ -265,22 +265,26 @@ static void test_decode_keys(void **state)
 	assert_int_equal(pl->decode, DECODE_AUTO);
 	assert_int_equal(pl->gpu_decode_percent, GPU_DECODE_PERCENT_DEFAULT);
 	assert_int_equal(pl->max_image_bytes, 0);
+	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_STRUCTURE);
 	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
 	assert_string_equal(cfg->nvjpeg_library, "");
 	snprintf(text, sizeof(text), "[daemon]\nnvjpeg_library = /opt/nv/libnvjpeg.so.13\n"
 		 "gpu_decode_memory = 1G\n%sdecode = gpu\ngpu_decode_percent = 40\n"
-		 "max_image_bytes = 2M\n", img);
+		 "max_image_bytes = 2M\ngpu_decode_check = entropy\n", img);
 	assert_int_equal(load_text(text), 0);
 	pl = &cfg->pipelines[0];
 	assert_int_equal(pl->decode, DECODE_GPU);
 	assert_int_equal(pl->gpu_decode_percent, 40);
 	assert_int_equal(pl->max_image_bytes, 2ull << 20);
+	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_ENTROPY);
 	assert_int_equal(cfg->gpu_decode_memory, 1ull << 30);
 	assert_string_equal(cfg->nvjpeg_library, "/opt/nv/libnvjpeg.so.13");
 	snprintf(text, sizeof(text), "%sdecode = gpus\n", img);
 	expect_error(text, 5, "[pipeline.i] decode: ");
 	snprintf(text, sizeof(text), "%sgpu_decode_percent = 101\n", img);
 	expect_error(text, 5, "[pipeline.i] gpu_decode_percent: ");
+	snprintf(text, sizeof(text), "%sgpu_decode_check = huffman\n", img);
+	expect_error(text, 5, "[pipeline.i] gpu_decode_check: ");
 	snprintf(text, sizeof(text), "%smax_image_bytes = 65M\n", img);
 	expect_error(text, 5, "[pipeline.i] max_image_bytes: ");
 	snprintf(text, sizeof(text), "[daemon]\ngpu_decode_memory = 1M\n%s", img);

@@ -614,6 +614,95 @@ static void test_flipped_entropy_byte(void **state)
 	free(jpg);
 }
 
+/* ---- jd_check_entropy ---- */
+
+/* jpg with the bytes of its scan from `from` to the next marker (a restart
+ * marker or EOI) cut out but `keep` of them; never inside a stuffed FF 00.
+ * *len becomes the new length. */
+static void cut_to_next_marker(uint8_t *jpg, size_t *len, size_t from, size_t keep)
+{
+	size_t a = from + keep, b = a;
+	while (b + 1 < *len && !(jpg[b] == 0xFF && jpg[b + 1] != 0x00))
+		b++;
+	while (a > from && jpg[a - 1] == 0xFF)
+		a++;
+	assert_true(b > a && b + 1 < *len);
+	memmove(jpg + a, jpg + b, *len - b);
+	*len -= b - a;
+}
+
+/* Offset just past the n-th restart marker of the scan (n from 0), or 0. */
+static size_t after_restart(const uint8_t *jpg, size_t len, int n)
+{
+	for (size_t i = entropy_start(jpg, len); i > 0 && i + 1 < len; i++)
+		if (jpg[i] == 0xFF && jpg[i + 1] >= 0xD0 && jpg[i + 1] <= 0xD7 && n-- == 0)
+			return i + 2;
+	return 0;
+}
+
+static void expect_entropy(const uint8_t *p, size_t len, uint64_t max_pixels, int want,
+			 const char *text, const char *what)
+{
+	char err[256] = "unset";
+	int rc = jd_check_entropy(p, len, max_pixels, 0, err, sizeof(err));
+	if (rc != want || (want < 0 && !strstr(err, text)))
+		fail_msg("jd_check_entropy, %s: %d \"%s\", expected %d \"%s\"", what, rc, err, want,
+			 text);
+}
+
+static void test_entropy_check(void **state)
+{
+	const struct enc restart420 = {KIND_YCC, 2, 2, false, 3, 90};
+	const struct enc restart444 = {KIND_YCC, 1, 1, false, 1, 90};
+	const struct enc grey = {KIND_GRAY, 1, 1, false, 0, 90};
+	const struct enc *whole[] = {&baseline420, &progressive420, &restart420, &restart444, &grey};
+	for (size_t k = 0; k < sizeof(whole) / sizeof(whole[0]); k++) {
+		size_t len;
+		uint8_t *jpg = sample_jpeg(whole[k], 203, 157, &len);
+		expect_entropy(jpg, len, 1u << 24, 0, "", "a whole file");
+		expect_entropy(jpg, len, 203 * 157 - 1, -EFBIG, "over max_image_pixels", "too big");
+		expect_entropy(jpg, len / 2, 1u << 24, -EBADMSG, "premature end of data", "cut at 50%");
+		size_t sos = entropy_start(jpg, len);
+		expect_entropy(jpg, sos, 1u << 24, -EBADMSG, "premature end of data", "headers only");
+		free(jpg);
+	}
+	/* Bytes cut out of a restart interval, the markers all there and in
+	 * order: a decode of the rows above the damage never sees it, the
+	 * check does. */
+	const struct enc *restarts[] = {&restart420, &restart444};
+	const size_t keeps[] = {0, 1, 4};
+	for (size_t k = 0; k < 2; k++)
+		for (size_t j = 0; j < sizeof(keeps) / sizeof(keeps[0]); j++) {
+			size_t len;
+			uint8_t *jpg = sample_jpeg(restarts[k], 203, 157, &len);
+			int markers = 0;
+			while (after_restart(jpg, len, markers) > 0)
+				markers++;
+			size_t at = after_restart(jpg, len, markers / 2); /* halfway down */
+			assert_true(markers > 8 && at > 0);
+			cut_to_next_marker(jpg, &len, at, keeps[j]);
+			expect_entropy(jpg, len, 1u << 24, -EBADMSG, "Corrupt JPEG data",
+				     "a restart interval cut short");
+			struct jd_image im;
+			char err[256];
+			int rc = jd_decode_box(jpg, len, 0, 0, 203, 8, 203, 8, 1u << 24, &im, &scratch,
+					       err, sizeof(err));
+			if (rc != 0)
+				fail_msg("the top rows above a cut restart interval: %d %s", rc, err);
+			free(jpg);
+		}
+	/* No restart markers: the middle of the scan cut out. */
+	size_t len;
+	uint8_t *jpg = sample_jpeg(&baseline420, 203, 157, &len);
+	size_t start = entropy_start(jpg, len);
+	cut_to_next_marker(jpg, &len, start + (len - start) / 3, 0);
+	expect_entropy(jpg, len, 1u << 24, -EBADMSG, "", "the middle of the scan cut out");
+	free(jpg);
+	expect_entropy(NULL, 0, 1u << 24, -ENODATA, "empty file", "nothing");
+	static const uint8_t png[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1A, '\n', 0, 0, 0, 13};
+	expect_entropy(png, sizeof(png), 1u << 24, -EBADMSG, "Not a JPEG file", "a PNG");
+}
+
 static void test_too_many_pixels(void **state)
 {
 	size_t len;
@@ -824,13 +913,7 @@ static void test_scratch_free(void **state)
 
 int main(void)
 {
-	enum { N_CASES = sizeof(cases) / sizeof(cases[0]) };
-	struct CMUnitTest tests[N_CASES + 13];
-	size_t n = 0;
-	for (size_t i = 0; i < N_CASES; i++)
-		tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
-						 (void *)&cases[i]};
-	const struct CMUnitTest broken[] = {
+	static const struct CMUnitTest broken[] = {
 		cmocka_unit_test(test_empty),
 		cmocka_unit_test(test_random_bytes),
 		cmocka_unit_test(test_png),
@@ -840,11 +923,18 @@ int main(void)
 		cmocka_unit_test(test_flipped_entropy_byte),
 		cmocka_unit_test(test_too_many_pixels),
 		cmocka_unit_test(test_too_many_scans),
+		cmocka_unit_test(test_entropy_check),
 		cmocka_unit_test(test_cpu_cap),
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_scratch_free),
 	};
+	enum { N_CASES = sizeof(cases) / sizeof(cases[0]), N_BROKEN = sizeof(broken) / sizeof(broken[0]) };
+	struct CMUnitTest tests[N_CASES + N_BROKEN];
+	size_t n = 0;
+	for (size_t i = 0; i < N_CASES; i++)
+		tests[n++] = (struct CMUnitTest){cases[i].name, run_case, NULL, NULL,
+						 (void *)&cases[i]};
 	for (size_t i = 0; i < sizeof(broken) / sizeof(broken[0]); i++)
 		tests[n++] = broken[i];
 	int failed = _cmocka_run_group_tests("jpeg", tests, n, NULL, NULL);
