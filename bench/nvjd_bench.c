@@ -21,8 +21,11 @@
  *   nvjd_bench: mode=full|roi batch=B threads=T depth=D handles=shared|private
  *               images=N seconds=S
  *               images_per_s=X cpu_us_per_image=C unsupported=U failed=F
+ *               per_call_us: check=A wait=B submit=C
  *
- * roi decodes, per image and pass, a box as torchvision's RandomResizedCrop
+ * per_call_us: the mean host time of one nvjd_decode call (B images) in
+ * the decoder's checks, in waiting for its previous submission, and inside
+ * nvJPEG's submission (nvjd_stats). roi decodes, per image and pass, a box as torchvision's RandomResizedCrop
  * draws it (area 8% to 100%, aspect 3/4 to 4/3, ten tries, else the
  * centre), from a fixed seed. cpu_us_per_image is the process's user and
  * system time over the images decoded. A first line names the GPU, its
@@ -97,6 +100,7 @@ struct worker {
 	bool roi;
 	pthread_barrier_t *start;
 	uint64_t decoded, unsupported, failed;
+	struct nvjd_stats stats; /* of its decoders, timed passes only */
 	int rc;
 	char why[256];
 };
@@ -249,6 +253,9 @@ static void *worker_main(void *arg)
 		if (w->rc == 0)
 			w->rc = nvjd_wait(d[k], w->why, sizeof w->why);
 	}
+	struct nvjd_stats before[MAX_DEPTH] = {{0}};
+	for (unsigned j = 0; j < o->depth && w->rc == 0; j++)
+		nvjd_stats(d[j], &before[j]);
 	pthread_barrier_wait(w->start); /* every thread ready: the clock starts */
 	unsigned k = 0;
 	for (uint64_t pass = 0; pass < o->passes && w->rc == 0; pass++)
@@ -259,6 +266,15 @@ static void *worker_main(void *arg)
 	for (k = 0; k < o->depth; k++) {
 		if (w->rc == 0 && d[k])
 			w->rc = nvjd_wait(d[k], w->why, sizeof w->why);
+		if (w->rc == 0 && d[k]) {
+			struct nvjd_stats st;
+			nvjd_stats(d[k], &st);
+			w->stats.calls += st.calls - before[k].calls;
+			w->stats.images += st.images - before[k].images;
+			w->stats.check_ns += st.check_ns - before[k].check_ns;
+			w->stats.wait_ns += st.wait_ns - before[k].wait_ns;
+			w->stats.submit_ns += st.submit_ns - before[k].submit_ns;
+		}
 		nvjd_close(d[k]);
 		cudaFree(dev[k]);
 		if (stream[k])
@@ -292,12 +308,17 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 	pthread_barrier_wait(&start);
 	double t0 = cuda_prog_now_s(), c0 = cpu_seconds();
 	uint64_t decoded = 0, unsupported = 0, failed = 0;
+	struct nvjd_stats st = {0};
 	int rc = 0;
 	for (unsigned t = 0; t < o->threads; t++) {
 		pthread_join(workers[t].thread, NULL);
 		decoded += workers[t].decoded;
 		unsupported += workers[t].unsupported;
 		failed += workers[t].failed;
+		st.calls += workers[t].stats.calls;
+		st.check_ns += workers[t].stats.check_ns;
+		st.wait_ns += workers[t].stats.wait_ns;
+		st.submit_ns += workers[t].stats.submit_ns;
 		if (workers[t].rc && !rc) {
 			rc = workers[t].rc;
 			fprintf(stderr, CUDA_PROG_NAME ": thread %u: %s\n", t, workers[t].why);
@@ -310,11 +331,13 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " depth=%" PRIu64
 	       " handles=%s images=%" PRIu64
 	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
-	       " failed=%" PRIu64 "\n",
+	       " failed=%" PRIu64 " per_call_us: check=%.0f wait=%.0f submit=%.0f\n",
 	       roi ? "roi" : "full", o->batch, o->threads, o->depth,
 	       o->private_handles ? "private" : "shared", decoded, seconds,
 	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
-	       failed);
+	       failed, st.calls ? (double)st.check_ns / (double)st.calls / 1e3 : 0.0,
+	       st.calls ? (double)st.wait_ns / (double)st.calls / 1e3 : 0.0,
+	       st.calls ? (double)st.submit_ns / (double)st.calls / 1e3 : 0.0);
 	return 0;
 }
 

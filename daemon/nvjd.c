@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/errtext.h"
 #include "daemon/cudaerr.h"
@@ -37,6 +38,7 @@ struct nvjd {
 	cudaEvent_t done; /* recorded after every submission */
 	bool in_flight;   /* a submission not waited for yet */
 	int batch_size;   /* the state's, 0: initialise before use */
+	struct nvjd_stats stats;
 	/* One call's batch, in submission order ([max_batch] each): */
 	uint32_t *queue; /* index into imgs */
 	const unsigned char **data;
@@ -318,6 +320,11 @@ int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out,
 	return 0;
 }
 
+void nvjd_stats(const struct nvjd *d, struct nvjd_stats *out)
+{
+	*out = d->stats;
+}
+
 void nvjd_info(const struct nvjd *d, struct nvjd_info *out)
 {
 	*out = (struct nvjd_info){
@@ -506,12 +513,21 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 
 /* ---- submission ------------------------------------------------------------ */
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
 static int wait_done(struct nvjd *d, char *why, size_t cap)
 {
 	if (!d->in_flight)
 		return 0;
+	uint64_t t0 = now_ns();
 	int rc = cuda_check(cudaEventSynchronize(d->done), d->device, "cudaEventSynchronize", why,
 			    cap);
+	d->stats.wait_ns += now_ns() - t0;
 	if (rc)
 		return rc == -ENOMEM ? -ENOMEM : -EIO;
 	d->in_flight = false;
@@ -540,11 +556,13 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 	if (rc)
 		return rc;
 	int size = (int)(hi - lo);
+	uint64_t t0 = now_ns();
 	if (d->batch_size != size) {
 		nvjpegStatus_t s = nvjd_lib.nvjpegDecodeBatchedInitialize(d->handle, d->state, size,
 									  1, NVJPEG_OUTPUT_RGBI);
 		if (s != NVJPEG_STATUS_SUCCESS) {
 			d->batch_size = 0;
+			d->stats.submit_ns += now_ns() - t0;
 			return errtext(why, cap, nvj_decoder_errno(s),
 				       "GPU %d: nvjpegDecodeBatchedInitialize(%d): %s", d->device,
 				       size, nvjd_status_name(s));
@@ -553,6 +571,7 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 	}
 	*verdict = nvjd_lib.nvjpegDecodeBatchedEx(d->handle, d->state, d->data + lo, d->lens + lo,
 						  d->dst + lo, d->batch_params + lo, stream);
+	d->stats.submit_ns += now_ns() - t0;
 	if (*verdict != NVJPEG_STATUS_SUCCESS)
 		d->batch_size = 0; /* a failed batch leaves the state to be initialised again */
 	rc = cuda_check(cudaEventRecord(d->done, stream), d->device, "cudaEventRecord", why, cap);
@@ -649,9 +668,13 @@ int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_
 	nvjpegDecodeParams_t *params = d->params + (size_t)d->param_set * d->max_batch;
 	d->param_set ^= 1;
 	uint32_t k = 0;
+	uint64_t t0 = now_ns();
 	for (uint32_t i = 0; i < n; i++)
 		if (check_image(d, &imgs[i], params[i]) == 0)
 			d->queue[k++] = i;
+	d->stats.check_ns += now_ns() - t0;
+	d->stats.calls++;
+	d->stats.images += n;
 	/* nvJPEG is given these arrays once the previous batch is done. */
 	rc = wait_done(d, why, sizeof why);
 	if (rc) {

@@ -114,6 +114,18 @@ struct nvjd_info {
 };
 void nvjd_info(const struct nvjd *d, struct nvjd_info *out);
 
+/* Where a decoder's nvjd_decode calls spent their host time, since open:
+ * for finding what bounds a decoding thread (bench/nvjd_bench.c). */
+struct nvjd_stats {
+	uint64_t calls;     /* nvjd_decode calls */
+	uint64_t images;    /* images they were given */
+	uint64_t check_ns;  /* the checks of each image, on the host */
+	uint64_t wait_ns;   /* waiting for the decoder's previous submission */
+	uint64_t submit_ns; /* inside nvjpegDecodeBatchedInitialize and nvjpegDecodeBatchedEx */
+};
+/* Read by the decoder's own thread (or once it is idle). */
+void nvjd_stats(const struct nvjd *d, struct nvjd_stats *out);
+
 /* An image's header as nvJPEG reads it (nvjpegGetImageInfo). */
 struct nvjd_header {
 	uint32_t width, height; /* of the frame, in pixels */

@@ -28,6 +28,11 @@ void nvjd_info(const struct nvjd *d, struct nvjd_info *out)
 	*out = (struct nvjd_info){.device = -1};
 }
 
+void nvjd_stats(const struct nvjd *d, struct nvjd_stats *out)
+{
+	*out = (struct nvjd_stats){0};
+}
+
 int nvjd_image_info(struct nvjd *d, const uint8_t *data, size_t len, struct nvjd_header *out,
 		    char *err, size_t cap)
 {

@@ -235,6 +235,22 @@ static void jd_open_and_read_header(struct jd_ctx *ctx, const uint8_t *data, siz
 	ctx->in_header = false;
 }
 
+/* jd_open_and_read_header, then the image's size against max_pixels and
+ * libjpeg's memory ceiling for it. Errors longjmp. */
+static void jd_open_sized(struct jd_ctx *ctx, const uint8_t *data, size_t len, uint64_t max_pixels)
+{
+	j_decompress_ptr cinfo = &ctx->cinfo;
+	jd_open_and_read_header(ctx, data, len);
+	uint64_t pixels = (uint64_t)cinfo->image_width * cinfo->image_height;
+	if (pixels > max_pixels)
+		jd_fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
+			(unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
+			(unsigned long long)max_pixels);
+	cinfo->mem->max_memory_to_use =
+		JD_MEM_BASE_BYTES + JD_MEM_BYTES_PER_PX * ((long)cinfo->image_width + JD_MEM_PAD_PX) *
+					    ((long)cinfo->image_height + JD_MEM_PAD_PX);
+}
+
 static int jd_header_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len, uint32_t *w,
 			     uint32_t *h)
 {
@@ -393,13 +409,7 @@ static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len
 		jpeg_destroy_decompress(cinfo);
 		return ctx->rc;
 	}
-	jd_open_and_read_header(ctx, data, len);
-
-	uint64_t pixels = (uint64_t)cinfo->image_width * cinfo->image_height;
-	if (pixels > rq->max_pixels)
-		jd_fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
-			(unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
-			(unsigned long long)rq->max_pixels);
+	jd_open_sized(ctx, data, len, rq->max_pixels);
 
 	bool cmyk;
 	switch (cinfo->jpeg_color_space) {
@@ -424,9 +434,6 @@ static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len
 	cinfo->dct_method = JDCT_ISLOW;
 	cinfo->do_fancy_upsampling = TRUE;
 	cinfo->do_block_smoothing = FALSE;
-	cinfo->mem->max_memory_to_use =
-		JD_MEM_BASE_BYTES + JD_MEM_BYTES_PER_PX * ((long)cinfo->image_width + JD_MEM_PAD_PX) *
-					    ((long)cinfo->image_height + JD_MEM_PAD_PX);
 
 	jpeg_start_decompress(cinfo);
 	const uint32_t full_w = cinfo->output_width, full_h = cinfo->output_height;
@@ -524,19 +531,11 @@ static int jd_entropy_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t le
 		jpeg_destroy_decompress(cinfo);
 		return ctx->rc;
 	}
-	jd_open_and_read_header(ctx, data, len);
-	uint64_t pixels = (uint64_t)cinfo->image_width * cinfo->image_height;
-	if (pixels > max_pixels)
-		jd_fail(ctx, -EFBIG, "%u x %u pixels, over max_image_pixels %llu",
-			(unsigned)cinfo->image_width, (unsigned)cinfo->image_height,
-			(unsigned long long)max_pixels);
+	jd_open_sized(ctx, data, len, max_pixels);
 	cinfo->scale_num = 1;
 	cinfo->scale_denom = 8;
 	cinfo->do_fancy_upsampling = FALSE;
 	cinfo->do_block_smoothing = FALSE;
-	cinfo->mem->max_memory_to_use =
-		JD_MEM_BASE_BYTES + JD_MEM_BYTES_PER_PX * ((long)cinfo->image_width + JD_MEM_PAD_PX) *
-					    ((long)cinfo->image_height + JD_MEM_PAD_PX);
 	jpeg_start_decompress(cinfo);
 	JSAMPARRAY row = (*cinfo->mem->alloc_sarray)(
 		(j_common_ptr)cinfo, JPOOL_IMAGE,

@@ -391,10 +391,19 @@ static int decode_jobs(struct job *jobs, struct nvjd_image *imgs, uint32_t n)
 	 * must be free when nvjd_decode is called). */
 	if (!cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
 		return -EIO;
+	struct nvjd_stats before, after;
+	nvjd_stats(dec, &before);
 	int rc = nvjd_decode(dec, imgs, n, stream);
 	char why[256];
 	if (nvjd_wait(dec, why, sizeof why) != 0)
 		fail("nvjd_wait: %s", why);
+	nvjd_stats(dec, &after);
+	if (n > 0 && rc == 0 && (after.calls != before.calls + 1 || after.images != before.images + n ||
+				 after.check_ns <= before.check_ns))
+		fail("nvjd_stats: %llu calls and %llu images after one call of %u, check_ns %llu -> "
+		     "%llu", (unsigned long long)(after.calls - before.calls),
+		     (unsigned long long)(after.images - before.images), n,
+		     (unsigned long long)before.check_ns, (unsigned long long)after.check_ns);
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		struct job *j = &jobs[i];
 		if (imgs[i].status != 0)
