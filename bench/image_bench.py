@@ -67,6 +67,7 @@ import platform
 import re
 import shlex
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -87,6 +88,9 @@ BATCH = 256
 SIZE = 224
 # (images per call, host threads) tried for the hardware decoder's ceiling
 CEILING_RUNS = ((256, 2), (64, 4), (64, 8), (32, 8), (32, 16))
+# the daemon's decode status lines of a GPU that has decoded (its decoding
+# thread's counts and times, cumulative)
+STATUS_DECODE_RE = re.compile(r"^  decode pipeline (.* parts [1-9].*)$", re.M)
 TRANSFORM = "random_resized_crop(%d) hflip(0.5)" % SIZE
 DATA_DIR = "/dev/shm/loaderd-image-bench"
 STAGING_SLOTS = 16
@@ -277,6 +281,16 @@ def cpu_seconds(pid):
     return total
 
 
+def log_decode_status(ctx, daemon, what):
+    """The daemon's decode lines of the GPUs that decoded, into the log."""
+    try:
+        text = daemon.status() or ""
+    except subprocess.TimeoutExpired:
+        text = ""
+    for line in STATUS_DECODE_RE.findall(text):
+        ctx.log.say("%s: decode pipeline %s" % (what, line))
+
+
 def measure_loaderd(ctx, workers, decode="cpu"):
     """(images/s, CPU us per image of the daemon and its workers) of one
     daemon with `workers` workers and the pipeline's `decode`, or a Failed."""
@@ -290,6 +304,8 @@ def measure_loaderd(ctx, workers, decode="cpu"):
         cpu0 = cpu_seconds(daemon.proc.pid)
         timed = consume(ctx, daemon, epochs, 60 + int(3 * epochs * a.images / warm["rate"]), "timed")
         cpu = cpu_seconds(daemon.proc.pid) - cpu0
+        if decode != "cpu":
+            log_decode_status(ctx, daemon, what)
     except StepError as e:
         ctx.log.say("%s: %s" % (what, e))
         return Failed("error: %s" % e)

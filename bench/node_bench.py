@@ -72,7 +72,6 @@ STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) d
                            r"decode_bytes (\d+)$", re.M)
 SLOTS_PER_CLIENT = 8      # staging slots for each rank, and as many for the daemon
 STATUS_ARENA_RE = re.compile(r"^arena: (\d+) bytes", re.M)
-STATUS_DECODE_RE = re.compile(r"^  decode pipeline (.* parts [1-9].*)$", re.M)
 
 
 class Daemon(train_bench.Daemon):
@@ -116,7 +115,7 @@ class Watch:
             m = STATUS_ARENA_RE.search(text)
             if m:
                 self.arena = int(m.group(1))
-            self.decode = STATUS_DECODE_RE.findall(text) or self.decode
+            self.decode = image_bench.STATUS_DECODE_RE.findall(text) or self.decode
 
     def stop(self):
         self.stop_event.set()
