@@ -518,8 +518,6 @@ void pinner_free(struct pinner *p)
 }
 
 
-/* "decode:": per pipeline that may decode on the GPU and per GPU, where
- * its device clients' images were decoded. */
 /* Mean of sum over n, in us; 0 for none. */
 static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_least64_t *n)
 {
@@ -527,6 +525,8 @@ static double mean_us(const atomic_uint_least64_t *sum_ns, const atomic_uint_lea
 	return count ? (double)atomic_load(sum_ns) / (double)count / 1e3 : 0.0;
 }
 
+/* "decode:": per pipeline that may decode on the GPU and per GPU, where
+ * its device clients' images were decoded, and the decoding thread's time. */
 static void describe_decode(struct pinner *p, struct status_text *t)
 {
 	uint32_t n = 0;
