@@ -13,8 +13,6 @@
 
 #include "common/hash.h"
 #include "common/regfile.h"
-#include "image/jpeg.h"
-#include "image/jpeghdr.h"
 #include "worker/reader_impl.h"
 #include "worker/worker.h"
 
@@ -277,15 +275,8 @@ static bool image_to_gpu(struct reader_read *rd)
 	     p->gpu_threshold))
 		return false;
 	struct jh_info info;
-	struct jh_limits lim = {.max_bytes = p->gpu_data_stride, .max_pixels = ip->max_pixels};
-	if (!jh_gpu_takes(rd->buf, rd->len, &lim, &info))
+	if (!image_gpu_takes(ip, rd->buf, rd->len, p->gpu_data_stride, &info))
 		return false; /* the workers' decoder takes it, or finds it bad */
-	/* Damage the engines may not report (bytes cut out of a restart
-	 * interval, a bad Huffman code): the workers' decoder finds it bad,
-	 * under on_error as on the CPU path */
-	if (ip->gpu_check == ARENA_GPU_CHECK_ENTROPY &&
-	    jd_check_entropy(rd->buf, rd->len, ip->max_pixels, ip->max_decode_ms, NULL, 0) < 0)
-		return false;
 	struct tf_plan plan;
 	tf_plan_sample(&p->img->chain, ip->seed, rd->item->epoch, rd->sample, info.width,
 		       info.height, &plan);

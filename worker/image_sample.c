@@ -119,3 +119,15 @@ uint64_t image_substitute(const struct image_sampler *s, uint64_t epoch, uint64_
 	uint64_t other = hash_mix64(h) % (n_samples - 1); /* bias below 2^-40 for any real dataset */
 	return other >= index ? other + 1 : other;
 }
+
+bool image_gpu_takes(const struct arena_image_params *params, const uint8_t *data, size_t len,
+		     uint64_t max_bytes, struct jh_info *info)
+{
+	struct jh_limits lim = {.max_bytes = max_bytes, .max_pixels = params->max_pixels};
+	if (!jh_gpu_takes(data, len, &lim, info))
+		return false;
+	/* Damage the engines may not report (bytes cut out of a restart
+	 * interval, a bad Huffman code) */
+	return params->gpu_check != ARENA_GPU_CHECK_ENTROPY ||
+	       jd_check_entropy(data, len, params->max_pixels, params->max_decode_ms, NULL, 0) == 0;
+}

@@ -13,10 +13,12 @@
 #ifndef LDR_WORKER_IMAGE_SAMPLE_H
 #define LDR_WORKER_IMAGE_SAMPLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "image/jpeg.h"
+#include "image/jpeghdr.h"
 #include "image/resize.h"
 #include "image/transform.h"
 #include "shm/layout.h"
@@ -40,6 +42,18 @@ void image_sampler_free(struct image_sampler *s);
  * pipeline's max_decode_ms). */
 int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
 		 uint64_t index, uint8_t *row);
+
+/*
+ * GPU decoding: whether the GPU's hardware decoder gets the JPEG in
+ * data[0..len) under the pipeline's params: jh_gpu_takes within max_bytes
+ * (the room for a JPEG in a row) and params->max_pixels, and, with
+ * params->gpu_check entropy, all of its entropy-coded data read without a
+ * fault (jd_check_entropy, within max_decode_ms). Fills *info when true.
+ * A false leaves the file to the workers' decoder, which finds a bad one
+ * bad (on_error). A function of the bytes and the params only.
+ */
+bool image_gpu_takes(const struct arena_image_params *params, const uint8_t *data, size_t len,
+		     uint64_t max_bytes, struct jh_info *info);
 
 /* The sample that replaces bad sample `index` at the given attempt (1, 2,
  * ...): deterministic in (seed, epoch, index, attempt), never index itself

@@ -23,7 +23,12 @@
  *     in the header and at 50%, a flipped entropy byte, a PNG, too many
  *     pixels, too many scans, random damage) gets its documented -errno
  *     and message; under ASan (-DLOADERD_SANITIZE=address,undefined) the
- *     same run also shows no invalid access and, at exit, no leak.
+ *     same run also shows no invalid access and, at exit, no leak;
+ *   - jd_check_entropy takes every whole file and refuses a restart interval
+ *     cut short (which a decode of the rows above it never sees), a scan cut
+ *     in the middle, truncated files and headers alone; the workers' choice
+ *     of the GPU's decoder (image_gpu_takes) lets the cut interval through
+ *     under gpu_check structure and not under entropy.
  */
 #include <errno.h>
 #include <math.h>
@@ -40,6 +45,7 @@
 #include <jpeglib.h>
 
 #include "image/jpeg.h"
+#include "worker/image_sample.h"
 
 /* ---- deterministic randomness ---- */
 
@@ -703,6 +709,42 @@ static void test_entropy_check(void **state)
 	expect_entropy(png, sizeof(png), 1u << 24, -EBADMSG, "Not a JPEG file", "a PNG");
 }
 
+/* The workers' choice of the GPU's decoder (worker/image_sample.h) for
+ * one file under each gpu_check: structure lets a restart interval cut
+ * short through (the engines' blind spot), entropy does not. */
+static void test_gpu_route(void **state)
+{
+	const struct enc restart420 = {KIND_YCC, 2, 2, false, 3, 90};
+	struct arena_image_params ip = {.max_pixels = 1u << 24, .max_decode_ms = 5000};
+	struct jh_info info;
+	size_t len;
+	uint8_t *jpg = sample_jpeg(&restart420, 203, 157, &len);
+	for (uint32_t check = ARENA_GPU_CHECK_STRUCTURE; check <= ARENA_GPU_CHECK_ENTROPY; check++) {
+		ip.gpu_check = check;
+		assert_true(image_gpu_takes(&ip, jpg, len, len, &info));
+		assert_int_equal(info.width, 203);
+		assert_false(image_gpu_takes(&ip, jpg, len, len - 1, &info)); /* over max_bytes */
+	}
+	ip.max_pixels = 203 * 157 - 1;
+	assert_false(image_gpu_takes(&ip, jpg, len, len, &info));
+	ip.max_pixels = 1u << 24;
+	int markers = 0;
+	while (after_restart(jpg, len, markers) > 0)
+		markers++;
+	cut_to_next_marker(jpg, &len, after_restart(jpg, len, markers / 2), 1);
+	ip.gpu_check = ARENA_GPU_CHECK_STRUCTURE;
+	assert_true(image_gpu_takes(&ip, jpg, len, len, &info));
+	ip.gpu_check = ARENA_GPU_CHECK_ENTROPY;
+	assert_false(image_gpu_takes(&ip, jpg, len, len, &info));
+	free(jpg);
+	jpg = sample_jpeg(&progressive420, 203, 157, &len); /* not the engines' */
+	for (uint32_t check = ARENA_GPU_CHECK_STRUCTURE; check <= ARENA_GPU_CHECK_ENTROPY; check++) {
+		ip.gpu_check = check;
+		assert_false(image_gpu_takes(&ip, jpg, len, len, &info));
+	}
+	free(jpg);
+}
+
 static void test_too_many_pixels(void **state)
 {
 	size_t len;
@@ -924,6 +966,7 @@ int main(void)
 		cmocka_unit_test(test_too_many_pixels),
 		cmocka_unit_test(test_too_many_scans),
 		cmocka_unit_test(test_entropy_check),
+		cmocka_unit_test(test_gpu_route),
 		cmocka_unit_test(test_cpu_cap),
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_random_damage),
