@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/errtext.h"
 #include "daemon/cudaerr.h"
 #include "daemon/nvjd_impl.h"
@@ -513,21 +513,14 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 
 /* ---- submission ------------------------------------------------------------ */
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static int wait_done(struct nvjd *d, char *why, size_t cap)
 {
 	if (!d->in_flight)
 		return 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_mono_ns();
 	int rc = cuda_check(cudaEventSynchronize(d->done), d->device, "cudaEventSynchronize", why,
 			    cap);
-	d->stats.wait_ns += now_ns() - t0;
+	d->stats.wait_ns += clock_mono_ns() - t0;
 	if (rc)
 		return rc == -ENOMEM ? -ENOMEM : -EIO;
 	d->in_flight = false;
@@ -556,13 +549,13 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 	if (rc)
 		return rc;
 	int size = (int)(hi - lo);
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_mono_ns();
 	if (d->batch_size != size) {
 		nvjpegStatus_t s = nvjd_lib.nvjpegDecodeBatchedInitialize(d->handle, d->state, size,
 									  1, NVJPEG_OUTPUT_RGBI);
 		if (s != NVJPEG_STATUS_SUCCESS) {
 			d->batch_size = 0;
-			d->stats.submit_ns += now_ns() - t0;
+			d->stats.submit_ns += clock_mono_ns() - t0;
 			return errtext(why, cap, nvj_decoder_errno(s),
 				       "GPU %d: nvjpegDecodeBatchedInitialize(%d): %s", d->device,
 				       size, nvjd_status_name(s));
@@ -571,7 +564,7 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 	}
 	*verdict = nvjd_lib.nvjpegDecodeBatchedEx(d->handle, d->state, d->data + lo, d->lens + lo,
 						  d->dst + lo, d->batch_params + lo, stream);
-	d->stats.submit_ns += now_ns() - t0;
+	d->stats.submit_ns += clock_mono_ns() - t0;
 	if (*verdict != NVJPEG_STATUS_SUCCESS)
 		d->batch_size = 0; /* a failed batch leaves the state to be initialised again */
 	rc = cuda_check(cudaEventRecord(d->done, stream), d->device, "cudaEventRecord", why, cap);
@@ -668,11 +661,11 @@ int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_
 	nvjpegDecodeParams_t *params = d->params + (size_t)d->param_set * d->max_batch;
 	d->param_set ^= 1;
 	uint32_t k = 0;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_mono_ns();
 	for (uint32_t i = 0; i < n; i++)
 		if (check_image(d, &imgs[i], params[i]) == 0)
 			d->queue[k++] = i;
-	d->stats.check_ns += now_ns() - t0;
+	d->stats.check_ns += clock_mono_ns() - t0;
 	d->stats.calls++;
 	d->stats.images += n;
 	/* nvJPEG is given these arrays once the previous batch is done. */

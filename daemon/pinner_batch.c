@@ -3,8 +3,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "daemon/pinner_impl.h"
 
 /* A batch whose device slot the client has released, but whose released
@@ -201,9 +201,7 @@ void pinner_run_copies(struct lane *l)
 
 uint64_t pinner_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 /* Starts batch m once its device slot is free on the GPU: at once when

@@ -7,8 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/position.h"
 #include "daemon/sched_impl.h"
@@ -156,9 +156,7 @@ void sched_slot_free(struct sched *s, struct slot *sl)
 
 uint64_t sched_now_ns(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	return clock_mono_ns();
 }
 
 void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to)
