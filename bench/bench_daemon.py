@@ -169,3 +169,56 @@ class LoaderdDaemon:
             self.proc.wait(timeout=STOP_TIMEOUT_S)
             self.ctx.log.say("loaderd (%s) did not exit within %d s of SIGTERM; killed"
                              % (self.label, STOP_TIMEOUT_S))
+
+
+class MpsServer:
+    """A private CUDA MPS control daemon for one benchmark run: its pipe and
+    log directories under `root`, named in this process's environment, so
+    that every CUDA process the bench starts from then on (loaderd, the
+    training ranks) shares the GPU through it instead of taking turns on
+    it in time slices. stop() quits it, and the environment is put back."""
+
+    ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
+
+    def __init__(self, log, root):
+        self.log = log
+        self.dirs = (os.path.join(root, "mps-pipe"), os.path.join(root, "mps-log"))
+        self.saved = {k: os.environ.get(k) for k in self.ENV}
+        self.running = False
+
+    def start(self):
+        """Starts the control daemon; a StepError naming why it could not."""
+        for d in self.dirs:
+            os.makedirs(d, exist_ok=True)
+        os.environ.update(dict(zip(self.ENV, self.dirs)))
+        cmd = ["nvidia-cuda-mps-control", "-d"]
+        self.log.write("\n$ %s    # %s\n" % (shlex.join(cmd), " ".join(
+            "%s=%s" % kv for kv in zip(self.ENV, self.dirs))))
+        try:
+            r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            self.restore()
+            raise StepError("nvidia-cuda-mps-control -d: %s" % e)
+        if r.returncode != 0:
+            self.restore()
+            raise StepError("nvidia-cuda-mps-control -d exited %d: %s"
+                            % (r.returncode, last_line(r.stderr + r.stdout)))
+        self.running = True
+
+    def stop(self):
+        if self.running:
+            try:
+                r = subprocess.run(["nvidia-cuda-mps-control"], input="quit\n", capture_output=True,
+                                   text=True, timeout=STOP_TIMEOUT_S)
+                self.log.write("MPS control daemon: quit (exit %d)\n" % r.returncode)
+            except (OSError, subprocess.TimeoutExpired) as e:
+                self.log.write("MPS control daemon: quit failed: %s\n" % e)
+            self.running = False
+        self.restore()
+
+    def restore(self):
+        for k, v in self.saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v

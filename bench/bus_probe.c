@@ -2,7 +2,7 @@
  * loaderd-bus-probe: what limits host-to-device delivery on this machine,
  * apart from loaderd. bench/RESULTS.md ("Where the time went") quotes it.
  *
- *   loaderd-bus-probe [--device N] [--file PATH]
+ *   loaderd-bus-probe [--device N] [--file PATH] [--wait-only]
  *
  * Prints, one line each (GB = 10^9 bytes):
  *   bus: pinned 16 MiB copies back to back, alone;
@@ -13,7 +13,13 @@
  *   with --file: the time to map PATH read-only and page-lock it
  *     (cudaHostRegisterReadOnly), then batches of 16 MiB made of shuffled
  *     1 MiB, 64 KiB and 4 KiB pieces of it copied with one
- *     cudaMemcpyBatchAsync each (loaderd's direct delivery).
+ *     cudaMemcpyBatchAsync each (loaderd's direct delivery);
+ *   wait: WAIT_ROUNDS times a 4 KiB page-locked copy to the GPU and a
+ *     cudaStreamSynchronize for it, the 10th, 50th and 90th percentiles
+ *     and the largest: how long the process waits on its own small GPU
+ *     work. Alone it is microseconds; beside another process's kernels
+ *     without MPS, a time slice of the other's (bench/RESULTS.md, "GPU
+ *     decoding beside training"). --wait-only prints this line alone.
  * Exit codes: 0; 1 a CUDA or system call failed (named on stderr); 2 usage;
  * 77 no GPU.
  */
@@ -40,6 +46,8 @@
 #define CPU_BUFFER (256 * MIB)
 #define MAX_THREADS 15
 #define FILE_BATCHES 64
+#define WAIT_ROUNDS 300
+#define WAIT_BYTES 4096
 
 #define CUDA_TRY(call)                            \
 	do {                                      \
@@ -207,7 +215,33 @@ static int probe_file(struct gpu *g, const char *path)
 	return rc;
 }
 
-static int run(int device, const char *file)
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static int wait_line(struct gpu *g)
+{
+	static double us[WAIT_ROUNDS];
+	for (int i = 0; i < WAIT_ROUNDS; i++) {
+		double t0 = cuda_prog_now_s();
+		CUDA_TRY(cudaMemcpyAsync(g->dev, g->pinned[0], WAIT_BYTES, cudaMemcpyHostToDevice,
+					 g->stream));
+		CUDA_TRY(cudaStreamSynchronize(g->stream));
+		us[i] = (cuda_prog_now_s() - t0) * 1e6;
+	}
+	qsort(us, WAIT_ROUNDS, sizeof us[0], cmp_double);
+	int mps = 0, dev = 0;
+	cudaGetDevice(&dev);
+	cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, dev);
+	printf("wait: rounds=%d p10_us=%.1f p50_us=%.1f p90_us=%.1f max_us=%.1f mps=%d\n",
+	       WAIT_ROUNDS, us[WAIT_ROUNDS / 10], us[WAIT_ROUNDS / 2], us[WAIT_ROUNDS * 9 / 10],
+	       us[WAIT_ROUNDS - 1], mps != 0);
+	return 0;
+}
+
+static int run(int device, const char *file, bool wait_only)
 {
 	struct gpu g = {0};
 	CUDA_TRY(cudaSetDevice(device));
@@ -219,6 +253,8 @@ static int run(int device, const char *file)
 	}
 	CUDA_TRY(cudaEventCreate(&g.start));
 	CUDA_TRY(cudaEventCreate(&g.stop));
+	if (wait_only)
+		return wait_line(&g);
 	double alone = 0, cb = 0;
 	if (bus_rate(&g, false, &alone) < 0 || bus_rate(&g, true, &cb) < 0)
 		return -1;
@@ -244,20 +280,26 @@ static int run(int device, const char *file)
 		free(cs[i].a);
 		free(cs[i].b);
 	}
-	return rc == 0 && file ? probe_file(&g, file) : rc;
+	if (rc == 0 && file)
+		rc = probe_file(&g, file);
+	return rc == 0 ? wait_line(&g) : rc;
 }
 
 int main(int argc, char **argv)
 {
 	int device = 0;
 	const char *file = NULL;
+	bool wait_only = false;
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) {
 			device = atoi(argv[++i]);
 		} else if (strcmp(argv[i], "--file") == 0 && i + 1 < argc) {
 			file = argv[++i];
+		} else if (strcmp(argv[i], "--wait-only") == 0) {
+			wait_only = true;
 		} else {
-			fprintf(stderr, "usage: loaderd-bus-probe [--device N] [--file PATH]\n");
+			fprintf(stderr, "usage: loaderd-bus-probe [--device N] [--file PATH] "
+				"[--wait-only]\n");
 			return CUDA_PROG_EXIT_USAGE;
 		}
 	}
@@ -270,5 +312,5 @@ int main(int argc, char **argv)
 		fprintf(stderr, "loaderd-bus-probe: --device %d: this machine has %d GPUs\n", device, n);
 		return CUDA_PROG_EXIT_USAGE;
 	}
-	return run(device, file) == 0 ? 0 : 1;
+	return run(device, file, wait_only) == 0 ? 0 : 1;
 }

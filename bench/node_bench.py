@@ -32,6 +32,13 @@ rate (that CPU per image x node images/s), and the largest device memory
 status showed on each GPU (the rings and the JPEG decoder's buffers) and
 the arena (the page-locked shared memory every GPU's copies read).
 
+--mps runs everything under a private CUDA MPS control daemon (its pipe
+and log directories in a temporary directory, quit at the end): loaderd
+and the training ranks then share each GPU at once instead of taking
+turns in time slices, which is what decoding on the GPU beside training
+needs (docs/config.md, "GPU decoding beside training: MPS"). The report
+says whether the daemon's status showed its GPUs under MPS (`mps 1`).
+
 It prints a markdown table (one row per model, rank count and loader),
 the scaling of each loader (node images/s over N x its one-rank figure)
 and the goal lines: loaderd's node images/s at least 0.95 x N x its
@@ -43,7 +50,7 @@ failed; 77 no GPU, or torch missing.
 
     bench/node_bench.py --build BUILD [--out DIR] [--ranks 1,2] [--models resnet50]
                         [--loaders synthetic,loaderd,torch] [--decode gpu] [--workers W]
-                        [--steps 150] [--warmup 40] [--tokens] [--keep]
+                        [--steps 150] [--warmup 40] [--tokens] [--mps] [--keep]
 """
 
 import argparse
@@ -53,13 +60,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
 import train_bench  # noqa: E402
-from bench_daemon import StepError, failed_exit, last_line, publish  # noqa: E402
+from bench_daemon import MpsServer, StepError, failed_exit, last_line, publish  # noqa: E402
 from gpu_bench import (EXIT_SKIP, Failed, Notes, int_list, loaderd_gpus, nvidia_smi, raise_memlock,  # noqa: E402
                        ratio, usable_cores)
 
@@ -69,7 +77,7 @@ EXAMPLES = {"image": os.path.join(ROOT, "examples", "train_resnet.py"),
 GOAL_SCALING, GOAL_WAIT, GOAL_CPU = 0.95, 0.03, 1.1
 TOKENS_SEQ, TOKENS_BATCH, TOKENS_COUNT = 1024, 16, 64 << 20
 STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) device_bytes (\d+) "
-                           r"decode_bytes (\d+)$", re.M)
+                           r"decode_bytes (\d+) mps (\d)$", re.M)
 SLOTS_PER_CLIENT = 8      # staging slots for each rank, and as many for the daemon
 STATUS_ARENA_RE = re.compile(r"^arena: (\d+) bytes", re.M)
 
@@ -99,6 +107,7 @@ class Watch:
 
     def __init__(self, daemon):
         self.daemon, self.device_bytes, self.arena, self.decode = daemon, {}, 0, []
+        self.mps = {}  # each GPU's `mps` in status
         self.stop_event = threading.Event()
         self.thread = threading.Thread(target=self.loop, daemon=True)
         self.thread.start()
@@ -112,6 +121,7 @@ class Watch:
             for m in STATUS_GPU_RE.finditer(text):
                 used = int(m.group(4)) + int(m.group(5))  # the rings and the JPEG decoder's buffers
                 self.device_bytes[m.group(2)] = max(self.device_bytes.get(m.group(2), 0), used)
+                self.mps[m.group(2)] = int(m.group(6))
             m = STATUS_ARENA_RE.search(text)
             if m:
                 self.arena = int(m.group(1))
@@ -196,7 +206,7 @@ def measure(ctx, daemon, kind, model, ranks, loader):
         if watch:
             watch.stop()
     if watch:
-        f["device_bytes"], f["arena_bytes"] = watch.device_bytes, watch.arena
+        f["device_bytes"], f["arena_bytes"], f["mps"] = watch.device_bytes, watch.arena, watch.mps
         for line in watch.decode:
             ctx.log.say("%s: decode pipeline %s" % (what, line))
     f.update({"kind": kind, "ranks_asked": ranks, "loader_name": loader})
@@ -241,6 +251,13 @@ def goal_lines(ctx, res):
     return out
 
 
+def mps_line(ctx):
+    """Whether the run asked for MPS, and what the daemon's status said."""
+    seen = sorted({v for r in ctx.runs for v in r.get("mps", {}).values()})
+    said = ("loaderd's status: mps %s" % "/".join(map(str, seen))) if seen else "no status seen"
+    return "MPS: %s (%s)" % ("a private control daemon (--mps)" if ctx.args.mps else "off", said)
+
+
 def report(ctx, res):
     a = ctx.args
     f0 = ctx.runs[0] if ctx.runs else {}
@@ -251,7 +268,8 @@ def report(ctx, res):
         % (a.steps, a.warmup, image_bench.BATCH, image_bench.SIZE, image_bench.SIZE, image_bench.CLASSES,
            f0.get("amp", "?"), f0.get("torch", "?"), a.workers, a.decode,
            "".join(", %s = %s" % (k, v) for k, v in (("gpu_decode_memory", a.gpu_decode_memory),
-                                                      ("gpu_decode_threads", a.gpu_decode_threads)) if v)), "",
+                                                      ("gpu_decode_threads", a.gpu_decode_threads)) if v)),
+        mps_line(ctx), "",
         "| model | ranks | loader | node images/s | per rank | data wait (largest) | vs N x one rank "
         "| vs synthetic | loaderd cores | loaderd CPU us/image | loaderd memory |",
         "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -311,6 +329,7 @@ def parse_args(gpus):
     ap.add_argument("--steps", type=int, default=150, help="timed steps (default 150)")
     ap.add_argument("--warmup", type=int, default=40, help="untimed steps first (default 40)")
     ap.add_argument("--tokens", action="store_true", help="also train_tokens.py on a tokens pipeline")
+    ap.add_argument("--mps", action="store_true", help="run everything under a private CUDA MPS control daemon")
     a = ap.parse_args()
     a.rank_list = int_list(ap, "--ranks", a.ranks or "1,%d" % gpus, "counts", gpus) if gpus else [1]
     a.rank_list = sorted(set(a.rank_list))
@@ -353,7 +372,7 @@ def main():
     ctx.gpu_desc = "%d x %s" % (gpus, nvidia_smi(ctx.log, uuid) or name)
     raise_memlock(ctx.log)
     res = {}
-    daemon = None
+    daemon = mps = None
     try:
         try:
             files = image_bench.make_tree(ctx)
@@ -362,6 +381,13 @@ def main():
             ctx.log.say("making the dataset: %s" % e)
             return 1
         image_bench.describe_files(ctx, files)
+        if a.mps:
+            mps = MpsServer(ctx.log, tempfile.mkdtemp(prefix="loaderd-mps-"))
+            try:
+                mps.start()
+            except StepError as e:
+                ctx.log.say("--mps: %s" % e)
+                return 1
         daemon = Daemon(ctx, a.workers, a.decode)
         daemon_error = None
         try:
@@ -379,6 +405,9 @@ def main():
     finally:
         if daemon:
             daemon.stop()
+        if mps:
+            mps.stop()
+            shutil.rmtree(os.path.dirname(mps.dirs[0]), ignore_errors=True)
         if not a.keep:
             if a.tokens and ctx.token_file:
                 os.unlink(ctx.token_file)

@@ -6,7 +6,7 @@
  *
  *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]
  *                      [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]
- *                      [--private-handles]
+ *                      [--private-handles] [--high-priority] [--mode full|roi|both]
  *
  * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
  * read into page-locked memory first. Each thread opens D decoders, each
@@ -31,7 +31,14 @@
  * system time over the images decoded. A first line names the GPU, its
  * engines and the nvJPEG loaded. --smooth opens the decoders with
  * NVJD_SMOOTH_UPSAMPLING; --private-handles with NVJD_PRIVATE_HANDLE (a
- * handle each, where the daemon's decoders of a GPU share one).
+ * handle each, where the daemon's decoders of a GPU share one);
+ * --high-priority creates the decoders' streams at the GPU's greatest
+ * priority (the daemon's have the default: beside a training process
+ * under MPS, the greatest priority made nvJPEG slower, bench/RESULTS.md,
+ * "GPU decoding beside training"). The first line
+ * also says whether the GPU's contexts are shared through MPS (mps=1): the
+ * rates beside another process's kernels differ several times between the
+ * two (docs/config.md, "GPU decoding beside training: MPS").
  *
  * Exit codes: 0; 1 a failure (named on stderr); 2 usage; 77 no GPU, no
  * nvJPEG, or no JPEG engines here.
@@ -68,7 +75,7 @@
 static const char synopsis[] =
 	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]\n"
 	"                          [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]\n"
-	"                          [--private-handles]\n"
+	"                          [--private-handles] [--high-priority] [--mode full|roi|both]\n"
 	"  --batch B     images per nvjd_decode call (default 256)\n"
 	"  --threads T   host threads (default 1)\n"
 	"  --depth D     decoders per thread, taking its batches in turn (default 2)\n"
@@ -89,7 +96,8 @@ static struct {
 struct opts {
 	const char *dir, *lib;
 	uint64_t batch, threads, depth, passes, device;
-	bool smooth, private_handles;
+	bool smooth, private_handles, high_priority;
+	bool full, roi; /* the modes run */
 };
 
 struct worker {
@@ -238,9 +246,12 @@ static void *worker_main(void *arg)
 	for (unsigned k = 0; k < o->depth && w->rc == 0; k++) {
 		imgs[k] = calloc(o->batch, sizeof *imgs[k]);
 		w->rc = -ENOMEM;
+		int least = 0, greatest = 0;
+		cudaDeviceGetStreamPriorityRange(&least, &greatest);
 		if (imgs[k] &&
-		    cuda_prog_ok(cudaStreamCreateWithFlags(&stream[k], cudaStreamNonBlocking),
-				 "cudaStreamCreate") &&
+		    cuda_prog_ok(cudaStreamCreateWithPriority(&stream[k], cudaStreamNonBlocking,
+							      o->high_priority ? greatest : least),
+				 "cudaStreamCreateWithPriority") &&
 		    cuda_prog_ok(cudaMalloc((void **)&dev[k], slot * o->batch), "cudaMalloc"))
 			w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
 					  (o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0) |
@@ -344,7 +355,7 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 int main(int argc, char **argv)
 {
 	struct opts o = {.lib = NVJD_BENCH_LIBRARY, .batch = 256, .threads = 1, .depth = 2,
-			 .passes = 3};
+			 .passes = 3, .full = true, .roi = true};
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		uint64_t *num = strcmp(a, "--batch") == 0     ? &o.batch
@@ -358,8 +369,12 @@ int main(int argc, char **argv)
 			       : num == &o.depth   ? MAX_DEPTH
 			       : num == &o.passes  ? MAX_PASSES
 						   : 1024;
-		if (strcmp(a, "--smooth") == 0 || strcmp(a, "--private-handles") == 0) {
-			*(strcmp(a, "--smooth") == 0 ? &o.smooth : &o.private_handles) = true;
+		bool *flag = strcmp(a, "--smooth") == 0		 ? &o.smooth
+			     : strcmp(a, "--private-handles") == 0 ? &o.private_handles
+			     : strcmp(a, "--high-priority") == 0   ? &o.high_priority
+								   : NULL;
+		if (flag) {
+			*flag = true;
 			continue;
 		}
 		if (!v)
@@ -369,6 +384,11 @@ int main(int argc, char **argv)
 			o.dir = v;
 		else if (strcmp(a, "--lib") == 0)
 			o.lib = v;
+		else if (strcmp(a, "--mode") == 0 && (strcmp(v, "full") == 0 ||
+						       strcmp(v, "roi") == 0 || strcmp(v, "both") == 0)) {
+			o.full = strcmp(v, "roi") != 0;
+			o.roi = strcmp(v, "full") != 0;
+		}
 		else if (!num || !cuda_prog_parse_u64(v, max, num) ||
 			 (num != &o.device && *num == 0))
 			return cuda_prog_usage("unknown option or value out of range", synopsis);
@@ -413,12 +433,14 @@ int main(int argc, char **argv)
 	nvjd_close(probe);
 	struct cudaDeviceProp prop;
 	cudaGetDeviceProperties(&prop, (int)o.device);
+	int mps = 0;
+	cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, (int)o.device);
 	nvjd_load(NULL, text, sizeof text);
 	printf("nvjd_bench: gpu=\"%s\" engines=%u cores_per_engine=%u nvjpeg=\"%s\" files=%zu "
-	       "bytes=%zu smooth=%d\n",
+	       "bytes=%zu smooth=%d mps=%d priority=%s\n",
 	       prop.name, info.engines, info.cores_per_engine, text, images.n, images.bytes,
-	       o.smooth);
-	if (run_mode(&o, pinned, false) || run_mode(&o, pinned, true))
+	       o.smooth, mps != 0, o.high_priority ? "high" : "normal");
+	if ((o.full && run_mode(&o, pinned, false)) || (o.roi && run_mode(&o, pinned, true)))
 		return 1;
 	cudaFreeHost(pinned);
 	return 0;

@@ -30,6 +30,8 @@ static int find_gpus(struct pinner *p, char *text, size_t cap)
 		memcpy(g->uuid_bytes, prop.uuid.bytes, PROTO_UUID_BYTES);
 		gpu_uuid_format(g->uuid_bytes, g->uuid);
 		snprintf(g->name, sizeof(g->name), "%s", prop.name);
+		int mps = 0;
+		g->mps = cudaDeviceGetAttribute(&mps, cudaDevAttrMpsEnabled, i) == cudaSuccess && mps;
 	}
 	p->n_gpus = n;
 	return 0;
@@ -579,9 +581,9 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	for (int i = 0; i < p->n_gpus; i++) {
 		struct gpu *g = &p->gpus[i];
 		status_printf(t, "  gpu %d uuid %s name \"%s\" clients %u device_bytes %" PRIu64
-			      " decode_bytes %" PRIu64 "\n", i, g->uuid, g->name,
+			      " decode_bytes %" PRIu64 " mps %d\n", i, g->uuid, g->name,
 			      atomic_load(&g->clients), (uint64_t)atomic_load(&g->device_bytes),
-			      (uint64_t)atomic_load(&g->decode_bytes));
+			      (uint64_t)atomic_load(&g->decode_bytes), g->mps);
 	}
 	describe_decode(p, t);
 }

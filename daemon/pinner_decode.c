@@ -57,7 +57,14 @@
  * there, queueing a part of 128 images (nvJPEG's checks and submission)
  * takes the lane about 15 ms, with 1 to 16 threads alike, so it is not
  * the checks' CPU time, while it waits for a set only microseconds
- * ("submit_us beside training").
+ * ("submit_us beside training"). The cause, measured: nvJPEG's
+ * submission waits on the GPU several times a batch, and without MPS
+ * each such wait beside a busy training process lasts one of its time
+ * slices (2.4 ms on an H100, against 8 us alone); under MPS the waits
+ * are short, but one process's submissions still go one at a time
+ * (more threads do not help, more processes do: "GPU decoding beside
+ * training", bench/RESULTS.md). Status shows whether a GPU is under MPS
+ * (`mps` on its line), and the log says so when a decoder opens without.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -389,6 +396,12 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
 		   budget, dc->n_sets, dc->max_batch, l->name, dc->n_helpers,
 		   dc->n_helpers == 1 ? "" : "s");
+	if (!p->gpus[l->dev].mps)
+		log_notice("GPU %s: not under MPS: beside a training process on this GPU, the "
+			   "daemon's GPU work and the training's take turns in time slices, which "
+			   "slows JPEG decoding; run loaderd and the training processes under one MPS "
+			   "control daemon (docs/config.md, \"GPU decoding beside training: MPS\")",
+			   p->gpus[l->dev].uuid);
 	atomic_store(&p->gpus[l->dev].decode_engines, info.engines);
 	l->decode = dc;
 	return 0;

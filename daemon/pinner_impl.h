@@ -46,6 +46,7 @@ struct gpu {
 	char uuid[GPU_UUID_TEXT_MAX];
 	uint8_t uuid_bytes[PROTO_UUID_BYTES];
 	char name[256];
+	bool mps;       /* its contexts are shared through MPS (cudaDevAttrMpsEnabled) */
 	atomic_uint clients;
 	atomic_uint_least64_t device_bytes; /* the clients' rings */
 	atomic_uint_least64_t decode_bytes; /* the JPEG decoder's buffers (gpu_decode_memory) */

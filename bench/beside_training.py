@@ -1,0 +1,276 @@
+#!/usr/bin/env python3
+"""beside_training: what another process's training does to GPU JPEG
+decoding on the same GPU, and what the decoding does to the training, with
+and without CUDA MPS.
+
+  training  a ResNet (--model, default resnet18) trained on random data on
+            GPU --device in a process of its own (batch 256, 224x224, 100
+            classes, channels_last, bf16 autocast where the GPU has it,
+            SGD), as node_bench's synthetic loader trains; it reports its
+            images/s every 10 steps;
+  wait      `loaderd-bus-probe --wait-only`: a 4 KiB copy to the GPU and a
+            wait for it, 300 times (the percentiles of how long a process
+            waits on its own small GPU work);
+  decode    --processes P (default 1,2,4): P `loaderd-nvjd-bench` processes
+            at once (--nvjd-args, default `--batch 256 --threads 1 --depth
+            2`), whole images, one pass over the image benchmark's tree
+            (bench/image_bench.py's make_tree(): --images JPEGs of 300-600
+            px, in --data-dir); their images/s summed.
+
+First the wait and one decoding process alone on the GPU, then the
+training alone for --seconds, then, with the training running, the wait
+and each process count. Every row gives the training's median images/s
+over the time it ran beside (against its median alone). --mps runs it all
+under a private MPS control daemon (bench_daemon.MpsServer), as
+node_bench.py --mps does; run the bench with and without it to compare.
+
+    bench/beside_training.py --build BUILD [--out DIR] [--model resnet18]
+                             [--processes 1,2,4] [--nvjd-args "..."]
+                             [--seconds 8] [--mps] [--device 0] [--keep]
+
+Exit codes: 0; 1 a step failed; 77 no GPU, no nvJPEG, or no torch.
+"""
+
+import argparse
+import importlib.util
+import os
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import image_bench  # noqa: E402  (this directory)
+from bench_daemon import MpsServer, StepError, last_line, publish, wait_for  # noqa: E402
+from gpu_bench import EXIT_SKIP, int_list, loaderd_gpus, nvidia_smi  # noqa: E402
+
+TRAIN_BATCH, TRAIN_CLASSES, REPORT_EVERY = 256, 100, 10
+WARMUP_S, TRAIN_START_TIMEOUT_S, STEP_TIMEOUT_S = 3.0, 180, 300
+
+
+def train_loop(model, device):
+    """The training process (--train-loop): prints `rate T X` (time.time(),
+    images/s over the last REPORT_EVERY steps) until killed."""
+    import torch
+    import torchvision
+    torch.cuda.set_device(device)
+    m = getattr(torchvision.models, model)(num_classes=TRAIN_CLASSES).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9)
+    x = torch.randn(TRAIN_BATCH, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    y = torch.randint(0, TRAIN_CLASSES, (TRAIN_BATCH,), device="cuda")
+    dtype = torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float32
+    last = time.time()
+    while True:
+        for _ in range(REPORT_EVERY):
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                loss = torch.nn.functional.cross_entropy(m(x), y)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        torch.cuda.synchronize()
+        now = time.time()
+        print("rate %.3f %.1f" % (now, REPORT_EVERY * TRAIN_BATCH / (now - last)), flush=True)
+        last = now
+
+
+class Training:
+    """The training process and the rates it reported, with their times."""
+
+    def __init__(self, ctx):
+        a = ctx.args
+        self.cmd = [sys.executable, os.path.abspath(__file__), "--train-loop", a.model, "--device", str(a.device)]
+        ctx.log.write("\n$ %s    # the training, in the background\n" % shlex.join(self.cmd))
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        self.rates, self.lock = [], threading.Lock()
+        self.thread = threading.Thread(target=self.read, daemon=True)
+        self.thread.start()
+
+    def read(self):
+        for line in self.proc.stdout:
+            f = line.split()
+            if len(f) == 3 and f[0] == "rate":
+                with self.lock:
+                    self.rates.append((float(f[1]), float(f[2])))
+
+    def wait_started(self):
+        wait_for(lambda: self.proc.poll() is not None or len(self.rates) >= 3,
+                             TRAIN_START_TIMEOUT_S, "the training's first rates")
+        if self.proc.poll() is not None:
+            raise StepError("the training exited %d: %s" % (self.proc.returncode,
+                                                           last_line(self.proc.stderr.read())))
+
+    def median(self, t0, t1):
+        with self.lock:
+            r = [x for t, x in self.rates if t0 <= t <= t1]
+        return statistics.median(r) if r else None
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def run(ctx, cmd, what):
+    ctx.log.write("\n$ %s    # %s\n" % (shlex.join(cmd), what))
+    try:
+        r = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                           timeout=STEP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise StepError("%s: timed out after %d s" % (what, STEP_TIMEOUT_S)) from None
+    ctx.log.write(r.stdout + r.stderr)
+    if r.returncode != 0:
+        raise StepError("%s exited %d: %s" % (what, r.returncode, last_line(r.stderr)))
+    return r.stdout
+
+
+def wait_probe(ctx):
+    """{'p50_us': ...} of loaderd-bus-probe --wait-only."""
+    out = run(ctx, [os.path.join(ctx.bindir, "loaderd-bus-probe"), "--device", str(ctx.args.device),
+                    "--wait-only"], "the wait probe")
+    line = next((ln for ln in out.splitlines() if ln.startswith("wait:")), "")
+    return dict((k, float(v)) for k, v in (f.split("=") for f in line.split()[1:]))
+
+
+def decode(ctx, n):
+    """The summed images/s of n loaderd-nvjd-bench processes at once."""
+    a = ctx.args
+    cmd = [os.path.join(ctx.bindir, "loaderd-nvjd-bench"), "--dir", ctx.tree, "--device", str(a.device),
+           "--mode", "full", "--passes", "1"] + shlex.split(a.nvjd_args)
+    ctx.log.write("\n$ %s    # %d at once\n" % (shlex.join(cmd), n))
+    procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(n)]
+    total = 0.0
+    for p in procs:
+        try:
+            out, err = p.communicate(timeout=STEP_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            for q in procs:
+                q.kill()
+            raise StepError("loaderd-nvjd-bench: timed out after %d s" % STEP_TIMEOUT_S) from None
+        ctx.log.write(out + err)
+        if p.returncode != 0:
+            raise StepError("loaderd-nvjd-bench exited %d: %s" % (p.returncode, last_line(err)))
+        line = next((ln for ln in out.splitlines() if "mode=full" in ln), "")
+        f = dict(x.split("=", 1) for x in line.split() if "=" in x)
+        total += float(f.get("images_per_s", "nan"))
+    return total
+
+
+def row(ctx, rows, what, fn, training=None):
+    """Runs fn() (a figure dict) into a table row, timing it against the training."""
+    t0 = time.time()
+    try:
+        v = fn()
+    except StepError as e:
+        ctx.log.say("%s: %s" % (what, e))
+        rows.append((what, "error: %s" % e))
+        return
+    t1 = time.time()
+    if training is not None:
+        v["training"] = training.median(t0, t1)
+    rows.append((what, v))
+    ctx.log.say("%s: %s" % (what, ", ".join("%s %.1f" % (k, x) for k, x in v.items() if x is not None)))
+
+
+def report(ctx, rows, alone):
+    a = ctx.args
+    out = image_bench.head_lines(ctx) + [
+        "training: %s on random data, batch %d, 224x224, %d classes, channels_last, bf16 autocast, SGD; "
+        "decoding: loaderd-nvjd-bench --mode full --passes 1 %s; MPS: %s"
+        % (a.model, TRAIN_BATCH, TRAIN_CLASSES, a.nvjd_args,
+           "a private control daemon (--mps)" if a.mps else "off"), "",
+        "| what | wait p50 | wait p90 | decode images/s | training images/s | vs training alone |",
+        "|---|---|---|---|---|---|"]
+    for what, v in rows:
+        if isinstance(v, str):
+            out.append("| %s | %s | | | | |" % (what, v))
+            continue
+        tr = v.get("training")
+        out.append("| %s | %s | %s | %s | %s | %s |" % (
+            what, "%.1f us" % v["p50_us"] if "p50_us" in v else "",
+            "%.1f us" % v["p90_us"] if "p90_us" in v else "",
+            "%.0f" % v["decode"] if "decode" in v else "",
+            "%.0f" % tr if tr else "", "%.3f" % (tr / alone) if tr and alone else ""))
+    return "\n".join(out) + "\n"
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    image_bench.add_tree_args(ap, "the tools' output")
+    ap.add_argument("--model", default="resnet18", help="torchvision model trained (default resnet18)")
+    ap.add_argument("--processes", default="1,2,4", help="decoding process counts (default 1,2,4)")
+    ap.add_argument("--nvjd-args", default="--batch 256 --threads 1 --depth 2",
+                    help="loaderd-nvjd-bench's options (default: %(default)s)")
+    ap.add_argument("--seconds", type=float, default=8.0, help="the training alone (default 8)")
+    ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    ap.add_argument("--mps", action="store_true", help="run everything under a private CUDA MPS control daemon")
+    a = ap.parse_args()
+    a.process_counts = int_list(ap, "--processes", a.processes, "counts", 16)
+    a.data_dir = os.path.abspath(a.data_dir)
+    return a
+
+
+def main():
+    if len(sys.argv) == 5 and sys.argv[1] == "--train-loop" and sys.argv[3] == "--device":
+        train_loop(sys.argv[2], int(sys.argv[4]))
+        return 0
+    a = parse_args()
+    bindir = os.path.join(os.path.abspath(a.build), "bin")
+    for exe in ("loaderd", "mkjpeg", "loaderd-bus-probe", "loaderd-nvjd-bench"):
+        if not os.access(os.path.join(bindir, exe), os.X_OK):
+            print("beside_training: skipped: %s/%s is not built here (it needs the CUDA toolkit "
+                  "and nvjpeg.h)" % (bindir, exe))
+            return EXIT_SKIP
+    version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
+    if not gpus or uuid is None:
+        print("beside_training: skipped: loaderd --version lists no gpu %d" % a.device)
+        return EXIT_SKIP
+    missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
+    if missing:
+        print("beside_training: skipped: %s not importable (the training needs them)" % " and ".join(missing))
+        return EXIT_SKIP
+    ctx = image_bench.new_context(a, bindir, "beside_training")
+    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or name
+    rows, alone, training, mps, code = [], None, None, None, 0
+    try:
+        files = image_bench.make_tree(ctx)
+        image_bench.describe_files(ctx, files)
+        if a.mps:
+            mps = MpsServer(ctx.log, tempfile.mkdtemp(prefix="loaderd-mps-"))
+            mps.start()
+        row(ctx, rows, "alone: wait", lambda: wait_probe(ctx))
+        row(ctx, rows, "alone: decode, 1 process", lambda: {"decode": decode(ctx, 1)})
+        training = Training(ctx)
+        training.wait_started()
+        time.sleep(WARMUP_S)
+        t0 = time.time()
+        time.sleep(a.seconds)
+        alone = training.median(t0, time.time())
+        rows.append(("training alone", {"training": alone}))
+        ctx.log.say("training alone: %.1f images/s" % (alone or 0))
+        row(ctx, rows, "beside training: wait", lambda: wait_probe(ctx), training)
+        for n in a.process_counts:
+            row(ctx, rows, "beside training: decode, %d process%s" % (n, "" if n == 1 else "es"),
+                lambda: {"decode": decode(ctx, n)}, training)
+    except (StepError, OSError) as e:
+        ctx.log.say("error: %s" % e)
+        code = 1
+    finally:
+        if training:
+            training.stop()
+        if mps:
+            mps.stop()
+            shutil.rmtree(os.path.dirname(mps.dirs[0]), ignore_errors=True)
+        if not a.keep:
+            image_bench.remove_tree(ctx)
+        shutil.rmtree(ctx.workdir, ignore_errors=True)
+    publish(ctx.log, a.out, report(ctx, rows, alone))
+    return code or int(any(isinstance(v, str) for _, v in rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
