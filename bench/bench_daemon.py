@@ -11,9 +11,11 @@ bench's terms).
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 import wait  # noqa: E402  (tools/ is put on the path just above)
@@ -173,16 +175,19 @@ class LoaderdDaemon:
 
 class MpsServer:
     """A private CUDA MPS control daemon for one benchmark run: its pipe and
-    log directories under `root`, named in this process's environment, so
-    that every CUDA process the bench starts from then on (loaderd, the
-    training ranks) shares the GPU through it instead of taking turns on
-    it in time slices. stop() quits it, and the environment is put back."""
+    log directories in a temporary directory of its own (short: the pipes
+    are Unix sockets), named in this process's environment, so that every
+    CUDA process the bench starts from then on (loaderd, the training
+    ranks) shares the GPU through it instead of taking turns on it in time
+    slices. stop() quits it, removes the directory and puts the
+    environment back."""
 
     ENV = ("CUDA_MPS_PIPE_DIRECTORY", "CUDA_MPS_LOG_DIRECTORY")
 
-    def __init__(self, log, root):
+    def __init__(self, log):
         self.log = log
-        self.dirs = (os.path.join(root, "mps-pipe"), os.path.join(root, "mps-log"))
+        self.root = tempfile.mkdtemp(prefix="loaderd-mps-")
+        self.dirs = (os.path.join(self.root, "pipe"), os.path.join(self.root, "log"))
         self.saved = {k: os.environ.get(k) for k in self.ENV}
         self.running = False
 
@@ -215,6 +220,7 @@ class MpsServer:
                 self.log.write("MPS control daemon: quit failed: %s\n" % e)
             self.running = False
         self.restore()
+        shutil.rmtree(self.root, ignore_errors=True)
 
     def restore(self):
         for k, v in self.saved.items():

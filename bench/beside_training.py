@@ -39,7 +39,6 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -240,7 +239,7 @@ def main():
         files = image_bench.make_tree(ctx)
         image_bench.describe_files(ctx, files)
         if a.mps:
-            mps = MpsServer(ctx.log, tempfile.mkdtemp(prefix="loaderd-mps-"))
+            mps = MpsServer(ctx.log)
             mps.start()
         row(ctx, rows, "alone: wait", lambda: wait_probe(ctx))
         row(ctx, rows, "alone: decode, 1 process", lambda: {"decode": decode(ctx, 1)})
@@ -264,7 +263,6 @@ def main():
             training.stop()
         if mps:
             mps.stop()
-            shutil.rmtree(os.path.dirname(mps.dirs[0]), ignore_errors=True)
         if not a.keep:
             image_bench.remove_tree(ctx)
         shutil.rmtree(ctx.workdir, ignore_errors=True)

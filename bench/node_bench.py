@@ -60,7 +60,6 @@ import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -382,7 +381,7 @@ def main():
             return 1
         image_bench.describe_files(ctx, files)
         if a.mps:
-            mps = MpsServer(ctx.log, tempfile.mkdtemp(prefix="loaderd-mps-"))
+            mps = MpsServer(ctx.log)
             try:
                 mps.start()
             except StepError as e:
@@ -407,7 +406,6 @@ def main():
             daemon.stop()
         if mps:
             mps.stop()
-            shutil.rmtree(os.path.dirname(mps.dirs[0]), ignore_errors=True)
         if not a.keep:
             if a.tokens and ctx.token_file:
                 os.unlink(ctx.token_file)
