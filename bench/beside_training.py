@@ -104,8 +104,12 @@ class Training:
                                                            last_line(self.proc.stderr.read())))
 
     def median(self, t0, t1):
+        """The median of the rates reported from t0 to t1 and of the first
+        one after t1 (its steps ran partly before t1: a short window gets
+        one)."""
         with self.lock:
             r = [x for t, x in self.rates if t0 <= t <= t1]
+            r += [x for t, x in self.rates if t > t1][:1]
         return statistics.median(r) if r else None
 
     def stop(self):
@@ -170,6 +174,8 @@ def row(ctx, rows, what, fn, training=None):
         return
     t1 = time.time()
     if training is not None:
+        wait_for(lambda: training.median(t1, t1) is not None or training.proc.poll() is not None,
+                             STEP_TIMEOUT_S, "the training's next rate")
         v["training"] = training.median(t0, t1)
     rows.append((what, v))
     ctx.log.say("%s: %s" % (what, ", ".join("%s %.1f" % (k, x) for k, x in v.items() if x is not None)))
