@@ -6,7 +6,8 @@
  *
  *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]
  *                      [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]
- *                      [--private-handles] [--high-priority] [--mode full|roi|both]
+ *                      [--private-handles] [--high-priority] [--contexts]
+ *                      [--mode full|roi|both]
  *
  * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
  * read into page-locked memory first. Each thread opens D decoders, each
@@ -35,7 +36,10 @@
  * --high-priority creates the decoders' streams at the GPU's greatest
  * priority (the daemon's have the default: beside a training process
  * under MPS, the greatest priority made nvJPEG slower, bench/RESULTS.md,
- * "GPU decoding beside training"). The first line
+ * "GPU decoding beside training"); --contexts gives each thread a CUDA
+ * context of its own (cuCtxCreate, through the runtime's driver entry
+ * points; the decoders then have a handle each), to tell whether nvJPEG's
+ * submissions go one at a time per context or per process. The first line
  * also says whether the GPU's contexts are shared through MPS (mps=1): the
  * rates beside another process's kernels differ several times between the
  * two (docs/config.md, "GPU decoding beside training: MPS").
@@ -56,6 +60,7 @@
 #include <strings.h>
 #include <sys/resource.h>
 
+#include <cuda.h> /* types only: the driver's calls come from cudaGetDriverEntryPointByVersion */
 #include <cuda_runtime_api.h>
 
 #define CUDA_PROG_NAME "loaderd-nvjd-bench"
@@ -75,7 +80,8 @@
 static const char synopsis[] =
 	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]\n"
 	"                          [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]\n"
-	"                          [--private-handles] [--high-priority] [--mode full|roi|both]\n"
+	"                          [--private-handles] [--high-priority] [--contexts]\n"
+	"                          [--mode full|roi|both]\n"
 	"  --batch B     images per nvjd_decode call (default 256)\n"
 	"  --threads T   host threads (default 1)\n"
 	"  --depth D     decoders per thread, taking its batches in turn (default 2)\n"
@@ -96,7 +102,7 @@ static struct {
 struct opts {
 	const char *dir, *lib;
 	uint64_t batch, threads, depth, passes, device;
-	bool smooth, private_handles, high_priority;
+	bool smooth, private_handles, high_priority, contexts;
 	bool full, roi; /* the modes run */
 };
 
@@ -137,7 +143,7 @@ static uint8_t *load_files(void)
 {
 	uint8_t *pinned;
 	if (!cuda_prog_ok(cudaHostAlloc((void **)&pinned, images.bytes ? images.bytes : 1,
-					cudaHostAllocDefault),
+					cudaHostAllocPortable),
 			  "cudaHostAlloc"))
 		return NULL;
 	for (size_t i = 0; i < images.n; i++) {
@@ -225,6 +231,35 @@ static int decode_batch(struct worker *w, struct nvjd *d, struct nvjd_image *img
 	return 0;
 }
 
+typedef CUresult (*ctx_create_fn)(CUcontext *, CUctxCreateParams *, unsigned int, CUdevice);
+typedef CUresult (*ctx_destroy_fn)(CUcontext);
+
+/* --contexts: a CUDA context of the thread's own on the device, current
+ * on it (nvjd keeps whatever context of the right device is current). */
+static bool own_context(int device, CUcontext *ctx, char *why, size_t cap)
+{
+	void *create = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+	if (cudaGetDriverEntryPointByVersion("cuCtxCreate", &create, 12050, cudaEnableDefault, &q) !=
+		    cudaSuccess || !create) {
+		snprintf(why, cap, "cuCtxCreate: not found in the driver");
+		return false;
+	}
+	CUresult r = ((ctx_create_fn)create)(ctx, NULL, 0, (CUdevice)device);
+	if (r != CUDA_SUCCESS)
+		snprintf(why, cap, "cuCtxCreate: error %d", (int)r);
+	return r == CUDA_SUCCESS;
+}
+
+static void drop_context(CUcontext ctx)
+{
+	void *destroy = NULL;
+	enum cudaDriverEntryPointQueryResult q;
+	if (ctx && cudaGetDriverEntryPointByVersion("cuCtxDestroy", &destroy, 12000, cudaEnableDefault,
+						    &q) == cudaSuccess && destroy)
+		((ctx_destroy_fn)destroy)(ctx);
+}
+
 static void *worker_main(void *arg)
 {
 	struct worker *w = arg;
@@ -242,7 +277,10 @@ static void *worker_main(void *arg)
 	for (size_t i = 0; i < images.n; i++)
 		if ((size_t)images.v[i].w * images.v[i].h * 3 > slot)
 			slot = (size_t)images.v[i].w * images.v[i].h * 3;
+	CUcontext ctx = NULL;
 	w->rc = cuda_prog_ok(cudaSetDevice((int)o->device), "cudaSetDevice") ? 0 : -EIO;
+	if (w->rc == 0 && o->contexts && !own_context((int)o->device, &ctx, w->why, sizeof w->why))
+		w->rc = -EIO;
 	for (unsigned k = 0; k < o->depth && w->rc == 0; k++) {
 		imgs[k] = calloc(o->batch, sizeof *imgs[k]);
 		w->rc = -ENOMEM;
@@ -255,7 +293,7 @@ static void *worker_main(void *arg)
 		    cuda_prog_ok(cudaMalloc((void **)&dev[k], slot * o->batch), "cudaMalloc"))
 			w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
 					  (o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0) |
-						  (o->private_handles ? NVJD_PRIVATE_HANDLE : 0),
+						  (o->private_handles || o->contexts ? NVJD_PRIVATE_HANDLE : 0),
 					  &d[k], w->why, sizeof w->why);
 		/* One untimed batch each, so that nvJPEG's buffers have grown. */
 		if (w->rc == 0 && w->index < batches)
@@ -292,6 +330,7 @@ static void *worker_main(void *arg)
 			cudaStreamDestroy(stream[k]);
 		free(imgs[k]);
 	}
+	drop_context(ctx);
 	return NULL;
 }
 
@@ -344,7 +383,7 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
 	       " failed=%" PRIu64 " per_call_us: check=%.0f wait=%.0f submit=%.0f\n",
 	       roi ? "roi" : "full", o->batch, o->threads, o->depth,
-	       o->private_handles ? "private" : "shared", decoded, seconds,
+	       o->contexts ? "context" : o->private_handles ? "private" : "shared", decoded, seconds,
 	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
 	       failed, st.calls ? (double)st.check_ns / (double)st.calls / 1e3 : 0.0,
 	       st.calls ? (double)st.wait_ns / (double)st.calls / 1e3 : 0.0,
@@ -372,6 +411,7 @@ int main(int argc, char **argv)
 		bool *flag = strcmp(a, "--smooth") == 0		 ? &o.smooth
 			     : strcmp(a, "--private-handles") == 0 ? &o.private_handles
 			     : strcmp(a, "--high-priority") == 0   ? &o.high_priority
+			     : strcmp(a, "--contexts") == 0        ? &o.contexts
 								   : NULL;
 		if (flag) {
 			*flag = true;
