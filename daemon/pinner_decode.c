@@ -60,7 +60,7 @@
  * ("submit_us beside training"). The cause, measured: nvJPEG's
  * submission waits on the GPU several times a batch, and without MPS
  * each such wait beside a busy training process lasts one of its time
- * slices (2.4 ms on an H100, against 8 us alone); under MPS the waits
+ * slices (2.4 ms on an H100, against 7 us alone); under MPS the waits
  * are short, but one process's submissions still go one at a time
  * (more threads do not help, more processes do: "GPU decoding beside
  * training", bench/RESULTS.md). Status shows whether a GPU is under MPS
