@@ -216,6 +216,9 @@ class Daemon(LoaderdDaemon):
         threads = getattr(self.ctx.args, "gpu_decode_threads", None)  # train_bench has none
         if threads:
             lines.append("gpu_decode_threads = %d" % threads)
+        helpers = getattr(self.ctx.args, "gpu_decode_helpers", None)
+        if helpers:
+            lines.append("gpu_decode_helpers = %s" % helpers)
         lines += ["",
                   "[pipeline.train]",
                   "source = imagefolder:%s" % self.ctx.tree,
@@ -601,6 +604,8 @@ def parse_args():
                     help="the pipeline's gpu_decode_percent, for --decode auto (default 80)")
     ap.add_argument("--gpu-decode-threads", type=int,
                     help="the daemon's gpu_decode_threads (default: the daemon's)")
+    ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),
+                    help="the daemon's gpu_decode_helpers (default: the daemon's)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     a.decodes = [d for d in a.decode.split(",") if d]

@@ -267,7 +267,8 @@ def report(ctx, res):
         % (a.steps, a.warmup, image_bench.BATCH, image_bench.SIZE, image_bench.SIZE, image_bench.CLASSES,
            f0.get("amp", "?"), f0.get("torch", "?"), a.workers, a.decode,
            "".join(", %s = %s" % (k, v) for k, v in (("gpu_decode_memory", a.gpu_decode_memory),
-                                                      ("gpu_decode_threads", a.gpu_decode_threads)) if v)),
+                                                      ("gpu_decode_threads", a.gpu_decode_threads),
+                                                      ("gpu_decode_helpers", a.gpu_decode_helpers)) if v)),
         mps_line(ctx), "",
         "| model | ranks | loader | node images/s | per rank | data wait (largest) | vs N x one rank "
         "| vs synthetic | loaderd cores | loaderd CPU us/image | loaderd memory |",
@@ -322,6 +323,8 @@ def parse_args(gpus):
     ap.add_argument("--gpu-decode-percent", type=int, default=80, help="with --decode auto (default 80)")
     ap.add_argument("--gpu-decode-memory", help="loaderd's gpu_decode_memory (default: the daemon's)")
     ap.add_argument("--gpu-decode-threads", type=int, help="loaderd's gpu_decode_threads (default: the daemon's)")
+    ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),
+                    help="loaderd's gpu_decode_helpers (default: the daemon's)")
     ap.add_argument("--workers", type=int, default=0, help="loaderd's workers (default: usable cores - ranks)")
     ap.add_argument("--torch-workers", type=int, default=0,
                     help="DataLoader workers per rank (default: usable cores / ranks - 1)")

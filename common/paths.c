@@ -2,6 +2,8 @@
 #include "common/paths.h"
 
 #include <errno.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -38,4 +40,17 @@ int paths_client_socket(char *buf, size_t cap)
 		n = snprintf(buf, cap, "/run/loaderd/loaderd.sock");
 	}
 	return (n < 0 || (size_t)n >= cap) ? -ENAMETOOLONG : 0;
+}
+
+void paths_program(const char *name, const char *libexec, char *buf, size_t cap)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	if (n > 0) {
+		self[n] = '\0';
+		snprintf(buf, cap, "%s/%s", dirname(self), name);
+		if (access(buf, X_OK) == 0)
+			return;
+	}
+	snprintf(buf, cap, "%s/loaderd/%s", libexec, name);
 }

@@ -144,6 +144,11 @@ enum gpu_mode {
 	GPU_REQUIRED = 2, /* no usable GPU is an error at start */
 };
 
+enum gpu_decode_helpers {
+	GPU_DECODE_HELPERS_THREADS = 0,   /* the decoding thread's helpers are threads of the daemon */
+	GPU_DECODE_HELPERS_PROCESSES = 1, /* each helper hands its share to a loaderd-decoder process */
+};
+
 enum pin_mode {
 	PIN_REGISTER = 0, /* page-lock the arena's staging slots; DMA straight from them */
 	PIN_COPY = 1,     /* copy each batch into one of pinned_slots page-locked buffers */
@@ -175,6 +180,7 @@ struct config {
 	char nvjpeg_library[PATH_MAX]; /* "" = libnvjpeg.so.13 from the library path */
 	uint64_t gpu_decode_memory; /* device memory per GPU thread for decoding, default 512 MiB */
 	uint32_t gpu_decode_threads; /* host threads submitting a GPU thread's JPEGs, default 4 */
+	enum gpu_decode_helpers gpu_decode_helpers; /* default threads */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */

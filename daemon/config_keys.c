@@ -39,6 +39,7 @@
 /* Names in the order of the enums they set (config.h). */
 static const char *const gpu_choices[] = {"auto", "off", "required", NULL};
 static const char *const pin_choices[] = {"register", "copy", NULL};
+static const char *const gpu_decode_helpers_choices[] = {"threads", "processes", NULL};
 static const char *const layout_choices[] = {"nchw", "nhwc", NULL};
 static const char *const dtype_choices[] = {"uint8", "float16", "float32", NULL};
 static const char *const on_error_choices[] = {"substitute", "fail", NULL};
@@ -91,6 +92,9 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	[CONFIG_DK_GPU_DECODE_THREADS] = {"gpu_decode_threads", CONFIG_VALUE_UINT,
 					  DAEMON(gpu_decode_threads), 1, CONFIG_GPU_DECODE_THREADS_MAX,
 					  0, NULL},
+	[CONFIG_DK_GPU_DECODE_HELPERS] = {"gpu_decode_helpers", CONFIG_VALUE_CHOICE,
+					  DAEMON(gpu_decode_helpers), 0, 0, 0,
+					  gpu_decode_helpers_choices},
 	[CONFIG_DK_DEVICE_SLOTS] = {"device_slots", CONFIG_VALUE_UINT, DAEMON(device_slots), 1,
 				    PROTO_DEVICE_SLOTS_MAX, 0, NULL},
 	/* also >= workers, checked at the end of the file */

@@ -101,15 +101,7 @@ static void print_version(void)
  * installs, else in the libexec directory chosen at build time. */
 static void default_worker_program(char *buf, size_t cap)
 {
-	char self[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-	if (n > 0) {
-		self[n] = '\0';
-		snprintf(buf, cap, "%s/loaderd-worker", dirname(self));
-		if (access(buf, X_OK) == 0)
-			return;
-	}
-	snprintf(buf, cap, "%s/loaderd/loaderd-worker", LOADERD_LIBEXECDIR);
+	paths_program("loaderd-worker", LOADERD_LIBEXECDIR, buf, cap);
 }
 
 static void render_status(void *ctx, struct status_text *t)

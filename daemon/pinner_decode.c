@@ -66,6 +66,16 @@
  * training", bench/RESULTS.md). Status shows whether a GPU is under MPS
  * (`mps` on its line), and the log says so when a decoder opens without.
  *
+ * Decoder processes (gpu_decode_helpers = processes): each helper thread
+ * then hands its share to a loaderd-decoder process of its own
+ * (daemon/decoder_proto.h) and waits for its answer, instead of calling
+ * nvjd: the process decodes into the set's buffer (opened by CUDA IPC)
+ * and records an interprocess event behind its work, which the set's
+ * stream waits for as for a helper thread's. A process that fails or
+ * does not answer is killed; the images it held get -EIO and so are
+ * decoded on this thread's CPU like any the engines refused, and the
+ * share of the next parts goes to the helpers left.
+ *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
  * into its row. The workers check every image they leave to the GPU
@@ -86,7 +96,17 @@
 
 #if LOADERD_HAVE_NVJPEG && LOADERD_HAVE_IMGKERNEL
 
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "common/hash.h"
+#include "common/paths.h"
+#include "daemon/decoder_proto.h"
 #include "image/imgkernel.h"
 #include "image/jpeg.h"
 #include "worker/image_sample.h"
@@ -123,6 +143,18 @@ struct decode_helper {
 	uint32_t n;
 	uint32_t set;            /* whose decoder takes imgs */
 	int rc;
+	bool assigned;           /* given a share of the part being decoded */
+	/* gpu_decode_helpers = processes: the helper hands its share to its
+	 * decoder process (loaderd-decoder) instead of nvjd; queued[] are
+	 * that process's events, opened here. */
+	bool proc;               /* it has (or had) a decoder process */
+	pid_t pid;               /* 0: none (or it ended) */
+	int sock;                /* -1: none */
+	bool dead;               /* its process failed: no more shares */
+	const uint8_t *arena_base;
+	uint8_t *set_buf[DECODE_SETS_MAX];
+	uint8_t *msg;
+	size_t msg_cap;
 };
 
 /* What one part in flight uses; free again once `done` has passed. */
@@ -168,6 +200,107 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
+/* Ends h's decoder process, saying why (it failed to answer). */
+static void proc_end(struct decode_helper *h, const char *why)
+{
+	if (!h->proc)
+		return;
+	if (h->sock >= 0)
+		close(h->sock);
+	h->sock = -1;
+	if (h->pid > 0) {
+		kill(h->pid, SIGKILL);
+		waitpid(h->pid, NULL, 0);
+		if (why)
+			log_warning("GPU decoding: decoder process %d ended (%s): its images are "
+				    "decoded on the CPU, and it takes no more", (int)h->pid, why);
+	}
+	h->pid = 0;
+	h->dead = why != NULL;
+}
+
+/* Waits up to timeout_ms for a datagram on h's socket; its length, or -1. */
+static ssize_t proc_recv(struct decode_helper *h, void *buf, size_t cap, int timeout_ms,
+			 const char **why)
+{
+	struct pollfd pfd = {.fd = h->sock, .events = POLLIN};
+	int r;
+	do
+		r = poll(&pfd, 1, timeout_ms);
+	while (r < 0 && errno == EINTR);
+	if (r <= 0) {
+		*why = r == 0 ? "no answer in time" : "poll failed";
+		return -1;
+	}
+	ssize_t n = recv(h->sock, buf, cap, MSG_TRUNC);
+	if (n <= 0 || (size_t)n > cap) {
+		*why = n == 0 ? "it closed its socket" : n < 0 ? "recv failed" : "an oversized answer";
+		return -1;
+	}
+	return n;
+}
+
+/* h's share through its decoder process: the job out, each image's
+ * status back, checked. A process that fails is ended (proc_end) and its
+ * images get -EIO, so that the lane decodes them on the CPU: -ECHILD, and
+ * no event of it to wait for. Otherwise nvjd_decode's rc. */
+static int proc_decode(struct decode_helper *h, uint32_t s)
+{
+	struct decoder_job job = {.magic = DECODER_MAGIC, .set = s, .n = h->n};
+	struct decoder_image *out = (void *)(h->msg + sizeof(job));
+	memcpy(h->msg, &job, sizeof(job));
+	for (uint32_t i = 0; i < h->n; i++) {
+		const struct nvjd_image *im = &h->imgs[i];
+		out[i] = (struct decoder_image){
+			.data_offset = (uint64_t)(im->data - h->arena_base), .len = im->len,
+			.dst_offset = (uint64_t)(im->dst - h->set_buf[s]), .pitch = im->pitch,
+			.dst_bytes = im->dst_bytes, .roi_x = im->roi_x, .roi_y = im->roi_y,
+			.roi_w = im->roi_w, .roi_h = im->roi_h, .scan_checked = im->scan_checked};
+	}
+	size_t len = sizeof(job) + h->n * sizeof(*out);
+	const char *why = NULL;
+	struct decoder_done done = {0};
+	if (send(h->sock, h->msg, len, MSG_NOSIGNAL) != (ssize_t)len) {
+		why = "it does not take jobs";
+	} else {
+		ssize_t n = proc_recv(h, h->msg, h->msg_cap, DECODER_REPLY_TIMEOUT_MS, &why);
+		if (n >= (ssize_t)sizeof(done))
+			memcpy(&done, h->msg, sizeof(done));
+		if (n >= 0 && (n < (ssize_t)sizeof(done) || done.magic != DECODER_MAGIC ||
+			       done.n != h->n || done.n_err > done.n ||
+			       (size_t)n != sizeof(done) + done.n * sizeof(struct decoder_result) +
+						    done.n_err * sizeof(struct decoder_err)))
+			why = "a malformed answer";
+	}
+	if (why) {
+		proc_end(h, why);
+		for (uint32_t i = 0; i < h->n; i++) {
+			h->imgs[i].status = -EIO;
+			snprintf(h->imgs[i].err, sizeof(h->imgs[i].err),
+				 "its GPU decoder process failed (%s)", why);
+		}
+		return -ECHILD;
+	}
+	const struct decoder_result *res = (const void *)(h->msg + sizeof(done));
+	const struct decoder_err *err = (const void *)(res + done.n);
+	for (uint32_t i = 0; i < h->n; i++) {
+		struct nvjd_image *im = &h->imgs[i];
+		im->status = res[i].status > 0 ? -EIO : res[i].status;
+		im->width = res[i].width;
+		im->height = res[i].height;
+		im->out_w = res[i].out_w;
+		im->out_h = res[i].out_h;
+		im->err[0] = '\0';
+		if (im->status != 0)
+			snprintf(im->err, sizeof(im->err), "the GPU's decoder refused it");
+	}
+	for (uint32_t k = 0; k < done.n_err; k++)
+		if (err[k].index < h->n)
+			snprintf(h->imgs[err[k].index].err, sizeof(h->imgs[0].err), "%.*s",
+				 (int)sizeof(err[k].text) - 1, err[k].text);
+	return done.rc;
+}
+
 static void *helper_main(void *arg)
 {
 	struct decode_helper *h = arg;
@@ -180,9 +313,14 @@ static void *helper_main(void *arg)
 			break;
 		pthread_mutex_unlock(&h->mu);
 		uint32_t s = h->set;
-		int rc = nvjd_decode(h->nvjd[s], h->imgs, h->n, h->stream[s]);
-		if (rc == 0 && cudaEventRecord(h->queued[s], h->stream[s]) != cudaSuccess)
-			rc = -EIO;
+		int rc;
+		if (h->proc) {
+			rc = proc_decode(h, s);
+		} else {
+			rc = nvjd_decode(h->nvjd[s], h->imgs, h->n, h->stream[s]);
+			if (rc == 0 && cudaEventRecord(h->queued[s], h->stream[s]) != cudaSuccess)
+				rc = -EIO;
+		}
 		pthread_mutex_lock(&h->mu);
 		h->rc = rc;
 		h->busy = false;
@@ -192,9 +330,12 @@ static void *helper_main(void *arg)
 	return NULL;
 }
 
-/* h's decoders, streams and events (the thread is stopped or never ran). */
+/* h's decoders, streams and events, and its decoder process (the thread
+ * is stopped or never ran). */
 static void helper_close(struct decode_helper *h)
 {
+	proc_end(h, NULL);
+	free(h->msg);
 	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
 		nvjd_close(h->nvjd[s]);
 		if (h->queued[s])
@@ -225,17 +366,98 @@ static void helpers_stop(struct lane_decode *dc)
 	dc->n_helpers = 0;
 }
 
+/* Starts h's decoder process (gpu_decode_helpers = processes) and sets it
+ * up: the socketpair on its descriptor 3, the arena read-only on 4, the
+ * sets' buffers as IPC handles out, its events back. false, with why. */
+static bool proc_start(struct lane *l, struct lane_decode *dc, struct decode_helper *h,
+		       unsigned flags, char *why, size_t cap)
+{
+	struct pinner *p = l->p;
+	char prog[PATH_MAX], dev[16], batch[16], fl[16];
+	paths_program("loaderd-decoder", LOADERD_LIBEXECDIR, prog, sizeof(prog));
+	snprintf(dev, sizeof(dev), "%d", l->dev);
+	snprintf(batch, sizeof(batch), "%u", dc->max_batch);
+	snprintf(fl, sizeof(fl), "%u", flags);
+	char *argv[] = {prog, "--device", dev, "--max-batch", batch, "--flags", fl,
+			p->cfg->nvjpeg_library[0] ? "--lib" : NULL, (char *)p->cfg->nvjpeg_library, NULL};
+	int sv[2];
+	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+		snprintf(why, cap, "socketpair: %s", strerror(errno));
+		return false;
+	}
+	/* Both above the descriptors they become, so neither dup2 clobbers
+	 * the other's source. */
+	int sock_fd = fcntl(sv[1], F_DUPFD_CLOEXEC, DECODER_FD_ARENA + 1);
+	int arena_fd = fcntl(p->arena->client_fd, F_DUPFD_CLOEXEC, DECODER_FD_ARENA + 1);
+	close(sv[1]);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, sock_fd, DECODER_FD_SOCKET);
+	posix_spawn_file_actions_adddup2(&fa, arena_fd, DECODER_FD_ARENA);
+	extern char **environ;
+	int rc = sock_fd < 0 || arena_fd < 0 ? EMFILE
+					     : posix_spawn(&h->pid, prog, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (sock_fd >= 0)
+		close(sock_fd);
+	if (arena_fd >= 0)
+		close(arena_fd);
+	h->proc = true;
+	h->sock = sv[0];
+	if (rc != 0) {
+		h->pid = 0;
+		snprintf(why, cap, "%.400s: %s", prog, strerror(rc));
+		return false;
+	}
+	h->arena_base = p->arena->base;
+	h->msg_cap = sizeof(struct decoder_done) +
+		     dc->max_batch * (sizeof(struct decoder_result) + sizeof(struct decoder_err));
+	if (h->msg_cap < sizeof(struct decoder_job) + dc->max_batch * sizeof(struct decoder_image))
+		h->msg_cap = sizeof(struct decoder_job) + dc->max_batch * sizeof(struct decoder_image);
+	h->msg = malloc(h->msg_cap);
+	struct decoder_setup setup = {.magic = DECODER_MAGIC, .sets = dc->n_sets,
+				      .buf_bytes = dc->buf_bytes};
+	cudaError_t e = cudaSuccess;
+	for (uint32_t k = 0; k < dc->n_sets && e == cudaSuccess; k++) {
+		h->set_buf[k] = dc->sets[k].buf;
+		e = cudaIpcGetMemHandle(&setup.buf[k], dc->sets[k].buf);
+	}
+	const char *fail = NULL;
+	struct decoder_ready ready = {0};
+	if (!h->msg || e != cudaSuccess)
+		fail = e != cudaSuccess ? cudaGetErrorString(e) : "out of memory";
+	else if (send(h->sock, &setup, sizeof(setup), MSG_NOSIGNAL) != (ssize_t)sizeof(setup))
+		fail = "it took no setup";
+	else if (proc_recv(h, &ready, sizeof(ready), DECODER_START_TIMEOUT_MS, &fail) !=
+			 (ssize_t)sizeof(ready) && !fail)
+		fail = "a malformed answer";
+	if (!fail && (ready.magic != DECODER_MAGIC || ready.rc != 0))
+		fail = ready.magic != DECODER_MAGIC ? "a malformed answer" : ready.why;
+	for (uint32_t k = 0; !fail && k < dc->n_sets; k++)
+		if (cudaIpcOpenEventHandle(&h->queued[k], ready.event[k]) != cudaSuccess)
+			fail = "cudaIpcOpenEventHandle failed";
+	if (fail) {
+		snprintf(why, cap, "decoder process %d: %.*s", (int)h->pid, (int)(cap / 2), fail);
+		return false;
+	}
+	return true;
+}
+
 /* gpu_decode_threads - 1 helpers, as many as can be made (at least none). */
 static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags)
 {
 	uint32_t want = l->p->cfg->gpu_decode_threads - 1;
+	bool procs = l->p->cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_PROCESSES;
 	dc->helpers = calloc(want, sizeof(*dc->helpers));
 	for (uint32_t i = 0; dc->helpers && i < want; i++) {
 		struct decode_helper *h = &dc->helpers[dc->n_helpers];
 		char why[TEXT_MAX] = "a CUDA stream or event";
 		h->dev = l->dev;
+		h->sock = -1;
 		bool opened = true;
-		for (uint32_t s = 0; s < dc->n_sets && opened; s++)
+		if (procs)
+			opened = proc_start(l, dc, h, flags, why, sizeof(why));
+		for (uint32_t s = 0; s < dc->n_sets && opened && !procs; s++)
 			opened = nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd[s], why,
 					   sizeof(why)) == 0 &&
 				 cudaStreamCreateWithFlags(&h->stream[s], cudaStreamNonBlocking) ==
@@ -243,9 +465,9 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 				 cudaEventCreateWithFlags(&h->queued[s], cudaEventDisableTiming) ==
 					 cudaSuccess;
 		if (!opened) {
-			log_warning("GPU %s: a JPEG decoding thread could not be set up (%s): %u of %u",
-				    l->p->gpus[l->dev].uuid, why, dc->n_helpers + 1,
-				    l->p->cfg->gpu_decode_threads);
+			log_warning("GPU %s: a JPEG decoding %s could not be set up (%s): %u of %u",
+				    l->p->gpus[l->dev].uuid, procs ? "process" : "thread", why,
+				    dc->n_helpers + 1, l->p->cfg->gpu_decode_threads);
 			helper_close(h);
 			break;
 		}
@@ -539,9 +761,15 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
 	/* imgs split over the helpers and this thread: helper i takes the
 	 * i-th of n_helpers + 1 equal parts, this thread the last. */
-	uint32_t parts = dc->n_helpers + 1, per = (n + parts - 1) / parts, given = 0;
+	uint32_t live = 0;
+	for (uint32_t i = 0; i < dc->n_helpers; i++)
+		live += !dc->helpers[i].dead;
+	uint32_t parts = live + 1, per = (n + parts - 1) / parts, given = 0;
 	for (uint32_t i = 0; i < dc->n_helpers && given + per < n; i++) {
 		struct decode_helper *h = &dc->helpers[i];
+		if (h->dead)
+			continue;
+		h->assigned = true;
 		pthread_mutex_lock(&h->mu);
 		h->imgs = dc->imgs + given;
 		h->n = per;
@@ -554,15 +782,20 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 	dc->used |= 1u << (set - dc->sets);
 	int rc = nvjd_decode(set->nvjd, dc->imgs + given, n - given, set->stream);
 	const char *err = dc->imgs[given].err;
-	for (uint32_t i = 0, at = 0; i < dc->n_helpers && at < given; i++, at += per) {
+	for (uint32_t i = 0; i < dc->n_helpers; i++) {
 		struct decode_helper *h = &dc->helpers[i];
+		if (!h->assigned)
+			continue;
+		h->assigned = false;
 		pthread_mutex_lock(&h->mu);
 		while (h->busy)
 			pthread_cond_wait(&h->cv, &h->mu);
 		pthread_mutex_unlock(&h->mu);
+		if (h->rc == -ECHILD)
+			continue; /* its process failed: its images go to the CPU */
 		if (h->rc < 0 && rc == 0) {
 			rc = h->rc;
-			err = dc->imgs[at].err;
+			err = h->imgs[0].err;
 		}
 		if (h->rc == 0 && cudaStreamWaitEvent(set->stream, h->queued[h->set], 0) != cudaSuccess &&
 		    rc == 0) {

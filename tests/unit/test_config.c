@@ -268,8 +268,10 @@ static void test_decode_keys(void **state)
 	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_STRUCTURE);
 	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
 	assert_string_equal(cfg->nvjpeg_library, "");
+	assert_int_equal(cfg->gpu_decode_helpers, GPU_DECODE_HELPERS_THREADS);
 	snprintf(text, sizeof(text), "[daemon]\nnvjpeg_library = /opt/nv/libnvjpeg.so.13\n"
-		 "gpu_decode_memory = 1G\n%sdecode = gpu\ngpu_decode_percent = 40\n"
+		 "gpu_decode_memory = 1G\ngpu_decode_helpers = processes\n"
+		 "%sdecode = gpu\ngpu_decode_percent = 40\n"
 		 "max_image_bytes = 2M\ngpu_decode_check = entropy\n", img);
 	assert_int_equal(load_text(text), 0);
 	pl = &cfg->pipelines[0];
@@ -279,6 +281,9 @@ static void test_decode_keys(void **state)
 	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_ENTROPY);
 	assert_int_equal(cfg->gpu_decode_memory, 1ull << 30);
 	assert_string_equal(cfg->nvjpeg_library, "/opt/nv/libnvjpeg.so.13");
+	assert_int_equal(cfg->gpu_decode_helpers, GPU_DECODE_HELPERS_PROCESSES);
+	snprintf(text, sizeof(text), "[daemon]\ngpu_decode_helpers = fibers\n%s", img);
+	expect_error(text, 2, "[daemon] gpu_decode_helpers: ");
 	snprintf(text, sizeof(text), "%sdecode = gpus\n", img);
 	expect_error(text, 5, "[pipeline.i] decode: ");
 	snprintf(text, sizeof(text), "%sgpu_decode_percent = 101\n", img);

@@ -1,0 +1,100 @@
+/*
+ * decoder_proto: what the daemon's decoding thread and a decoder process
+ * (loaderd-decoder, daemon/decoder_main.c) say to each other, over a
+ * SOCK_SEQPACKET socketpair, one message per datagram.
+ *
+ * Why processes: nvJPEG takes one process's submissions one at a time,
+ * and beside a training process each waits on the GPU; several processes
+ * submit at once (bench/RESULTS.md, "GPU decoding beside training").
+ *
+ *   daemon -> decoder  setup: the GPU, the buffer sets' device memory as
+ *                      CUDA IPC handles (the decoder writes its images
+ *                      there, where the daemon's resize reads them)
+ *   decoder -> daemon  ready: rc, and an interprocess CUDA event per set,
+ *                      recorded behind the decoder's work on that set
+ *   daemon -> decoder  job: a set, and images: where their bytes lie in
+ *                      the arena (the decoder maps it read-only from the
+ *                      descriptor it inherited) and where their pixels go
+ *                      in the set's buffer
+ *   decoder -> daemon  done: rc and each image's status, sizes and, for
+ *                      the failed ones, nvjd's message; the set's event
+ *                      has been recorded behind the queued decode
+ *
+ * The daemon trusts its own decoder program no more than a worker: every
+ * reply's sizes and indexes are checked before use, and a decoder that
+ * answers wrongly, late (DECODER_REPLY_TIMEOUT_MS) or not at all is
+ * killed, and its images are decoded on the CPU.
+ */
+#ifndef LDR_DAEMON_DECODER_PROTO_H
+#define LDR_DAEMON_DECODER_PROTO_H
+
+#include <stdint.h>
+
+#include <cuda_runtime_api.h>
+
+#include "daemon/nvjd.h"
+
+#define DECODER_MAGIC 0x6c64726465636f31ull /* "ldrdeco1" */
+#define DECODER_SETS_MAX 4
+#define DECODER_FD_SOCKET 3 /* the decoder's end of the socketpair */
+#define DECODER_FD_ARENA 4  /* the arena, read-only */
+#define DECODER_START_TIMEOUT_MS 60000
+#define DECODER_REPLY_TIMEOUT_MS 30000
+/* Images of one job at most. A done message whose images' messages do
+ * not fit the socket's buffer (212992 bytes by default: about 1,100
+ * failed images) goes again without them. */
+#define DECODER_JOB_MAX NVJD_MAX_BATCH
+
+struct decoder_setup {
+	uint64_t magic;
+	uint32_t sets;
+	uint32_t pad;
+	uint64_t buf_bytes; /* of each set */
+	cudaIpcMemHandle_t buf[DECODER_SETS_MAX];
+};
+
+struct decoder_ready {
+	uint64_t magic;
+	int32_t rc;    /* 0, or -errno with why */
+	uint32_t engines;
+	char why[256];
+	cudaIpcEventHandle_t event[DECODER_SETS_MAX];
+};
+
+struct decoder_image {
+	uint64_t data_offset; /* in the arena */
+	uint64_t len;
+	uint64_t dst_offset;  /* in the set's buffer */
+	uint64_t pitch;
+	uint64_t dst_bytes;
+	uint32_t roi_x, roi_y, roi_w, roi_h;
+	uint32_t scan_checked;
+	uint32_t pad;
+};
+
+struct decoder_job {
+	uint64_t magic;
+	uint32_t set;
+	uint32_t n; /* followed by n struct decoder_image */
+};
+
+struct decoder_result {
+	int32_t status;
+	uint32_t width, height, out_w, out_h;
+	uint32_t has_err; /* a struct decoder_err follows the results for it */
+};
+
+struct decoder_err {
+	uint32_t index;
+	char text[NVJD_ERR_MAX];
+};
+
+struct decoder_done {
+	uint64_t magic;
+	int32_t rc;   /* nvjd_decode's */
+	uint32_t n;   /* followed by n struct decoder_result, then the errs */
+	uint32_t n_err;
+	uint32_t pad;
+};
+
+#endif
