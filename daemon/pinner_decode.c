@@ -118,6 +118,7 @@
 #define DECODE_SETS_MIN 2u
 #define DECODE_SETS_MAX 4u
 #define DECODE_SET_BYTES (512ull << 20)
+_Static_assert(DECODE_SETS_MAX <= DECODER_SETS_MAX, "a decoder process takes every set");
 
 /* decode_on_cpu's verdict on an image both decoders refused */
 #define DECODE_BAD 1
