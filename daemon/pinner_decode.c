@@ -152,6 +152,7 @@ struct decode_helper {
 	pid_t pid;               /* 0: none (or it ended) */
 	int sock;                /* -1: none */
 	bool dead;               /* its process failed: no more shares */
+	const char *gpu;         /* the GPU's UUID, for the log */
 	const uint8_t *arena_base;
 	uint8_t *set_buf[DECODE_SETS_MAX];
 	uint8_t *msg;
@@ -213,8 +214,8 @@ static void proc_end(struct decode_helper *h, const char *why)
 		kill(h->pid, SIGKILL);
 		waitpid(h->pid, NULL, 0);
 		if (why)
-			log_warning("GPU decoding: decoder process %d ended (%s): its images are "
-				    "decoded on the CPU, and it takes no more", (int)h->pid, why);
+			log_warning("GPU %s: JPEG decoder process %d ended (%s): its images are "
+				    "decoded on the CPU, and it takes no more", h->gpu, (int)h->pid, why);
 	}
 	h->pid = 0;
 	h->dead = why != NULL;
@@ -455,6 +456,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		char why[TEXT_MAX] = "a CUDA stream or event";
 		h->dev = l->dev;
 		h->sock = -1;
+		h->gpu = l->p->gpus[l->dev].uuid;
 		bool opened = true;
 		if (procs)
 			opened = proc_start(l, dc, h, flags, why, sizeof(why));

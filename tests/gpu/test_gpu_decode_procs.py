@@ -98,7 +98,7 @@ def body(env):
     fb = {y["pipeline"]: y for y in st["decode"]}["jpeg"]["images_fallback"]
     with open(d.log_path, errors="replace") as f:
         log = f.read()
-    check("decoder process %d ended" % killed in log, "the log does not name the killed decoder %d" % killed)
+    check("JPEG decoder process %d ended" % killed in log, "the log does not name the killed decoder %d" % killed)
     check(fb > fb0, "images_fallback %d -> %d: the killed decoder's images were not decoded on the CPU"
           % (fb0, fb))
     check(decoders(d.proc.pid) == [kids[1]], "after the kill, the daemon's decoders are %s, not [%d]"
