@@ -22,8 +22,10 @@
  *
  * The daemon trusts its own decoder program no more than a worker: every
  * reply's sizes and indexes are checked before use, and a decoder that
- * answers wrongly, late (DECODER_REPLY_TIMEOUT_MS) or not at all is
- * killed, and its images are decoded on the CPU.
+ * answers wrongly, late (worker_timeout_ms, as a worker) or not at all
+ * is killed, and its images are decoded on the CPU; another is started
+ * in its place after DECODER_RESTART_MIN_MS, the wait doubling up to
+ * DECODER_RESTART_MAX_MS while they die young.
  */
 #ifndef LDR_DAEMON_DECODER_PROTO_H
 #define LDR_DAEMON_DECODER_PROTO_H
@@ -38,8 +40,8 @@
 #define DECODER_SETS_MAX 4
 #define DECODER_FD_SOCKET 3 /* the decoder's end of the socketpair */
 #define DECODER_FD_ARENA 4  /* the arena, read-only */
-#define DECODER_START_TIMEOUT_MS 60000
-#define DECODER_REPLY_TIMEOUT_MS 30000
+#define DECODER_RESTART_MIN_MS 1000
+#define DECODER_RESTART_MAX_MS 60000
 /* Images of one job at most. A done message whose images' messages do
  * not fit the socket's buffer (212992 bytes by default: about 1,100
  * failed images) goes again without them. */

@@ -581,9 +581,9 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 	for (int i = 0; i < p->n_gpus; i++) {
 		struct gpu *g = &p->gpus[i];
 		status_printf(t, "  gpu %d uuid %s name \"%s\" clients %u device_bytes %" PRIu64
-			      " decode_bytes %" PRIu64 " mps %d\n", i, g->uuid, g->name,
+			      " decode_bytes %" PRIu64 " mps %d decoders %u\n", i, g->uuid, g->name,
 			      atomic_load(&g->clients), (uint64_t)atomic_load(&g->device_bytes),
-			      (uint64_t)atomic_load(&g->decode_bytes), g->mps);
+			      (uint64_t)atomic_load(&g->decode_bytes), g->mps, atomic_load(&g->decoders));
 	}
 	describe_decode(p, t);
 }

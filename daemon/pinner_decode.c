@@ -72,9 +72,12 @@
  * nvjd: the process decodes into the set's buffer (opened by CUDA IPC)
  * and records an interprocess event behind its work, which the set's
  * stream waits for as for a helper thread's. A process that fails or
- * does not answer is killed; the images it held get -EIO and so are
- * decoded on this thread's CPU like any the engines refused, and the
- * share of the next parts goes to the helpers left.
+ * does not answer within worker_timeout_ms is killed; the images it held
+ * get -EIO and so are decoded on this thread's CPU like any the engines
+ * refused, the share of the next parts goes to the helpers left, and the
+ * helper's thread starts another process once its wait has passed
+ * (proc_schedule). One that cannot be set up at the lane's start is not
+ * retried: that is the program or the GPU, said once in the log.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
@@ -151,8 +154,17 @@ struct decode_helper {
 	bool proc;               /* it has (or had) a decoder process */
 	pid_t pid;               /* 0: none (or it ended) */
 	int sock;                /* -1: none */
-	bool dead;               /* its process failed: no more shares */
-	const char *gpu;         /* the GPU's UUID, for the log */
+	bool dead;               /* its process failed: no shares until one is started again */
+	bool counted;            /* pid is in the GPU's `decoders` */
+	uint64_t born_ns;        /* when pid answered its setup */
+	uint64_t restart_ns;     /* when to start another, while dead */
+	uint32_t backoff_ms;     /* the wait before the next start after a failure */
+	uint32_t timeout_ms;     /* for any answer: worker_timeout_ms */
+	struct lane *lane;       /* what a start needs, for the helper thread's restarts */
+	struct lane_decode *dc;
+	unsigned flags;
+	char lib[PATH_MAX];      /* nvjpeg_library, taken at the start */
+	struct gpu *gpu;         /* its uuid for the log, and its count of decoders */
 	const uint8_t *arena_base;
 	uint8_t *set_buf[DECODE_SETS_MAX];
 	uint8_t *msg;
@@ -202,7 +214,22 @@ static uint64_t align_up(uint64_t v, uint64_t a)
 	return (v + a - 1) / a * a;
 }
 
-/* Ends h's decoder process, saying why (it failed to answer). */
+/* Sets when h's next decoder process starts, its wait doubling from
+ * DECODER_RESTART_MIN_MS to DECODER_RESTART_MAX_MS while they die young;
+ * that wait. */
+static uint32_t proc_schedule(struct decode_helper *h)
+{
+	uint64_t now = pinner_now_ns();
+	if (h->backoff_ms == 0 || now - h->born_ns >= DECODER_RESTART_MAX_MS * 1000000ull)
+		h->backoff_ms = DECODER_RESTART_MIN_MS;
+	uint32_t wait_ms = h->backoff_ms;
+	h->restart_ns = now + (uint64_t)wait_ms * 1000000;
+	h->backoff_ms = wait_ms * 2 < DECODER_RESTART_MAX_MS ? wait_ms * 2 : DECODER_RESTART_MAX_MS;
+	return wait_ms;
+}
+
+/* Ends h's decoder process, saying why (it failed to answer): then h is
+ * dead, and its helper thread starts another after backoff_ms. */
 static void proc_end(struct decode_helper *h, const char *why)
 {
 	if (!h->proc)
@@ -210,13 +237,18 @@ static void proc_end(struct decode_helper *h, const char *why)
 	if (h->sock >= 0)
 		close(h->sock);
 	h->sock = -1;
+	uint32_t wait_ms = why ? proc_schedule(h) : 0;
 	if (h->pid > 0) {
 		kill(h->pid, SIGKILL);
 		waitpid(h->pid, NULL, 0);
 		if (why)
 			log_warning("GPU %s: JPEG decoder process %d ended (%s): its images are "
-				    "decoded on the CPU, and it takes no more", h->gpu, (int)h->pid, why);
+				    "decoded on the CPU, and another is started in %u ms", h->gpu->uuid,
+				    (int)h->pid, why, wait_ms);
 	}
+	if (h->counted)
+		atomic_fetch_sub(&h->gpu->decoders, 1);
+	h->counted = false;
 	h->pid = 0;
 	h->dead = why != NULL;
 }
@@ -265,7 +297,7 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 	if (send(h->sock, h->msg, len, MSG_NOSIGNAL) != (ssize_t)len) {
 		why = "it does not take jobs";
 	} else {
-		ssize_t n = proc_recv(h, h->msg, h->msg_cap, DECODER_REPLY_TIMEOUT_MS, &why);
+		ssize_t n = proc_recv(h, h->msg, h->msg_cap, (int)h->timeout_ms, &why);
 		if (n >= (ssize_t)sizeof(done))
 			memcpy(&done, h->msg, sizeof(done));
 		if (n >= 0 && (n < (ssize_t)sizeof(done) || done.magic != DECODER_MAGIC ||
@@ -303,85 +335,23 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 	return done.rc;
 }
 
-static void *helper_main(void *arg)
-{
-	struct decode_helper *h = arg;
-	cudaSetDevice(h->dev);
-	pthread_mutex_lock(&h->mu);
-	for (;;) {
-		while (!h->busy && !h->quit)
-			pthread_cond_wait(&h->cv, &h->mu);
-		if (h->quit)
-			break;
-		pthread_mutex_unlock(&h->mu);
-		uint32_t s = h->set;
-		int rc;
-		if (h->proc) {
-			rc = proc_decode(h, s);
-		} else {
-			rc = nvjd_decode(h->nvjd[s], h->imgs, h->n, h->stream[s]);
-			if (rc == 0 && cudaEventRecord(h->queued[s], h->stream[s]) != cudaSuccess)
-				rc = -EIO;
-		}
-		pthread_mutex_lock(&h->mu);
-		h->rc = rc;
-		h->busy = false;
-		pthread_cond_broadcast(&h->cv);
-	}
-	pthread_mutex_unlock(&h->mu);
-	return NULL;
-}
-
-/* h's decoders, streams and events, and its decoder process (the thread
- * is stopped or never ran). */
-static void helper_close(struct decode_helper *h)
-{
-	proc_end(h, NULL);
-	free(h->msg);
-	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
-		nvjd_close(h->nvjd[s]);
-		if (h->queued[s])
-			cudaEventDestroy(h->queued[s]);
-		if (h->stream[s])
-			cudaStreamDestroy(h->stream[s]);
-	}
-	*h = (struct decode_helper){0};
-}
-
-static void helpers_stop(struct lane_decode *dc)
-{
-	for (uint32_t i = 0; i < dc->n_helpers; i++) {
-		struct decode_helper *h = &dc->helpers[i];
-		if (h->started) {
-			pthread_mutex_lock(&h->mu);
-			h->quit = true;
-			pthread_cond_broadcast(&h->cv);
-			pthread_mutex_unlock(&h->mu);
-			pthread_join(h->thread, NULL);
-			pthread_mutex_destroy(&h->mu);
-			pthread_cond_destroy(&h->cv);
-		}
-		helper_close(h);
-	}
-	free(dc->helpers);
-	dc->helpers = NULL;
-	dc->n_helpers = 0;
-}
-
 /* Starts h's decoder process (gpu_decode_helpers = processes) and sets it
  * up: the socketpair on its descriptor 3, the arena read-only on 4, the
- * sets' buffers as IPC handles out, its events back. false, with why. */
-static bool proc_start(struct lane *l, struct lane_decode *dc, struct decode_helper *h,
-		       unsigned flags, char *why, size_t cap)
+ * sets' buffers as IPC handles out, its events back. From the lane's
+ * thread at its decoder's start, from h's own thread to start another;
+ * it reads only what stays put while the lane decodes (h->lane's arena
+ * and device, h->dc's sets). false, with why. */
+static bool proc_start(struct decode_helper *h, char *why, size_t cap)
 {
-	struct pinner *p = l->p;
+	struct pinner *p = h->lane->p;
+	struct lane_decode *dc = h->dc;
 	char prog[PATH_MAX], dev[16], batch[16], fl[16];
 	paths_program("loaderd-decoder", LOADERD_LIBEXECDIR, prog, sizeof(prog));
-	snprintf(dev, sizeof(dev), "%d", l->dev);
+	snprintf(dev, sizeof(dev), "%d", h->dev);
 	snprintf(batch, sizeof(batch), "%u", dc->max_batch);
-	snprintf(fl, sizeof(fl), "%u", flags);
+	snprintf(fl, sizeof(fl), "%u", h->flags);
 	char *argv[] = {prog, "--device", dev, "--max-batch", batch, "--flags", fl,
-			p->cfg->nvjpeg_library[0] ? "--lib" : NULL, (char *)p->cfg->nvjpeg_library, NULL};
+			h->lib[0] ? "--lib" : NULL, h->lib, NULL};
 	int sv[2];
 	if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
 		snprintf(why, cap, "socketpair: %s", strerror(errno));
@@ -416,6 +386,7 @@ static bool proc_start(struct lane *l, struct lane_decode *dc, struct decode_hel
 		     dc->max_batch * (sizeof(struct decoder_result) + sizeof(struct decoder_err));
 	if (h->msg_cap < sizeof(struct decoder_job) + dc->max_batch * sizeof(struct decoder_image))
 		h->msg_cap = sizeof(struct decoder_job) + dc->max_batch * sizeof(struct decoder_image);
+	free(h->msg);
 	h->msg = malloc(h->msg_cap);
 	struct decoder_setup setup = {.magic = DECODER_MAGIC, .sets = dc->n_sets,
 				      .buf_bytes = dc->buf_bytes};
@@ -430,9 +401,10 @@ static bool proc_start(struct lane *l, struct lane_decode *dc, struct decode_hel
 		fail = e != cudaSuccess ? cudaGetErrorString(e) : "out of memory";
 	else if (send(h->sock, &setup, sizeof(setup), MSG_NOSIGNAL) != (ssize_t)sizeof(setup))
 		fail = "it took no setup";
-	else if (proc_recv(h, &ready, sizeof(ready), DECODER_START_TIMEOUT_MS, &fail) !=
+	else if (proc_recv(h, &ready, sizeof(ready), (int)h->timeout_ms, &fail) !=
 			 (ssize_t)sizeof(ready) && !fail)
 		fail = "a malformed answer";
+	ready.why[sizeof(ready.why) - 1] = '\0';
 	if (!fail && (ready.magic != DECODER_MAGIC || ready.rc != 0))
 		fail = ready.magic != DECODER_MAGIC ? "a malformed answer" : ready.why;
 	for (uint32_t k = 0; !fail && k < dc->n_sets; k++)
@@ -442,24 +414,153 @@ static bool proc_start(struct lane *l, struct lane_decode *dc, struct decode_hel
 		snprintf(why, cap, "decoder process %d: %.*s", (int)h->pid, (int)(cap / 2), fail);
 		return false;
 	}
+	h->born_ns = pinner_now_ns();
+	h->counted = true;
+	atomic_fetch_add(&h->gpu->decoders, 1);
 	return true;
 }
 
-/* gpu_decode_threads - 1 helpers, as many as can be made (at least none). */
+/* The events h's last decoder process gave (they outlive it: the GPU
+ * work that waits on them keeps them until it ran). */
+static void proc_events_close(struct decode_helper *h)
+{
+	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
+		if (h->queued[s])
+			cudaEventDestroy(h->queued[s]);
+		h->queued[s] = NULL;
+	}
+}
+
+/* On h's thread, with h dead and its restart_ns passed: another decoder
+ * process in place of the last. true once it answered its setup. */
+static bool proc_restart(struct decode_helper *h)
+{
+	char why[TEXT_MAX];
+	proc_events_close(h);
+	if (proc_start(h, why, sizeof(why))) {
+		log_notice("GPU %s: JPEG decoder process %d started in place of the one that ended",
+			   h->gpu->uuid, (int)h->pid);
+		return true;
+	}
+	proc_end(h, NULL);
+	proc_events_close(h);
+	h->born_ns = pinner_now_ns(); /* it died at its start: the wait grows */
+	log_warning("GPU %s: no JPEG decoder process could be started in place of the one that "
+		    "ended (%s): trying again in %u ms", h->gpu->uuid, why, proc_schedule(h));
+	return false;
+}
+
+/* Whether h takes a share of the next part: not while its decoder
+ * process is dead (on the lane's thread; h is idle). */
+static bool helper_live(struct decode_helper *h)
+{
+	pthread_mutex_lock(&h->mu);
+	bool live = !h->dead;
+	pthread_mutex_unlock(&h->mu);
+	return live;
+}
+
+static void *helper_main(void *arg)
+{
+	struct decode_helper *h = arg;
+	cudaSetDevice(h->dev);
+	pthread_mutex_lock(&h->mu);
+	for (;;) {
+		while (!h->busy && !h->quit) {
+			if (!h->dead) {
+				pthread_cond_wait(&h->cv, &h->mu);
+				continue;
+			}
+			/* Idle with a dead decoder process: another at restart_ns */
+			struct timespec at = {.tv_sec = (time_t)(h->restart_ns / 1000000000),
+					      .tv_nsec = (long)(h->restart_ns % 1000000000)};
+			if (pthread_cond_timedwait(&h->cv, &h->mu, &at) != ETIMEDOUT || h->quit)
+				continue;
+			pthread_mutex_unlock(&h->mu);
+			bool started = proc_restart(h);
+			pthread_mutex_lock(&h->mu);
+			h->dead = !started;
+		}
+		if (h->quit)
+			break;
+		pthread_mutex_unlock(&h->mu);
+		uint32_t s = h->set;
+		int rc;
+		if (h->proc) {
+			rc = proc_decode(h, s);
+		} else {
+			rc = nvjd_decode(h->nvjd[s], h->imgs, h->n, h->stream[s]);
+			if (rc == 0 && cudaEventRecord(h->queued[s], h->stream[s]) != cudaSuccess)
+				rc = -EIO;
+		}
+		pthread_mutex_lock(&h->mu);
+		h->rc = rc;
+		h->busy = false;
+		pthread_cond_broadcast(&h->cv);
+	}
+	pthread_mutex_unlock(&h->mu);
+	return NULL;
+}
+
+/* h's decoders, streams and events, and its decoder process (the thread
+ * is stopped or never ran). */
+static void helper_close(struct decode_helper *h)
+{
+	proc_end(h, NULL);
+	free(h->msg);
+	proc_events_close(h);
+	for (uint32_t s = 0; s < DECODE_SETS_MAX; s++) {
+		nvjd_close(h->nvjd[s]);
+		if (h->stream[s])
+			cudaStreamDestroy(h->stream[s]);
+	}
+	*h = (struct decode_helper){0};
+}
+
+static void helpers_stop(struct lane_decode *dc)
+{
+	for (uint32_t i = 0; i < dc->n_helpers; i++) {
+		struct decode_helper *h = &dc->helpers[i];
+		if (h->started) {
+			pthread_mutex_lock(&h->mu);
+			h->quit = true;
+			pthread_cond_broadcast(&h->cv);
+			pthread_mutex_unlock(&h->mu);
+			pthread_join(h->thread, NULL);
+			pthread_mutex_destroy(&h->mu);
+			pthread_cond_destroy(&h->cv);
+		}
+		helper_close(h);
+	}
+	free(dc->helpers);
+	dc->helpers = NULL;
+	dc->n_helpers = 0;
+}
+
+/* gpu_decode_threads - 1 helpers, as many as can be made (at least none).
+ * A decoder process that cannot be started here is reported and its
+ * helper not made: that is the program or the GPU, not a passing fault;
+ * one that dies later is started again (helper_main). */
 static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags)
 {
-	uint32_t want = l->p->cfg->gpu_decode_threads - 1;
-	bool procs = l->p->cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_PROCESSES;
+	const struct config *cfg = l->p->cfg;
+	uint32_t want = cfg->gpu_decode_threads - 1;
+	bool procs = cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_PROCESSES;
 	dc->helpers = calloc(want, sizeof(*dc->helpers));
 	for (uint32_t i = 0; dc->helpers && i < want; i++) {
 		struct decode_helper *h = &dc->helpers[dc->n_helpers];
 		char why[TEXT_MAX] = "a CUDA stream or event";
 		h->dev = l->dev;
 		h->sock = -1;
-		h->gpu = l->p->gpus[l->dev].uuid;
+		h->lane = l;
+		h->dc = dc;
+		h->flags = flags;
+		h->gpu = &l->p->gpus[l->dev];
+		h->timeout_ms = cfg->worker_timeout_ms;
+		snprintf(h->lib, sizeof(h->lib), "%s", cfg->nvjpeg_library);
 		bool opened = true;
 		if (procs)
-			opened = proc_start(l, dc, h, flags, why, sizeof(why));
+			opened = proc_start(h, why, sizeof(why));
 		for (uint32_t s = 0; s < dc->n_sets && opened && !procs; s++)
 			opened = nvjd_open(l->dev, dc->max_batch, flags, &h->nvjd[s], why,
 					   sizeof(why)) == 0 &&
@@ -467,18 +568,24 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 					 cudaSuccess &&
 				 cudaEventCreateWithFlags(&h->queued[s], cudaEventDisableTiming) ==
 					 cudaSuccess;
+		pthread_condattr_t ca;
+		pthread_condattr_init(&ca);
+		pthread_condattr_setclock(&ca, CLOCK_MONOTONIC); /* restart_ns's clock */
 		if (!opened) {
 			log_warning("GPU %s: a JPEG decoding %s could not be set up (%s): %u of %u",
-				    l->p->gpus[l->dev].uuid, procs ? "process" : "thread", why,
-				    dc->n_helpers + 1, l->p->cfg->gpu_decode_threads);
-			helper_close(h);
-			break;
+				    h->gpu->uuid, procs ? "process" : "thread", why, dc->n_helpers + 1,
+				    cfg->gpu_decode_threads);
+		} else {
+			pthread_mutex_init(&h->mu, NULL);
+			pthread_cond_init(&h->cv, &ca);
 		}
-		pthread_mutex_init(&h->mu, NULL);
-		pthread_cond_init(&h->cv, NULL);
-		if (pthread_create(&h->thread, NULL, helper_main, h) != 0) {
+		pthread_condattr_destroy(&ca);
+		if (opened && pthread_create(&h->thread, NULL, helper_main, h) != 0) {
 			pthread_mutex_destroy(&h->mu);
 			pthread_cond_destroy(&h->cv);
+			opened = false;
+		}
+		if (!opened) {
 			helper_close(h);
 			break;
 		}
@@ -763,16 +870,21 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 	const struct source *src = &p->sources[pc->pipeline];
 	const struct arena_image_params *ip = &arena_pipeline(p->arena, pc->pipeline)->image;
 	/* imgs split over the helpers and this thread: helper i takes the
-	 * i-th of n_helpers + 1 equal parts, this thread the last. */
+	 * i-th of n_helpers + 1 equal parts, this thread the last (with
+	 * decoder processes too: left to them alone, the part went no faster
+	 * beside training and slower alone, bench/RESULTS.md). */
 	uint32_t live = 0;
-	for (uint32_t i = 0; i < dc->n_helpers; i++)
-		live += !dc->helpers[i].dead;
+	for (uint32_t i = 0; i < dc->n_helpers; i++) {
+		dc->helpers[i].assigned = helper_live(&dc->helpers[i]);
+		live += dc->helpers[i].assigned;
+	}
 	uint32_t parts = live + 1, per = (n + parts - 1) / parts, given = 0;
-	for (uint32_t i = 0; i < dc->n_helpers && given + per < n; i++) {
+	for (uint32_t i = 0; i < dc->n_helpers; i++) {
 		struct decode_helper *h = &dc->helpers[i];
-		if (h->dead)
+		if (!h->assigned || given + per >= n) {
+			h->assigned = false;
 			continue;
-		h->assigned = true;
+		}
 		pthread_mutex_lock(&h->mu);
 		h->imgs = dc->imgs + given;
 		h->n = per;
@@ -780,7 +892,7 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 		h->busy = true;
 		pthread_cond_broadcast(&h->cv);
 		pthread_mutex_unlock(&h->mu);
-		given += per;
+		given += h->n;
 	}
 	dc->used |= 1u << (set - dc->sets);
 	int rc = nvjd_decode(set->nvjd, dc->imgs + given, n - given, set->stream);

@@ -50,6 +50,7 @@ struct gpu {
 	atomic_uint clients;
 	atomic_uint_least64_t device_bytes; /* the clients' rings */
 	atomic_uint_least64_t decode_bytes; /* the JPEG decoder's buffers (gpu_decode_memory) */
+	atomic_uint decoders; /* its JPEG decoder processes running (gpu_decode_helpers) */
 	/* JPEG decoding: its engines, once a lane opened a decoder; why not,
 	 * once one could not (under the pinner's lanes_mu) */
 	atomic_uint decode_engines;

@@ -106,10 +106,13 @@ class EnvDaemon(harness.Daemon):
             super().start()
 
 
-def start_daemon(env, config, overrides=None, timeout_s=60):
-    """Starts a daemon (with overrides applied to its environment) and waits
-    for READY=1. Opening the GPU takes longer than a host-only start."""
+def start_daemon(env, config, overrides=None, timeout_s=60, program=None):
+    """Starts a daemon (with overrides applied to its environment; program:
+    another loaderd binary than the build's) and waits for READY=1.
+    Opening the GPU takes longer than a host-only start."""
     d = EnvDaemon(env, config, overrides)
+    if program:
+        d.program = program
     env.daemons.append(d)
     d.start()
     d.wait_ready(timeout_s)

@@ -279,6 +279,7 @@ class Daemon:
             if m:
                 self.socket = m.group(1)
         self.notes = []  # every sd_notify assignment received, in order
+        self.program = binary("loaderd")  # another copy runs with the programs beside it
         self.proc = None
         self.log_path = None
 
@@ -296,7 +297,7 @@ class Daemon:
             limit = self.nofile if isinstance(self.nofile, tuple) else (self.nofile, self.nofile)
             preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, limit)  # noqa: E731
         with open(self.log_path, "wb") as log:
-            self.proc = subprocess.Popen(self.wrapper + [binary("loaderd"), "--config", self.config],
+            self.proc = subprocess.Popen(self.wrapper + [self.program, "--config", self.config],
                                          stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=env,
                                          preexec_fn=preexec)
         self.pid = self.proc.pid
@@ -306,7 +307,7 @@ class Daemon:
         that runs loaderd), as this test's pid namespace numbers it."""
         if not self.wrapper:
             return self.proc.pid
-        loaderd = os.path.realpath(binary("loaderd"))
+        loaderd = os.path.realpath(self.program)
 
         def find():
             for entry in os.listdir("/proc"):

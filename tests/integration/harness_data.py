@@ -228,7 +228,7 @@ _CONNECTIONS_RE = re.compile(
     r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
     r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused)$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
-                     r"device_bytes (\d+) decode_bytes (\d+) mps ([01])$")
+                     r"device_bytes (\d+) decode_bytes (\d+) mps ([01]) decoders (\d+)$")
 _DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) images_gpu (\d+) "
                         r"images_cpu (\d+) images_fallback (\d+) images_bad (\d+) parts (\d+) "
                         r"submit_us " + _US + " wait_us " + _US + r"(?: unavailable \"(.*)\")?$")
@@ -267,7 +267,8 @@ def parse_status(text):
         m = expect(_GPU_RE, "gpu")
         st["gpus"].append({"index": int(m.group(1)), "uuid": m.group(2), "name": m.group(3),
                            "clients": int(m.group(4)), "device_bytes": int(m.group(5)),
-                           "decode_bytes": int(m.group(6)), "mps": m.group(7) == "1"})
+                           "decode_bytes": int(m.group(6)), "mps": m.group(7) == "1",
+                           "decoders": int(m.group(8))})
     m = expect(re.compile(r"^decode: (\d+)(?: \((.*)\))?$"), "decode")
     st["decode_library"] = m.group(2)
     st["decode"] = []
