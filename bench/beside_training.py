@@ -15,7 +15,13 @@ and without CUDA MPS.
             at once (--nvjd-args, default `--batch 256 --threads 1 --depth
             2`), whole images, one pass over the image benchmark's tree
             (bench/image_bench.py's make_tree(): --images JPEGs of 300-600
-            px, in --data-dir); their images/s summed.
+            px, in --data-dir); their images/s summed;
+  loaderd   with --loaderd-helpers H[,H]: a loaderd (4 workers, decode =
+            gpu, gpu_decode_threads 4, gpu_decode_helpers H, image_bench's
+            pipeline on the same tree) and `loaderctl consume --device N`
+            of 6 epochs in another process: the daemon's whole GPU path
+            (decode, shrink, resize, copies) beside the training, without
+            the training process being the daemon's client.
 
 First the wait and one decoding process alone on the GPU, then the
 training alone for --seconds, then, with the training running, the wait
@@ -27,6 +33,7 @@ node_bench.py --mps does; run the bench with and without it to compare.
     bench/beside_training.py --build BUILD [--out DIR] [--model resnet18]
                              [--processes 1,2,4] [--nvjd-args "..."]
                              [--seconds 8] [--mps] [--device 0] [--keep]
+                             [--loaderd-helpers threads,processes]
 
 Exit codes: 0; 1 a step failed; 77 no GPU, no nvJPEG, or no torch.
 """
@@ -163,6 +170,20 @@ def decode(ctx, n):
     return total
 
 
+def loaderd_decode(ctx, helpers):
+    """images/s of `loaderctl consume` from a loaderd that decodes on the
+    GPU with `helpers`, over 6 epochs after one of warm-up."""
+    a = ctx.args
+    a.gpu_decode_threads, a.gpu_decode_helpers = 4, helpers
+    daemon = image_bench.Daemon(ctx, 4, "gpu")
+    try:
+        daemon.start()
+        image_bench.consume(ctx, daemon, 1, 120, "warm-up")
+        return image_bench.consume(ctx, daemon, 6, STEP_TIMEOUT_S, "timed")["rate"]
+    finally:
+        daemon.stop()
+
+
 def row(ctx, rows, what, fn, training=None):
     """Runs fn() (a figure dict) into a table row, timing it against the training."""
     t0 = time.time()
@@ -213,8 +234,14 @@ def parse_args():
     ap.add_argument("--seconds", type=float, default=8.0, help="the training alone (default 8)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     ap.add_argument("--mps", action="store_true", help="run everything under a private CUDA MPS control daemon")
+    ap.add_argument("--loaderd-helpers", default="",
+                    help="also loaderd decoding on the GPU with these gpu_decode_helpers (threads,processes)")
     a = ap.parse_args()
     a.process_counts = int_list(ap, "--processes", a.processes, "counts", 16)
+    a.loaderd_helpers = [h for h in a.loaderd_helpers.split(",") if h]
+    if any(h not in ("threads", "processes") for h in a.loaderd_helpers):
+        ap.error("--loaderd-helpers: a list of threads and processes")
+    a.host, a.epochs = False, 0
     a.data_dir = os.path.abspath(a.data_dir)
     return a
 
@@ -249,6 +276,8 @@ def main():
             mps.start()
         row(ctx, rows, "alone: wait", lambda: wait_probe(ctx))
         row(ctx, rows, "alone: decode, 1 process", lambda: {"decode": decode(ctx, 1)})
+        for h in a.loaderd_helpers:
+            row(ctx, rows, "alone: loaderd, helper %s" % h, lambda: {"decode": loaderd_decode(ctx, h)})
         training = Training(ctx)
         training.wait_started()
         time.sleep(WARMUP_S)
@@ -261,6 +290,9 @@ def main():
         for n in a.process_counts:
             row(ctx, rows, "beside training: decode, %d process%s" % (n, "" if n == 1 else "es"),
                 lambda: {"decode": decode(ctx, n)}, training)
+        for h in a.loaderd_helpers:
+            row(ctx, rows, "beside training: loaderd, helper %s" % h,
+                lambda: {"decode": loaderd_decode(ctx, h)}, training)
     except (StepError, OSError) as e:
         ctx.log.say("error: %s" % e)
         code = 1

@@ -76,7 +76,7 @@ EXAMPLES = {"image": os.path.join(ROOT, "examples", "train_resnet.py"),
 GOAL_SCALING, GOAL_WAIT, GOAL_CPU = 0.95, 0.03, 1.1
 TOKENS_SEQ, TOKENS_BATCH, TOKENS_COUNT = 1024, 16, 64 << 20
 STATUS_GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-\S+) name .* clients (\d+) device_bytes (\d+) "
-                           r"decode_bytes (\d+) mps (\d)$", re.M)
+                           r"decode_bytes (\d+) mps (\d) decoders (\d+)$", re.M)
 SLOTS_PER_CLIENT = 8      # staging slots for each rank, and as many for the daemon
 STATUS_ARENA_RE = re.compile(r"^arena: (\d+) bytes", re.M)
 
@@ -92,6 +92,8 @@ class Daemon(train_bench.Daemon):
         lines[at:at] = ["staging_slots = %d" % slots, "shm_bytes = %d" % ((slots + 4) * batch_bytes + (256 << 20))]
         if self.ctx.args.gpu_decode_memory:
             lines.insert(at, "gpu_decode_memory = %s" % self.ctx.args.gpu_decode_memory)
+        if self.ctx.args.depth:
+            lines[at:at] = ["device_slots = %d" % self.ctx.args.depth, "default_depth = %d" % self.ctx.args.depth]
         if self.ctx.args.tokens:
             lines += ["[pipeline.tokens]", "source = tokens:%s" % self.ctx.token_file, "token_dtype = uint16",
                       "token_output = int64", "seq_len = %d" % TOKENS_SEQ, "batch_size = %d" % TOKENS_BATCH,
@@ -142,6 +144,8 @@ def command(ctx, kind, model, ranks, loader, socket):
             "--size", str(image_bench.SIZE), "--classes", str(image_bench.CLASSES)]
     if loader == "loaderd":
         cmd += ["--pipeline", train_bench.PIPELINE, "--socket", socket]
+        if a.depth:
+            cmd += ["--depth", str(a.depth)]
     elif loader == "torch":
         cmd += ["--data", ctx.tree, "--workers", str(a.torch_workers or max(1, usable_cores() // ranks - 1))]
     return cmd
@@ -326,6 +330,8 @@ def parse_args(gpus):
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),
                     help="loaderd's gpu_decode_helpers (default: the daemon's)")
     ap.add_argument("--workers", type=int, default=0, help="loaderd's workers (default: usable cores - ranks)")
+    ap.add_argument("--depth", type=int, default=0,
+                    help="each rank's depth and loaderd's device_slots (default: the daemon's, 4)")
     ap.add_argument("--torch-workers", type=int, default=0,
                     help="DataLoader workers per rank (default: usable cores / ranks - 1)")
     ap.add_argument("--steps", type=int, default=150, help="timed steps (default 150)")

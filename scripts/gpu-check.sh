@@ -10,7 +10,8 @@
 # $LOADERD_NVJD_BENCH_IMAGES mkjpeg files, from 1, 2 and 4 host threads),
 # and the whole GPU decode path against the CPU path on the same files
 # (bench/gpu_decode_bench.c), GPU decoding beside a training process on the
-# same GPU, without and with CUDA MPS (bench/beside_training.py), and LLM
+# same GPU, without and with CUDA MPS (bench/beside_training.py), what a
+# training process fed by loaderd under MPS loses (bench/fed_training.py), and LLM
 # token batches against megatron-core's
 # GPTDataset through a DataLoader (bench/token_bench.py with
 # bench/megatron_peer.py).
@@ -28,17 +29,19 @@
 #
 # LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
 # LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
-# LOADERD_GPU_BESIDE_BENCH=0, LOADERD_GPU_NODE_BENCH=0, LOADERD_GPU_TOKEN_BENCH=0,
+# LOADERD_GPU_BESIDE_BENCH=0, LOADERD_GPU_FED_BENCH=0, LOADERD_GPU_NODE_BENCH=0,
+# LOADERD_GPU_TOKEN_BENCH=0,
 # LOADERD_GPU_ALL_TESTS=0
 # skip a part (the node benchmark, bench/node_bench.py, runs only where there
 # are 2 GPUs or more);
 # LOADERD_BENCH_ARGS, LOADERD_DEVICE_BENCH_ARGS, LOADERD_IMAGE_BENCH_ARGS,
 # LOADERD_TRAIN_BENCH_ARGS, LOADERD_NVJD_BENCH_ARGS,
-# LOADERD_GPU_DECODE_BENCH_ARGS, LOADERD_BESIDE_BENCH_ARGS, LOADERD_NODE_BENCH_ARGS and
+# LOADERD_GPU_DECODE_BENCH_ARGS, LOADERD_BESIDE_BENCH_ARGS, LOADERD_FED_BENCH_ARGS,
+# LOADERD_NODE_BENCH_ARGS and
 # LOADERD_TOKEN_BENCH_ARGS add arguments to the benchmarks.
 # Logs go to $OUT (default /tmp/loaderd-gpu-out): build.log, version.txt,
 # gpu-tests.log, bench/, device/, image/, train/, nvjd/, beside-plain/,
-# beside-mps/, node/, tokens/ and
+# beside-mps/, fed/, node/, tokens/ and
 # tests.log (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -118,6 +121,13 @@ if [ "${LOADERD_GPU_BESIDE_BENCH:-1}" = 1 ] && [ -x "$B/bin/loaderd-nvjd-bench" 
 		status=${PIPESTATUS[0]}
 		[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
 	done
+fi
+if [ "${LOADERD_GPU_FED_BENCH:-1}" = 1 ] && [ -x "$B/bin/loaderd-decoder" ]; then
+	# A training process fed by loaderd's GPU decoding under MPS, taken apart.
+	PYTHONPATH="$B/python${PYTHONPATH:+:$PYTHONPATH}" python3 bench/fed_training.py --build "$B" \
+		--out "$OUT/fed" --keep --mps ${LOADERD_FED_BENCH_ARGS:-} 2>&1 | tail -12
+	status=${PIPESTATUS[0]}
+	[ "$status" -eq 0 ] || [ "$status" -eq 77 ] || rc=1
 fi
 gpus=$(nvidia-smi --query-gpu=uuid --format=csv,noheader 2>/dev/null | grep -c GPU-)
 if [ "${LOADERD_GPU_NODE_BENCH:-1}" = 1 ] && [ "$gpus" -ge 2 ]; then

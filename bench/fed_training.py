@@ -1,0 +1,267 @@
+#!/usr/bin/env python3
+"""fed_training: what a training process loses when loaderd feeds it,
+taken apart step by step.
+
+A ResNet (--model, default resnet18) trains in a process of its own on
+GPU --device (batch 256, 224x224, 100 classes, channels_last, bf16
+autocast, SGD; the loss read every 20 steps), 30 steps of warm-up, then
+--steps timed steps, in each of --modes:
+
+  synthetic    one batch of random pixels made on the GPU, every step
+  train        loaderd's batches: each step trains on the batch delivered
+               (views of the daemon's device ring), as examples/
+               train_resnet.py does
+  ignore       each step takes loaderd's next batch (which releases the
+               one before, on the training's stream) and trains on the
+               synthetic batch
+  ignore_free  the same, but each batch is released at once on a stream
+               of its own with no work on it, so its slot is free at once
+               and the daemon's next copy into it never waits for the
+               training's stream
+  clone        trains on a copy of each batch
+  ipc_event    synthetic, and each step records an interprocess CUDA event
+               opened from another process's handle, as a release does
+  ipc_memory   trains on batches in another process's device memory (4 in
+               turn, shared through CUDA IPC by torch.multiprocessing)
+
+The loaderd modes run against one daemon with --workers workers serving
+image_bench's tree (bench/image_bench.py's make_tree()) with
+`random_resized_crop(--size) hflip(0.5)`, uint8 NHWC, `decode = --decode`,
+gpu_decode_threads --gpu-decode-threads and gpu_decode_helpers
+--gpu-decode-helpers. Where a batch is not 224x224 (a small --size, to
+take the decoding's cost away), the modes that train on it train on the
+synthetic batch instead. --mps runs everything under a private MPS
+control daemon (bench_daemon.MpsServer).
+
+Reading it: `ignore` against `synthetic` is what being fed costs the
+training whatever it does with the data; `ignore_free` takes away the
+daemon's waits on the training's stream; a --decode cpu run at a small
+--size takes away the daemon's GPU work.
+
+    bench/fed_training.py --build BUILD [--out DIR] [--model resnet18]
+                          [--modes synthetic,train,ignore,ignore_free,clone]
+                          [--decode gpu] [--size 224] [--workers 15]
+                          [--gpu-decode-threads 4] [--gpu-decode-helpers processes]
+                          [--steps 200] [--mps] [--device 0] [--keep]
+
+Exit codes: 0; 1 a step failed; 77 no GPU or no torch.
+"""
+
+import argparse
+import importlib.util
+import os
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import image_bench  # noqa: E402  (this directory)
+from bench_daemon import MpsServer, StepError, publish  # noqa: E402
+from gpu_bench import EXIT_SKIP, loaderd_gpus, nvidia_smi  # noqa: E402
+
+MODES = ("synthetic", "train", "ignore", "ignore_free", "clone", "ipc_event", "ipc_memory")
+LOADERD_MODES = ("train", "ignore", "ignore_free", "clone")
+BATCH, CLASSES, WARMUP, LOSS_EVERY, RING = 256, 100, 30, 20, 4
+CHILD_TIMEOUT_S = 300
+
+
+def trainer(mode, model, device, steps, socket, handle, ring, out):
+    """The training process: puts "images/s" (a float) or an error text on out."""
+    try:
+        out.put(train(mode, model, device, steps, socket, handle, ring))
+    except Exception as e:  # the parent reports it in the mode's row
+        out.put("error: %s: %s" % (type(e).__name__, e))
+
+
+def train(mode, model, device, steps, socket, handle, ring):
+    import torch
+    import torchvision
+    torch.cuda.set_device(device)
+    m = getattr(torchvision.models, model)(num_classes=CLASSES).cuda().to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    local = torch.randint(0, 256, (BATCH, 224, 224, 3), dtype=torch.uint8, device="cuda")
+    ylocal = torch.randint(0, CLASSES, (BATCH,), device="cuda")
+    mean = torch.tensor([0.485, 0.456, 0.406], device="cuda").view(1, 3, 1, 1) * 255
+    event = torch.cuda.Event.from_ipc_handle(device, handle) if mode == "ipc_event" else None
+    loader, idle = None, torch.cuda.Stream()
+    if mode in LOADERD_MODES:
+        import loaderd
+        loader = loaderd.Loader("train", socket=socket, device=device)
+
+    def batches():
+        i = 0
+        while True:
+            if loader is None:
+                i += 1
+                yield (ring[i % len(ring)] if ring else local), ylocal
+                continue
+            for b in loader:
+                image, label = b["image"], b["label"]
+                if mode == "ignore_free":
+                    b.release(stream=idle.cuda_stream)
+                if mode.startswith("ignore") or image.shape[1] != 224:
+                    yield local, ylocal
+                elif mode == "clone":
+                    yield image.clone(), label.clone()
+                else:
+                    yield image, label
+
+    it = batches()
+
+    def step():
+        x, y = next(it)
+        xx = (x.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last).float() - mean) / 60
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = torch.nn.functional.cross_entropy(m(xx), y % CLASSES)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        if event is not None:
+            event.record()
+        return loss
+
+    for _ in range(WARMUP):
+        step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for i in range(steps):
+        loss = step()
+        if (i + 1) % LOSS_EVERY == 0:
+            loss.item()
+    torch.cuda.synchronize()
+    rate = steps * BATCH / (time.perf_counter() - t0)
+    if loader is not None:
+        loader.close()
+    return rate
+
+
+class Daemon(image_bench.Daemon):
+    """image_bench's daemon, NHWC, at --size."""
+
+    def config_lines(self):
+        out = []
+        for ln in super().config_lines():
+            if ln == "layout = nchw":
+                ln = "layout = nhwc"
+            elif ln.startswith("transform ="):
+                ln = "transform = random_resized_crop(%d) hflip(0.5)" % self.ctx.args.size
+            out.append(ln)
+        return out
+
+
+def run_mode(ctx, mode, socket, shared):
+    """One training process in `mode`; its images/s."""
+    import torch.multiprocessing as mp
+    a = ctx.args
+    spawn = mp.get_context("spawn")
+    out = spawn.Queue()
+    p = spawn.Process(target=trainer, args=(mode, a.model, a.device, a.steps, socket, shared["handle"],
+                                            shared["ring"] if mode == "ipc_memory" else None, out))
+    p.start()
+    try:
+        v = out.get(timeout=CHILD_TIMEOUT_S)
+    except Exception:
+        p.kill()
+        raise StepError("%s: no figure within %d s" % (mode, CHILD_TIMEOUT_S)) from None
+    p.join()
+    if isinstance(v, str):
+        raise StepError("%s: %s" % (mode, v))
+    ctx.log.say("%s: %.1f images/s" % (mode, v))
+    return v
+
+
+def report(ctx, rows):
+    a = ctx.args
+    base = next((v for m, v in rows if m == "synthetic" and not isinstance(v, str)), None)
+    out = image_bench.head_lines(ctx) + [
+        "training: %s, batch %d, 224x224, %d classes, channels_last, bf16 autocast, SGD, %d timed steps; "
+        "loaderd: %d workers, random_resized_crop(%d) hflip(0.5), uint8 NHWC, decode = %s, "
+        "gpu_decode_threads %d, gpu_decode_helpers %s; MPS: %s"
+        % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode, a.gpu_decode_threads,
+           a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
+        "| mode | training images/s | vs synthetic |", "|---|---|---|"]
+    for mode, v in rows:
+        if isinstance(v, str):
+            out.append("| %s | %s | |" % (mode, v))
+        else:
+            out.append("| %s | %.0f | %s |" % (mode, v, "%.3f" % (v / base) if base else ""))
+    return "\n".join(out) + "\n"
+
+
+def parse_args():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    image_bench.add_tree_args(ap, "the daemon's config and log")
+    ap.add_argument("--model", default="resnet18", help="torchvision model trained (default resnet18)")
+    ap.add_argument("--modes", default="synthetic,train,ignore,ignore_free,clone",
+                    help="of %s (default: %%(default)s)" % ",".join(MODES))
+    ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
+    ap.add_argument("--size", type=int, default=224, help="random_resized_crop's size (default 224)")
+    ap.add_argument("--workers", type=int, default=15, help="loaderd's workers (default 15)")
+    ap.add_argument("--gpu-decode-threads", type=int, default=4, help="default 4")
+    ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"), default="processes",
+                    help="default processes")
+    ap.add_argument("--steps", type=int, default=200, help="timed steps of each mode (default 200)")
+    ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
+    ap.add_argument("--mps", action="store_true", help="run everything under a private CUDA MPS control daemon")
+    a = ap.parse_args()
+    a.mode_list = [m for m in a.modes.split(",") if m]
+    if not a.mode_list or any(m not in MODES for m in a.mode_list):
+        ap.error("--modes: a list of %s" % ", ".join(MODES))
+    a.host, a.epochs, a.gpu_decode_percent = False, 0, 80
+    a.data_dir = os.path.abspath(a.data_dir)
+    return a
+
+
+def main():
+    a = parse_args()
+    bindir = os.path.join(os.path.abspath(a.build), "bin")
+    version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
+    if not gpus or uuid is None:
+        print("fed_training: skipped: loaderd --version lists no gpu %d" % a.device)
+        return EXIT_SKIP
+    missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
+    if missing:
+        print("fed_training: skipped: %s not importable" % " and ".join(missing))
+        return EXIT_SKIP
+    ctx = image_bench.new_context(a, bindir, "fed_training")
+    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or name
+    rows, mps, daemon, code = [], None, None, 0
+    try:
+        image_bench.describe_files(ctx, image_bench.make_tree(ctx))
+        if a.mps:
+            mps = MpsServer(ctx.log)
+            mps.start()
+        import torch  # after MPS: the parent's context is a client of it too
+        torch.cuda.set_device(a.device)
+        event = torch.cuda.Event(interprocess=True)
+        event.record()
+        torch.cuda.synchronize()
+        shared = {"handle": bytes(event.ipc_handle()),
+                  "ring": [torch.randint(0, 256, (BATCH, 224, 224, 3), dtype=torch.uint8, device="cuda")
+                           for _ in range(RING)]}
+        if any(m in LOADERD_MODES for m in a.mode_list):
+            daemon = Daemon(ctx, a.workers, a.decode)
+            daemon.start()
+        for mode in a.mode_list:
+            try:
+                rows.append((mode, run_mode(ctx, mode, daemon.socket if daemon else None, shared)))
+            except StepError as e:
+                ctx.log.say(str(e))
+                rows.append((mode, "error: %s" % e))
+    except (StepError, OSError) as e:
+        ctx.log.say("error: %s" % e)
+        code = 1
+    finally:
+        if daemon:
+            daemon.stop()
+        if mps:
+            mps.stop()
+        if not a.keep:
+            image_bench.remove_tree(ctx)
+        shutil.rmtree(ctx.workdir, ignore_errors=True)
+    publish(ctx.log, a.out, report(ctx, rows))
+    return code or int(any(isinstance(v, str) for _, v in rows))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
