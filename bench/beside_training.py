@@ -39,10 +39,8 @@ Exit codes: 0; 1 a step failed; 77 no GPU, no nvJPEG, or no torch.
 """
 
 import argparse
-import importlib.util
 import os
 import shlex
-import shutil
 import statistics
 import subprocess
 import sys
@@ -52,7 +50,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
 from bench_daemon import MpsServer, StepError, last_line, publish, wait_for  # noqa: E402
-from gpu_bench import EXIT_SKIP, int_list, loaderd_gpus, nvidia_smi  # noqa: E402
+from gpu_bench import EXIT_SKIP, int_list  # noqa: E402
 
 TRAIN_BATCH, TRAIN_CLASSES, REPORT_EVERY = 256, 100, 10
 WARMUP_S, TRAIN_START_TIMEOUT_S, STEP_TIMEOUT_S = 3.0, 180, 300
@@ -257,16 +255,9 @@ def main():
             print("beside_training: skipped: %s/%s is not built here (it needs the CUDA toolkit "
                   "and nvjpeg.h)" % (bindir, exe))
             return EXIT_SKIP
-    version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
-    if not gpus or uuid is None:
-        print("beside_training: skipped: loaderd --version lists no gpu %d" % a.device)
-        return EXIT_SKIP
-    missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
-    if missing:
-        print("beside_training: skipped: %s not importable (the training needs them)" % " and ".join(missing))
-        return EXIT_SKIP
-    ctx = image_bench.new_context(a, bindir, "beside_training")
-    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or name
+    ctx = image_bench.torch_context(a, bindir, "beside_training")
+    if ctx == EXIT_SKIP:
+        return ctx
     rows, alone, training, mps, code = [], None, None, None, 0
     try:
         files = image_bench.make_tree(ctx)
@@ -299,11 +290,7 @@ def main():
     finally:
         if training:
             training.stop()
-        if mps:
-            mps.stop()
-        if not a.keep:
-            image_bench.remove_tree(ctx)
-        shutil.rmtree(ctx.workdir, ignore_errors=True)
+        image_bench.finish(ctx, mps)
     publish(ctx.log, a.out, report(ctx, rows, alone))
     return code or int(any(isinstance(v, str) for _, v in rows))
 

@@ -33,6 +33,11 @@ take the decoding's cost away), the modes that train on it train on the
 synthetic batch instead. --mps runs everything under a private MPS
 control daemon (bench_daemon.MpsServer).
 
+Each row gives the mean images/s over the timed steps, and the
+percentiles of one step's time on the GPU (between CUDA events recorded
+at the steps' ends): a uniform slowdown moves the median, stalls of a
+few steps the tail.
+
 Reading it: `ignore` against `synthetic` is what being fed costs the
 training whatever it does with the data; `ignore_free` takes away the
 daemon's waits on the training's stream; a --decode cpu run at a small
@@ -48,16 +53,14 @@ Exit codes: 0; 1 a step failed; 77 no GPU or no torch.
 """
 
 import argparse
-import importlib.util
 import os
-import shutil
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
 from bench_daemon import MpsServer, StepError, publish  # noqa: E402
-from gpu_bench import EXIT_SKIP, loaderd_gpus, nvidia_smi  # noqa: E402
+from gpu_bench import EXIT_SKIP  # noqa: E402
 
 MODES = ("synthetic", "train", "ignore", "ignore_free", "clone", "ipc_event", "ipc_memory")
 LOADERD_MODES = ("train", "ignore", "ignore_free", "clone")
@@ -66,7 +69,8 @@ CHILD_TIMEOUT_S = 300
 
 
 def trainer(mode, model, device, steps, socket, handle, ring, out):
-    """The training process: puts "images/s" (a float) or an error text on out."""
+    """The training process: puts (images/s, step percentiles) or an error
+    text on out."""
     try:
         out.put(train(mode, model, device, steps, socket, handle, ring))
     except Exception as e:  # the parent reports it in the mode's row
@@ -123,16 +127,22 @@ def train(mode, model, device, steps, socket, handle, ring):
     for _ in range(WARMUP):
         step()
     torch.cuda.synchronize()
+    # Each step's time on the GPU, between events at the steps' ends: a
+    # uniform slowdown moves the median, stalls of some steps the tail.
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+    ends[0].record()
     t0 = time.perf_counter()
     for i in range(steps):
         loss = step()
+        ends[i + 1].record()
         if (i + 1) % LOSS_EVERY == 0:
             loss.item()
     torch.cuda.synchronize()
     rate = steps * BATCH / (time.perf_counter() - t0)
+    ms = sorted(ends[i].elapsed_time(ends[i + 1]) for i in range(steps))
     if loader is not None:
         loader.close()
-    return rate
+    return rate, {"p50": ms[steps // 2], "p90": ms[steps * 9 // 10], "max": ms[-1]}
 
 
 class Daemon(image_bench.Daemon):
@@ -166,25 +176,29 @@ def run_mode(ctx, mode, socket, shared):
     p.join()
     if isinstance(v, str):
         raise StepError("%s: %s" % (mode, v))
-    ctx.log.say("%s: %.1f images/s" % (mode, v))
+    ctx.log.say("%s: %.1f images/s; a step on the GPU: p50 %.2f ms, p90 %.2f ms, max %.2f ms"
+                % (mode, v[0], v[1]["p50"], v[1]["p90"], v[1]["max"]))
     return v
 
 
 def report(ctx, rows):
     a = ctx.args
-    base = next((v for m, v in rows if m == "synthetic" and not isinstance(v, str)), None)
+    base = next((v[0] for m, v in rows if m == "synthetic" and not isinstance(v, str)), None)
     out = image_bench.head_lines(ctx) + [
         "training: %s, batch %d, 224x224, %d classes, channels_last, bf16 autocast, SGD, %d timed steps; "
         "loaderd: %d workers, random_resized_crop(%d) hflip(0.5), uint8 NHWC, decode = %s, "
         "gpu_decode_threads %d, gpu_decode_helpers %s; MPS: %s"
         % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode, a.gpu_decode_threads,
            a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
-        "| mode | training images/s | vs synthetic |", "|---|---|---|"]
+        "| mode | training images/s | vs synthetic | step on the GPU, p50 | p90 | max |",
+        "|---|---|---|---|---|---|"]
     for mode, v in rows:
         if isinstance(v, str):
-            out.append("| %s | %s | |" % (mode, v))
+            out.append("| %s | %s | | | | |" % (mode, v))
         else:
-            out.append("| %s | %.0f | %s |" % (mode, v, "%.3f" % (v / base) if base else ""))
+            out.append("| %s | %.0f | %s | %.2f ms | %.2f ms | %.2f ms |"
+                       % (mode, v[0], "%.3f" % (v[0] / base) if base else "", v[1]["p50"], v[1]["p90"],
+                          v[1]["max"]))
     return "\n".join(out) + "\n"
 
 
@@ -215,16 +229,9 @@ def parse_args():
 def main():
     a = parse_args()
     bindir = os.path.join(os.path.abspath(a.build), "bin")
-    version, gpus, (uuid, name) = loaderd_gpus(bindir, a.device)
-    if not gpus or uuid is None:
-        print("fed_training: skipped: loaderd --version lists no gpu %d" % a.device)
-        return EXIT_SKIP
-    missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
-    if missing:
-        print("fed_training: skipped: %s not importable" % " and ".join(missing))
-        return EXIT_SKIP
-    ctx = image_bench.new_context(a, bindir, "fed_training")
-    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or name
+    ctx = image_bench.torch_context(a, bindir, "fed_training")
+    if ctx == EXIT_SKIP:
+        return ctx
     rows, mps, daemon, code = [], None, None, 0
     try:
         image_bench.describe_files(ctx, image_bench.make_tree(ctx))
@@ -254,11 +261,7 @@ def main():
     finally:
         if daemon:
             daemon.stop()
-        if mps:
-            mps.stop()
-        if not a.keep:
-            image_bench.remove_tree(ctx)
-        shutil.rmtree(ctx.workdir, ignore_errors=True)
+        image_bench.finish(ctx, mps)
     publish(ctx.log, a.out, report(ctx, rows))
     return code or int(any(isinstance(v, str) for _, v in rows))
 

@@ -61,6 +61,7 @@ loaderd --version reports none).
 
 import argparse
 import datetime
+import importlib.util
 import math
 import os
 import platform
@@ -179,6 +180,17 @@ def remove_tree(ctx):
         os.rmdir(ctx.args.data_dir)
     except OSError:
         pass
+
+
+def finish(ctx, mps=None):
+    """The end of a run on the tree: the MPS control daemon stopped (when
+    there is one), the tree removed unless --keep, the working directory
+    removed."""
+    if mps:
+        mps.stop()
+    if not ctx.args.keep:
+        remove_tree(ctx)
+    shutil.rmtree(ctx.workdir, ignore_errors=True)
 
 
 def describe_files(ctx, files):
@@ -667,6 +679,23 @@ def new_context(a, bindir, name):
     ctx.workdir = tempfile.mkdtemp(prefix="loaderd-%s-" % name.replace("_", "-"))
     ctx.logdir = a.out or ctx.workdir
     ctx.log = Log(name, os.path.join(a.out, "bench.log") if a.out else None)
+    return ctx
+
+
+def torch_context(a, bindir, name, why="the training needs them"):
+    """The context of bench `name` (new_context) where loaderd sees GPU
+    a.device and torch and torchvision import; else the skip said and
+    EXIT_SKIP."""
+    version, gpus, (uuid, gpu_name) = loaderd_gpus(bindir, a.device)
+    if not gpus or uuid is None:
+        print("%s: skipped: loaderd --version lists no gpu %d" % (name, a.device))
+        return EXIT_SKIP
+    missing = [m for m in ("torch", "torchvision") if importlib.util.find_spec(m) is None]
+    if missing:
+        print("%s: skipped: %s not importable (%s)" % (name, " and ".join(missing), why))
+        return EXIT_SKIP
+    ctx = new_context(a, bindir, name)
+    ctx.gpu_desc = nvidia_smi(ctx.log, uuid) or gpu_name
     return ctx
 
 
