@@ -309,6 +309,33 @@ def log_decode_status(ctx, daemon, what):
         ctx.log.say("%s: decode pipeline %s" % (what, line))
 
 
+def log_gpu_memory(ctx, pid, what):
+    """The device memory of the daemon and of its children (decoder
+    processes) that use the GPU, from nvidia-smi, into the log."""
+    try:
+        r = subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    mine = {pid} | {int(e) for e in os.listdir("/proc") if e.isdigit() and parent_pid(e) == pid}
+    used = []
+    for line in r.stdout.splitlines():
+        f = [x.strip() for x in line.split(",")]
+        if len(f) == 2 and f[0].isdigit() and int(f[0]) in mine:
+            used.append("%s %s MiB" % ("loaderd" if int(f[0]) == pid else "child %s" % f[0], f[1]))
+    if used:
+        ctx.log.say("%s: GPU memory (nvidia-smi): %s" % (what, ", ".join(used)))
+
+
+def parent_pid(entry):
+    """The parent pid of process `entry` (a /proc name), or None."""
+    try:
+        with open("/proc/%s/stat" % entry) as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def measure_loaderd(ctx, workers, decode="cpu"):
     """(images/s, CPU us per image of the daemon and its workers) of one
     daemon with `workers` workers and the pipeline's `decode`, or a Failed."""
@@ -324,6 +351,7 @@ def measure_loaderd(ctx, workers, decode="cpu"):
         cpu = cpu_seconds(daemon.proc.pid) - cpu0
         if decode != "cpu":
             log_decode_status(ctx, daemon, what)
+            log_gpu_memory(ctx, daemon.proc.pid, what)
     except StepError as e:
         ctx.log.say("%s: %s" % (what, e))
         return Failed("error: %s" % e)
