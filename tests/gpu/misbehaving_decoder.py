@@ -9,6 +9,8 @@ up to the point where LOADERD_TEST_DECODER says it goes wrong:
   bad-done  is ready (real interprocess CUDA events, from PyTorch), then
             answers every job with a done message for one image too many
   exit      is ready, then exits at its first job without answering
+  once      the first one started (it makes the file LOADERD_TEST_DECODER_MARK
+            names) does as `exit`; every later one as `refuse`
 
 It is started by the daemon in place of the real program (the test puts
 a copy of loaderd with this one beside it), with the real one's
@@ -47,6 +49,12 @@ def ready_message(device):
 
 def main():
     mode = os.environ.get("LOADERD_TEST_DECODER", "")
+    if mode == "once":
+        try:
+            os.close(os.open(os.environ["LOADERD_TEST_DECODER_MARK"], os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            mode = "exit"
+        except FileExistsError:
+            mode = "refuse"
     args = dict(zip(sys.argv[1::2], sys.argv[2::2]))
     device = int(args.get("--device", "0"))
     sock = socket.socket(fileno=3)

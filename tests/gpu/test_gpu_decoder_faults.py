@@ -20,6 +20,11 @@ went wrong:
       socket"), its images are decoded on the CPU (images_fallback), and
       another is started in its place, the wait doubling while they keep
       failing ("another is started in 1000 ms", then 2000).
+  once: the first decoder exits at its first job, and every one started
+      after it refuses its setup: the log says each time that none could
+      be started in its place, and why, and the wait doubles ("trying
+      again in 2000 ms", then 4000); batches keep coming, decoded by the
+      lane and on the CPU.
 """
 
 import os
@@ -72,7 +77,8 @@ def run(env, tag, pipelines, helpers, program=None, mode=None, timeout_ms=TIMEOU
     cfg = gpu_harness.gpu_config(env, tag, pipelines, workers=2, device_slots=4, staging_slots=8,
                                  gpu_decode_threads=3, gpu_decode_helpers=helpers,
                                  worker_timeout_ms=timeout_ms)
-    d = gpu_harness.start_daemon(env, cfg, overrides={"LOADERD_TEST_DECODER": mode or ""},
+    d = gpu_harness.start_daemon(env, cfg, overrides={"LOADERD_TEST_DECODER": mode or "",
+                                                      "LOADERD_TEST_DECODER_MARK": env.path("mark-%s" % tag)},
                                  program=program)
     gpu_harness.check_delivery(d, "register")
     path = env.path("%s.dump" % tag)
@@ -134,6 +140,26 @@ def body(env):
         d.stop()
         print("decoder %s: pid %s failed at a job, %d images decoded on the CPU, replaced; the wait "
               "doubled" % (mode, pids[0], fb))
+
+    # A replacement that cannot be set up: tried again, later and later
+    mode = "once"
+    d, dump, st, log = run(env, mode, pipelines, "processes", loaderd_copy(env, mode), mode,
+                           START_TIMEOUT_MS)
+    gpu_harness.check_epochs(harness.parse_dump_lines(dump.splitlines(), mode), EPOCHS, n, "decoder once")
+    check(re.search(JOB_FAULTS["exit"], log), "decoder once: the first decoder's end is not logged:\n%s" % log)
+    said = (r"no JPEG decoder process could be started in place of the one that ended \(decoder process "
+            r"\d+: refused by the test's decoder\): trying again in %d ms")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not re.search(said % 4000, log):
+        gpu_harness.consume(env, d.socket, "jpeg", env.path("once-more.dump"), device="0", epochs=1)
+        with open(d.log_path, errors="replace") as f:
+            log = f.read()
+    for ms in (2000, 4000):
+        check(re.search(said % ms, log), "decoder once: no failed restart said with its next try in %d ms:\n%s"
+              % (ms, log))
+    check(d.status()["gpus"][0]["decoders"] == 0, "decoder once: status counts a decoder, yet none runs")
+    d.stop()
+    print("decoder once: its replacements refused their setup, tried again after 2000, then 4000 ms")
 
 
 if __name__ == "__main__":
