@@ -277,26 +277,33 @@ def consume(ctx, daemon, epochs, timeout_s, what):
     return s
 
 
-def cpu_seconds(pid):
-    """CPU seconds (user + system) of process pid, every thread, and of its
-    children (the workers), from /proc."""
-    tick = os.sysconf("SC_CLK_TCK")
+def proc_stat(pid):
+    """(CPU seconds, user + system, of every thread; parent pid) of process
+    pid from /proc, or (0.0, None) where it is gone."""
+    try:
+        with open("/proc/%s/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0, None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
 
-    def stat(path):
-        try:
-            with open(path) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return 0.0, None
-        return (int(fields[11]) + int(fields[12])) / tick, int(fields[1])
 
-    total = stat("/proc/%d/stat" % pid)[0]
+def children(pid):
+    """{pid: CPU seconds} of process pid's children (the workers, the
+    decoder processes)."""
+    out = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            cpu, ppid = stat("/proc/%s/stat" % entry)
+            cpu, ppid = proc_stat(entry)
             if ppid == pid:
-                total += cpu
-    return total
+                out[int(entry)] = cpu
+    return out
+
+
+def cpu_seconds(pid):
+    """CPU seconds (user + system) of process pid, every thread, and of its
+    children, from /proc."""
+    return proc_stat(pid)[0] + sum(children(pid).values())
 
 
 def log_decode_status(ctx, daemon, what):
@@ -317,7 +324,7 @@ def log_gpu_memory(ctx, pid, what):
                            capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired):
         return
-    mine = {pid} | {int(e) for e in os.listdir("/proc") if e.isdigit() and parent_pid(e) == pid}
+    mine = {pid} | set(children(pid))
     used = []
     for line in r.stdout.splitlines():
         f = [x.strip() for x in line.split(",")]
@@ -325,15 +332,6 @@ def log_gpu_memory(ctx, pid, what):
             used.append("%s %s MiB" % ("loaderd" if int(f[0]) == pid else "child %s" % f[0], f[1]))
     if used:
         ctx.log.say("%s: GPU memory (nvidia-smi): %s" % (what, ", ".join(used)))
-
-
-def parent_pid(entry):
-    """The parent pid of process `entry` (a /proc name), or None."""
-    try:
-        with open("/proc/%s/stat" % entry) as f:
-            return int(f.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def measure_loaderd(ctx, workers, decode="cpu"):

@@ -229,7 +229,7 @@ static uint32_t proc_schedule(struct decode_helper *h)
 }
 
 /* Ends h's decoder process, saying why (it failed to answer): then h is
- * dead, and its helper thread starts another after backoff_ms. */
+ * dead, and its helper thread starts another at restart_ns. */
 static void proc_end(struct decode_helper *h, const char *why)
 {
 	if (!h->proc)
