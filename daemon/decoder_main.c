@@ -111,7 +111,8 @@ static size_t run_job(struct decoder *d, size_t len)
 		if (ok)
 			d->imgs[i] = (struct nvjd_image){
 				.data = d->arena.base + x->data_offset, .len = x->len,
-				.scan_checked = x->scan_checked != 0, .roi_x = x->roi_x,
+				.scan_checked = x->scan_checked != 0, .given_w = x->given_w,
+				.given_h = x->given_h, .roi_x = x->roi_x,
 				.roi_y = x->roi_y, .roi_w = x->roi_w, .roi_h = x->roi_h,
 				.dst = d->buf[job.set] + x->dst_offset, .pitch = x->pitch,
 				.dst_bytes = x->dst_bytes};

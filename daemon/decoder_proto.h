@@ -36,7 +36,7 @@
 
 #include "daemon/nvjd.h"
 
-#define DECODER_MAGIC 0x6c64726465636f31ull /* "ldrdeco1" */
+#define DECODER_MAGIC 0x6c64726465636f32ull /* "ldrdeco2" */
 #define DECODER_SETS_MAX 4
 #define DECODER_FD_SOCKET 3 /* the decoder's end of the socketpair */
 #define DECODER_FD_ARENA 4  /* the arena, read-only */
@@ -71,6 +71,7 @@ struct decoder_image {
 	uint64_t dst_bytes;
 	uint32_t roi_x, roi_y, roi_w, roi_h;
 	uint32_t scan_checked;
+	uint32_t given_w, given_h; /* struct nvjd_image */
 	uint32_t pad;
 };
 

@@ -452,19 +452,22 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 		return reject(im, -EBADMSG, "empty file");
 	if (!starts_as_jpeg(im->data, im->len))
 		return reject(im, -EBADMSG, "not a JPEG (no start-of-image marker)");
-	nvjpegStatus_t s =
-		nvjd_lib.nvjpegJpegStreamParse(d->handle, im->data, im->len, 0, 0, d->parsed);
-	if (s != NVJPEG_STATUS_SUCCESS) {
-		char text[NVJD_ERR_MAX];
-		int code = header_failure(s, "nvjpegJpegStreamParse", text, sizeof text);
-		return reject(im, code, "%s", text);
-	}
+	bool given = im->given_w && im->given_h;
+	unsigned w = im->given_w, h = im->given_h;
+	nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
 	char text[NVJD_ERR_MAX];
+	if (!given) {
+		s = nvjd_lib.nvjpegJpegStreamParse(d->handle, im->data, im->len, 0, 0, d->parsed);
+		if (s != NVJPEG_STATUS_SUCCESS) {
+			int code = header_failure(s, "nvjpegJpegStreamParse", text, sizeof text);
+			return reject(im, code, "%s", text);
+		}
+	}
 	int code = im->scan_checked ? 0 : jh_check_scan(im->data, im->len, text, sizeof text);
 	if (code)
 		return reject(im, code, "%s", text);
-	unsigned w = 0, h = 0;
-	s = nvjd_lib.nvjpegJpegStreamGetFrameDimensions(d->parsed, &w, &h);
+	if (!given)
+		s = nvjd_lib.nvjpegJpegStreamGetFrameDimensions(d->parsed, &w, &h);
 	if (s != NVJPEG_STATUS_SUCCESS || w == 0 || h == 0 || w > INT32_MAX || h > INT32_MAX)
 		return reject(im, -EBADMSG, "corrupt JPEG header (frame %u x %u)", w, h);
 	im->width = w;
@@ -481,6 +484,8 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 		out_h = im->roi_h;
 		s = nvjd_lib.nvjpegDecodeParamsSetROI(params, (int)im->roi_x, (int)im->roi_y,
 						      (int)out_w, (int)out_h);
+	} else if (given) { /* never beyond the size given, whatever the file says */
+		s = nvjd_lib.nvjpegDecodeParamsSetROI(params, 0, 0, (int)w, (int)h);
 	} else {
 		s = nvjd_lib.nvjpegDecodeParamsSetROI(params, 0, 0, -1, -1);
 	}
@@ -496,6 +501,8 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 	im->out_w = out_w;
 	im->out_h = out_h;
 
+	if (given)
+		return 0;
 	int unsupported = -1;
 	s = nvjd_lib.nvjpegDecodeBatchedSupportedEx(d->handle, d->parsed, params, &unsupported);
 	if (s != NVJPEG_STATUS_SUCCESS || unsupported != 0) {

@@ -23,7 +23,8 @@
  * -EBADMSG, each with a message, and neither keeps the other images of its
  * batch from decoding. Every image is checked on the host first
  * (nvjpegJpegStreamParse, jh_check_scan, nvjpegDecodeBatchedSupportedEx
- * with its region); the rest go to the engines in one nvjpegDecodeBatchedEx
+ * with its region; for an image given with its size, the region alone);
+ * the rest go to the engines in one nvjpegDecodeBatchedEx
  * call; when that call fails, the batch is split in halves, and halves
  * again, until every good image has its pixels and each bad one its status.
  *
@@ -160,6 +161,16 @@ struct nvjd_image {
 	/* in: jh_check_scan has passed these bytes (the worker that left the
 	 * image to the GPU ran it): not run again here. */
 	bool scan_checked;
+	/* in: the image's size as a header parse before this one found it
+	 * (jh_parse, in the worker that left the image to the GPU), which also
+	 * found that the engines take it (jh_gpu_refusal): nvJPEG's own parse
+	 * and support check, half of its host time per image, are skipped, and
+	 * the decode is held to a region inside given_w x given_h (the whole
+	 * of it when roi_w == 0), so that a header that says otherwise can
+	 * never make the engines write beyond dst. An image the engines refuse
+	 * after all fails its call, which is split down to it (nvjd_decode).
+	 * 0: nvJPEG parses the header. */
+	uint32_t given_w, given_h;
 	/* in: the region to decode, in source pixels; roi_w == 0 decodes the
 	 * whole image (roi_x, roi_y, roi_h then ignored). The region must lie
 	 * inside the image. */
@@ -197,7 +208,8 @@ struct nvjd_image {
  * (a stream of the decoder's device; 0 is the legacy default stream).
  *
  * Synchronous, on the calling thread: the checks of every image (nvJPEG's
- * parse, jh_check_scan, the region, nvJPEG's support check), made while
+ * parse, jh_check_scan, the region, nvJPEG's support check; those that
+ * struct nvjd_image's scan_checked and given_w leave out), made while
  * this decoder's previous batch may still run; then a wait for that batch
  * to finish on the GPU (nvJPEG reuses its state's buffers; in a steady
  * stream of batches it is long done); then the submission. When a

@@ -18,10 +18,12 @@
  *   stream waits for that work, then the batch's ready event, as for any
  *   batch.
  *
- * Submission: nvJPEG's host work per image (its parse, its support
- * check, the submission) costs about 90 us, so one thread would cap a
- * client near 11,000 images/s while the engines take well over 20,000.
- * A batch's images are split over gpu_decode_threads host threads: the
+ * Submission: each image goes to nvJPEG with the size the worker's
+ * header reader found (nvjd.h, given_w), so nvJPEG's host work per image
+ * is its submission alone, about 40 us: one thread feeds the engines
+ * alone on the GPU (beside training under MPS each submission takes
+ * several times as long, and nvJPEG takes one process's one at a time).
+ * A batch's images may be split over gpu_decode_threads host threads: the
  * lane's own and helpers, each with its own nvJPEG state and stream per
  * set; the set's stream waits (on the GPU) for the helpers' streams
  * before the resize. The time the lane spends queueing a part (with its
@@ -34,7 +36,7 @@
  * decoding client. A batch's images are decoded in parts, as many as fit
  * one set, and the parts take the sets in turn.
  *
- * Several sets, so that the host's submission of a part (about 90 us an
+ * Several sets, so that the host's submission of a part (about 40 us an
  * image, above) overlaps the engines' work on the one before: nvJPEG's
  * hardware path may write its output before work queued earlier on the
  * stream has run (nvjd.h), so before a part reuses a set's buffer the lane
@@ -289,7 +291,8 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 			.data_offset = (uint64_t)(im->data - h->arena_base), .len = im->len,
 			.dst_offset = (uint64_t)(im->dst - h->set_buf[s]), .pitch = im->pitch,
 			.dst_bytes = im->dst_bytes, .roi_x = im->roi_x, .roi_y = im->roi_y,
-			.roi_w = im->roi_w, .roi_h = im->roi_h, .scan_checked = im->scan_checked};
+			.roi_w = im->roi_w, .roi_h = im->roi_h, .scan_checked = im->scan_checked,
+			.given_w = im->given_w, .given_h = im->given_h};
 	}
 	size_t len = sizeof(job) + h->n * sizeof(*out);
 	const char *why = NULL;
@@ -1068,6 +1071,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		dc->factor[n] = f;
 		dc->small[n] = buf + buf_used + full;
 		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
+						  .given_w = g.width, .given_h = g.height,
 						  .dst = buf + buf_used, .pitch = (size_t)g.width * 3,
 						  .dst_bytes = (size_t)g.width * g.height * 3};
 		n++;

@@ -23,12 +23,12 @@ import struct
 import sys
 import time
 
-MAGIC = 0x6C64726465636F31
+MAGIC = 0x6C64726465636F32
 SETS_MAX = 4
 HANDLE = 64
 SETUP = struct.Struct("<QIIQ")             # magic, sets, pad, buf_bytes; then the handles
 READY = struct.Struct("<QiI256s")          # magic, rc, engines, why; then the events
-JOB = struct.Struct("<QII")                # magic, set, n; then n images of 64 bytes
+JOB = struct.Struct("<QII")                # magic, set, n; then n images of 72 bytes
 DONE = struct.Struct("<QiIII")             # magic, rc, n, n_err, pad
 RESULT = struct.Struct("<iIIIII")          # status, width, height, out_w, out_h, has_err
 

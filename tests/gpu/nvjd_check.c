@@ -39,6 +39,17 @@
  *      bytes: -EBADMSG, or 0 if the engines do not report it: printed, not
  *      required (nvjd.h: what may go unreported);
  *   5. a batch of bad images only, an empty batch, and one over max_batch;
+ *   6. images given with their sizes, as the daemon's workers leave them
+ *      (given_w, given_h and scan_checked: nvJPEG's own parse and support
+ *      check skipped), in one batch: every good image as in 1 (and
+ *      byte-identical to its decode there, or printed); progressive, CMYK,
+ *      4:1:1 and the 7 x 5 one decoded within tolerance or failed with a
+ *      message (their call split down to them) while the good ones in the
+ *      same batch still decode; a size given smaller than the file's: at
+ *      most that size written; a size given larger: a failure with a
+ *      message, or a decode of at most that size (printed);
+ *   in every check, the 4 KiB after each destination must still hold the
+ *   fill: nothing is written beyond dst_bytes;
  *   and, printed only, how far a decoder without NVJD_SMOOTH_UPSAMPLING
  *   (chroma samples repeated) is from libjpeg.
  *
@@ -70,6 +81,7 @@
 #define MAX_FILES 32
 #define MAX_BATCH 64
 #define TOLERANCE 1.0 /* mean absolute difference, levels */
+#define GUARD 4096    /* bytes after each destination that must keep the fill */
 
 extern char **environ;
 
@@ -344,6 +356,7 @@ static bool reference_decodes(void)
 struct job {
 	struct file *f;
 	uint32_t x, y, w, h; /* region, w == 0: whole */
+	uint32_t given_w, given_h; /* struct nvjd_image's: 0, nvJPEG parses */
 	uint8_t *dev;        /* device memory, pitch bytes a row */
 	size_t pitch, bytes;
 	uint8_t *host; /* what came back, out_w * 3 a row */
@@ -364,21 +377,24 @@ static int decode_jobs(struct job *jobs, struct nvjd_image *imgs, uint32_t n)
 	memset(imgs, 0, n * sizeof *imgs);
 	for (uint32_t i = 0; i < n; i++) {
 		struct job *j = &jobs[i];
-		uint32_t w = j->w ? j->w : (j->f->w ? j->f->w : 64),
-			 h = j->w ? j->h : (j->f->h ? j->f->h : 64);
+		uint32_t w = j->w ? j->w : j->given_w ? j->given_w : (j->f->w ? j->f->w : 64),
+			 h = j->w ? j->h : j->given_w ? j->given_h : (j->f->h ? j->f->h : 64);
 		struct jh_info jh;
 		char why[256];
-		if (!j->w && !j->f->w && jh_parse(j->f->data, j->f->len, &jh, why, sizeof why) == 0) {
+		if (!j->w && !j->given_w && !j->f->w && jh_parse(j->f->data, j->f->len, &jh, why, sizeof why) == 0) {
 			w = jh.width; /* a damaged file whose header still reads: room for it all */
 			h = jh.height;
 		}
 		j->pitch = (size_t)w * 3 + 64;
 		j->bytes = j->pitch * h;
-		if (!cuda_ok(cudaMalloc((void **)&j->dev, j->bytes), "cudaMalloc") ||
-		    !cuda_ok(cudaMemset(j->dev, 0xa5, j->bytes), "cudaMemset"))
+		if (!cuda_ok(cudaMalloc((void **)&j->dev, j->bytes + GUARD), "cudaMalloc") ||
+		    !cuda_ok(cudaMemset(j->dev, 0xa5, j->bytes + GUARD), "cudaMemset"))
 			return -ENOMEM;
 		imgs[i] = (struct nvjd_image){.data = j->f->data,
 					      .len = j->f->len,
+					      .scan_checked = j->given_w != 0,
+					      .given_w = j->given_w,
+					      .given_h = j->given_h,
 					      .roi_x = j->x,
 					      .roi_y = j->y,
 					      .roi_w = j->w,
@@ -404,6 +420,14 @@ static int decode_jobs(struct job *jobs, struct nvjd_image *imgs, uint32_t n)
 		     "%llu", (unsigned long long)(after.calls - before.calls),
 		     (unsigned long long)(after.images - before.images), n,
 		     (unsigned long long)before.check_ns, (unsigned long long)after.check_ns);
+	for (uint32_t i = 0; i < n; i++) {
+		uint8_t guard[GUARD];
+		if (cuda_ok(cudaMemcpy(guard, jobs[i].dev + jobs[i].bytes, GUARD,
+				       cudaMemcpyDeviceToHost), "cudaMemcpy") &&
+		    (guard[0] != 0xa5 || memcmp(guard, guard + 1, GUARD - 1) != 0))
+			fail("%s: written beyond its %zu bytes of destination", jobs[i].f->name,
+			     jobs[i].bytes);
+	}
 	for (uint32_t i = 0; i < n && rc == 0; i++) {
 		struct job *j = &jobs[i];
 		if (imgs[i].status != 0)
@@ -680,6 +704,66 @@ static void check_edges(void)
 	failures += rc != -EINVAL;
 }
 
+/* 6: sizes given, as the daemon's workers give them. */
+static void check_given(void)
+{
+	struct job jobs[MAX_BATCH] = {0};
+	struct nvjd_image imgs[MAX_BATCH];
+	uint32_t n = 0;
+	for (size_t i = 0; i < N_FILES; i++) {
+		struct file *f = &files[i];
+		if ((f->kind == GOOD || f->kind == MAYBE) && f->ref)
+			jobs[n++] = (struct job){.f = f, .given_w = f->w, .given_h = f->h};
+	}
+	struct file *small = file_named("b420"), *large = file_named("q50");
+	uint32_t n_true = n;
+	jobs[n++] = (struct job){.f = small, .given_w = small->w - 9, .given_h = small->h - 7};
+	jobs[n++] = (struct job){.f = large, .given_w = large->w + 16, .given_h = large->h + 16};
+	int rc = decode_jobs(jobs, imgs, n);
+	if (rc != 0)
+		fail("given sizes: nvjd_decode returned %d (%s)", rc, imgs[0].err);
+	for (uint32_t i = 0; i < n_true && rc == 0; i++) {
+		const struct file *f = jobs[i].f;
+		const struct nvjd_image *im = &imgs[i];
+		if (im->status == 0) {
+			if (compare("given", &jobs[i], im) && f->gpu_full &&
+			    memcmp(jobs[i].host, f->gpu_full, (size_t)f->w * f->h * 3) != 0)
+				printf("note given %s: not byte-identical to its decode in check 1\n",
+				       f->name);
+		} else if (f->kind == MAYBE && im->err[0]) {
+			printf("ok   given %s: %d, split down to it: %s\n", f->name, im->status,
+			       im->err);
+		} else {
+			fail("given %s: status %d (%s)", f->name, im->status, im->err);
+		}
+	}
+	for (uint32_t i = n_true; i < n && rc == 0; i++) {
+		const struct job *j = &jobs[i];
+		const struct nvjd_image *im = &imgs[i];
+		const char *what = i == n_true ? "smaller" : "larger";
+		if (im->status != 0 && im->err[0]) {
+			printf("ok   given %s %u x %u for %s %u x %u: %d: %s\n", what, j->given_w,
+			       j->given_h, j->f->name, j->f->w, j->f->h, im->status, im->err);
+		} else if (im->status == 0 && im->out_w <= j->given_w && im->out_h <= j->given_h) {
+			int max;
+			uint32_t w = im->out_w < j->f->w ? im->out_w : j->f->w,
+				 h = im->out_h < j->f->h ? im->out_h : j->f->h;
+			double mean = mean_diff(j->host, (size_t)im->out_w * 3, j->f->ref,
+						(size_t)j->f->w * 3, w, h, &max);
+			printf("%s given %s %u x %u for %s %u x %u: wrote %u x %u, its top-left "
+			       "%u x %u vs libjpeg mean %.3f max %d\n", i == n_true ? "ok  " : "note",
+			       what, j->given_w, j->given_h, j->f->name, j->f->w, j->f->h,
+			       im->out_w, im->out_h, w, h, mean, max);
+		} else {
+			fail("given %s %u x %u for %s: status %d, wrote %u x %u (%s)", what,
+			     j->given_w, j->given_h, j->f->name, im->status, im->out_w, im->out_h,
+			     im->err);
+		}
+	}
+	for (uint32_t i = 0; i < n; i++)
+		job_free(&jobs[i]);
+}
+
 static int usage(const char *msg)
 {
 	fprintf(stderr,
@@ -767,6 +851,7 @@ int main(int argc, char **argv)
 	check_mixed(1);
 	check_mixed(2);
 	check_edges();
+	check_given();
 
 	nvjd_close(dec);
 	cudaStreamDestroy(stream);
