@@ -33,10 +33,14 @@ take the decoding's cost away), the modes that train on it train on the
 synthetic batch instead. --mps runs everything under a private MPS
 control daemon (bench_daemon.MpsServer).
 
-Each row gives the mean images/s over the timed steps, and the
-percentiles of one step's time on the GPU (between CUDA events recorded
-at the steps' ends): a uniform slowdown moves the median, stalls of a
-few steps the tail.
+Each row gives the mean images/s over the timed steps, the percentiles
+of one step's time on the GPU (between CUDA events recorded at the
+steps' ends): a uniform slowdown moves the median, stalls of a few steps
+the tail; and where the training process's host thread spent a step, on
+average: taking the batch (the loader's next, which waits for the
+daemon's message that it is ready), launching the step's work, and
+waiting for the GPU (reading the loss, the final synchronize). A host
+that never waits for the GPU is what bounds the step, not the GPU.
 
 Reading it: `ignore` against `synthetic` is what being fed costs the
 training whatever it does with the data; `ignore_free` takes away the
@@ -112,8 +116,12 @@ def train(mode, model, device, steps, socket, handle, ring):
 
     it = batches()
 
+    host = {"data": 0.0, "launch": 0.0, "sync": 0.0}
+
     def step():
+        t0 = time.perf_counter()
         x, y = next(it)
+        t1 = time.perf_counter()
         xx = (x.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last).float() - mean) / 60
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = torch.nn.functional.cross_entropy(m(xx), y % CLASSES)
@@ -122,11 +130,14 @@ def train(mode, model, device, steps, socket, handle, ring):
         opt.step()
         if event is not None:
             event.record()
+        host["data"] += t1 - t0
+        host["launch"] += time.perf_counter() - t1
         return loss
 
     for _ in range(WARMUP):
         step()
     torch.cuda.synchronize()
+    host.update(data=0.0, launch=0.0)
     # Each step's time on the GPU, between events at the steps' ends: a
     # uniform slowdown moves the median, stalls of some steps the tail.
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
@@ -136,13 +147,19 @@ def train(mode, model, device, steps, socket, handle, ring):
         loss = step()
         ends[i + 1].record()
         if (i + 1) % LOSS_EVERY == 0:
+            t1 = time.perf_counter()
             loss.item()
+            host["sync"] += time.perf_counter() - t1
+    t1 = time.perf_counter()
     torch.cuda.synchronize()
+    host["sync"] += time.perf_counter() - t1
     rate = steps * BATCH / (time.perf_counter() - t0)
     ms = sorted(ends[i].elapsed_time(ends[i + 1]) for i in range(steps))
     if loader is not None:
         loader.close()
-    return rate, {"p50": ms[steps // 2], "p90": ms[steps * 9 // 10], "max": ms[-1]}
+    out = {"p50": ms[steps // 2], "p90": ms[steps * 9 // 10], "max": ms[-1]}
+    out.update((k, v * 1e3 / steps) for k, v in host.items())
+    return rate, out
 
 
 class Daemon(image_bench.Daemon):
@@ -176,8 +193,10 @@ def run_mode(ctx, mode, socket, shared):
     p.join()
     if isinstance(v, str):
         raise StepError("%s: %s" % (mode, v))
-    ctx.log.say("%s: %.1f images/s; a step on the GPU: p50 %.2f ms, p90 %.2f ms, max %.2f ms"
-                % (mode, v[0], v[1]["p50"], v[1]["p90"], v[1]["max"]))
+    ctx.log.say("%s: %.1f images/s; a step on the GPU: p50 %.2f ms, p90 %.2f ms, max %.2f ms; "
+                "on the host: %.2f ms for the batch, %.2f ms launching, %.2f ms waiting for the GPU"
+                % (mode, v[0], v[1]["p50"], v[1]["p90"], v[1]["max"], v[1]["data"], v[1]["launch"],
+                   v[1]["sync"]))
     return v
 
 
@@ -190,15 +209,16 @@ def report(ctx, rows):
         "gpu_decode_threads %d, gpu_decode_helpers %s; MPS: %s"
         % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode, a.gpu_decode_threads,
            a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
-        "| mode | training images/s | vs synthetic | step on the GPU, p50 | p90 | max |",
-        "|---|---|---|---|---|---|"]
+        "| mode | training images/s | vs synthetic | step on the GPU, p50 | p90 | max "
+        "| host: batch | launch | waiting for the GPU |",
+        "|---|---|---|---|---|---|---|---|---|"]
     for mode, v in rows:
         if isinstance(v, str):
-            out.append("| %s | %s | | | | |" % (mode, v))
+            out.append("| %s | %s | | | | | | | |" % (mode, v))
         else:
-            out.append("| %s | %.0f | %s | %.2f ms | %.2f ms | %.2f ms |"
+            out.append("| %s | %.0f | %s | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %.2f ms |"
                        % (mode, v[0], "%.3f" % (v[0] / base) if base else "", v[1]["p50"], v[1]["p90"],
-                          v[1]["max"]))
+                          v[1]["max"], v[1]["data"], v[1]["launch"], v[1]["sync"]))
     return "\n".join(out) + "\n"
 
 

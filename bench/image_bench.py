@@ -17,7 +17,12 @@ torchvision's, measured in one run on one machine.
            or with auto --gpu-decode-percent of them); a warm-up
            `loaderctl consume --epochs 1`, then a
            timed `loaderctl consume --pipeline train --epochs E --device D
-           --quiet` (host memory with --host); samples_per_s of its summary;
+           --quiet` (host memory with --host); samples_per_s of its summary,
+           and the cores each part of the daemon kept busy meanwhile (its
+           threads by name, its workers, its decoder processes; the log);
+  ceiling  with gpu or auto: loaderd-nvjd-bench on the same files, images
+           given with their sizes as the workers give them, from threads
+           and from processes started together (measure_ceiling);
   peer     bench/torch_image_peer.py in its own process: ImageFolder with
            Compose([RandomResizedCrop(224), RandomHorizontalFlip(),
            PILToTensor()]), DataLoader(batch_size=256, shuffle=True,
@@ -88,10 +93,14 @@ MEAN_KB_LO, MEAN_KB_HI = 70, 110  # what an ImageNet-like set of this size shoul
 BATCH = 256
 SIZE = 224
 # (images per call, host threads) tried for the hardware decoder's ceiling
-CEILING_RUNS = ((256, 2), (64, 4), (64, 8), (32, 8), (32, 16))
+CEILING_RUNS = ((256, 1), (256, 2), (64, 4))
 # and processes of one host thread each, 256 images a call, at once: nvJPEG
 # takes one process's submissions one at a time (bench/RESULTS.md)
 CEILING_PROCESSES = (2, 3, 4)
+# Each image comes with its size and a checked scan, as the daemon's
+# workers leave it: the host only submits (loaderd-nvjd-bench --checked).
+CEILING_ARGS = ("--mode", "full", "--checked", "header", "--depth", "2", "--passes", "3")
+CEILING_START_S = 10  # the processes' timed passes start together this long after launch
 # the daemon's decode status lines of a GPU that has decoded (its decoding
 # thread's counts and times, cumulative)
 STATUS_DECODE_RE = re.compile(r"^  decode pipeline (.* parts [1-9].*)$", re.M)
@@ -277,15 +286,23 @@ def consume(ctx, daemon, epochs, timeout_s, what):
     return s
 
 
-def proc_stat(pid):
-    """(CPU seconds, user + system, of every thread; parent pid) of process
-    pid from /proc, or (0.0, None) where it is gone."""
+def read_stat(path):
+    """(command name, CPU seconds (user + system), parent pid) of a /proc
+    stat file: a process's (every thread's CPU), or one thread's, named as
+    pthread_setname_np set it; (None, 0.0, None) where it is gone."""
     try:
-        with open("/proc/%s/stat" % pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
+        with open(path) as f:
+            name, rest = f.read().split("(", 1)[1].rsplit(")", 1)
     except OSError:
-        return 0.0, None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
+        return None, 0.0, None
+    fields = rest.split()
+    return name, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK"), int(fields[1])
+
+
+def proc_stat(pid):
+    """(CPU seconds of every thread, parent pid) of process pid, or
+    (0.0, None) where it is gone."""
+    return read_stat("/proc/%s/stat" % pid)[1:]
 
 
 def children(pid):
@@ -304,6 +321,41 @@ def cpu_seconds(pid):
     """CPU seconds (user + system) of process pid, every thread, and of its
     children, from /proc."""
     return proc_stat(pid)[0] + sum(children(pid).values())
+
+
+def cpu_parts(pid):
+    """{part: (count, CPU seconds)} of process pid: its threads by name
+    (the event loop, GPU threads, decode helpers) and its children by
+    program (workers, decoder processes)."""
+    out = {}
+
+    def add(name, cpu):
+        n, s = out.get(name, (0, 0.0))
+        out[name] = (n + 1, s + cpu)
+
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        tids = []
+    for tid in tids:
+        name, cpu, _ = read_stat("/proc/%d/task/%s/stat" % (pid, tid))
+        if name is not None:
+            add("loaderd: " + re.sub(r"\d+(\.\d+)?$", "N", name), cpu)
+    for child, cpu in children(pid).items():
+        name = read_stat("/proc/%d/stat" % child)[0]
+        add(name or "child", cpu)
+    return out
+
+
+def cpu_parts_line(before, after, seconds):
+    """The cores each part of cpu_parts kept busy between two readings,
+    largest first, as one line."""
+    rows = []
+    for name, (n, cpu) in after.items():
+        busy = (cpu - before.get(name, (0, 0.0))[1]) / seconds
+        if busy >= 0.005:
+            rows.append((busy, "%s%s %.2f" % (name, " x%d" % n if n > 1 else "", busy)))
+    return ", ".join(r for _, r in sorted(rows, reverse=True))
 
 
 def log_decode_status(ctx, daemon, what):
@@ -344,9 +396,11 @@ def measure_loaderd(ctx, workers, decode="cpu"):
         daemon.start()
         warm = consume(ctx, daemon, 1, 60 + int(a.images / MIN_RATE), "warm-up")
         epochs = a.epochs or min(MAX_EPOCHS, max(1, math.ceil(a.seconds * warm["rate"] / a.images)))
-        cpu0 = cpu_seconds(daemon.proc.pid)
+        cpu0, parts0 = cpu_seconds(daemon.proc.pid), cpu_parts(daemon.proc.pid)
         timed = consume(ctx, daemon, epochs, 60 + int(3 * epochs * a.images / warm["rate"]), "timed")
         cpu = cpu_seconds(daemon.proc.pid) - cpu0
+        ctx.log.say("%s: cores busy by part: %s"
+                    % (what, cpu_parts_line(parts0, cpu_parts(daemon.proc.pid), timed["seconds"])))
         if decode != "cpu":
             log_decode_status(ctx, daemon, what)
             log_gpu_memory(ctx, daemon.proc.pid, what)
@@ -365,10 +419,12 @@ def measure_loaderd(ctx, workers, decode="cpu"):
 
 def measure_ceiling(ctx):
     """The GPU's hardware JPEG decoder on the same files: loaderd-nvjd-bench,
-    whole images, each host thread with two batches on the engines, the
+    whole images given with their sizes (CEILING_ARGS), each host thread
+    with two batches on the engines, the
     best of CEILING_RUNS in one process and of CEILING_PROCESSES processes
-    at once (their images/s summed; each decodes the tree twice, so their
-    starts, a fraction of a second apart, barely count), or a Failed."""
+    at once (their timed passes started at one wall-clock time; all their
+    images over the span from that start to the last one's end), or a
+    Failed."""
     exe = os.path.join(ctx.bindir, "loaderd-nvjd-bench")
     if not os.path.exists(exe):
         return Failed("skipped: loaderd-nvjd-bench was not built (no nvjpeg.h)")
@@ -377,7 +433,7 @@ def measure_ceiling(ctx):
         try:
             r = run(ctx.log, "hardware decoder, batch %d, %d threads" % (batch, threads),
                     [exe, "--dir", ctx.tree, "--batch", str(batch), "--threads", str(threads),
-                     "--depth", "2", "--passes", "2"], 180)
+                     *CEILING_ARGS], 180)
         except StepError as e:
             return Failed("error: %s" % e)
         m = re.search(r"mode=full .*images_per_s=(\S+)", r.stdout)
@@ -387,11 +443,14 @@ def measure_ceiling(ctx):
         if isinstance(best, Failed) or float(m.group(1)) > best:
             best = float(m.group(1))
     for n in CEILING_PROCESSES:
-        cmd = [exe, "--dir", ctx.tree, "--batch", "256", "--threads", "1", "--depth", "2", "--passes", "2"]
+        # Each loads the files into page-locked memory first (seconds): the
+        # timed passes of all start at one wall-clock time.
+        cmd = [exe, "--dir", ctx.tree, "--batch", "256", "--threads", "1", *CEILING_ARGS,
+               "--start-at", "%.3f" % (time.time() + CEILING_START_S)]
         ctx.log.write("\n$ %s    # %d at once\n" % (shlex.join(cmd), n))
         procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                   stderr=subprocess.PIPE, text=True) for _ in range(n)]
-        rates = []
+        spans = []
         for p in procs:
             try:
                 out, err = p.communicate(timeout=180)
@@ -400,13 +459,17 @@ def measure_ceiling(ctx):
                     q.kill()
                 return Failed("error: loaderd-nvjd-bench timed out")
             ctx.log.write(out + err)
-            m = re.search(r"mode=full .*images_per_s=(\S+)", out)
+            m = re.search(r"mode=full .*started=(\S+) ended=(\S+) images=(\d+)", out)
             if p.returncode != 0 or not m:
                 return Failed("error: %s" % (last_line(err) or "no figure"))
-            rates.append(float(m.group(1)))
+            spans.append((float(m.group(1)), float(m.group(2)), int(m.group(3))))
+        late = max(s[0] for s in spans) - min(s[0] for s in spans)
+        if late > 0.05:  # one was still loading at the start time
+            return Failed("error: the %d processes started %.2f s apart" % (n, late))
+        rate = sum(s[2] for s in spans) / (max(s[1] for s in spans) - min(s[0] for s in spans))
         ctx.log.say("hardware decoder, %d processes at once (256 images per call, 1 thread each): "
-                    "%.1f images/s" % (n, sum(rates)))
-        best = max(best, sum(rates))
+                    "%.1f images/s" % (n, rate))
+        best = max(best, rate)
     ctx.log.say("hardware decoder ceiling: %.1f images/s" % best)
     return best
 
@@ -610,8 +673,8 @@ def report(ctx, res, dec):
                       " | ".join(ratio(rate_of(res["loaderd"][(w, d)]), t, "%.2fx") for d in a.decodes)))
     if any(d != "cpu" for d in a.decodes):
         ceil, peer = res["ceiling"], res["gpu_peer"]
-        out += ["", "the GPU's hardware JPEG decoder on the same files (loaderd-nvjd-bench, whole images, "
-                "two batches on the engines per host thread, the best of %s images per call x host threads "
+        out += ["", "the GPU's hardware JPEG decoder on the same files (loaderd-nvjd-bench, whole images "
+                "given with their sizes, two batches on the engines per host thread, the best of %s images per call x host threads "
                 "in one process and of %s processes at once): %s images/s"
                 % (", ".join("%dx%d" % bt for bt in CEILING_RUNS),
                    ", ".join(str(n) for n in CEILING_PROCESSES), notes.cell(ceil, "%.0f")),

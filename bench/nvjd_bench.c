@@ -7,7 +7,8 @@
  *   loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]
  *                      [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]
  *                      [--private-handles] [--high-priority] [--contexts]
- *                      [--mode full|roi|both]
+ *                      [--mode full|roi|both] [--checked scan|header]
+ *                      [--start-at UNIX_SECONDS]
  *
  * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
  * read into page-locked memory first. Each thread opens D decoders, each
@@ -20,6 +21,7 @@
  * stops. Two modes, one line each:
  *
  *   nvjd_bench: mode=full|roi batch=B threads=T depth=D handles=shared|private
+ *               checked=none|scan|header started=T0 ended=T1
  *               images=N seconds=S
  *               images_per_s=X cpu_us_per_image=C unsupported=U failed=F
  *               per_call_us: check=A wait=B submit=C
@@ -33,7 +35,15 @@
  * engines and the nvJPEG loaded. --smooth opens the decoders with
  * NVJD_SMOOTH_UPSAMPLING; --private-handles with NVJD_PRIVATE_HANDLE (a
  * handle each, where the daemon's decoders of a GPU share one);
- * --high-priority creates the decoders' streams at the GPU's greatest
+ * --checked says what a worker has checked already, as the daemon's
+ * decoding does: `scan` passes each image with scan_checked (its scan's
+ * markers), `header` also with its size (given_w, given_h: nvJPEG's own
+ * parse and support check are skipped); the default checks everything
+ * here. --start-at holds the timed passes until that wall-clock time
+ * (CLOCK_REALTIME), so that several processes decode at once from the
+ * same moment; the line's started= and ended= give the timed span's
+ * wall-clock ends, from which their common rate is the images of all over
+ * the span from the first start to the last end. --high-priority creates the decoders' streams at the GPU's greatest
  * priority (the daemon's have the default: beside a training process
  * under MPS, the greatest priority made nvJPEG slower, bench/RESULTS.md,
  * "GPU decoding beside training"); --contexts gives each thread a CUDA
@@ -58,6 +68,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <sys/resource.h>
 
 #include <cuda.h> /* types only: the driver's calls come from cudaGetDriverEntryPointByVersion */
@@ -81,7 +92,8 @@ static const char synopsis[] =
 	"usage: loaderd-nvjd-bench --dir ROOT [--batch B] [--threads T] [--depth D]\n"
 	"                          [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]\n"
 	"                          [--private-handles] [--high-priority] [--contexts]\n"
-	"                          [--mode full|roi|both]\n"
+	"                          [--mode full|roi|both] [--checked scan|header]\n"
+	"                          [--start-at UNIX_SECONDS]\n"
 	"  --batch B     images per nvjd_decode call (default 256)\n"
 	"  --threads T   host threads (default 1)\n"
 	"  --depth D     decoders per thread, taking its batches in turn (default 2)\n"
@@ -104,7 +116,27 @@ struct opts {
 	uint64_t batch, threads, depth, passes, device;
 	bool smooth, private_handles, high_priority, contexts;
 	bool full, roi; /* the modes run */
+	int checked;    /* 0, 1 scan, 2 header: what the images come with */
+	double start_at; /* CLOCK_REALTIME seconds; 0: at once */
 };
+
+static double wall_now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sleeps until CLOCK_REALTIME reaches t (seconds). */
+static void sleep_until(double t)
+{
+	double left;
+	while ((left = t - wall_now_s()) > 0) {
+		struct timespec ts = {.tv_sec = (time_t)left,
+				      .tv_nsec = (long)((left - (double)(time_t)left) * 1e9)};
+		nanosleep(&ts, NULL);
+	}
+}
 
 struct worker {
 	pthread_t thread;
@@ -210,6 +242,9 @@ static int decode_batch(struct worker *w, struct nvjd *d, struct nvjd_image *img
 		const struct image *im = &images.v[i];
 		imgs[n] = (struct nvjd_image){.data = w->pinned + im->offset,
 					      .len = im->len,
+					      .scan_checked = o->checked >= 1,
+					      .given_w = o->checked >= 2 ? im->w : 0,
+					      .given_h = o->checked >= 2 ? im->h : 0,
 					      .dst = dev + n * slot,
 					      .pitch = (size_t)im->w * 3,
 					      .dst_bytes = slot};
@@ -355,8 +390,9 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 			exit(1);
 		}
 	}
+	sleep_until(o->start_at); /* the threads are ready, waiting at the barrier */
 	pthread_barrier_wait(&start);
-	double t0 = cuda_prog_now_s(), c0 = cpu_seconds();
+	double t0 = cuda_prog_now_s(), c0 = cpu_seconds(), started = wall_now_s();
 	uint64_t decoded = 0, unsupported = 0, failed = 0;
 	struct nvjd_stats st = {0};
 	int rc = 0;
@@ -374,16 +410,18 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 			fprintf(stderr, CUDA_PROG_NAME ": thread %u: %s\n", t, workers[t].why);
 		}
 	}
-	double seconds = cuda_prog_now_s() - t0, cpu = cpu_seconds() - c0;
+	double seconds = cuda_prog_now_s() - t0, cpu = cpu_seconds() - c0, ended = wall_now_s();
 	pthread_barrier_destroy(&start);
 	if (rc)
 		return rc;
 	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " depth=%" PRIu64
-	       " handles=%s images=%" PRIu64
+	       " handles=%s checked=%s started=%.6f ended=%.6f images=%" PRIu64
 	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
 	       " failed=%" PRIu64 " per_call_us: check=%.0f wait=%.0f submit=%.0f\n",
 	       roi ? "roi" : "full", o->batch, o->threads, o->depth,
-	       o->contexts ? "context" : o->private_handles ? "private" : "shared", decoded, seconds,
+	       o->contexts ? "context" : o->private_handles ? "private" : "shared",
+	       o->checked == 2 ? "header" : o->checked == 1 ? "scan" : "none", started, ended,
+	       decoded, seconds,
 	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
 	       failed, st.calls ? (double)st.check_ns / (double)st.calls / 1e3 : 0.0,
 	       st.calls ? (double)st.wait_ns / (double)st.calls / 1e3 : 0.0,
@@ -420,18 +458,27 @@ int main(int argc, char **argv)
 		if (!v)
 			return cuda_prog_usage("an option lacks its value", synopsis);
 		i++;
-		if (strcmp(a, "--dir") == 0)
+		if (strcmp(a, "--dir") == 0) {
 			o.dir = v;
-		else if (strcmp(a, "--lib") == 0)
+		} else if (strcmp(a, "--lib") == 0) {
 			o.lib = v;
-		else if (strcmp(a, "--mode") == 0 && (strcmp(v, "full") == 0 ||
+		} else if (strcmp(a, "--mode") == 0 && (strcmp(v, "full") == 0 ||
 						       strcmp(v, "roi") == 0 || strcmp(v, "both") == 0)) {
 			o.full = strcmp(v, "roi") != 0;
 			o.roi = strcmp(v, "full") != 0;
-		}
-		else if (!num || !cuda_prog_parse_u64(v, max, num) ||
-			 (num != &o.device && *num == 0))
+		} else if (strcmp(a, "--checked") == 0 && (strcmp(v, "scan") == 0 ||
+							    strcmp(v, "header") == 0)) {
+			o.checked = strcmp(v, "scan") == 0 ? 1 : 2;
+		} else if (strcmp(a, "--start-at") == 0) {
+			char *end;
+			o.start_at = strtod(v, &end);
+			if (*end || !(o.start_at >= 0))
+				return cuda_prog_usage("--start-at: seconds since the epoch",
+						       synopsis);
+		} else if (!num || !cuda_prog_parse_u64(v, max, num) ||
+			   (num != &o.device && *num == 0)) {
 			return cuda_prog_usage("unknown option or value out of range", synopsis);
+		}
 	}
 	if (!o.dir)
 		return cuda_prog_usage("--dir is required", synopsis);
