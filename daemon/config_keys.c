@@ -229,7 +229,7 @@ void config_defaults(struct config *c)
 	c->pin_threads = 4;
 	c->gpu_threads = 1;
 	c->gpu_decode_memory = 512ull << 20;
-	c->gpu_decode_threads = 4;
+	c->gpu_decode_threads = 1;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }
