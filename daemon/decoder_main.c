@@ -99,23 +99,18 @@ static void set_up(struct decoder *d, const struct decoder_setup *s, unsigned fl
 static size_t run_job(struct decoder *d, size_t len)
 {
 	struct decoder_job job;
-	memcpy(&job, d->msg, sizeof(job));
 	const struct decoder_image *in = (const void *)(d->msg + sizeof(job));
 	struct decoder_done done = {.magic = DECODER_MAGIC, .rc = -EINVAL};
-	bool ok = job.magic == DECODER_MAGIC && job.set < d->sets && job.n <= d->max_batch &&
-		  len == sizeof(job) + (size_t)job.n * sizeof(*in);
+	bool ok = decoder_job_check(d->msg, len, d->sets, d->max_batch, d->arena.bytes, d->buf_bytes,
+				    &job) == NULL;
 	for (uint32_t i = 0; ok && i < job.n; i++) {
 		const struct decoder_image *x = &in[i];
-		ok = x->data_offset <= d->arena.bytes && x->len <= d->arena.bytes - x->data_offset &&
-		     x->dst_offset <= d->buf_bytes && x->dst_bytes <= d->buf_bytes - x->dst_offset;
-		if (ok)
-			d->imgs[i] = (struct nvjd_image){
-				.data = d->arena.base + x->data_offset, .len = x->len,
-				.scan_checked = x->scan_checked != 0, .given_w = x->given_w,
-				.given_h = x->given_h, .roi_x = x->roi_x,
-				.roi_y = x->roi_y, .roi_w = x->roi_w, .roi_h = x->roi_h,
-				.dst = d->buf[job.set] + x->dst_offset, .pitch = x->pitch,
-				.dst_bytes = x->dst_bytes};
+		d->imgs[i] = (struct nvjd_image){
+			.data = d->arena.base + x->data_offset, .len = x->len,
+			.scan_checked = x->scan_checked != 0, .given_w = x->given_w,
+			.given_h = x->given_h, .roi_x = x->roi_x, .roi_y = x->roi_y,
+			.roi_w = x->roi_w, .roi_h = x->roi_h, .dst = d->buf[job.set] + x->dst_offset,
+			.pitch = x->pitch, .dst_bytes = x->dst_bytes};
 	}
 	if (ok) {
 		done.rc = nvjd_decode(d->nvjd[job.set], d->imgs, job.n, d->stream[job.set]);

@@ -21,7 +21,9 @@
  *                      has been recorded behind the queued decode
  *
  * The daemon trusts its own decoder program no more than a worker: every
- * reply's sizes and indexes are checked before use, and a decoder that
+ * answer is checked before use (decoder_done_check: its length, its
+ * indexes, each decoded image at the size asked and inside its
+ * destination), and a decoder that
  * answers wrongly, late (worker_timeout_ms, as a worker) or not at all
  * is killed, and its images are decoded on the CPU; another is started
  * in its place after DECODER_RESTART_MIN_MS, the wait doubling up to
@@ -99,5 +101,25 @@ struct decoder_done {
 	uint32_t n_err;
 	uint32_t pad;
 };
+
+/* The checks of a job and of its answer (daemon/decoder_msg.c, fuzzed by
+ * fuzz/fuzz_decoder.c): NULL, or what is wrong with the message, in
+ * words. */
+
+/* A job of len bytes at msg, for a decoder of `sets` buffer sets of
+ * buf_bytes each, max_batch images and an arena of arena_bytes: every
+ * image's bytes inside the arena and its pixels inside the set's buffer.
+ * On NULL, *job is its header, and its job->n images follow it in msg. */
+const char *decoder_job_check(const void *msg, size_t len, uint32_t sets, uint32_t max_batch,
+			      uint64_t arena_bytes, uint64_t buf_bytes, struct decoder_job *job);
+
+/* An answer of len bytes at msg to a job of the n images asked: a result
+ * for each, each decoded one at the size it was asked for (its region,
+ * else the size it was given) and inside its destination, so that nothing
+ * that reads the pixels afterwards reads beyond what was written; each
+ * message for one of them. On NULL, *done is its header; its n results,
+ * then done->n_err messages, follow it in msg. */
+const char *decoder_done_check(const void *msg, size_t len, const struct nvjd_image *asked,
+			       uint32_t n, struct decoder_done *done);
 
 #endif

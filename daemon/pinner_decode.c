@@ -301,12 +301,7 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 		why = "it does not take jobs";
 	} else {
 		ssize_t n = proc_recv(h, h->msg, h->msg_cap, (int)h->timeout_ms, &why);
-		if (n >= (ssize_t)sizeof(done))
-			memcpy(&done, h->msg, sizeof(done));
-		if (n >= 0 && (n < (ssize_t)sizeof(done) || done.magic != DECODER_MAGIC ||
-			       done.n != h->n || done.n_err > done.n ||
-			       (size_t)n != sizeof(done) + done.n * sizeof(struct decoder_result) +
-						    done.n_err * sizeof(struct decoder_err)))
+		if (n >= 0 && decoder_done_check(h->msg, (size_t)n, h->imgs, h->n, &done))
 			why = "a malformed answer";
 	}
 	if (why) {
@@ -322,7 +317,7 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 	const struct decoder_err *err = (const void *)(res + done.n);
 	for (uint32_t i = 0; i < h->n; i++) {
 		struct nvjd_image *im = &h->imgs[i];
-		im->status = res[i].status > 0 ? -EIO : res[i].status;
+		im->status = res[i].status;
 		im->width = res[i].width;
 		im->height = res[i].height;
 		im->out_w = res[i].out_w;
@@ -331,10 +326,9 @@ static int proc_decode(struct decode_helper *h, uint32_t s)
 		if (im->status != 0)
 			snprintf(im->err, sizeof(im->err), "the GPU's decoder refused it");
 	}
-	for (uint32_t k = 0; k < done.n_err; k++)
-		if (err[k].index < h->n)
-			snprintf(h->imgs[err[k].index].err, sizeof(h->imgs[0].err), "%.*s",
-				 (int)sizeof(err[k].text) - 1, err[k].text);
+	for (uint32_t k = 0; k < done.n_err; k++) /* indexes checked */
+		snprintf(h->imgs[err[k].index].err, sizeof(h->imgs[0].err), "%.*s",
+			 (int)sizeof(err[k].text) - 1, err[k].text);
 	return done.rc;
 }
 
