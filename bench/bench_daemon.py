@@ -98,6 +98,7 @@ class LoaderdDaemon:
         self.config = os.path.join(ctx.logdir, "loaderd-%s.ini" % tag)
         self.log_path = os.path.join(ctx.logdir, "loaderd-%s.log" % tag)
         self.proc = None
+        self.env = None  # the daemon's environment, when not the bench's
 
     def config_lines(self):
         """The config file's lines, [daemon] and the pipelines; the file is
@@ -137,7 +138,8 @@ class LoaderdDaemon:
         self.ctx.log.write("\n$ %s    # loaderd, %s, log in %s\n"
                            % (shlex.join(cmd), self.label, self.log_path))
         with open(self.log_path, "wb") as logf:
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf)
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=logf, stderr=logf,
+                                         env=self.env)
 
         def up():
             if self.proc.poll() is not None:

@@ -23,6 +23,10 @@ autocast, SGD; the loss read every 20 steps), 30 steps of warm-up, then
                opened from another process's handle, as a release does
   ipc_memory   trains on batches in another process's device memory (4 in
                turn, shared through CUDA IPC by torch.multiprocessing)
+  paced        synthetic, while `loaderctl consume --device N --step-ms
+               --paced-ms` in another process takes loaderd's batches at
+               about the training's pace: the daemon's GPU work paced as
+               when it feeds the training, with the training not its client
 
 The loaderd modes run against one daemon with --workers workers serving
 image_bench's tree (bench/image_bench.py's make_tree()) with
@@ -42,6 +46,13 @@ daemon's message that it is ready), launching the step's work, and
 waiting for the GPU (reading the loss, the final synchronize). A host
 that never waits for the GPU is what bounds the step, not the GPU.
 
+--profile N profiles N more steps of each mode after the timed ones
+(torch.profiler, the training process's own GPU work): its kernels' time
+a step, the time a step some kernel of it ran (their union), and the
+kernels that took the most. Kernels slower than in `synthetic` mean
+they share the GPU with other work; the same kernels with a longer step
+mean the GPU waited between them.
+
 Reading it: `ignore` against `synthetic` is what being fed costs the
 training whatever it does with the data; `ignore_free` takes away the
 daemon's waits on the training's stream; a --decode cpu run at a small
@@ -52,36 +63,69 @@ daemon's waits on the training's stream; a --decode cpu run at a small
                           [--decode gpu] [--size 224] [--workers 15]
                           [--gpu-decode-threads 4] [--gpu-decode-helpers processes]
                           [--steps 200] [--mps] [--device 0] [--keep]
+                          [--paced-ms 22] [--profile 0] [--daemon-env NAME=VALUE]
 
 Exit codes: 0; 1 a step failed; 77 no GPU or no torch.
 """
 
 import argparse
 import os
+import shlex
+import signal
+import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
-from bench_daemon import MpsServer, StepError, publish  # noqa: E402
+from bench_daemon import MpsServer, StepError, last_line, publish  # noqa: E402
 from gpu_bench import EXIT_SKIP  # noqa: E402
 
-MODES = ("synthetic", "train", "ignore", "ignore_free", "clone", "ipc_event", "ipc_memory")
-LOADERD_MODES = ("train", "ignore", "ignore_free", "clone")
+MODES = ("synthetic", "train", "ignore", "ignore_free", "clone", "ipc_event", "ipc_memory", "paced")
+LOADERD_MODES = ("train", "ignore", "ignore_free", "clone")  # the training is the daemon's client
+PROFILE_TOP = 6
 BATCH, CLASSES, WARMUP, LOSS_EVERY, RING = 256, 100, 30, 20, 4
 CHILD_TIMEOUT_S = 300
 
 
-def trainer(mode, model, device, steps, socket, handle, ring, out):
+def trainer(mode, model, device, steps, socket, handle, ring, profile, out):
     """The training process: puts (images/s, step percentiles) or an error
     text on out."""
     try:
-        out.put(train(mode, model, device, steps, socket, handle, ring))
+        out.put(train(mode, model, device, steps, socket, handle, ring, profile))
     except Exception as e:  # the parent reports it in the mode's row
         out.put("error: %s: %s" % (type(e).__name__, e))
 
 
-def train(mode, model, device, steps, socket, handle, ring):
+def kernel_profile(step, n):
+    """The training process's own GPU work over n steps (torch.profiler):
+    kernel ms a step, busy ms a step (the union of its kernels' times),
+    and [(ms a step, name)] of the PROFILE_TOP kernels that took most."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(n):
+            step()
+        torch.cuda.synchronize()
+    spans, names = [], {}
+    for e in prof.events():
+        if str(getattr(e, "device_type", "")).endswith("CUDA") and e.time_range.end > e.time_range.start:
+            spans.append((e.time_range.start, e.time_range.end))
+            names[e.name] = names.get(e.name, 0.0) + (e.time_range.end - e.time_range.start)
+    if not spans:
+        return None
+    spans.sort()
+    busy, end = 0.0, spans[0][0]
+    for a, b in spans:
+        busy += max(0.0, b - max(a, end))
+        end = max(end, b)
+    top = sorted(((us / 1e3 / n, name[:60]) for name, us in names.items()), reverse=True)[:PROFILE_TOP]
+    return {"kernel": sum(b - a for a, b in spans) / 1e3 / n, "busy": busy / 1e3 / n,
+            "span": (end - spans[0][0]) / 1e3 / n, "top": top}
+
+
+def train(mode, model, device, steps, socket, handle, ring, profile=0):
     import torch
     import torchvision
     torch.cuda.set_device(device)
@@ -155,10 +199,12 @@ def train(mode, model, device, steps, socket, handle, ring):
     host["sync"] += time.perf_counter() - t1
     rate = steps * BATCH / (time.perf_counter() - t0)
     ms = sorted(ends[i].elapsed_time(ends[i + 1]) for i in range(steps))
-    if loader is not None:
-        loader.close()
     out = {"p50": ms[steps // 2], "p90": ms[steps * 9 // 10], "max": ms[-1]}
     out.update((k, v * 1e3 / steps) for k, v in host.items())
+    if profile:
+        out["profile"] = kernel_profile(step, profile)
+    if loader is not None:
+        loader.close()
     return rate, out
 
 
@@ -176,20 +222,54 @@ class Daemon(image_bench.Daemon):
         return out
 
 
+class PacedConsumer:
+    """`loaderctl consume --device N --step-ms MS` of the daemon's train
+    pipeline in the background, until stopped (mode paced)."""
+
+    def __init__(self, ctx, socket):
+        a = ctx.args
+        self.cmd = [ctx.loaderctl, "--socket", socket, "consume", "--pipeline", "train", "--device",
+                    str(a.device), "--step-ms", str(a.paced_ms), "--epochs", "100000", "--name", "paced"]
+        self.log = ctx.log
+        self.log.write("\n$ %s    # in the background\n" % shlex.join(self.cmd))
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT, text=True)
+
+    def stop(self):
+        if self.proc.poll() is not None:
+            out = self.proc.stdout.read()
+            self.log.write(out)
+            raise StepError("paced: loaderctl consume exited %d early: %s"
+                            % (self.proc.returncode, last_line(out)))
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            out, _ = self.proc.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            out, _ = self.proc.communicate()
+        self.log.write(out)
+
+
 def run_mode(ctx, mode, socket, shared):
     """One training process in `mode`; its images/s."""
     import torch.multiprocessing as mp
     a = ctx.args
     spawn = mp.get_context("spawn")
     out = spawn.Queue()
-    p = spawn.Process(target=trainer, args=(mode, a.model, a.device, a.steps, socket, shared["handle"],
-                                            shared["ring"] if mode == "ipc_memory" else None, out))
+    beside = PacedConsumer(ctx, socket) if mode == "paced" else None
+    p = spawn.Process(target=trainer, args=(mode, a.model, a.device, a.steps,
+                                            socket if mode in LOADERD_MODES else None, shared["handle"],
+                                            shared["ring"] if mode == "ipc_memory" else None, a.profile,
+                                            out))
     p.start()
     try:
         v = out.get(timeout=CHILD_TIMEOUT_S)
     except Exception:
         p.kill()
         raise StepError("%s: no figure within %d s" % (mode, CHILD_TIMEOUT_S)) from None
+    finally:
+        if beside:
+            beside.stop()
     p.join()
     if isinstance(v, str):
         raise StepError("%s: %s" % (mode, v))
@@ -197,6 +277,12 @@ def run_mode(ctx, mode, socket, shared):
                 "on the host: %.2f ms for the batch, %.2f ms launching, %.2f ms waiting for the GPU"
                 % (mode, v[0], v[1]["p50"], v[1]["p90"], v[1]["max"], v[1]["data"], v[1]["launch"],
                    v[1]["sync"]))
+    prof = v[1].get("profile")
+    if a.profile:
+        ctx.log.say("%s: profiled, a step: %s" % (mode, "no kernels seen" if not prof else
+                    "kernels %.2f ms, some kernel running %.2f ms of %.2f ms; most: %s"
+                    % (prof["kernel"], prof["busy"], prof["span"],
+                       "; ".join("%.2f %s" % t for t in prof["top"]))))
     return v
 
 
@@ -237,6 +323,11 @@ def parse_args():
     ap.add_argument("--steps", type=int, default=200, help="timed steps of each mode (default 200)")
     ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     ap.add_argument("--mps", action="store_true", help="run everything under a private CUDA MPS control daemon")
+    ap.add_argument("--paced-ms", type=int, default=22,
+                    help="mode paced: the consumer's --step-ms (default 22, ResNet-18's step)")
+    ap.add_argument("--profile", type=int, default=0, help="steps of each mode profiled after the timed ones")
+    ap.add_argument("--daemon-env", action="append", default=[], metavar="NAME=VALUE",
+                    help="added to the daemon's environment (repeatable)")
     a = ap.parse_args()
     a.mode_list = [m for m in a.modes.split(",") if m]
     if not a.mode_list or any(m not in MODES for m in a.mode_list):
@@ -266,8 +357,11 @@ def main():
         shared = {"handle": bytes(event.ipc_handle()),
                   "ring": [torch.randint(0, 256, (BATCH, 224, 224, 3), dtype=torch.uint8, device="cuda")
                            for _ in range(RING)]}
-        if any(m in LOADERD_MODES for m in a.mode_list):
+        if any(m in LOADERD_MODES or m == "paced" for m in a.mode_list):
             daemon = Daemon(ctx, a.workers, a.decode)
+            if a.daemon_env:
+                daemon.env = dict(os.environ, **dict(kv.split("=", 1) for kv in a.daemon_env))
+                ctx.log.say("the daemon's environment adds %s" % " ".join(a.daemon_env))
             daemon.start()
         for mode in a.mode_list:
             try:
