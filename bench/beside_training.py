@@ -144,14 +144,15 @@ def wait_probe(ctx):
 
 
 def decode(ctx, n):
-    """The summed images/s of n loaderd-nvjd-bench processes at once."""
+    """{"decode": the summed images/s of n loaderd-nvjd-bench processes at
+    once, "window": the wall-clock span of their timed passes}."""
     a = ctx.args
     cmd = [os.path.join(ctx.bindir, "loaderd-nvjd-bench"), "--dir", ctx.tree, "--device", str(a.device),
            "--mode", "full", "--passes", "1"] + shlex.split(a.nvjd_args)
     ctx.log.write("\n$ %s    # %d at once\n" % (shlex.join(cmd), n))
     procs = [subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for _ in range(n)]
-    total = 0.0
+    total, starts, ends = 0.0, [], []
     for p in procs:
         try:
             out, err = p.communicate(timeout=STEP_TIMEOUT_S)
@@ -165,25 +166,33 @@ def decode(ctx, n):
         line = next((ln for ln in out.splitlines() if "mode=full" in ln), "")
         f = dict(x.split("=", 1) for x in line.split() if "=" in x)
         total += float(f.get("images_per_s", "nan"))
-    return total
+        starts.append(float(f.get("started", "nan")))
+        ends.append(float(f.get("ended", "nan")))
+    return {"decode": total, "window": (min(starts), max(ends))}
 
 
 def loaderd_decode(ctx, helpers):
-    """images/s of `loaderctl consume` from a loaderd that decodes on the
-    GPU with `helpers`, over 6 epochs after one of warm-up."""
+    """{"decode": images/s of `loaderctl consume` from a loaderd that
+    decodes on the GPU with `helpers`, over 6 epochs after one of warm-up,
+    "window": the wall-clock span of those 6 epochs}: the training's rate
+    is read over that span alone, not over the daemon's start."""
     a = ctx.args
     a.gpu_decode_threads, a.gpu_decode_helpers = 4, helpers
     daemon = image_bench.Daemon(ctx, 4, "gpu")
     try:
         daemon.start()
         image_bench.consume(ctx, daemon, 1, 120, "warm-up")
-        return image_bench.consume(ctx, daemon, 6, STEP_TIMEOUT_S, "timed")["rate"]
+        t0 = time.time()
+        rate = image_bench.consume(ctx, daemon, 6, STEP_TIMEOUT_S, "timed")["rate"]
+        return {"decode": rate, "window": (t0, time.time())}
     finally:
         daemon.stop()
 
 
 def row(ctx, rows, what, fn, training=None):
-    """Runs fn() (a figure dict) into a table row, timing it against the training."""
+    """Runs fn() (a figure dict) into a table row, timing it against the
+    training: over the span fn() ran, or the "window" (wall-clock start
+    and end) it gives for the part it measured (not its processes' start)."""
     t0 = time.time()
     try:
         v = fn()
@@ -192,6 +201,7 @@ def row(ctx, rows, what, fn, training=None):
         rows.append((what, "error: %s" % e))
         return
     t1 = time.time()
+    t0, t1 = v.pop("window", (t0, t1))
     if training is not None:
         wait_for(lambda: training.median(t1, t1) is not None or training.proc.poll() is not None,
                              STEP_TIMEOUT_S, "the training's next rate")
@@ -266,9 +276,9 @@ def main():
             mps = MpsServer(ctx.log)
             mps.start()
         row(ctx, rows, "alone: wait", lambda: wait_probe(ctx))
-        row(ctx, rows, "alone: decode, 1 process", lambda: {"decode": decode(ctx, 1)})
+        row(ctx, rows, "alone: decode, 1 process", lambda: decode(ctx, 1))
         for h in a.loaderd_helpers:
-            row(ctx, rows, "alone: loaderd, helper %s" % h, lambda: {"decode": loaderd_decode(ctx, h)})
+            row(ctx, rows, "alone: loaderd, helper %s" % h, lambda: loaderd_decode(ctx, h))
         training = Training(ctx)
         training.wait_started()
         time.sleep(WARMUP_S)
@@ -280,10 +290,10 @@ def main():
         row(ctx, rows, "beside training: wait", lambda: wait_probe(ctx), training)
         for n in a.process_counts:
             row(ctx, rows, "beside training: decode, %d process%s" % (n, "" if n == 1 else "es"),
-                lambda: {"decode": decode(ctx, n)}, training)
+                lambda: decode(ctx, n), training)
         for h in a.loaderd_helpers:
             row(ctx, rows, "beside training: loaderd, helper %s" % h,
-                lambda: {"decode": loaderd_decode(ctx, h)}, training)
+                lambda: loaderd_decode(ctx, h), training)
     except (StepError, OSError) as e:
         ctx.log.say("error: %s" % e)
         code = 1

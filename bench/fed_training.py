@@ -59,7 +59,7 @@ daemon's waits on the training's stream; a --decode cpu run at a small
 --size takes away the daemon's GPU work.
 
     bench/fed_training.py --build BUILD [--out DIR] [--model resnet18]
-                          [--modes synthetic,train,ignore,ignore_free,clone]
+                          [--modes synthetic,train,paced,ignore,ignore_free,clone]
                           [--decode gpu] [--size 224] [--workers 15]
                           [--gpu-decode-threads 4] [--gpu-decode-helpers processes]
                           [--steps 200] [--mps] [--device 0] [--keep]
@@ -312,7 +312,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     image_bench.add_tree_args(ap, "the daemon's config and log")
     ap.add_argument("--model", default="resnet18", help="torchvision model trained (default resnet18)")
-    ap.add_argument("--modes", default="synthetic,train,ignore,ignore_free,clone",
+    ap.add_argument("--modes", default="synthetic,train,paced,ignore,ignore_free,clone",
                     help="of %s (default: %%(default)s)" % ",".join(MODES))
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
     ap.add_argument("--size", type=int, default=224, help="random_resized_crop's size (default 224)")
