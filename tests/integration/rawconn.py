@@ -150,6 +150,22 @@ def open_fds(pid):
     return len(os.listdir("/proc/%d/fd" % pid))
 
 
+def settled_fds(pid, quiet_s=0.3, timeout_s=10.0):
+    """pid's open descriptors once their count has held for quiet_s: a
+    connection a client has just closed (a status request's) is closed
+    by the daemon a moment later, on its loop."""
+    n, since = open_fds(pid), time.monotonic()
+    deadline = since + timeout_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        m = open_fds(pid)
+        if m != n:
+            n, since = m, time.monotonic()
+        elif time.monotonic() - since >= quiet_s:
+            break
+    return n
+
+
 ECODES = {errno.EBUSY: "EBUSY", errno.ETIMEDOUT: "ETIMEDOUT", errno.EMFILE: "EMFILE",
           errno.EPERM: "EPERM"}
 
