@@ -120,8 +120,12 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 		return r; /* nothing consumed: the caller may wait again */
 	if (r < 0)
 		return client_fail(c, r);
-	if (msg->hdr.type == PROTO_ERROR)
-		return client_fail(c, client_daemon_error(c));
+	if (msg->hdr.type == PROTO_ERROR) {
+		/* -ETIMEDOUT and -EINTR say "nothing yet, call again": never the
+		 * daemon's error, or a caller would call again for ever */
+		r = client_daemon_error(c);
+		return client_fail(c, r == -ETIMEDOUT || r == -EINTR ? -ECONNABORTED : r);
+	}
 	if (msg->hdr.type == PROTO_BYE)
 		return client_fail(c, client_error(c, -ECONNRESET, "daemon closed the connection"));
 	if (msg->hdr.type != PROTO_READY)

@@ -158,7 +158,9 @@ uint64_t ldr_batches_in_epoch(const struct ldr_client *c, uint64_t epoch);
 
 /* Waits up to timeout_ms (-1 forever) for the next batch. 0, -ETIMEDOUT,
  * -EINTR (a signal arrived while waiting; nothing was consumed, call again),
- * -ECONNRESET (daemon gone), or the daemon's error (ldr_error()). The
+ * -ECONNRESET (daemon gone), or the daemon's error (ldr_error() says why;
+ * one with the code ETIMEDOUT or EINTR is -ECONNABORTED, since those two
+ * mean "call again" here). The
  * client may hold at most `depth` unreleased batches; asking for one more
  * is -EBUSY. */
 int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms);

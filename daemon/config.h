@@ -170,6 +170,8 @@ struct config {
 	uint32_t max_clients;      /* default 256 */
 	uint32_t handshake_timeout_ms; /* a connection's first frame must come within, default 5000 */
 	uint32_t max_handshakes;   /* connections without a first frame at once, default 64 */
+	uint32_t group_timeout_ms; /* a group's members must all attach within, 0 = no limit,
+				    * default 600000 */
 	char worker_program[PATH_MAX]; /* "" = loaderd-worker beside loaderd */
 	enum log_level log_level;  /* default info */
 	enum gpu_mode gpu;         /* default auto */

@@ -30,6 +30,7 @@
 #define CLIENTS_MAX 4096
 #define HANDSHAKES_MAX 4096
 #define HANDSHAKE_TIMEOUT_MS_MIN 100
+#define GROUP_TIMEOUT_MS_MAX 86400000 /* a day */
 #define HANDSHAKE_TIMEOUT_MS_MAX 600000
 #define RECORD_BYTES_MAX (1ull << 30)
 #define SEQ_LEN_MAX (1ull << 24)
@@ -109,6 +110,8 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 					    HANDSHAKE_TIMEOUT_MS_MAX, 0, NULL},
 	[CONFIG_DK_MAX_HANDSHAKES] = {"max_handshakes", CONFIG_VALUE_UINT, DAEMON(max_handshakes), 1,
 				      HANDSHAKES_MAX, 0, NULL},
+	[CONFIG_DK_GROUP_TIMEOUT_MS] = {"group_timeout_ms", CONFIG_VALUE_UINT, DAEMON(group_timeout_ms),
+					0, GROUP_TIMEOUT_MS_MAX, 0, NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -222,6 +225,7 @@ void config_defaults(struct config *c)
 	c->max_clients = 256;
 	c->handshake_timeout_ms = 5000;
 	c->max_handshakes = 64;
+	c->group_timeout_ms = 600000;
 	c->log_level = LOG_LEVEL_INFO;
 	c->gpu = GPU_AUTO;
 	c->pin = PIN_REGISTER;

@@ -133,6 +133,7 @@ int group_join(struct sched *s, struct sched_client *c, const struct proto_hello
 		g->world = h->world;
 		g->depth = c->depth;
 		g->delivery = h->delivery;
+		g->born_ns = sched_now_ns();
 		snprintf(g->resume, sizeof(g->resume), "%s", h->resume);
 		g->next = s->groups;
 		s->groups = g;
@@ -305,6 +306,34 @@ void group_leave(struct sched *s, struct sched_client *c, bool said_bye)
 		}
 	}
 	free(g);
+}
+
+uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns)
+{
+	uint64_t next = UINT64_MAX;
+	for (struct sched_group *g = s->groups; g; g = g->next) {
+		if (g->failed || g->ending || g->joined >= g->size)
+			continue;
+		if (now_ns - g->born_ns < timeout_ns) {
+			uint64_t left = g->born_ns + timeout_ns - now_ns;
+			next = left < next ? left : next;
+			continue;
+		}
+		char pids[PROTO_GROUP_SIZE_MAX * 12] = "", why[PROTO_ERROR_TEXT_MAX];
+		size_t n = 0;
+		for (uint32_t i = 0; i < g->size && n < sizeof(pids); i++)
+			if (g->members[i])
+				n += (size_t)snprintf(pids + n, sizeof(pids) - n, "%s%d", n ? ", " : "",
+						      (int)g->members[i]->pid);
+		snprintf(why, sizeof(why), "group \"%s\": %u of its %u members attached (pids %s) and "
+			 "the other %u did not within group_timeout_ms (%" PRIu64 " ms) of the first: "
+			 "a group starts only with every member; attach the missing ones (the same "
+			 "group key and group size), or check that every rank of the job is running",
+			 g->shown, g->joined, g->size, pids, g->size - g->joined, timeout_ns / 1000000);
+		log_warning("%s; failing the members there", why);
+		fail_members(s, g, NULL, ETIME, why);
+	}
+	return next;
 }
 
 int group_status_text(const struct sched_client *c, char *buf, size_t cap)

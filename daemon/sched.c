@@ -331,6 +331,14 @@ static void orphan_item_done(struct sched *s, struct slot *sl)
 		sched_slot_free(s, sl);
 }
 
+uint64_t sched_expire_groups(struct sched *s)
+{
+	if (s->cfg->group_timeout_ms == 0)
+		return 0;
+	uint64_t left = group_expire(s, sched_now_ns(), s->cfg->group_timeout_ms * 1000000ull);
+	return left == UINT64_MAX ? 0 : left / 1000000 + 1;
+}
+
 void sched_pump(struct sched *s)
 {
 	if (!s->workers.submit)

@@ -117,6 +117,13 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 		 struct sched_client **out, struct proto_welcome *welcome,
 		 char *err, size_t err_cap);
 
+/* Fails every group whose members have not all attached within
+ * group_timeout_ms of its first (0: never): each member there gets ERROR
+ * ETIME naming the group, its members' pids and how many are missing.
+ * The milliseconds until the next group's deadline, or 0 when no group
+ * waits (the caller's timer stops). */
+uint64_t sched_expire_groups(struct sched *s);
+
 /* The client's connection is gone: its held slots are freed at once, slots
  * still being filled as soon as their outstanding items finish. A device
  * client's ring is freed once the process has closed its IPC handles:

@@ -144,6 +144,7 @@ struct sched_group {
 	/* what every member must agree on (HELLO) */
 	uint32_t pipeline, split, rank, world, depth, delivery;
 	char resume[PROTO_TOKEN_MAX];
+	uint64_t born_ns;   /* when its first member attached (sched_now_ns) */
 	bool failed;        /* a member died or failed: every other member is failed */
 	bool ending;        /* a member said BYE: no new batch; the others are failed
 			     * once they have released every batch started */
@@ -265,6 +266,11 @@ bool group_release(struct sched *s, struct sched_client *c, const struct proto_r
 /* Fails every member of c's group but c with code and text (c's failure,
  * decided elsewhere): a group cannot go on without one of its members. */
 void group_fail_others(struct sched *s, struct sched_client *c, int code, const char *text);
+/* Fails each group still waiting for members timeout_ns after its first
+ * attached (ETIME, naming the group, the members there and the
+ * missing count). The nanoseconds until the next such deadline, or
+ * UINT64_MAX when no group waits. */
+uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns);
 /* " group KEY size N members M/N" for c's status line, "" for none. */
 int group_status_text(const struct sched_client *c, char *buf, size_t cap);
 

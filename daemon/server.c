@@ -96,6 +96,17 @@ static void protocol_error(struct conn *c, uint64_t request_id, const char *why)
 	conn_error(c, request_id, EPROTO, why);
 }
 
+/* Groups whose members have not all come within group_timeout_ms are
+ * failed (sched_expire_groups); the timer then waits for the next
+ * deadline, and stops while no group waits. */
+static void on_group_timer(uv_timer_t *t)
+{
+	struct server *srv = t->data;
+	uint64_t ms = sched_expire_groups(srv->sched);
+	if (ms)
+		uv_timer_start(&srv->group_timer, on_group_timer, ms, 0);
+}
+
 static void handle_hello(struct conn *c, const struct proto_msg *in)
 {
 	struct server *srv = c->srv;
@@ -110,6 +121,8 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 		conn_error(c, in->hdr.request_id, -rc, err);
 		return;
 	}
+	if (in->u.hello.group_size > 1 && srv->timers_started)
+		on_group_timer(&srv->group_timer); /* it may have started a group that waits */
 	if (rc == SCHED_ATTACH_PENDING) {
 		c->state = CONN_ATTACHING;
 		return;

@@ -374,7 +374,9 @@ void server_accept_start(struct server *srv)
 	uv_timer_init(srv->loop, &srv->hs_timer);
 	uv_timer_init(srv->loop, &srv->accept_timer);
 	uv_timer_init(srv->loop, &srv->log_timer);
+	uv_timer_init(srv->loop, &srv->group_timer);
 	srv->hs_timer.data = srv->accept_timer.data = srv->log_timer.data = srv;
+	srv->group_timer.data = srv;
 	srv->timers_started = true;
 }
 
@@ -391,6 +393,7 @@ void server_accept_stop(struct server *srv)
 	uv_close((uv_handle_t *)&srv->hs_timer, server_on_timer_closed);
 	uv_close((uv_handle_t *)&srv->accept_timer, server_on_timer_closed);
 	uv_close((uv_handle_t *)&srv->log_timer, server_on_timer_closed);
+	uv_close((uv_handle_t *)&srv->group_timer, server_on_timer_closed);
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
 	srv->spare_fd = -1;

@@ -77,6 +77,7 @@ struct server {
 	uv_timer_t hs_timer;     /* the head's handshake deadline */
 	uv_timer_t accept_timer; /* ends a pause of accepting */
 	uv_timer_t log_timer;    /* writes the log's suppressed-lines summaries */
+	uv_timer_t group_timer;  /* the next group's deadline for its members (server.c) */
 	bool timers_started;
 	bool accept_paused;      /* the listen poll is stopped until accept_timer */
 	bool in_episode;         /* accept has failed and not succeeded since */

@@ -19,6 +19,9 @@ a batch):
   again.
 - the group's position token resumes the rest of the epoch at another
   data-parallel world size, covering it exactly once with what was read.
+- a group of 3 of which 2 attach: past group_timeout_ms both get an error
+  naming the group, their pids and the missing member, logged once,
+  nothing read for it, and the daemon serves the next client.
 """
 
 import collections
@@ -33,6 +36,7 @@ from harness import check  # noqa: E402
 N, RECORD, BATCH, CHUNK, SEED = 1024, 48, 32, 8, 99
 ITEMS_PER_BATCH = BATCH // CHUNK
 DEPTH = 2
+TIMEOUT_MS = 1500  # group_timeout_ms of the last daemon
 
 
 def group_job(env, name, key, rank, world, member, **kw):
@@ -209,6 +213,27 @@ def body(env):
     check(sorted(counts) == list(range(N)) and len(seen) + len(rest) == N + pad,
           "resume at world 3: %d samples of %d delivered, %d deliveries (padding %d)"
           % (len(counts), N, len(seen) + len(rest), pad))
+    d.stop()
+
+    # a member that never comes: past group_timeout_ms the ones there are
+    # told, naming the group, their pids and how many are missing
+    cfg = env.config("tp-timeout", {"p": {"source": "raw:" + data, "record_bytes": RECORD,
+                                          "batch_size": BATCH, "seed": SEED, "chunk": CHUNK}},
+                     workers=1, group_timeout_ms=TIMEOUT_MS)
+    d = env.start_daemon(cfg)
+    there = [spawn(env, d, group_job(env, "gone", "gone", 0, 1, m, size=3, epochs=1)) for m in range(2)]
+    for m, p in enumerate(there):
+        rc, out, err = harness.finish(p, 10 + TIMEOUT_MS // 1000, "member %d of a group of 3 with 2" % m)
+        check(rc == 1 and 'group "gone": 2 of its 3 members attached (pids' in err
+              and str(there[0].pid) in err and str(there[1].pid) in err
+              and "the other 1 did not within group_timeout_ms (%d ms)" % TIMEOUT_MS in err,
+              "member %d of a group that never fills: exit %d, %r" % (m, rc, err))
+    print("a group that never fills: %s" % err.strip())
+    check(items_done(d) == 0, "items were read for a group that never filled")
+    check(d.log().count("did not within group_timeout_ms") == 1,
+          "the timeout is not logged once:\n%s" % d.log())
+    r = env.loaderctl(harness.consume_args(d.socket, "p", batches=2) + ["--quiet"], timeout_s=20)
+    check(r.returncode == 0, "a client after the group's timeout: %s" % r.stderr)
     d.stop()
 
 

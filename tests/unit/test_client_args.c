@@ -290,6 +290,23 @@ static void test_batches_release_position(void **state)
 	assert_int_equal(ldr_next(p->c, &b3, 1000), -EIO);
 }
 
+/* A daemon's error whose code is one of ldr_next's "call again" codes
+ * (ETIMEDOUT, EINTR) comes back as -ECONNABORTED, every time, with the
+ * daemon's text: a caller that waits again on -ETIMEDOUT must not spin on
+ * a client that has failed. */
+static void test_error_not_call_again(void **state)
+{
+	struct peer *p = *state;
+	struct proto_welcome w = welcome_msg();
+	attach_ok(p, &w);
+	struct ldr_batch b;
+	assert_int_equal(ldr_next(p->c, &b, 0), -ETIMEDOUT); /* nothing yet: call again */
+	send_error(p, ETIMEDOUT, "group \"g\": 1 of its 2 members attached");
+	assert_int_equal(ldr_next(p->c, &b, 1000), -ECONNABORTED);
+	assert_string_equal(ldr_error(p->c), "group \"g\": 1 of its 2 members attached");
+	assert_int_equal(ldr_next(p->c, &b, 0), -ECONNABORTED);
+}
+
 static void test_resumed_position(void **state)
 {
 	struct peer *p = *state;
@@ -518,6 +535,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_bad_options_send_nothing, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_batches_release_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_resumed_position, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_error_not_call_again, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_split_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_split_name_refused, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_group_hello, peer_setup, peer_teardown),

@@ -55,6 +55,7 @@ static void test_defaults(void **state)
 		assert_int_equal(cfg->max_clients, 256);
 		assert_int_equal(cfg->handshake_timeout_ms, 5000);
 		assert_int_equal(cfg->max_handshakes, 64);
+		assert_int_equal(cfg->group_timeout_ms, 600000);
 		assert_string_equal(cfg->worker_program, "");
 		assert_int_equal(cfg->log_level, LOG_LEVEL_INFO);
 		assert_int_equal(cfg->n_pipelines, 0);
@@ -464,6 +465,9 @@ static const struct error_case {
 	 "[daemon] handshake_timeout_ms: \"600001\" is not an integer in 100..600000"},
 	{"[daemon]\nmax_handshakes = 0\n", 2, "max_handshakes: \"0\" is not an integer in 1..4096"},
 	{"[daemon]\nmax_handshakes = 4097\n", 2, "max_handshakes: \"4097\" is not an integer in 1..4096"},
+	{"[daemon]\ngroup_timeout_ms = 86400001\n", 2,
+	 "[daemon] group_timeout_ms: \"86400001\" is not an integer in 0..86400000"},
+	{"[daemon]\ngroup_timeout_ms = -1\n", 2, "[daemon] group_timeout_ms: \"-1\" is not an integer"},
 	{"[pipeline.a]\nseed = 18446744073709551616\n", 2,
 	 "seed: \"18446744073709551616\" is not an integer in 0..18446744073709551615"},
 	{"[pipeline.a]\nbatch_size = 65537\n", 2, "batch_size: \"65537\" is not an integer in 1..65536"},

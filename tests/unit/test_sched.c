@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -591,6 +592,45 @@ static void test_group_host(void **state)
 	world_free(w);
 }
 
+/* A group whose second member never comes: nothing is started for it,
+ * sched_expire_groups says how long is left, and once group_timeout_ms has
+ * passed the member there gets ETIME naming the group, its pid and the
+ * missing count; a complete group, and a timeout of 0, never expire. */
+static void test_group_timeout(void **state)
+{
+	(void)state;
+	struct world *w = world_new(SLOTS, false);
+	struct conn a = {0}, b = {0}, c = {0};
+	struct sched_client *sa = NULL, *sb = NULL, *sc = NULL;
+	char err[PROTO_ERROR_TEXT_MAX];
+	w->cfg.group_timeout_ms = 0;
+	assert_int_equal(attach_member(w, &a, 601, 1, 2, false, &sa, err, sizeof(err)), 0);
+	assert_int_equal(sched_expire_groups(w->s), 0); /* no limit */
+	w->cfg.group_timeout_ms = 60000;
+	uint64_t left = sched_expire_groups(w->s);
+	assert_true(left > 59000 && left <= 60001);
+	assert_int_equal(a.failed, 0);
+	w->cfg.group_timeout_ms = 1;
+	struct timespec ts = {0, 5 * 1000 * 1000};
+	nanosleep(&ts, NULL);
+	assert_int_equal(sched_expire_groups(w->s), 0); /* no group waits any more */
+	assert_int_equal(a.failed, ETIME);
+	assert_non_null(strstr(a.text, "group \"g\": 1 of its 2 members attached (pids 601) and the "
+				    "other 1 did not within group_timeout_ms (1 ms) of the first"));
+	assert_int_equal(pool_fake.n, 0); /* nothing was read for it */
+	sched_detach(w->s, sa, false);
+	/* a group that has all its members does not expire */
+	assert_int_equal(attach_member(w, &b, 602, 1, 1, false, &sb, err, sizeof(err)), 0);
+	assert_int_equal(attach_member(w, &c, 603, 1, 1, false, &sc, err, sizeof(err)), 0);
+	nanosleep(&ts, NULL);
+	assert_int_equal(sched_expire_groups(w->s), 0);
+	assert_int_equal(b.failed, 0);
+	assert_int_equal(c.failed, 0);
+	sched_detach(w->s, sb, true);
+	sched_detach(w->s, sc, true);
+	world_free(w);
+}
+
 /* The same for a group's leader on the host path: READYs of older batches
  * go to every member after the leader has started the next epoch's. */
 static void test_group_epochs(void **state)
@@ -751,6 +791,7 @@ int main(void)
 		cmocka_unit_test(test_device_path),
 		cmocka_unit_test(test_device_epochs),
 		cmocka_unit_test(test_group_host),
+		cmocka_unit_test(test_group_timeout),
 		cmocka_unit_test(test_group_epochs),
 		cmocka_unit_test(test_group_bye),
 		cmocka_unit_test(test_group_device),
