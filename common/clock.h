@@ -1,6 +1,6 @@
 /*
- * clock: the monotonic clock in nanoseconds, for stage timings and
- * deadlines (never wall time).
+ * clock: the monotonic clock, in nanoseconds for stage timings and in
+ * milliseconds for deadlines and status ages (never wall time).
  */
 #ifndef LDR_COMMON_CLOCK_H
 #define LDR_COMMON_CLOCK_H
@@ -13,6 +13,11 @@ static inline uint64_t clock_mono_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t clock_mono_ms(void)
+{
+	return clock_mono_ns() / 1000000ull;
 }
 
 #endif

@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 static char log_ident[64] = "loaderd";
 /* Atomic: a reload changes it on the loop thread while the GPU threads log. */
 static _Atomic int log_max = LOG_LEVEL_INFO;
@@ -45,9 +47,7 @@ struct log_summary {
 
 static uint64_t log_monotonic_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+	return clock_mono_ms();
 }
 
 /* Everything below is guarded by log_lock; lines are written outside it. */

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/paths.h"
 #include "daemon/config.h"
@@ -167,11 +168,9 @@ static int daemon_reload(void *ctx, char *text, size_t cap)
 		snprintf(text, cap, "loaderd is %s", d->stopping ? "stopping" : "starting");
 		return -EAGAIN;
 	}
-	struct timespec now;
-	clock_gettime(CLOCK_MONOTONIC, &now);
 	char state[64];
 	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
-		 (unsigned long long)now.tv_sec * 1000000ull + (unsigned long long)now.tv_nsec / 1000);
+		 (unsigned long long)(clock_mono_ns() / 1000));
 	notify_send(state);
 	int rc = reload_run(&d->cfg, d->pool, &d->reloads, text, cap);
 	notify_ready(d);

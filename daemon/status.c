@@ -6,6 +6,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
+
 #define STATUS_TRUNCATED_NOTE "... (status truncated)\n"
 
 void status_init(struct status_text *t)
@@ -37,7 +39,5 @@ void status_printf(struct status_text *t, const char *fmt, ...)
 
 unsigned long long status_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (unsigned long long)ts.tv_sec * 1000ull + (unsigned long long)ts.tv_nsec / 1000000ull;
+	return clock_mono_ms();
 }

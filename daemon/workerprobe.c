@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "common/errtext.h"
 #include "common/escape.h"
 #include "common/regfile.h"
@@ -39,9 +40,7 @@ struct probe_capture {
 
 static int64_t probe_now_ms(void)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)clock_mono_ms();
 }
 
 /* The first line of text (up to PROBE_QUOTE_BYTES of it), quoted and
