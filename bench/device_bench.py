@@ -29,7 +29,6 @@ Exit codes: 0; 1 a measurement failed ("error: ..." in its cell); 77 no GPU.
 import argparse
 import datetime
 import os
-import platform
 import re
 import shutil
 import subprocess

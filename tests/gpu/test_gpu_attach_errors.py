@@ -82,8 +82,8 @@ def body(env):
     check(r.returncode == 1 and ("no GPU with UUID %s" % FAKE_TEXT) in r.stderr,
           "--device %s: rc %d, stderr %r" % (FAKE_TEXT, r.returncode, r.stderr))
 
-    st = d.wait_status(lambda s: not s["clients"] and all(g["device_bytes"] == 0 for g in s["gpus"]),
-                       15, "no clients and no device memory after the refusals")
+    d.wait_status(lambda s: not s["clients"] and all(g["device_bytes"] == 0 for g in s["gpus"]),
+                  15, "no clients and no device memory after the refusals")
     dump = env.path("small.dump")
     r = gpu_harness.loaderctl(env, harness.consume_args(d.socket, "small", epochs=1, dump=dump,
                                                         extra=["--device", "0"]))

@@ -18,7 +18,6 @@ naming the pipeline and the member, and the daemon serves on.
 """
 
 import os
-import struct
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
