@@ -8,7 +8,7 @@
  *                      [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]
  *                      [--private-handles] [--high-priority] [--contexts]
  *                      [--mode full|roi|both] [--checked scan|header]
- *                      [--start-at UNIX_SECONDS]
+ *                      [--start-at UNIX_SECONDS] [--yuv]
  *
  * Every *.jpg and *.jpeg under ROOT (mkjpeg --tree makes such a tree) is
  * read into page-locked memory first. Each thread opens D decoders, each
@@ -21,7 +21,7 @@
  * stops. Two modes, one line each:
  *
  *   nvjd_bench: mode=full|roi batch=B threads=T depth=D handles=shared|private
- *               checked=none|scan|header started=T0 ended=T1
+ *               checked=none|scan|header output=rgbi|yuv started=T0 ended=T1
  *               images=N seconds=S
  *               images_per_s=X cpu_us_per_image=C unsupported=U failed=F
  *               per_call_us: check=A wait=B submit=C
@@ -52,7 +52,9 @@
  * submissions go one at a time per context or per process. The first line
  * also says whether the GPU's contexts are shared through MPS (mps=1): the
  * rates beside another process's kernels differ several times between the
- * two (docs/config.md, "GPU decoding beside training: MPS").
+ * two (docs/config.md, "GPU decoding beside training: MPS"). --yuv
+ * decodes to planes (NVJD_OUTPUT_YUV), as the daemon does, with no
+ * conversion kernel of nvJPEG's (needs --checked header, --mode full).
  *
  * Exit codes: 0; 1 a failure (named on stderr); 2 usage; 77 no GPU, no
  * nvJPEG, or no JPEG engines here.
@@ -93,7 +95,7 @@ static const char synopsis[] =
 	"                          [--passes P] [--device N] [--lib LIBNVJPEG] [--smooth]\n"
 	"                          [--private-handles] [--high-priority] [--contexts]\n"
 	"                          [--mode full|roi|both] [--checked scan|header]\n"
-	"                          [--start-at UNIX_SECONDS]\n"
+	"                          [--start-at UNIX_SECONDS] [--yuv]\n"
 	"  --batch B     images per nvjd_decode call (default 256)\n"
 	"  --threads T   host threads (default 1)\n"
 	"  --depth D     decoders per thread, taking its batches in turn (default 2)\n"
@@ -102,6 +104,7 @@ static const char synopsis[] =
 struct image {
 	size_t offset, len; /* in the page-locked buffer */
 	uint32_t w, h;
+	enum nvjd_planes planes; /* its chroma subsampling, for --yuv */
 };
 
 static struct {
@@ -114,7 +117,7 @@ static struct {
 struct opts {
 	const char *dir, *lib;
 	uint64_t batch, threads, depth, passes, device;
-	bool smooth, private_handles, high_priority, contexts;
+	bool smooth, private_handles, high_priority, contexts, yuv;
 	bool full, roi; /* the modes run */
 	int checked;    /* 0, 1 scan, 2 header: what the images come with */
 	double start_at; /* CLOCK_REALTIME seconds; 0: at once */
@@ -232,6 +235,21 @@ static void crop_box(const struct image *im, uint64_t key, struct nvjd_image *ou
 	out->roi_w = out->roi_h = side;
 }
 
+/* The planes nvjd_image_info's subsampling names (nvjd.h). */
+static enum nvjd_planes planes_named(const char *css)
+{
+	static const struct {
+		const char *name;
+		enum nvjd_planes planes;
+	} names[] = {{"gray", NVJD_PLANES_GRAY}, {"4:4:4", NVJD_PLANES_444},
+		     {"4:2:2", NVJD_PLANES_422}, {"4:2:0", NVJD_PLANES_420},
+		     {"4:4:0", NVJD_PLANES_440}};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strcmp(css, names[i].name) == 0)
+			return names[i].planes;
+	return NVJD_PLANES_NONE;
+}
+
 /* Decodes batch b (images b * B ...) of pass `pass` on w's decoder. */
 static int decode_batch(struct worker *w, struct nvjd *d, struct nvjd_image *imgs, uint8_t *dev,
 			size_t slot, cudaStream_t stream, size_t b, uint64_t pass, bool count)
@@ -245,6 +263,7 @@ static int decode_batch(struct worker *w, struct nvjd *d, struct nvjd_image *img
 					      .scan_checked = o->checked >= 1,
 					      .given_w = o->checked >= 2 ? im->w : 0,
 					      .given_h = o->checked >= 2 ? im->h : 0,
+					      .planes = o->yuv ? im->planes : NVJD_PLANES_NONE,
 					      .dst = dev + n * slot,
 					      .pitch = (size_t)im->w * 3,
 					      .dst_bytes = slot};
@@ -311,7 +330,7 @@ static void *worker_main(void *arg)
 	size_t slot = 0, batches = (images.n + o->batch - 1) / o->batch;
 	for (size_t i = 0; i < images.n; i++)
 		if ((size_t)images.v[i].w * images.v[i].h * 3 > slot)
-			slot = (size_t)images.v[i].w * images.v[i].h * 3;
+			slot = (size_t)images.v[i].w * images.v[i].h * 3 + 2 * NVJD_PLANE_ALIGN;
 	CUcontext ctx = NULL;
 	w->rc = cuda_prog_ok(cudaSetDevice((int)o->device), "cudaSetDevice") ? 0 : -EIO;
 	if (w->rc == 0 && o->contexts && !own_context((int)o->device, &ctx, w->why, sizeof w->why))
@@ -328,6 +347,7 @@ static void *worker_main(void *arg)
 		    cuda_prog_ok(cudaMalloc((void **)&dev[k], slot * o->batch), "cudaMalloc"))
 			w->rc = nvjd_open((int)o->device, (uint32_t)o->batch,
 					  (o->smooth ? NVJD_SMOOTH_UPSAMPLING : 0) |
+						  (o->yuv ? NVJD_OUTPUT_YUV : 0) |
 						  (o->private_handles || o->contexts ? NVJD_PRIVATE_HANDLE : 0),
 					  &d[k], w->why, sizeof w->why);
 		/* One untimed batch each, so that nvJPEG's buffers have grown. */
@@ -415,12 +435,13 @@ static int run_mode(const struct opts *o, const uint8_t *pinned, bool roi)
 	if (rc)
 		return rc;
 	printf("nvjd_bench: mode=%s batch=%" PRIu64 " threads=%" PRIu64 " depth=%" PRIu64
-	       " handles=%s checked=%s started=%.6f ended=%.6f images=%" PRIu64
+	       " handles=%s checked=%s output=%s started=%.6f ended=%.6f images=%" PRIu64
 	       " seconds=%.3f images_per_s=%.0f cpu_us_per_image=%.1f unsupported=%" PRIu64
 	       " failed=%" PRIu64 " per_call_us: check=%.0f wait=%.0f submit=%.0f\n",
 	       roi ? "roi" : "full", o->batch, o->threads, o->depth,
 	       o->contexts ? "context" : o->private_handles ? "private" : "shared",
-	       o->checked == 2 ? "header" : o->checked == 1 ? "scan" : "none", started, ended,
+	       o->checked == 2 ? "header" : o->checked == 1 ? "scan" : "none",
+	       o->yuv ? "yuv" : "rgbi", started, ended,
 	       decoded, seconds,
 	       (double)decoded / seconds, decoded ? cpu * 1e6 / (double)decoded : 0.0, unsupported,
 	       failed, st.calls ? (double)st.check_ns / (double)st.calls / 1e3 : 0.0,
@@ -450,6 +471,7 @@ int main(int argc, char **argv)
 			     : strcmp(a, "--private-handles") == 0 ? &o.private_handles
 			     : strcmp(a, "--high-priority") == 0   ? &o.high_priority
 			     : strcmp(a, "--contexts") == 0        ? &o.contexts
+			     : strcmp(a, "--yuv") == 0             ? &o.yuv
 								   : NULL;
 		if (flag) {
 			*flag = true;
@@ -482,6 +504,8 @@ int main(int argc, char **argv)
 	}
 	if (!o.dir)
 		return cuda_prog_usage("--dir is required", synopsis);
+	if (o.yuv && (o.checked != 2 || o.roi))
+		return cuda_prog_usage("--yuv needs --checked header and --mode full", synopsis);
 	char text[256];
 	if (nvjd_load(o.lib, text, sizeof text) != 0) {
 		fprintf(stderr, CUDA_PROG_NAME ": skipped: %s\n", text);
@@ -516,6 +540,7 @@ int main(int argc, char **argv)
 		}
 		images.v[i].w = h.width;
 		images.v[i].h = h.height;
+		images.v[i].planes = planes_named(h.subsampling);
 	}
 	nvjd_close(probe);
 	struct cudaDeviceProp prop;

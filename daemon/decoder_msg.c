@@ -50,10 +50,7 @@ static const char *result_check(const struct decoder_result *r, const struct nvj
 	uint32_t w = a->roi_w ? a->roi_w : r->width, h = a->roi_w ? a->roi_h : r->height;
 	if (r->out_w != w || r->out_h != h || w == 0 || h == 0)
 		return "an image decoded at a size other than the one asked";
-	uint64_t row = (uint64_t)w * 3;
-	if (row > a->pitch || row > a->dst_bytes || (h - 1) > (a->dst_bytes - row) / a->pitch)
-		return "an image larger than its destination";
-	return NULL;
+	return nvjd_fits(a, w, h) ? "an image larger than its destination" : NULL;
 }
 
 const char *decoder_done_check(const void *msg, size_t len, const struct nvjd_image *asked,

@@ -202,6 +202,11 @@ void nvjd_close(struct nvjd *d)
 	free(d);
 }
 
+static nvjpegOutputFormat_t output_format(const struct nvjd *d)
+{
+	return d->flags & NVJD_OUTPUT_YUV ? NVJPEG_OUTPUT_YUV : NVJPEG_OUTPUT_RGBI;
+}
+
 /* The nvJPEG objects of an opened decoder; -errno with why. */
 static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 {
@@ -241,7 +246,7 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 	if (s == NVJPEG_STATUS_SUCCESS) {
 		call = "nvjpegDecodeBatchedPreAllocate";
 		s = nvjd_lib.nvjpegDecodeBatchedPreAllocate(d->handle, d->state, (int)d->max_batch,
-							    1, 1, NVJPEG_CSS_444, NVJPEG_OUTPUT_RGBI);
+							    1, 1, NVJPEG_CSS_444, output_format(d));
 	}
 	if (s == NVJPEG_STATUS_SUCCESS) {
 		call = "nvjpegJpegStreamCreate";
@@ -255,7 +260,7 @@ static int open_nvjpeg(struct nvjd *d, char *why, size_t cap)
 			break;
 		}
 		call = "nvjpegDecodeParamsSetOutputFormat";
-		s = nvjd_lib.nvjpegDecodeParamsSetOutputFormat(d->params[i], NVJPEG_OUTPUT_RGBI);
+		s = nvjd_lib.nvjpegDecodeParamsSetOutputFormat(d->params[i], output_format(d));
 	}
 	if (s != NVJPEG_STATUS_SUCCESS)
 		return errtext(why, cap, nvj_decoder_errno(s), "GPU %d: %s: %s", d->device, call,
@@ -267,7 +272,7 @@ int nvjd_open(int device, uint32_t max_batch, unsigned flags, struct nvjd **out,
 	      size_t cap)
 {
 	if (!out || max_batch == 0 || max_batch > NVJD_MAX_BATCH ||
-	    (flags & ~(NVJD_SMOOTH_UPSAMPLING | NVJD_PRIVATE_HANDLE)))
+	    (flags & ~(NVJD_SMOOTH_UPSAMPLING | NVJD_PRIVATE_HANDLE | NVJD_OUTPUT_YUV)))
 		return errtext(why, cap, -EINVAL,
 			       "nvjd_open: invalid arguments (max_batch %u, flags %#x)", max_batch,
 			       flags);
@@ -453,6 +458,10 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 	if (!starts_as_jpeg(im->data, im->len))
 		return reject(im, -EBADMSG, "not a JPEG (no start-of-image marker)");
 	bool given = im->given_w && im->given_h;
+	bool yuv = d->flags & NVJD_OUTPUT_YUV;
+	if (yuv != (im->planes != NVJD_PLANES_NONE) || (yuv && (!given || im->roi_w)))
+		return reject(im, -EINVAL, yuv ? "planar output needs the image's size and subsampling, "
+				     "and no region" : "planes given to a decoder of interleaved RGB");
 	unsigned w = im->given_w, h = im->given_h;
 	nvjpegStatus_t s = NVJPEG_STATUS_SUCCESS;
 	char text[NVJD_ERR_MAX];
@@ -491,13 +500,10 @@ static int check_image(struct nvjd *d, struct nvjd_image *im, nvjpegDecodeParams
 	}
 	if (s != NVJPEG_STATUS_SUCCESS)
 		return reject(im, -ENOTSUP, "nvjpegDecodeParamsSetROI: %s", nvjd_status_name(s));
-	size_t row = (size_t)out_w * 3;
-	if (im->pitch < row)
-		return reject(im, -EINVAL, "pitch %zu is less than %u pixels of 3 bytes", im->pitch,
-			      out_w);
-	if (im->dst_bytes < row || (out_h - 1) > (im->dst_bytes - row) / im->pitch)
-		return reject(im, -EINVAL, "%u x %u pixels at pitch %zu do not fit in %zu bytes",
-			      out_w, out_h, im->pitch, im->dst_bytes);
+	const char *unfit = nvjd_fits(im, out_w, out_h);
+	if (unfit)
+		return reject(im, -EINVAL, "%u x %u pixels: %s (%zu bytes)", out_w, out_h, unfit,
+			      im->dst_bytes);
 	im->out_w = out_w;
 	im->out_h = out_h;
 
@@ -559,7 +565,7 @@ static int submit(struct nvjd *d, uint32_t lo, uint32_t hi, cudaStream_t stream,
 	uint64_t t0 = clock_mono_ns();
 	if (d->batch_size != size) {
 		nvjpegStatus_t s = nvjd_lib.nvjpegDecodeBatchedInitialize(d->handle, d->state, size,
-									  1, NVJPEG_OUTPUT_RGBI);
+									  1, output_format(d));
 		if (s != NVJPEG_STATUS_SUCCESS) {
 			d->batch_size = 0;
 			d->stats.submit_ns += clock_mono_ns() - t0;
@@ -687,6 +693,12 @@ int nvjd_decode(struct nvjd *d, struct nvjd_image *imgs, uint32_t n, cudaStream_
 		d->data[j] = im->data;
 		d->lens[j] = im->len;
 		d->dst[j] = (nvjpegImage_t){.channel = {im->dst}, .pitch = {im->pitch}};
+		if (im->planes != NVJD_PLANES_NONE) {
+			uint64_t at[3], pitch[3];
+			nvjd_planes_layout(im->planes, im->width, im->height, at, pitch);
+			for (int c = 0; c < 3; c++)
+				d->dst[j].channel[c] = im->dst + at[c], d->dst[j].pitch[c] = pitch[c];
+		}
 		d->batch_params[j] = params[d->queue[j]];
 	}
 	struct decode_run run = {.engine_failures = 0};

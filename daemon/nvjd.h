@@ -64,7 +64,51 @@ enum {
 	/* The decoder's own nvJPEG handle, instead of the one the process's
 	 * decoders of the same GPU and flags share (for measuring the two). */
 	NVJD_PRIVATE_HANDLE = 1u << 1,
+	/* Planes of Y, Cb and Cr as the engines make them, at the image's own
+	 * chroma subsampling (NVJPEG_OUTPUT_YUV), instead of interleaved RGB:
+	 * nvJPEG then runs no kernel of its own (its conversion to RGB is one
+	 * kernel launch per image, about 3.5 us of the whole GPU each on an
+	 * H100), and the caller converts, upsampling as it needs
+	 * (image/yuv.h: libjpeg-turbo's upsampling and conversion; with it,
+	 * the planes give libjpeg's pixels exactly, tests/gpu/nvjd_check.c).
+	 * The daemon does not use it yet: converted by a kernel of its own,
+	 * it cost a training beside it more than nvJPEG's launches
+	 * (bench/RESULTS.md, "where a fed training's 2 ms a step go");
+	 * loaderd-nvjd-bench --yuv measures the engines this way. Every image
+	 * must come with its size and subsampling (given_w, given_h, planes)
+	 * and no region. */
+	NVJD_OUTPUT_YUV = 1u << 2,
 };
+
+/* The planes of an image decoded with NVJD_OUTPUT_YUV: which chroma
+ * subsampling, named by luma's sampling factors over chroma's (jh_subsamp
+ * of image/jpeghdr.h, for the classes the engines take). 0 is none given. */
+enum nvjd_planes {
+	NVJD_PLANES_NONE = 0,
+	NVJD_PLANES_GRAY, /* Y alone */
+	NVJD_PLANES_444,
+	NVJD_PLANES_422,  /* chroma half as wide */
+	NVJD_PLANES_420,  /* half as wide and half as high */
+	NVJD_PLANES_440,  /* half as high */
+};
+
+/* Where the planes of a w x h image of class `planes` lie from dst: Y
+ * (pitch w), then Cb and Cr (each pitch cw, ch rows, cw x ch the chroma
+ * size: w and h divided by the subsampling, rounded up), each plane
+ * starting NVJD_PLANE_ALIGN bytes aligned from dst (GRAY has two chroma
+ * planes of Y's size too: nvJPEG is always given three, and the
+ * conversion reads Y alone).
+ * offset[3] and pitch[3] (may be NULL) get each plane's; returns the
+ * bytes all planes take from dst, 0 for an unknown class or a zero size. */
+#define NVJD_PLANE_ALIGN 256u
+uint64_t nvjd_planes_layout(enum nvjd_planes planes, uint32_t w, uint32_t h, uint64_t offset[3],
+			    uint64_t pitch[3]);
+
+struct nvjd_image;
+/* Whether out_w x out_h pixels of im fit its destination (dst_bytes, and
+ * pitch for interleaved RGB; planes when im->planes is set): NULL, or
+ * what is wrong. */
+const char *nvjd_fits(const struct nvjd_image *im, uint32_t out_w, uint32_t out_h);
 
 struct nvjd;
 
@@ -171,6 +215,13 @@ struct nvjd_image {
 	 * after all fails its call, which is split down to it (nvjd_decode).
 	 * 0: nvJPEG parses the header. */
 	uint32_t given_w, given_h;
+	/* in, NVJD_OUTPUT_YUV: the image's chroma subsampling, from the same
+	 * header parse as given_w: where its planes lie at dst
+	 * (nvjd_planes_layout; pitch is then unused). A header that lied about
+	 * it could make the engines write beyond them: it comes from the same
+	 * bytes the engines read, parsed by a reader that refuses every frame
+	 * it does not know to the end (image/jpeghdr.h). */
+	enum nvjd_planes planes;
 	/* in: the region to decode, in source pixels; roi_w == 0 decodes the
 	 * whole image (roi_x, roi_y, roi_h then ignored). The region must lie
 	 * inside the image. */
@@ -179,7 +230,8 @@ struct nvjd_image {
 	 * the caller owns: out_h rows of out_w RGB pixels, 3 bytes each,
 	 * interleaved (NVJPEG_OUTPUT_RGBI), rows pitch bytes apart; dst_bytes
 	 * is what dst holds, checked against (out_h - 1) * pitch + out_w * 3.
-	 * Grayscale becomes R = G = B. */
+	 * Grayscale becomes R = G = B. With NVJD_OUTPUT_YUV, the planes
+	 * (nvjd_planes_layout), dst_bytes checked against all of them. */
 	uint8_t *dst;
 	size_t pitch;
 	size_t dst_bytes;

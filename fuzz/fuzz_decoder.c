@@ -24,7 +24,8 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define ASKED_BYTES 20 /* per image asked: given w, h; region w, h; pitch; dst_bytes */
+/* per image asked: given w, h; region w, h; pitch; dst_bytes; planes */
+#define ASKED_BYTES 21
 
 static void fuzz_job(const uint8_t *data, size_t size)
 {
@@ -54,6 +55,20 @@ static void fuzz_job(const uint8_t *data, size_t size)
 	}
 }
 
+/* The bytes of the planes of a w x h image (nvjd.h), worked out again
+ * here; more than any destination for a class nvjd does not know. */
+static unsigned __int128 planes_bytes(enum nvjd_planes planes, uint32_t w, uint32_t h)
+{
+	uint32_t sh = planes == NVJD_PLANES_422 || planes == NVJD_PLANES_420 ? 2 : 1;
+	uint32_t sv = planes == NVJD_PLANES_420 || planes == NVJD_PLANES_440 ? 2 : 1;
+	if (planes < NVJD_PLANES_GRAY || planes > NVJD_PLANES_440)
+		return (unsigned __int128)1 << 100;
+	unsigned __int128 y = (unsigned __int128)w * h;
+	unsigned __int128 c = (unsigned __int128)((w + sh - 1) / sh) * ((h + sv - 1) / sv);
+	unsigned __int128 a = NVJD_PLANE_ALIGN;
+	return (y + a - 1) / a * a + (c + a - 1) / a * a + c;
+}
+
 static void fuzz_done(const uint8_t *data, size_t size)
 {
 	if (size < 1)
@@ -67,7 +82,8 @@ static void fuzz_done(const uint8_t *data, size_t size)
 		asked[i] = (struct nvjd_image){
 			.given_w = (uint32_t)le(p, 2), .given_h = (uint32_t)le(p + 2, 2),
 			.roi_w = (uint32_t)le(p + 4, 2), .roi_h = (uint32_t)le(p + 6, 2),
-			.pitch = le(p + 8, 4), .dst_bytes = le(p + 12, 8)};
+			.pitch = le(p + 8, 4), .dst_bytes = le(p + 12, 8),
+			.planes = (enum nvjd_planes)(p[20] % 7)}; /* 6: none known */
 	}
 	const uint8_t *msg = data + 1 + n * ASKED_BYTES;
 	size_t len = size - 1 - n * ASKED_BYTES;
@@ -95,10 +111,15 @@ static void fuzz_done(const uint8_t *data, size_t size)
 			abort();
 		uint32_t w = a->roi_w ? a->roi_w : a->given_w ? a->given_w : r.width;
 		uint32_t h = a->roi_w ? a->roi_h : a->given_w ? a->given_h : r.height;
-		if (r.out_w != w || r.out_h != h || w == 0 || h == 0 ||
-		    (uint64_t)w * 3 > a->pitch ||
-		    (unsigned __int128)(h - 1) * a->pitch + (uint64_t)w * 3 > a->dst_bytes)
+		if (r.out_w != w || r.out_h != h || w == 0 || h == 0)
 			abort();
+		if (a->planes != NVJD_PLANES_NONE) {
+			if (planes_bytes(a->planes, w, h) > a->dst_bytes)
+				abort();
+		} else if ((uint64_t)w * 3 > a->pitch ||
+			   (unsigned __int128)(h - 1) * a->pitch + (uint64_t)w * 3 > a->dst_bytes) {
+			abort();
+		}
 	}
 	at += (size_t)n * sizeof(struct decoder_result);
 	for (uint32_t k = 0; k < done.n_err; k++) {

@@ -48,6 +48,13 @@
  *      same batch still decode; a size given smaller than the file's: at
  *      most that size written; a size given larger: a failure with a
  *      message, or a decode of at most that size (printed);
+ *   7. planes (NVJD_OUTPUT_YUV), as the daemon decodes, every file of 1 and
+ *      2 the project's header reader gives to the GPU, given with its size
+ *      and subsampling, in one batch: status 0, and its planes converted
+ *      on the host by image/yuv.h (libjpeg's upsampling and conversion)
+ *      within the same tolerance of libjpeg's pixels (they differ by the
+ *      engines' IDCT alone); an image given without its subsampling, and
+ *      one with a region: -EINVAL with a message;
  *   in every check, the 4 KiB after each destination must still hold the
  *   fill: nothing is written beyond dst_bytes;
  *   and, printed only, how far a decoder without NVJD_SMOOTH_UPSAMPLING
@@ -74,6 +81,7 @@
 #include "daemon/nvjd.h"
 #include "image/jpeg.h"
 #include "image/jpeghdr.h"
+#include "image/yuv.h"
 
 #define EXIT_FAIL 1
 #define EXIT_USAGE 2
@@ -764,6 +772,116 @@ static void check_given(void)
 		job_free(&jobs[i]);
 }
 
+/* The planes class of a header the GPU takes (nvjd.h), else NONE. */
+static enum nvjd_planes planes_of(const struct jh_info *jh)
+{
+	if (jh->components == 1)
+		return NVJD_PLANES_GRAY;
+	switch (jh->subsamp) {
+	case JH_444: return NVJD_PLANES_444;
+	case JH_422: return NVJD_PLANES_422;
+	case JH_420: return NVJD_PLANES_420;
+	case JH_440: return NVJD_PLANES_440;
+	default: return NVJD_PLANES_NONE;
+	}
+}
+
+/* 7: planes, converted on the host as the daemon's kernel converts them. */
+static void check_planes(int device)
+{
+	struct nvjd *yuv = NULL;
+	char why[256];
+	if (nvjd_open(device, MAX_BATCH, NVJD_OUTPUT_YUV, &yuv, why, sizeof why) != 0) {
+		fail("nvjd_open with NVJD_OUTPUT_YUV: %s", why);
+		return;
+	}
+	struct nvjd_image imgs[MAX_BATCH];
+	struct file *took[MAX_BATCH];
+	uint8_t *dev[MAX_BATCH] = {0};
+	uint64_t bytes[MAX_BATCH];
+	uint32_t n = 0;
+	memset(imgs, 0, sizeof imgs);
+	for (size_t i = 0; i < N_FILES; i++) {
+		struct file *f = &files[i];
+		struct jh_info jh;
+		if (!f->ref || jh_parse(f->data, f->len, &jh, why, sizeof why) != 0 ||
+		    jh_gpu_refusal(&jh, f->len, NULL) || planes_of(&jh) == NVJD_PLANES_NONE)
+			continue;
+		enum nvjd_planes planes = planes_of(&jh);
+		bytes[n] = nvjd_planes_layout(planes, f->w, f->h, NULL, NULL);
+		if (!cuda_ok(cudaMalloc((void **)&dev[n], bytes[n] + GUARD), "cudaMalloc") ||
+		    !cuda_ok(cudaMemset(dev[n], 0xa5, bytes[n] + GUARD), "cudaMemset"))
+			goto out;
+		imgs[n] = (struct nvjd_image){.data = f->data, .len = f->len, .scan_checked = true,
+					      .given_w = f->w, .given_h = f->h, .planes = planes,
+					      .dst = dev[n], .pitch = f->w, .dst_bytes = bytes[n]};
+		took[n++] = f;
+	}
+	/* Two the decoder must refuse: no subsampling given, and a region. */
+	uint32_t n_good = n;
+	struct file *b420 = file_named("b420");
+	imgs[n] = (struct nvjd_image){.data = b420->data, .len = b420->len, .given_w = b420->w,
+				      .given_h = b420->h, .dst = dev[0], .pitch = b420->w * 3,
+				      .dst_bytes = bytes[0]};
+	took[n++] = b420;
+	imgs[n] = imgs[n - 1];
+	imgs[n].planes = NVJD_PLANES_420;
+	imgs[n].roi_w = imgs[n].roi_h = 16;
+	took[n++] = b420;
+	if (!cuda_ok(cudaDeviceSynchronize(), "cudaDeviceSynchronize"))
+		goto out;
+	int rc = nvjd_decode(yuv, imgs, n, stream);
+	if (rc != 0 || nvjd_wait(yuv, why, sizeof why) != 0) {
+		fail("planes: nvjd_decode returned %d (%s)", rc, imgs[0].err);
+		goto out;
+	}
+	for (uint32_t i = n_good; i < n; i++) {
+		bool ok = imgs[i].status == -EINVAL && imgs[i].err[0];
+		printf("%s planes %s %s: %d: %s\n", ok ? "ok  " : "FAIL", took[i]->name,
+		       i == n_good ? "without its subsampling" : "with a region", imgs[i].status,
+		       imgs[i].err);
+		failures += !ok;
+	}
+	for (uint32_t i = 0; i < n_good; i++) {
+		struct file *f = took[i];
+		uint8_t *host = malloc(bytes[i] + GUARD), *rgb = malloc((size_t)f->w * f->h * 3);
+		if (imgs[i].status != 0 || !host || !rgb ||
+		    !cuda_ok(cudaMemcpy(host, dev[i], bytes[i] + GUARD, cudaMemcpyDeviceToHost),
+			     "cudaMemcpy")) {
+			fail("planes %s: status %d (%s)", f->name, imgs[i].status, imgs[i].err);
+			free(host);
+			free(rgb);
+			continue;
+		}
+		if (host[bytes[i]] != 0xa5 || memcmp(host + bytes[i], host + bytes[i] + 1, GUARD - 1))
+			fail("planes %s: written beyond its %" PRIu64 " bytes", f->name, bytes[i]);
+		uint64_t at[3], pitch[3];
+		nvjd_planes_layout(imgs[i].planes, f->w, f->h, at, pitch);
+		enum nvjd_planes pl = imgs[i].planes;
+		struct yuv_planes p = {.plane = {host + at[0], host + at[1], host + at[2]},
+				       .pitch = {pitch[0], pitch[1], pitch[2]}, .w = f->w, .h = f->h,
+				       .sh = pl == NVJD_PLANES_422 || pl == NVJD_PLANES_420 ? 2 : 1,
+				       .sv = pl == NVJD_PLANES_420 || pl == NVJD_PLANES_440 ? 2 : 1,
+				       .gray = pl == NVJD_PLANES_GRAY};
+		for (uint32_t y = 0; y < f->h; y++)
+			for (uint32_t x = 0; x < f->w; x++)
+				yuv_pixel(&p, 1, x, y, rgb + ((size_t)y * f->w + x) * 3);
+		int max;
+		double mean = mean_diff(rgb, (size_t)f->w * 3, f->ref, (size_t)f->w * 3, f->w, f->h,
+					&max);
+		bool ok = mean <= TOLERANCE;
+		printf("%s planes %s: %u x %u: vs libjpeg mean %.3f max %d\n", ok ? "ok  " : "FAIL",
+		       f->name, f->w, f->h, mean, max);
+		failures += !ok;
+		free(host);
+		free(rgb);
+	}
+out:
+	for (uint32_t i = 0; i < MAX_BATCH; i++)
+		cudaFree(dev[i]);
+	nvjd_close(yuv);
+}
+
 static int usage(const char *msg)
 {
 	fprintf(stderr,
@@ -852,6 +970,7 @@ int main(int argc, char **argv)
 	check_mixed(2);
 	check_edges();
 	check_given();
+	check_planes(device);
 
 	nvjd_close(dec);
 	cudaStreamDestroy(stream);

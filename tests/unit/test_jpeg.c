@@ -28,7 +28,12 @@
  *     cut short (which a decode of the rows above it never sees), a scan cut
  *     in the middle, truncated files and headers alone; the workers' choice
  *     of the GPU's decoder (image_gpu_takes) lets the cut interval through
- *     under gpu_check structure and not under entropy.
+ *     under gpu_check structure and not under entropy;
+ *   - image/yuv.h, the GPU path's pixels from decoded planes: from the
+ *     planes libjpeg decodes (raw_data_out), every class the GPU takes
+ *     (gray, 4:4:4, 4:2:2, 4:2:0, 4:4:0) at sizes down to 1x1 is libjpeg's
+ *     own full-size decode exactly, and within a stated mean of its
+ *     reduced-size decodes at 1/2, 1/4 and 1/8.
  */
 #include <errno.h>
 #include <math.h>
@@ -45,6 +50,7 @@
 #include <jpeglib.h>
 
 #include "image/jpeg.h"
+#include "image/yuv.h"
 #include "worker/image_sample.h"
 
 /* ---- deterministic randomness ---- */
@@ -232,6 +238,144 @@ static uint8_t *ref_decode(const uint8_t *data, size_t len, int m, uint32_t *w, 
 	jpeg_destroy_decompress(&d);
 	free(row);
 	return img;
+}
+
+/* ---- image/yuv.h: pixels from decoded planes, against libjpeg ---- */
+
+/* The planes libjpeg decodes the file to (raw_data_out): what the GPU's
+ * engines give (daemon/nvjd.h, NVJD_OUTPUT_YUV), up to their IDCT. The
+ * planes' memory in *mem, for the caller to free. */
+static void raw_planes(const uint8_t *data, size_t len, struct yuv_planes *p, uint8_t **mem)
+{
+	struct jpeg_decompress_struct d;
+	struct jpeg_error_mgr jerr;
+	d.err = jpeg_std_error(&jerr);
+	jpeg_create_decompress(&d);
+	jpeg_mem_src(&d, data, (unsigned long)len);
+	jpeg_read_header(&d, TRUE);
+	d.raw_data_out = TRUE;
+	jpeg_start_decompress(&d);
+	int nc = d.num_components, mh = d.max_h_samp_factor, mv = d.max_v_samp_factor;
+	uint32_t mcus_x = (d.image_width + 8 * mh - 1) / (8 * mh);
+	uint32_t mcus_y = (d.image_height + 8 * mv - 1) / (8 * mv);
+	size_t pitch[3], rows[3], total = 0;
+	for (int c = 0; c < nc; c++) {
+		pitch[c] = (size_t)mcus_x * d.comp_info[c].h_samp_factor * 8;
+		rows[c] = (size_t)mcus_y * d.comp_info[c].v_samp_factor * 8;
+		total += pitch[c] * rows[c];
+	}
+	*mem = malloc(total);
+	JSAMPROW *ptrs[3];
+	uint8_t *at = *mem;
+	for (int c = 0; c < nc; c++) {
+		ptrs[c] = malloc(rows[c] * sizeof(JSAMPROW));
+		assert_non_null(ptrs[c]);
+		for (size_t r = 0; r < rows[c]; r++)
+			ptrs[c][r] = at + r * pitch[c];
+		p->plane[c] = at;
+		p->pitch[c] = pitch[c];
+		at += pitch[c] * rows[c];
+	}
+	for (uint32_t m = 0; m < mcus_y; m++) {
+		JSAMPARRAY bands[3];
+		for (int c = 0; c < nc; c++)
+			bands[c] = ptrs[c] + (size_t)m * d.comp_info[c].v_samp_factor * 8;
+		assert_int_equal(jpeg_read_raw_data(&d, bands, (JDIMENSION)(8 * mv)), 8 * mv);
+	}
+	p->w = d.image_width;
+	p->h = d.image_height;
+	p->gray = nc == 1;
+	p->sh = nc == 1 ? 1 : (uint32_t)(mh / d.comp_info[1].h_samp_factor);
+	p->sv = nc == 1 ? 1 : (uint32_t)(mv / d.comp_info[1].v_samp_factor);
+	jpeg_finish_decompress(&d);
+	jpeg_destroy_decompress(&d);
+	for (int c = 0; c < nc; c++)
+		free(ptrs[c]);
+}
+
+/* Every class the GPU takes, at sizes whose chroma planes are 1, 2 and 3
+ * samples wide (libjpeg repeats the narrow ones) and odd ones. */
+static const struct enc yuv_classes[] = {
+	{KIND_GRAY, 1, 1, false, 0, 90}, {KIND_YCC, 1, 1, false, 0, 90},
+	{KIND_YCC, 2, 1, false, 0, 90},  {KIND_YCC, 2, 2, false, 0, 90},
+	{KIND_YCC, 1, 2, false, 0, 90},
+};
+static const uint32_t yuv_sizes[][2] = {{1, 1}, {2, 3}, {3, 2}, {4, 4}, {5, 7}, {6, 1},
+					{17, 9}, {64, 48}, {333, 257}};
+
+/* At scale 8/8 the planes upsampled and converted by yuv.h are libjpeg's
+ * decode exactly, pixel for pixel. */
+static void test_yuv_full_size(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof yuv_classes / sizeof yuv_classes[0]; k++) {
+		for (size_t s = 0; s < sizeof yuv_sizes / sizeof yuv_sizes[0]; s++) {
+			uint32_t w = yuv_sizes[s][0], h = yuv_sizes[s][1], rw, rh;
+			uint8_t *rgb = make_rgb(w, h, 40 + s, 24);
+			size_t len;
+			uint8_t *jpg = encode(rgb, w, h, &yuv_classes[k], &len);
+			uint8_t *ref = ref_decode(jpg, len, 8, &rw, &rh), *mem;
+			struct yuv_planes p;
+			raw_planes(jpg, len, &p, &mem);
+			assert_int_equal(p.w, rw);
+			assert_int_equal(p.h, rh);
+			size_t wrong = 0;
+			for (uint32_t y = 0; y < h; y++)
+				for (uint32_t x = 0; x < w; x++) {
+					uint8_t px[3];
+					yuv_pixel(&p, 1, x, y, px);
+					wrong += memcmp(px, ref + ((size_t)y * w + x) * 3, 3) != 0;
+				}
+			if (wrong)
+				fail_msg("%ux%u, luma %dx%d%s: %zu of %u pixels differ from libjpeg's", w,
+					 h, yuv_classes[k].hs, yuv_classes[k].vs,
+					 yuv_classes[k].kind == KIND_GRAY ? " (gray)" : "", wrong, w * h);
+			free(rgb);
+			free(jpg);
+			free(ref);
+			free(mem);
+		}
+	}
+}
+
+/* At scale 1/f (f = 2, 4, 8) the block means stand for libjpeg's reduced
+ * IDCT: the image is the size libjpeg gives, and on photo-like images
+ * (gradients and noise) within YUV_REDUCED_MEAN_MAX levels of it on
+ * average (0.07-0.35 measured). */
+#define YUV_REDUCED_MEAN_MAX 0.75
+static void test_yuv_reduced(void **state)
+{
+	(void)state;
+	for (size_t k = 0; k < sizeof yuv_classes / sizeof yuv_classes[0]; k++) {
+		for (uint32_t f = 2; f <= 8; f *= 2) {
+			uint32_t w = 333, h = 257, rw, rh;
+			uint8_t *rgb = make_rgb(w, h, 7 + f, 24);
+			size_t len;
+			uint8_t *jpg = encode(rgb, w, h, &yuv_classes[k], &len);
+			uint8_t *ref = ref_decode(jpg, len, (int)(8 / f), &rw, &rh), *mem;
+			struct yuv_planes p;
+			raw_planes(jpg, len, &p, &mem);
+			assert_int_equal(rw, (w + f - 1) / f);
+			assert_int_equal(rh, (h + f - 1) / f);
+			double sum = 0;
+			for (uint32_t y = 0; y < rh; y++)
+				for (uint32_t x = 0; x < rw; x++) {
+					uint8_t px[3];
+					yuv_pixel(&p, f, x, y, px);
+					for (int c = 0; c < 3; c++)
+						sum += abs(px[c] - ref[((size_t)y * rw + x) * 3 + c]);
+				}
+			double mean = sum / (3.0 * rw * rh);
+			printf("yuv at 1/%u, luma %dx%d%s: mean difference %.3f levels\n", f,
+			       yuv_classes[k].hs, yuv_classes[k].vs,
+			       yuv_classes[k].kind == KIND_GRAY ? " (gray)" : "", mean);
+			assert_true(mean <= YUV_REDUCED_MEAN_MAX);
+			free(rgb);
+			free(jpg);
+			free(ref);
+			free(mem);
+		}
+	}
 }
 
 /* ---- the cases ---- */
@@ -971,6 +1115,8 @@ int main(void)
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_random_damage),
 		cmocka_unit_test(test_scratch_free),
+		cmocka_unit_test(test_yuv_full_size),
+		cmocka_unit_test(test_yuv_reduced),
 	};
 	enum { N_CASES = sizeof(cases) / sizeof(cases[0]), N_BROKEN = sizeof(broken) / sizeof(broken[0]) };
 	struct CMUnitTest tests[N_CASES + N_BROKEN];
