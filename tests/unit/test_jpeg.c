@@ -196,16 +196,23 @@ static uint8_t ref_mul255(unsigned a, unsigned b)
 	return (uint8_t)((a * b + 127) / 255); /* round(a * b / 255): a * b / 255 is never x.5 */
 }
 
+/* A plain libjpeg decompressor on data[0..len), its header read. */
+static void ref_open(struct jpeg_decompress_struct *d, struct jpeg_error_mgr *jerr,
+		     const uint8_t *data, size_t len)
+{
+	d->err = jpeg_std_error(jerr);
+	jpeg_create_decompress(d);
+	jpeg_mem_src(d, data, (unsigned long)len);
+	jpeg_read_header(d, TRUE);
+}
+
 /* Whole image at scale m/8, libjpeg defaults, as RGB. CMYK files are read
  * as CMYK and converted by the formula jpeg.c documents. */
 static uint8_t *ref_decode(const uint8_t *data, size_t len, int m, uint32_t *w, uint32_t *h)
 {
 	struct jpeg_decompress_struct d;
 	struct jpeg_error_mgr jerr;
-	d.err = jpeg_std_error(&jerr);
-	jpeg_create_decompress(&d);
-	jpeg_mem_src(&d, data, (unsigned long)len);
-	jpeg_read_header(&d, TRUE);
+	ref_open(&d, &jerr, data, len);
 	bool cmyk = d.jpeg_color_space == JCS_CMYK || d.jpeg_color_space == JCS_YCCK;
 	d.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
 	d.scale_num = (unsigned)m;
@@ -249,10 +256,7 @@ static void raw_planes(const uint8_t *data, size_t len, struct yuv_planes *p, ui
 {
 	struct jpeg_decompress_struct d;
 	struct jpeg_error_mgr jerr;
-	d.err = jpeg_std_error(&jerr);
-	jpeg_create_decompress(&d);
-	jpeg_mem_src(&d, data, (unsigned long)len);
-	jpeg_read_header(&d, TRUE);
+	ref_open(&d, &jerr, data, len);
 	d.raw_data_out = TRUE;
 	jpeg_start_decompress(&d);
 	int nc = d.num_components, mh = d.max_h_samp_factor, mv = d.max_v_samp_factor;
