@@ -13,7 +13,9 @@
  *     with more messages than images, of a length not its parts', with a
  *     positive status, an image's size other than the one given, decoded
  *     at a size other than asked (whole image or region), larger than its
- *     destination, or a message for an image it was not given.
+ *     destination (interleaved RGB, or planes: one byte short of their
+ *     layout, or a subsampling nvjd does not know), or a message for an
+ *     image it was not given.
  *
  * Without CUDA (no decoder processes are built) the test skips.
  */
@@ -100,7 +102,8 @@ static void test_job(void **state)
 	assert_string_equal(job_check(len), "an image's pixels outside the set's buffer");
 }
 
-/* The images asked: 100 x 100 given, the third a 40 x 30 region. */
+/* The images asked: 100 x 100 given, the third a 40 x 30 region, as
+ * interleaved RGB. */
 static void asked_of(struct nvjd_image *a)
 {
 	for (int i = 0; i < 3; i++)
@@ -183,6 +186,23 @@ static void test_done(void **state)
 	x[0].height = x[0].out_h = 0;
 	assert_string_equal(done_check(len, asked),
 			    "an image decoded at a size other than the one asked");
+	asked_of(asked);
+
+	/* Planes (NVJD_OUTPUT_YUV): 4:2:0 of 100 x 100 is Y (10000 bytes, to
+	 * 10240 aligned), then Cb (2500, to 2560) and Cr (2500): 15300 bytes,
+	 * whatever the pitch. */
+	done_of(r, e);
+	asked[0].planes = NVJD_PLANES_420;
+	asked[0].pitch = 1;
+	asked[0].dst_bytes = 15300;
+	assert_int_equal(nvjd_planes_layout(NVJD_PLANES_420, 100, 100, NULL, NULL), 15300);
+	assert_null(done_check(len, asked));
+	asked[0].dst_bytes = 15299;
+	assert_string_equal(done_check(len, asked), "an image larger than its destination");
+	asked[0].dst_bytes = 1u << 20;
+	asked[0].planes = (enum nvjd_planes)99; /* no such class */
+	assert_string_equal(done_check(len, asked), "an image larger than its destination");
+	assert_string_equal(nvjd_fits(&asked[0], 100, 100), "an unknown chroma subsampling");
 	asked_of(asked);
 
 	done_of(r, e);
