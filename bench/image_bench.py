@@ -12,7 +12,7 @@ torchvision's, measured in one run on one machine.
   loaderd  for each worker count W, one daemon (workers = W) with one
            imagefolder pipeline: shuffle, batch_size 256, drop_last (as the
            DataLoader), `random_resized_crop(224) hflip(0.5)`, uint8 NCHW,
-           16 staging slots, decode = --decode (cpu: the workers decode
+           --staging-slots slots (16), decode = --decode (cpu: the workers decode
            every JPEG; gpu and auto: the GPU's hardware decoder takes them,
            or with auto --gpu-decode-percent of them); a warm-up
            `loaderctl consume --epochs 1`, then a
@@ -227,14 +227,16 @@ class Daemon(LoaderdDaemon):
 
     def config_lines(self):
         batch_bytes = BATCH * (3 * SIZE * SIZE + 8)  # the images and the int64 labels
-        # The arena holds its rings, the file list and STAGING_SLOTS slots;
-        # the margin covers the header, the rings and the list.
-        shm_bytes = (STAGING_SLOTS + 4) * batch_bytes + (256 << 20)
+        # The arena holds its rings, the file list and the staging slots;
+        # the margin covers the header, the rings, the list and the GPU
+        # decoding descriptors.
+        slots = getattr(self.ctx.args, "staging_slots", STAGING_SLOTS)  # train_bench has none
+        shm_bytes = (slots + 4) * batch_bytes + (256 << 20)
         lines = ["[daemon]",
                  "socket = %s" % self.socket,
                  "workers = %d" % self.workers,
                  "shm_bytes = %d" % shm_bytes,
-                 "staging_slots = %d" % STAGING_SLOTS,
+                 "staging_slots = %d" % slots,
                  "gpu = %s" % ("off" if self.ctx.args.host else "required"),
                  "log_level = info"]
         threads = getattr(self.ctx.args, "gpu_decode_threads", None)  # train_bench has none
@@ -652,7 +654,7 @@ def report(ctx, res, dec):
         "both loaders: batch %d, shuffled, drop_last, %s, uint8, delivered to %s; loaderd %d staging slots, "
         "decode = %s (auto: gpu_decode_percent %d), warm-up epoch, then %s; DataLoader: pin_memory %s, "
         "persistent workers, prefetch_factor 4, max(8, W) warm-up batches, then %s"
-        % (BATCH, TRANSFORM, where, STAGING_SLOTS, ", ".join(a.decodes), a.gpu_decode_percent,
+        % (BATCH, TRANSFORM, where, a.staging_slots, ", ".join(a.decodes), a.gpu_decode_percent,
            plural(a.epochs, "epoch") if a.epochs else "about %g s of epochs" % a.seconds,
            "off" if a.host else "on", "up to %s or %g s" % (plural(a.epochs, "epoch"), a.seconds) if a.epochs
            else "%g s" % a.seconds),
@@ -735,6 +737,9 @@ def parse_args():
                     help="the daemon's gpu_decode_threads (default: the daemon's)")
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),
                     help="the daemon's gpu_decode_helpers (default: the daemon's)")
+    ap.add_argument("--staging-slots", type=int, default=STAGING_SLOTS,
+                    help="the daemon's staging_slots (default %(default)s; one client holds at most "
+                    "half of them)")
     a = ap.parse_args()
     a.worker_counts = int_list(ap, "--workers", a.workers, "counts", 256)
     a.decodes = [d for d in a.decode.split(",") if d]
@@ -749,6 +754,8 @@ def parse_args():
                  % (CLASSES * 100000))
     if a.images < BATCH:
         ap.error("--images: at least one batch (%d)" % BATCH)
+    if not 1 <= a.staging_slots <= 1024:
+        ap.error("--staging-slots: 1..1024, as the daemon takes")
     a.data_dir = os.path.abspath(a.data_dir)
     return a
 
