@@ -147,6 +147,7 @@ enum gpu_mode {
 enum gpu_decode_helpers {
 	GPU_DECODE_HELPERS_THREADS = 0,   /* the decoding thread's helpers are threads of the daemon */
 	GPU_DECODE_HELPERS_PROCESSES = 1, /* each helper hands its share to a loaderd-decoder process */
+	GPU_DECODE_HELPERS_AUTO = 2,      /* processes on a GPU under MPS, threads elsewhere */
 };
 
 enum pin_mode {
@@ -181,8 +182,9 @@ struct config {
 	uint32_t gpu_threads;      /* threads issuing each GPU's copies, default 1 */
 	char nvjpeg_library[PATH_MAX]; /* "" = libnvjpeg.so.13 from the library path */
 	uint64_t gpu_decode_memory; /* device memory per GPU thread for decoding, default 512 MiB */
-	uint32_t gpu_decode_threads; /* host threads submitting a GPU thread's JPEGs, default 4 */
-	enum gpu_decode_helpers gpu_decode_helpers; /* default threads */
+	uint32_t gpu_decode_threads; /* host threads submitting a GPU thread's JPEGs; 0 (the
+				      * default): 2 on a GPU under MPS, 1 elsewhere */
+	enum gpu_decode_helpers gpu_decode_helpers; /* default auto */
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */

@@ -40,7 +40,7 @@
 /* Names in the order of the enums they set (config.h). */
 static const char *const gpu_choices[] = {"auto", "off", "required", NULL};
 static const char *const pin_choices[] = {"register", "copy", NULL};
-static const char *const gpu_decode_helpers_choices[] = {"threads", "processes", NULL};
+static const char *const gpu_decode_helpers_choices[] = {"threads", "processes", "auto", NULL};
 static const char *const layout_choices[] = {"nchw", "nhwc", NULL};
 static const char *const dtype_choices[] = {"uint8", "float16", "float32", NULL};
 static const char *const on_error_choices[] = {"substitute", "fail", NULL};
@@ -91,7 +91,7 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	[CONFIG_DK_GPU_DECODE_MEMORY] = {"gpu_decode_memory", CONFIG_VALUE_SIZE,
 					 DAEMON(gpu_decode_memory), 16ull << 20, 1ull << 40, 0, NULL},
 	[CONFIG_DK_GPU_DECODE_THREADS] = {"gpu_decode_threads", CONFIG_VALUE_UINT,
-					  DAEMON(gpu_decode_threads), 1, CONFIG_GPU_DECODE_THREADS_MAX,
+					  DAEMON(gpu_decode_threads), 0, CONFIG_GPU_DECODE_THREADS_MAX,
 					  0, NULL},
 	[CONFIG_DK_GPU_DECODE_HELPERS] = {"gpu_decode_helpers", CONFIG_VALUE_CHOICE,
 					  DAEMON(gpu_decode_helpers), 0, 0, 0,
@@ -233,7 +233,8 @@ void config_defaults(struct config *c)
 	c->pin_threads = 4;
 	c->gpu_threads = 1;
 	c->gpu_decode_memory = 512ull << 20;
-	c->gpu_decode_threads = 1;
+	c->gpu_decode_threads = 0; /* by MPS, per GPU */
+	c->gpu_decode_helpers = GPU_DECODE_HELPERS_AUTO;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 }

@@ -68,8 +68,9 @@
  * training", bench/RESULTS.md). Status shows whether a GPU is under MPS
  * (`mps` on its line), and the log says so when a decoder opens without.
  *
- * Decoder processes (gpu_decode_helpers = processes): each helper thread
- * then hands its share to a loaderd-decoder process of its own
+ * Decoder processes (gpu_decode_helpers = processes, or auto on a GPU
+ * under MPS, where gpu_decode_threads' default of 0 gives 2 threads: one
+ * helper): each helper thread then hands its share to a loaderd-decoder process of its own
  * (daemon/decoder_proto.h) and waits for its answer, instead of calling
  * nvjd: the process decodes into the set's buffer (opened by CUDA IPC)
  * and records an interprocess event behind its work, which the set's
@@ -195,6 +196,8 @@ struct lane_decode {
 	cudaEvent_t copied;       /* on the client's stream, behind the batch's copy */
 	struct decode_helper *helpers;
 	uint32_t n_helpers;
+	uint32_t threads;         /* wanted: gpu_decode_threads, or its default for the GPU */
+	bool procs;               /* the helpers are decoder processes */
 	uint32_t max_batch;
 	uint32_t max_rows;        /* the largest batch_size of a decoding pipeline */
 	uint32_t *bad_rows;       /* the batch's rows both decoders refused (substitute) */
@@ -534,15 +537,15 @@ static void helpers_stop(struct lane_decode *dc)
 	dc->n_helpers = 0;
 }
 
-/* gpu_decode_threads - 1 helpers, as many as can be made (at least none).
- * A decoder process that cannot be started here is reported and its
- * helper not made: that is the program or the GPU, not a passing fault;
- * one that dies later is started again (helper_main). */
+/* dc->threads - 1 helpers, as many as can be made (at least none). A
+ * decoder process that cannot be started here is reported and its helper
+ * not made: that is the program or the GPU, not a passing fault; one that
+ * dies later is started again (helper_main). */
 static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags)
 {
 	const struct config *cfg = l->p->cfg;
-	uint32_t want = cfg->gpu_decode_threads - 1;
-	bool procs = cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_PROCESSES;
+	uint32_t want = dc->threads - 1;
+	bool procs = dc->procs;
 	dc->helpers = calloc(want, sizeof(*dc->helpers));
 	for (uint32_t i = 0; dc->helpers && i < want; i++) {
 		struct decode_helper *h = &dc->helpers[dc->n_helpers];
@@ -571,7 +574,7 @@ static void helpers_start(struct lane *l, struct lane_decode *dc, unsigned flags
 		if (!opened) {
 			log_warning("GPU %s: a JPEG decoding %s could not be set up (%s): %u of %u",
 				    h->gpu->uuid, procs ? "process" : "thread", why, dc->n_helpers + 1,
-				    cfg->gpu_decode_threads);
+				    dc->threads);
 		} else {
 			pthread_mutex_init(&h->mu, NULL);
 			pthread_cond_init(&h->cv, &ca);
@@ -716,15 +719,24 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 		decode_free(dc);
 		return e != cudaSuccess ? cudaerr_errno(e) : -ENOMEM;
 	}
+	/* The defaults follow MPS: beside a training process under MPS one
+	 * process's submissions go one at a time, and a second process doubles
+	 * them (bench/RESULTS.md); alone, one thread feeds the engines. */
+	const bool mps = p->gpus[l->dev].mps;
+	const struct config *cfg = p->cfg;
+	dc->threads = cfg->gpu_decode_threads > 0 ? cfg->gpu_decode_threads : mps ? 2 : 1;
+	dc->procs = cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_PROCESSES ||
+		    (cfg->gpu_decode_helpers == GPU_DECODE_HELPERS_AUTO && mps);
 	helpers_start(l, dc, info.flags);
 	dc->device_bytes = dc->n_sets * (dc->buf_bytes + dc->scratch_bytes);
 	atomic_fetch_add(&p->gpus[l->dev].decode_bytes, dc->device_bytes);
 	log_notice("GPU %s: JPEG decoding on %u hardware engines (nvJPEG %d.%d.%d%s), %" PRIu64
 		   " bytes of device memory in %u sets, parts of up to %u images, thread %s and %u "
-		   "helper%s", p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
+		   "helper%s%s", p->gpus[l->dev].uuid, info.engines, info.version[0], info.version[1],
 		   info.version[2], info.flags & NVJD_SMOOTH_UPSAMPLING ? ", smooth upsampling" : "",
 		   budget, dc->n_sets, dc->max_batch, l->name, dc->n_helpers,
-		   dc->n_helpers == 1 ? "" : "s");
+		   dc->n_helpers == 1 ? "" : "s",
+		   dc->n_helpers == 0 ? "" : dc->procs ? " (decoder processes)" : " (threads)");
 	if (!p->gpus[l->dev].mps)
 		log_notice("GPU %s: not under MPS: beside a training process on this GPU, the "
 			   "daemon's GPU work and the training's take turns in time slices, which "

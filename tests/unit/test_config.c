@@ -269,7 +269,16 @@ static void test_decode_keys(void **state)
 	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_STRUCTURE);
 	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
 	assert_string_equal(cfg->nvjpeg_library, "");
+	/* both follow MPS unless given */
+	assert_int_equal(cfg->gpu_decode_helpers, GPU_DECODE_HELPERS_AUTO);
+	assert_int_equal(cfg->gpu_decode_threads, 0);
+	snprintf(text, sizeof(text), "[daemon]\ngpu_decode_helpers = threads\ngpu_decode_threads = 3\n%s",
+		 img);
+	assert_int_equal(load_text(text), 0);
 	assert_int_equal(cfg->gpu_decode_helpers, GPU_DECODE_HELPERS_THREADS);
+	assert_int_equal(cfg->gpu_decode_threads, 3);
+	snprintf(text, sizeof(text), "[daemon]\ngpu_decode_threads = 9\n%s", img);
+	expect_error(text, 2, "[daemon] gpu_decode_threads: ");
 	snprintf(text, sizeof(text), "[daemon]\nnvjpeg_library = /opt/nv/libnvjpeg.so.13\n"
 		 "gpu_decode_memory = 1G\ngpu_decode_helpers = processes\n"
 		 "%sdecode = gpu\ngpu_decode_percent = 40\n"
