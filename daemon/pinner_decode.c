@@ -70,17 +70,17 @@
  *
  * Decoder processes (gpu_decode_helpers = processes, or auto on a GPU
  * under MPS, where gpu_decode_threads' default of 0 gives 2 threads: one
- * helper): each helper thread then hands its share to a loaderd-decoder process of its own
- * (daemon/decoder_proto.h) and waits for its answer, instead of calling
- * nvjd: the process decodes into the set's buffer (opened by CUDA IPC)
- * and records an interprocess event behind its work, which the set's
- * stream waits for as for a helper thread's. A process that fails or
- * does not answer within worker_timeout_ms is killed; the images it held
- * get -EIO and so are decoded on this thread's CPU like any the engines
- * refused, the share of the next parts goes to the helpers left, and the
- * helper's thread starts another process once its wait has passed
- * (proc_schedule). One that cannot be set up at the lane's start is not
- * retried: that is the program or the GPU, said once in the log.
+ * helper): each helper thread then hands its share to a loaderd-decoder
+ * process of its own (daemon/decoder_proto.h) and waits for its answer,
+ * instead of calling nvjd: the process decodes into the set's buffer
+ * (opened by CUDA IPC) and records an interprocess event behind its work,
+ * which the set's stream waits for as for a helper thread's. A process
+ * that fails or does not answer within worker_timeout_ms is killed; the
+ * images it held get -EIO and so are decoded on this thread's CPU like any
+ * the engines refused, the share of the next parts goes to the helpers
+ * left, and the helper's thread starts another process once its wait has
+ * passed (proc_schedule). One that cannot be set up at the lane's start is
+ * not retried: that is the program or the GPU, said once in the log.
  *
  * An image the engines refuse or fail (nvjd's per-image status) is decoded
  * here on the CPU from the same bytes, as a worker would have, and copied
