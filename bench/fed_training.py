@@ -78,6 +78,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import image_bench  # noqa: E402  (this directory)
+import train_bench  # noqa: E402
 from bench_daemon import MpsServer, StepError, last_line, publish  # noqa: E402
 from gpu_bench import EXIT_SKIP  # noqa: E402
 
@@ -343,6 +344,8 @@ def main():
     ctx = image_bench.torch_context(a, bindir, "fed_training")
     if ctx == EXIT_SKIP:
         return ctx
+    if any(m in LOADERD_MODES for m in a.mode_list):
+        train_bench.python_package(os.path.abspath(a.build))  # the trainer imports loaderd
     rows, mps, daemon, code = [], None, None, 0
     try:
         image_bench.describe_files(ctx, image_bench.make_tree(ctx))
