@@ -53,8 +53,8 @@
  * also says whether the GPU's contexts are shared through MPS (mps=1): the
  * rates beside another process's kernels differ several times between the
  * two (docs/config.md, "GPU decoding beside training: MPS"). --yuv
- * decodes to planes (NVJD_OUTPUT_YUV), as the daemon does, with no
- * conversion kernel of nvJPEG's (needs --checked header, --mode full).
+ * decodes to planes (NVJD_OUTPUT_YUV), with no conversion kernel of
+ * nvJPEG's (needs --checked header, --mode full).
  *
  * Exit codes: 0; 1 a failure (named on stderr); 2 usage; 77 no GPU, no
  * nvJPEG, or no JPEG engines here.

@@ -48,9 +48,9 @@
  *      same batch still decode; a size given smaller than the file's: at
  *      most that size written; a size given larger: a failure with a
  *      message, or a decode of at most that size (printed);
- *   7. planes (NVJD_OUTPUT_YUV), as the daemon decodes, every file of 1 and
- *      2 the project's header reader gives to the GPU, given with its size
- *      and subsampling, in one batch: status 0, and its planes converted
+ *   7. planes (NVJD_OUTPUT_YUV), every file of 1 and 2 the project's
+ *      header reader gives to the GPU, given with its size and
+ *      subsampling, in one batch: status 0, and its planes converted
  *      on the host by image/yuv.h (libjpeg's upsampling and conversion)
  *      within the same tolerance of libjpeg's pixels (they differ by the
  *      engines' IDCT alone); an image given without its subsampling, and
