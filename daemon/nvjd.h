@@ -99,7 +99,8 @@ enum nvjd_planes {
  * planes of Y's size too: nvJPEG is always given three, and the
  * conversion reads Y alone).
  * offset[3] and pitch[3] (may be NULL) get each plane's; returns the
- * bytes all planes take from dst, 0 for an unknown class or a zero size. */
+ * bytes all planes take from dst, 0 for an unknown class or a zero size,
+ * UINT64_MAX for planes larger than 64 bits can count. */
 #define NVJD_PLANE_ALIGN 256u
 uint64_t nvjd_planes_layout(enum nvjd_planes planes, uint32_t w, uint32_t h, uint64_t offset[3],
 			    uint64_t pitch[3]);

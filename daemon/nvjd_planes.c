@@ -25,11 +25,16 @@ uint64_t nvjd_planes_layout(enum nvjd_planes planes, uint32_t w, uint32_t h, uin
 	}
 	if (w == 0 || h == 0)
 		return 0;
-	uint64_t cw = (w + sh - 1) / sh, ch = (h + sv - 1) / sv;
+	uint64_t cw = ((uint64_t)w + sh - 1) / sh, ch = ((uint64_t)h + sv - 1) / sv;
 	/* GRAY has chroma planes too, as 4:4:4's: nvJPEG is given three
 	 * planes whatever the image, and unused ones are left alone. */
-	uint64_t y = (uint64_t)w * h, c = cw * ch;
-	uint64_t at_cb = round_up(y, NVJD_PLANE_ALIGN), at_cr = at_cb + round_up(c, NVJD_PLANE_ALIGN);
+	/* w * h fits 64 bits, and so does its rounding up; the sums of the
+	 * planes need not, for sizes from a decoder process's answer. */
+	uint64_t y = (uint64_t)w * h, c = cw * ch, at_cb = round_up(y, NVJD_PLANE_ALIGN), at_cr,
+		 end;
+	if (__builtin_add_overflow(at_cb, round_up(c, NVJD_PLANE_ALIGN), &at_cr) ||
+	    __builtin_add_overflow(at_cr, c, &end))
+		return UINT64_MAX;
 	if (offset) {
 		offset[0] = 0;
 		offset[1] = at_cb;
@@ -39,7 +44,7 @@ uint64_t nvjd_planes_layout(enum nvjd_planes planes, uint32_t w, uint32_t h, uin
 		pitch[0] = w;
 		pitch[1] = pitch[2] = cw;
 	}
-	return at_cr + c;
+	return end;
 }
 
 const char *nvjd_fits(const struct nvjd_image *im, uint32_t out_w, uint32_t out_h)
@@ -50,7 +55,9 @@ const char *nvjd_fits(const struct nvjd_image *im, uint32_t out_w, uint32_t out_
 		uint64_t bytes = nvjd_planes_layout(im->planes, out_w, out_h, NULL, NULL);
 		if (bytes == 0)
 			return "an unknown chroma subsampling";
-		return bytes > im->dst_bytes ? "its planes do not fit in its destination" : NULL;
+		return bytes == UINT64_MAX || bytes > im->dst_bytes
+			       ? "its planes do not fit in its destination"
+			       : NULL;
 	}
 	uint64_t row = (uint64_t)out_w * 3;
 	if (row > im->pitch)

@@ -64,7 +64,8 @@ static unsigned __int128 planes_bytes(enum nvjd_planes planes, uint32_t w, uint3
 	if (planes < NVJD_PLANES_GRAY || planes > NVJD_PLANES_440)
 		return (unsigned __int128)1 << 100;
 	unsigned __int128 y = (unsigned __int128)w * h;
-	unsigned __int128 c = (unsigned __int128)((w + sh - 1) / sh) * ((h + sv - 1) / sv);
+	unsigned __int128 cw = ((unsigned __int128)w + sh - 1) / sh;
+	unsigned __int128 c = cw * (((unsigned __int128)h + sv - 1) / sv);
 	unsigned __int128 a = NVJD_PLANE_ALIGN;
 	return (y + a - 1) / a * a + (c + a - 1) / a * a + c;
 }

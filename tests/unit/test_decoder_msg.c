@@ -205,6 +205,43 @@ static void test_done(void **state)
 	assert_string_equal(nvjd_fits(&asked[0], 100, 100), "an unknown chroma subsampling");
 	asked_of(asked);
 
+	/* A size reported by the decoder, nothing given: the largest ones
+	 * take more than 64 bits can count (even 4:2:0's 1.5 bytes a pixel),
+	 * in every class's planes and in RGB's rows, and fit no destination,
+	 * the largest there is included; a few rows or columns fit it. */
+	static const enum nvjd_planes classes[] = {NVJD_PLANES_NONE, NVJD_PLANES_GRAY,
+						   NVJD_PLANES_444,  NVJD_PLANES_422,
+						   NVJD_PLANES_420,  NVJD_PLANES_440};
+	static const uint32_t big[][2] = {{UINT32_MAX, UINT32_MAX},
+					  {UINT32_MAX, UINT32_MAX - 1},
+					  {0xf0000000u, UINT32_MAX},
+					  {UINT32_MAX, 0xf0000000u},
+					  {UINT32_MAX, 4},
+					  {4, UINT32_MAX}};
+	for (size_t c = 0; c < sizeof(classes) / sizeof(classes[0]); c++) {
+		for (size_t b = 0; b < sizeof(big) / sizeof(big[0]); b++) {
+			uint32_t bw = big[b][0], bh = big[b][1];
+			bool fits = bw == 4 || bh == 4;
+			asked_of(asked);
+			done_of(r, e);
+			asked[0].given_w = asked[0].given_h = 0;
+			asked[0].planes = classes[c];
+			asked[0].pitch = (uint64_t)bw * 3;
+			asked[0].dst_bytes = UINT64_MAX;
+			x[0].width = x[0].out_w = bw;
+			x[0].height = x[0].out_h = bh;
+			if (classes[c] != NVJD_PLANES_NONE)
+				assert_true((nvjd_planes_layout(classes[c], bw, bh, NULL, NULL) <
+					     UINT64_MAX) == fits);
+			if (fits)
+				assert_null(done_check(len, asked));
+			else
+				assert_string_equal(done_check(len, asked),
+						    "an image larger than its destination");
+		}
+	}
+	asked_of(asked);
+
 	done_of(r, e);
 	struct decoder_err *m = (void *)(msg + sizeof(done) + 3 * sizeof(*r));
 	m->index = 3;
