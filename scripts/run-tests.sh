@@ -6,7 +6,8 @@
 #   asan      the same with -DLOADERD_SANITIZE=address,undefined in ./build-asan
 #   fuzz      when fuzz/CMakeLists.txt exists and clang is installed: the
 #             libFuzzer harnesses built with clang in ./build-fuzz, each run
-#             for $LOADERD_FUZZ_SECONDS (default 30) seconds
+#             for $LOADERD_FUZZ_SECONDS (default 30) seconds; the inputs of
+#             one that fails are printed in base64, with how to run them
 # Prints how long each phase took; exits non-zero when any phase fails.
 set -euo pipefail
 
@@ -43,20 +44,40 @@ build() { # build DIR CMAKE-ARGS...
 	cmake -S . -B "$dir" "$@" && cmake --build "$dir" -j"$jobs"
 }
 
+# The inputs a failed harness left (crash-, leak-, timeout-, oom-...), in
+# base64, so that a log from another machine is enough to reproduce them.
+print_artifacts() { # print_artifacts HARNESS PREFIX
+	local a
+	for a in "$2"*; do
+		[ -f "$a" ] || continue
+		echo "run-tests: $1 failed on $a ($(stat -c %s "$a") bytes); to reproduce:"
+		echo "base64 -d > input <<'END'"
+		head -c 65536 "$a" | base64 -w 76
+		echo "END"
+		echo "$1 input"
+	done
+}
+
 run_fuzzers() {
-	local found=0 f corpus
+	local found=0 f name corpus prefix
 	mkdir -p build-fuzz/artifacts
 	for f in build-fuzz/bin/fuzz_*; do
 		[ -x "$f" ] || continue
 		found=1
-		corpus=build-fuzz/corpus/$(basename "$f")
+		name=$(basename "$f")
+		corpus=build-fuzz/corpus/$name
+		prefix=build-fuzz/artifacts/$name-
+		rm -f "$prefix"*
 		mkdir -p "$corpus"
-		if [ -d "fuzz/corpus/$(basename "$f")" ]; then
-			cp -r "fuzz/corpus/$(basename "$f")/." "$corpus/"
+		if [ -d "fuzz/corpus/$name" ]; then
+			cp -r "fuzz/corpus/$name/." "$corpus/"
 		fi
 		echo "run-tests: $f for $fuzz_seconds s"
-		"$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
-			-artifact_prefix=build-fuzz/artifacts/ "$corpus" || return 1
+		if ! "$f" -max_total_time="$fuzz_seconds" -timeout=10 -rss_limit_mb=2048 \
+			-artifact_prefix="$prefix" "$corpus"; then
+			print_artifacts "$f" "$prefix"
+			return 1
+		fi
 	done
 	if [ "$found" -eq 0 ]; then
 		echo "run-tests: no fuzz_* binary was built" >&2
