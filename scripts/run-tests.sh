@@ -47,12 +47,17 @@ build() { # build DIR CMAKE-ARGS...
 # The inputs a failed harness left (crash-, leak-, timeout-, oom-...), in
 # base64, so that a log from another machine is enough to reproduce them.
 print_artifacts() { # print_artifacts HARNESS PREFIX
-	local a
+	local a bytes
 	for a in "$2"*; do
 		[ -f "$a" ] || continue
-		echo "run-tests: $1 failed on $a ($(stat -c %s "$a") bytes); to reproduce:"
+		bytes=$(stat -c %s "$a")
+		if [ "$bytes" -gt 65536 ]; then
+			echo "run-tests: $1 failed on $a ($bytes bytes, too large to print)"
+			continue
+		fi
+		echo "run-tests: $1 failed on $a ($bytes bytes); to reproduce:"
 		echo "base64 -d > input <<'END'"
-		head -c 65536 "$a" | base64 -w 76
+		base64 -w 76 "$a"
 		echo "END"
 		echo "$1 input"
 	done
