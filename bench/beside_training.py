@@ -26,7 +26,11 @@ and without CUDA MPS.
 First the wait and one decoding process alone on the GPU, then the
 training alone for --seconds, then, with the training running, the wait
 and each process count. Every row gives the training's median images/s
-over the time it ran beside (against its median alone). --mps runs it all
+over the time it ran beside (against its median alone), and, for a
+decoding row, that loss divided by the thousands of images/s decoded: the
+share of the training's rate that each 1,000 images/s decoded beside it
+costs (a figure that carries over to another decoding rate, such as the
+training's own pace when the decoding feeds it). --mps runs it all
 under a private MPS control daemon (bench_daemon.MpsServer), as
 node_bench.py --mps does; run the bench with and without it to compare.
 
@@ -217,18 +221,21 @@ def report(ctx, rows, alone):
         "decoding: loaderd-nvjd-bench --mode full --passes 1 %s; MPS: %s"
         % (a.model, TRAIN_BATCH, TRAIN_CLASSES, a.nvjd_args,
            "a private control daemon (--mps)" if a.mps else "off"), "",
-        "| what | wait p50 | wait p90 | decode images/s | training images/s | vs training alone |",
-        "|---|---|---|---|---|---|"]
+        "| what | wait p50 | wait p90 | decode images/s | training images/s | vs training alone "
+        "| training lost per 1,000 images/s decoded |",
+        "|---|---|---|---|---|---|---|"]
     for what, v in rows:
         if isinstance(v, str):
-            out.append("| %s | %s | | | | |" % (what, v))
+            out.append("| %s | %s | | | | | |" % (what, v))
             continue
         tr = v.get("training")
-        out.append("| %s | %s | %s | %s | %s | %s |" % (
+        per = (1 - tr / alone) * 1000 / v["decode"] if tr and alone and v.get("decode") else None
+        out.append("| %s | %s | %s | %s | %s | %s | %s |" % (
             what, "%.1f us" % v["p50_us"] if "p50_us" in v else "",
             "%.1f us" % v["p90_us"] if "p90_us" in v else "",
             "%.0f" % v["decode"] if "decode" in v else "",
-            "%.0f" % tr if tr else "", "%.3f" % (tr / alone) if tr and alone else ""))
+            "%.0f" % tr if tr else "", "%.3f" % (tr / alone) if tr and alone else "",
+            "%.4f" % per if per is not None else ""))
     return "\n".join(out) + "\n"
 
 

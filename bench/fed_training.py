@@ -30,7 +30,8 @@ autocast, SGD; the loss read every 20 steps), 30 steps of warm-up, then
 
 The loaderd modes run against one daemon with --workers workers serving
 image_bench's tree (bench/image_bench.py's make_tree()) with
-`random_resized_crop(--size) hflip(0.5)`, uint8 NHWC, `decode = --decode`,
+`random_resized_crop(--size) hflip(0.5)`, uint8 NHWC, `decode = --decode`
+(with `gpu_decode_percent` --gpu-decode-percent for auto),
 gpu_decode_threads --gpu-decode-threads and gpu_decode_helpers
 --gpu-decode-helpers. Where a batch is not 224x224 (a small --size, to
 take the decoding's cost away), the modes that train on it train on the
@@ -60,7 +61,7 @@ daemon's waits on the training's stream; a --decode cpu run at a small
 
     bench/fed_training.py --build BUILD [--out DIR] [--model resnet18]
                           [--modes synthetic,train,paced,ignore,ignore_free,clone]
-                          [--decode gpu] [--size 224] [--workers 15]
+                          [--decode gpu] [--gpu-decode-percent 80] [--size 224] [--workers 15]
                           [--gpu-decode-threads 4] [--gpu-decode-helpers processes]
                           [--steps 200] [--mps] [--device 0] [--keep]
                           [--paced-ms 22] [--profile 0] [--daemon-env NAME=VALUE]
@@ -292,9 +293,10 @@ def report(ctx, rows):
     base = next((v[0] for m, v in rows if m == "synthetic" and not isinstance(v, str)), None)
     out = image_bench.head_lines(ctx) + [
         "training: %s, batch %d, 224x224, %d classes, channels_last, bf16 autocast, SGD, %d timed steps; "
-        "loaderd: %d workers, random_resized_crop(%d) hflip(0.5), uint8 NHWC, decode = %s, "
+        "loaderd: %d workers, random_resized_crop(%d) hflip(0.5), uint8 NHWC, decode = %s%s, "
         "gpu_decode_threads %d, gpu_decode_helpers %s; MPS: %s"
-        % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode, a.gpu_decode_threads,
+        % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode,
+           " (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else "", a.gpu_decode_threads,
            a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
         "| mode | training images/s | vs synthetic | step on the GPU, p50 | p90 | max "
         "| host: batch | launch | waiting for the GPU |",
@@ -318,6 +320,8 @@ def parse_args():
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
     ap.add_argument("--size", type=int, default=224, help="random_resized_crop's size (default 224)")
     ap.add_argument("--workers", type=int, default=15, help="loaderd's workers (default 15)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=80,
+                    help="its gpu_decode_percent with --decode auto (default 80)")
     ap.add_argument("--gpu-decode-threads", type=int, default=4, help="default 4")
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"), default="processes",
                     help="default processes")
@@ -333,7 +337,7 @@ def parse_args():
     a.mode_list = [m for m in a.modes.split(",") if m]
     if not a.mode_list or any(m not in MODES for m in a.mode_list):
         ap.error("--modes: a list of %s" % ", ".join(MODES))
-    a.host, a.epochs, a.gpu_decode_percent = False, 0, 80
+    a.host, a.epochs = False, 0
     a.data_dir = os.path.abspath(a.data_dir)
     return a
 
