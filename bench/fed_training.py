@@ -296,8 +296,8 @@ def report(ctx, rows):
         "loaderd: %d workers, random_resized_crop(%d) hflip(0.5), uint8 NHWC, decode = %s%s, "
         "gpu_decode_threads %d, gpu_decode_helpers %s; MPS: %s"
         % (a.model, BATCH, CLASSES, a.steps, a.workers, a.size, a.decode,
-           " (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else "", a.gpu_decode_threads,
-           a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
+           " (gpu_decode_percent %d)" % a.gpu_decode_percent if a.decode == "auto" else "",
+           a.gpu_decode_threads, a.gpu_decode_helpers, "a private control daemon (--mps)" if a.mps else "off"), "",
         "| mode | training images/s | vs synthetic | step on the GPU, p50 | p90 | max "
         "| host: batch | launch | waiting for the GPU |",
         "|---|---|---|---|---|---|---|---|---|"]
