@@ -584,8 +584,19 @@ const char *jh_gpu_refusal(const struct jh_info *info, uint64_t file_bytes,
 	if (!info || info->components < 1 || info->components > 4)
 		return "no header";
 	const char *why = jh_format_refusal(info);
-	if (why || !lim)
+	if (why)
 		return why;
+	/* libjpeg-turbo upsamples a chroma plane of 2 samples or fewer across
+	 * by repeating its samples (jdsample.c: fancy upsampling only for a
+	 * downsampled_width over 2), where the engines interpolate, as they
+	 * do for every wider plane. With one sample the two agree; with two
+	 * (an image 3 or 4 pixels wide) every pixel is an edge pixel, and
+	 * they differ everywhere. */
+	if ((info->subsamp == JH_422 || info->subsamp == JH_420) &&
+	    (info->width == 3 || info->width == 4))
+		return "chroma 2 samples wide";
+	if (!lim)
+		return NULL;
 	if (lim->max_bytes && file_bytes > lim->max_bytes)
 		return "over max_bytes";
 	if (lim->max_side && (info->width > lim->max_side || info->height > lim->max_side))

@@ -181,10 +181,15 @@ struct jh_limits {
  *   "chroma sampling factors not 1x1" a class the hardware takes, written
  *                                     with larger factors (2x2/2x2/2x2)
  *   "components in separate scans"    not single_scan
+ *   "chroma 2 samples wide"           4:2:2 or 4:2:0, 3 or 4 pixels wide:
+ *                                     libjpeg repeats such a chroma plane
+ *                                     across, the engines interpolate it,
+ *                                     so the two would differ everywhere
  *   "over max_bytes", "over max_side", "over max_pixels"
  * So what it takes is: baseline (SOF0), Huffman, 8-bit, one interleaved
  * first scan, grayscale or YCbCr with chroma 1x1 at 4:4:4, 4:2:2, 4:2:0 or
- * 4:4:0, within the limits. A NULL info, or one no jh_parse filled (0 or
+ * 4:4:0 (the two subsampled across: not 3 or 4 pixels wide), within the
+ * limits. A NULL info, or one no jh_parse filled (0 or
  * more than 4 components), gets "no header".
  */
 const char *jh_gpu_refusal(const struct jh_info *info, uint64_t file_bytes,

@@ -5,7 +5,8 @@
  * usage: mkjpeg OUT.jpg --width W --height H [--quality Q] [--seed S]
  *               [--pattern gradient|noise|photo] [--progressive]
  *               [--gray | --cmyk | --ycck] [--subsamp 444|422|420|440|411]
- *               [--restart ROWS] [--truncate BYTES] [--corrupt OFFSET]
+ *               [--restart ROWS] [--exif ORIENTATION] [--truncate BYTES]
+ *               [--corrupt OFFSET]
  *        mkjpeg --tree ROOT --classes C --per-class N --min-side A
  *               --max-side B [--quality Q] [--seed S]
  *
@@ -27,6 +28,13 @@
  *             440 1x2, 411 4x1; chroma stays 1x1. Not valid with --gray or
  *             --cmyk, whose components are all full resolution.
  *   --restart ROWS      a restart marker every ROWS MCU rows.
+ *   --exif ORIENTATION  an Exif APP1 segment first after SOI, as a camera
+ *                       writes it: IFD0 with the orientation tag (1..8),
+ *                       IFD1 with a 32 x 24 JPEG thumbnail of the same
+ *                       picture (a whole JPEG, SOI to EOI, inside the
+ *                       segment). The pixels of the image are the same as
+ *                       without it: readers that ignore Exif decode the
+ *                       picture as stored.
  *   --corrupt OFFSET    xor 0x5a into the byte OFFSET bytes after the end of
  *                       the first SOS segment (the first entropy-coded byte
  *                       is offset 0); OFFSET must lie before the EOI marker.
@@ -66,6 +74,8 @@
 #define PHOTO_WAVES 2
 #define PHOTO_MAX_SHAPES 7
 #define CORRUPT_XOR 0x5a
+#define THUMB_WIDTH 32
+#define THUMB_HEIGHT 24
 
 enum pattern { PATTERN_PHOTO, PATTERN_GRADIENT, PATTERN_NOISE };
 enum color { COLOR_RGB, COLOR_GRAY, COLOR_CMYK, COLOR_YCCK };
@@ -621,10 +631,13 @@ static void print_usage(FILE *out)
 	fputs("usage: mkjpeg OUT.jpg --width W --height H [--quality Q (90)] [--seed S (0)]\n"
 	      "              [--pattern gradient|noise|photo (photo)] [--progressive]\n"
 	      "              [--gray | --cmyk | --ycck] [--subsamp 444|422|420|440|411 (420)]\n"
-	      "              [--restart ROWS] [--truncate BYTES] [--corrupt OFFSET]\n"
+	      "              [--restart ROWS] [--exif ORIENTATION] [--truncate BYTES]\n"
+	      "              [--corrupt OFFSET]\n"
 	      "       mkjpeg --tree ROOT --classes C --per-class N --min-side A --max-side B\n"
 	      "              [--quality Q (90)] [--seed S (0)]\n"
 	      "\n"
+	      "  --exif ORIENTATION an Exif APP1 segment (orientation 1..8, a JPEG thumbnail)\n"
+	      "                     first after SOI; the image's pixels are unchanged\n"
 	      "  --corrupt OFFSET   xor 0x5a into the byte OFFSET bytes into the entropy-coded\n"
 	      "                     data (after the first SOS segment), before EOI\n"
 	      "  --truncate BYTES   keep the first BYTES bytes (fewer than the whole file)\n"
@@ -680,7 +693,7 @@ enum option {
 	OPT_WIDTH, OPT_HEIGHT, OPT_QUALITY, OPT_SEED, OPT_PATTERN, OPT_PROGRESSIVE,
 	OPT_GRAY, OPT_CMYK, OPT_YCCK, OPT_SUBSAMP, OPT_RESTART, OPT_TRUNCATE,
 	OPT_CORRUPT, OPT_TREE, OPT_CLASSES, OPT_PER_CLASS, OPT_MIN_SIDE,
-	OPT_MAX_SIDE, OPT_HELP, OPT_COUNT
+	OPT_MAX_SIDE, OPT_EXIF, OPT_HELP, OPT_COUNT
 };
 
 static const struct {
@@ -706,6 +719,7 @@ static const struct {
 	[OPT_PER_CLASS] = { "--per-class", true, TREE_ONLY },
 	[OPT_MIN_SIDE] = { "--min-side", true, TREE_ONLY },
 	[OPT_MAX_SIDE] = { "--max-side", true, TREE_ONLY },
+	[OPT_EXIF] = { "--exif", true, SINGLE_ONLY },
 	[OPT_HELP] = { "--help", false, EITHER },
 };
 
@@ -716,6 +730,7 @@ struct request {
 	bool seen[OPT_COUNT];
 	uint64_t truncate_bytes, corrupt_offset;
 	int classes, per_class, min_side, max_side;
+	int exif_orientation;
 };
 
 static int parse_subsamp(const char *text, struct image_spec *spec)
@@ -796,6 +811,9 @@ static int apply_option(struct request *rq, enum option opt, const char *name, c
 		break;
 	case OPT_MAX_SIDE:
 		err = parse_int(name, value, 1, MAX_SIDE, &rq->max_side);
+		break;
+	case OPT_EXIF:
+		err = parse_int(name, value, 1, 8, &rq->exif_orientation);
 		break;
 	case OPT_GRAY: /* flags: seen[] is all they set */
 	case OPT_CMYK:
@@ -897,6 +915,91 @@ static int check_request(struct request *rq)
 	return 0;
 }
 
+/* ---- Exif ---------------------------------------------------------------- */
+
+static void put16le(JOCTET *p, unsigned v)
+{
+	p[0] = (JOCTET)(v & 0xff);
+	p[1] = (JOCTET)(v >> 8);
+}
+
+static void put32le(JOCTET *p, uint32_t v)
+{
+	put16le(p, v & 0xffff);
+	put16le(p + 2, v >> 16);
+}
+
+/* One 12-byte IFD entry of a little-endian TIFF structure. */
+static void put_ifd_entry(JOCTET *p, unsigned tag, unsigned type, uint32_t count, uint32_t value)
+{
+	put16le(p, tag);
+	put16le(p + 2, type);
+	put32le(p + 4, count);
+	if (type == 3 && count == 1) { /* SHORT: left-justified in the field */
+		put16le(p + 8, value);
+		put16le(p + 10, 0);
+	} else {
+		put32le(p + 8, value);
+	}
+}
+
+/*
+ * The Exif APP1 segment --exif describes, whole (marker and length
+ * included), into a new buffer: "Exif\0\0", a little-endian TIFF header,
+ * IFD0 {Orientation}, IFD1 {JPEGInterchangeFormat, ...Length}, then the
+ * thumbnail's bytes. Returns 0, or -ENOMEM / -EIO with why filled.
+ */
+static int exif_segment(const struct image_spec *spec, int orientation, JOCTET **out, size_t *out_len,
+			char *why, size_t why_cap)
+{
+	struct workspace thumb_ws = { 0 };
+	struct image_spec thumb = *spec;
+	thumb.width = THUMB_WIDTH;
+	thumb.height = THUMB_HEIGHT;
+	thumb.progressive = false;
+	thumb.restart_rows = 0;
+	int err = encode(&thumb_ws, &thumb, why, why_cap);
+	if (err < 0)
+		goto free_thumb;
+
+	enum { TIFF = 6, IFD0 = 8, IFD0_BYTES = 2 + 12 + 4, IFD1 = IFD0 + IFD0_BYTES,
+	       IFD1_BYTES = 2 + 2 * 12 + 4, THUMB = IFD1 + IFD1_BYTES };
+	size_t payload = TIFF + THUMB + thumb_ws.dest.len; /* after the length field */
+	if (2 + payload > 0xffff) {
+		snprintf(why, why_cap, "the Exif thumbnail is too large for one segment");
+		err = -EIO;
+		goto free_thumb;
+	}
+	JOCTET *seg = calloc(1, 4 + payload);
+	if (!seg) {
+		snprintf(why, why_cap, "out of memory for the Exif segment");
+		err = -ENOMEM;
+		goto free_thumb;
+	}
+	seg[0] = 0xff;
+	seg[1] = 0xe1;
+	seg[2] = (JOCTET)((2 + payload) >> 8);
+	seg[3] = (JOCTET)((2 + payload) & 0xff);
+	JOCTET *p = seg + 4;
+	memcpy(p, "Exif\0\0", TIFF);
+	JOCTET *tiff = p + TIFF; /* offsets below count from here */
+	memcpy(tiff, "II*\0", 4);
+	put32le(tiff + 4, IFD0);
+	put16le(tiff + IFD0, 1);
+	put_ifd_entry(tiff + IFD0 + 2, 0x0112, 3, 1, (uint32_t)orientation);
+	put32le(tiff + IFD0 + 2 + 12, IFD1);
+	put16le(tiff + IFD1, 2);
+	put_ifd_entry(tiff + IFD1 + 2, 0x0201, 4, 1, THUMB);
+	put_ifd_entry(tiff + IFD1 + 2 + 12, 0x0202, 4, 1, (uint32_t)thumb_ws.dest.len);
+	put32le(tiff + IFD1 + 2 + 24, 0);
+	memcpy(tiff + THUMB, thumb_ws.dest.buf, thumb_ws.dest.len);
+	*out = seg;
+	*out_len = 4 + payload;
+free_thumb:
+	workspace_free(&thumb_ws);
+	return err;
+}
+
 /* ---- the two modes ------------------------------------------------------ */
 
 static int run_single(struct request *rq)
@@ -912,6 +1015,24 @@ static int run_single(struct request *rq)
 	}
 	JOCTET *buf = ws.dest.buf;
 	size_t len = ws.dest.len;
+	if (rq->seen[OPT_EXIF]) {
+		JOCTET *seg = NULL, *whole = NULL;
+		size_t seg_len = 0;
+		if (exif_segment(&rq->spec, rq->exif_orientation, &seg, &seg_len, why, sizeof(why)) < 0 ||
+		    !(whole = malloc(len + seg_len))) {
+			fprintf(stderr, "mkjpeg: %s: %s\n", rq->out_path, seg ? "out of memory" : why);
+			free(seg);
+			code = EXIT_IO;
+			goto free_workspace;
+		}
+		memcpy(whole, buf, 2); /* SOI */
+		memcpy(whole + 2, seg, seg_len);
+		memcpy(whole + 2 + seg_len, buf + 2, len - 2);
+		free(seg);
+		free(ws.dest.buf);
+		ws.dest.buf = buf = whole;
+		ws.dest.cap = len = len + seg_len;
+	}
 	if (rq->seen[OPT_CORRUPT]) {
 		size_t scan;
 		if (find_scan_data(buf, len, &scan) < 0) {
