@@ -115,6 +115,7 @@
 #include "daemon/decoder_proto.h"
 #include "image/imgkernel.h"
 #include "image/jpeg.h"
+#include "image/jpeghdr.h"
 #include "worker/image_sample.h"
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
@@ -208,6 +209,8 @@ struct lane_decode {
 	struct nvjd_image *imgs;
 	uint32_t *rows;           /* each of imgs' batch row */
 	uint32_t *factor;         /* each of imgs' shrink factor, 1 for none */
+	uint32_t *chroma;         /* each of imgs' chroma subsampling when factor > 1:
+				   * across | down << 16, each 1 or 2 */
 	uint8_t **small;          /* each of imgs' shrunk image in buf, when factor > 1 */
 	uint8_t *row_host;        /* the CPU fallback's row, page-locked */
 	uint64_t row_host_bytes;
@@ -619,6 +622,7 @@ static void decode_free(struct lane_decode *dc)
 	if (dc->copied)
 		cudaEventDestroy(dc->copied);
 	free(dc->factor);
+	free(dc->chroma);
 	free(dc->small);
 	free(dc->bad_rows);
 	cudaFreeHost(dc->row_host);
@@ -710,10 +714,11 @@ static int decode_open(struct lane *l, char *why, size_t cap)
 	dc->imgs = calloc(dc->max_batch, sizeof(*dc->imgs));
 	dc->rows = calloc(dc->max_batch, sizeof(*dc->rows));
 	dc->factor = calloc(dc->max_batch, sizeof(*dc->factor));
+	dc->chroma = calloc(dc->max_batch, sizeof(*dc->chroma));
 	dc->small = calloc(dc->max_batch, sizeof(*dc->small));
 	dc->bad_rows = calloc(dc->max_rows, sizeof(*dc->bad_rows));
 	if (cudaerr_failed(e, why, cap, "allocating the GPU decoder's buffers") || !dc->imgs ||
-	    !dc->rows || !dc->factor || !dc->small || !dc->bad_rows) {
+	    !dc->rows || !dc->factor || !dc->chroma || !dc->small || !dc->bad_rows) {
 		if (e == cudaSuccess)
 			snprintf(why, cap, "out of memory");
 		decode_free(dc);
@@ -944,7 +949,8 @@ static bool decode_part(struct lane *l, struct msg *m, uint32_t n, uint64_t buf_
 		if (f > 1)
 			set->shrink[n_shrink++] = (struct imgk_shrink){
 				.src = im->dst, .src_pitch = im->pitch, .src_w = im->out_w,
-				.src_h = im->out_h, .dst = dc->small[i], .dst_pitch = (uint64_t)w * 3, .f = f};
+				.src_h = im->out_h, .dst = dc->small[i], .dst_pitch = (uint64_t)w * 3, .f = f,
+				.sh = (uint16_t)(dc->chroma[i] & 0xffff), .sv = (uint16_t)(dc->chroma[i] >> 16)};
 		set->items[k++] = (struct imgk_item){
 			.src = f > 1 ? dc->small[i] : im->dst, .src_pitch = f > 1 ? (uint64_t)w * 3 : im->pitch,
 			.src_w = w, .src_h = h, .img_w = w, .img_h = h, .sx = 1.0 / f, .sy = 1.0 / f,
@@ -1020,6 +1026,27 @@ static bool decode_wait(struct lane *l, struct msg *m, char *text, size_t cap)
 
 /* The batch's images into its parts, each decoded and resized on its set's
  * stream; the images the GPU cannot take on the CPU. */
+/* The chroma subsampling the shrink kernel models (imgk_shrink's sh, sv)
+ * as across | down << 16, from the JPEG's header; 1 | 1 << 16 where it
+ * does not read (the engines then refuse the image anyway). */
+static uint32_t shrink_chroma(const uint8_t *jpeg, uint64_t len)
+{
+	struct jh_info info;
+	char why[8];
+	if (jh_parse(jpeg, len, &info, why, sizeof(why)) != 0)
+		return 1u | 1u << 16;
+	switch (info.subsamp) {
+	case JH_422:
+		return 2u | 1u << 16;
+	case JH_440:
+		return 1u | 2u << 16;
+	case JH_420:
+		return 2u | 2u << 16;
+	default:
+		return 1u | 1u << 16;
+	}
+}
+
 static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
 {
 	struct pinner *p = l->p;
@@ -1075,6 +1102,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		buf = dc->sets[dc->cur].buf; /* decode_part may have moved on */
 		dc->rows[n] = r;
 		dc->factor[n] = f;
+		dc->chroma[n] = f > 1 ? shrink_chroma(jpeg, g.len) : 0;
 		dc->small[n] = buf + buf_used + full;
 		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
 						  .given_w = g.width, .given_h = g.height,

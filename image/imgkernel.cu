@@ -45,6 +45,7 @@
 
 #include "image/pixel.h"
 #include "image/resize_taps.h"
+#include "image/yuv.h"
 #include "proto/proto.h"
 
 extern "C" { /* a C header without C++ linkage of its own */
@@ -454,6 +455,88 @@ void imgk_region(uint32_t img_w, uint32_t img_h, double x, double y, double w, d
 
 /* One block row of images: blockIdx.y is the image, the threads of the
  * x blocks stride over its output pixels. */
+/* The sums of each channel of src's pixels [x0, x1) x [y0, y1), and how
+ * many pixels that is. */
+__device__ static uint32_t imgk__rgb_sum(const struct imgk_shrink &s, uint32_t x0, uint32_t x1,
+					 uint32_t y0, uint32_t y1, uint32_t sum[3])
+{
+	sum[0] = sum[1] = sum[2] = 0;
+	for (uint32_t y = y0; y < y1; y++) {
+		const uint8_t *row = s.src + y * s.src_pitch + 3 * (uint64_t)x0;
+		for (uint32_t x = 0; x < x1 - x0; x++)
+			for (int c = 0; c < 3; c++)
+				sum[c] += row[3 * x + c];
+	}
+	return (x1 - x0) * (y1 - y0);
+}
+
+/* Plane k (0 Y, 1 Cb, 2 Cr) of JFIF's YCbCr (yuv.h's inverse) of the
+ * mean of count pixels whose channels sum to sum, rounded as a plane of
+ * libjpeg's holds it. */
+__device__ static int imgk__ycc(const uint32_t sum[3], uint32_t count, int k)
+{
+	const float r = (float)sum[0] / count, g = (float)sum[1] / count, b = (float)sum[2] / count;
+	float v;
+	if (k == 0)
+		v = 0.299f * r + 0.587f * g + 0.114f * b;
+	else if (k == 1)
+		v = -0.168736f * r - 0.331264f * g + 0.5f * b + 128.0f;
+	else
+		v = 0.5f * r - 0.418688f * g - 0.081312f * b + 128.0f;
+	return yuv_clamp((int)floorf(v + 0.5f));
+}
+
+/* The chroma grid of a 4:2:2 or 4:4:0 image at 1/f: libjpeg leaves its
+ * chroma IDCT at luma's reduced size (jdmaster.c doubles it only when that
+ * spares upsampling both ways), so a grid sample covers f x f chroma
+ * samples, (f sh) x (f sv) source pixels, and is upsampled by sh across
+ * and sv down. */
+struct imgk__grid {
+	const struct imgk_shrink *s;
+	uint32_t bw, bh; /* source pixels a grid sample covers */
+	uint32_t rw, rh; /* the grid's samples */
+	int fancy;       /* jdsample.c: the triangle filter, not at 1/8 */
+};
+
+/* Grid sample (a, b): Cb into cbcr[0], Cr into cbcr[1], rounded. */
+__device__ static void imgk__grid_at(const struct imgk__grid &q, uint32_t a, uint32_t b, int cbcr[2])
+{
+	uint32_t sum[3];
+	const uint32_t count = imgk__rgb_sum(*q.s, a * q.bw, min(a * q.bw + q.bw, q.s->src_w),
+					     b * q.bh, min(b * q.bh + q.bh, q.s->src_h), sum);
+	cbcr[0] = imgk__ycc(sum, count, 1);
+	cbcr[1] = imgk__ycc(sum, count, 2);
+}
+
+/* Pixel (i, j)'s Cb and Cr at 1/f: yuv.h's yuv_chroma for a grid
+ * upsampled by 2 in one direction (h2v1 or h1v2). */
+__device__ static void imgk__chroma(const struct imgk__grid &q, uint32_t i, uint32_t j, int out[2])
+{
+	const bool across = q.s->sh == 2;
+	const uint32_t pos = across ? i : j, n = across ? q.rw : q.rh;
+	const uint32_t c = pos / 2, a = across ? c : i, b = across ? j : c;
+	int here[2];
+	imgk__grid_at(q, a, b, here);
+	/* h2v1: fancy only on grids wider than 2; h1v2: always (jdsample.c) */
+	if (!q.fancy || (across && n <= 2)) {
+		out[0] = here[0];
+		out[1] = here[1];
+		return;
+	}
+	const bool even = (pos & 1) == 0;
+	if (across && (even ? c == 0 : c == n - 1)) { /* h2v1's edge columns: the sample */
+		out[0] = here[0];
+		out[1] = here[1];
+		return;
+	}
+	/* the nearer sample 3/4, the next 1/4; h1v2 repeats the edge rows */
+	const uint32_t other = even ? (c == 0 ? 0 : c - 1) : min(c + 1, n - 1);
+	int next[2];
+	imgk__grid_at(q, across ? other : a, across ? b : other, next);
+	for (int k = 0; k < 2; k++)
+		out[k] = (3 * here[k] + next[k] + (even ? 1 : 2)) >> 2;
+}
+
 __global__ void __launch_bounds__(IMGK__THREADS) imgk__shrink(const struct imgk_shrink *items)
 {
 	const struct imgk_shrink s = items[blockIdx.y];
@@ -461,22 +544,31 @@ __global__ void __launch_bounds__(IMGK__THREADS) imgk__shrink(const struct imgk_
 		return;
 	const uint32_t ow = (s.src_w + s.f - 1) / s.f, oh = (s.src_h + s.f - 1) / s.f;
 	const uint64_t n = (uint64_t)ow * oh;
+	/* 4:2:2 or 4:4:0, not both: libjpeg upsamples its chroma at 1/f */
+	const bool upsampled = (s.sh == 2) != (s.sv == 2);
+	struct imgk__grid q;
+	q.s = &s;
+	q.bw = s.f * (s.sh == 2 ? 2 : 1);
+	q.bh = s.f * (s.sv == 2 ? 2 : 1);
+	q.rw = (s.src_w + q.bw - 1) / q.bw;
+	q.rh = (s.src_h + q.bh - 1) / q.bh;
+	q.fancy = s.f < 8;
 	for (uint64_t p = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; p < n;
 	     p += (uint64_t)gridDim.x * blockDim.x) {
 		const uint32_t i = (uint32_t)(p % ow), j = (uint32_t)(p / ow);
 		const uint32_t x0 = i * s.f, y0 = j * s.f;
-		const uint32_t x1 = min(x0 + s.f, s.src_w), y1 = min(y0 + s.f, s.src_h);
-		uint32_t sum[3] = {0, 0, 0};
-		for (uint32_t y = y0; y < y1; y++) {
-			const uint8_t *row = s.src + y * s.src_pitch + 3 * (uint64_t)x0;
-			for (uint32_t x = 0; x < x1 - x0; x++)
-				for (int c = 0; c < 3; c++)
-					sum[c] += row[3 * x + c];
-		}
-		const uint32_t count = (x1 - x0) * (y1 - y0);
+		uint32_t sum[3];
+		const uint32_t count =
+			imgk__rgb_sum(s, x0, min(x0 + s.f, s.src_w), y0, min(y0 + s.f, s.src_h), sum);
 		uint8_t *out = s.dst + j * s.dst_pitch + 3 * (uint64_t)i;
-		for (int c = 0; c < 3; c++)
-			out[c] = (uint8_t)((sum[c] + count / 2) / count);
+		if (!upsampled) {
+			for (int c = 0; c < 3; c++)
+				out[c] = (uint8_t)((sum[c] + count / 2) / count);
+			continue;
+		}
+		int cbcr[2];
+		imgk__chroma(q, i, j, cbcr);
+		yuv_to_rgb(imgk__ycc(sum, count, 0), cbcr[0], cbcr[1], out);
 	}
 }
 

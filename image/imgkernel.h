@@ -102,12 +102,22 @@ void imgk_region(uint32_t img_w, uint32_t img_h, double x, double y, double w, d
 /*
  * An image made smaller by an integer factor f (2, 4 or 8) before it is
  * resampled, as the workers' decoder makes it with a reduced-size IDCT
- * (libjpeg's scale M/8, f = 8/M; jd_pick_scale chooses M): out pixel (i, j)
- * is the mean, rounded half up, of the source pixels [i f, i f + f) x
- * [j f, j f + f) inside the image; the output is ceil(src_w / f) x
- * ceil(src_h / f), the size libjpeg gives. A block mean is what the
- * reduced IDCT computes to first order (its DC term), so the GPU path
- * resamples nearly the same pixels as the workers' path does.
+ * (libjpeg's scale M/8, f = 8/M; jd_pick_scale chooses M); the output is
+ * ceil(src_w / f) x ceil(src_h / f), the size libjpeg gives. A block mean
+ * is what the reduced IDCT computes to first order (its DC term):
+ *   - where the JPEG's chroma leaves no upsampling at 1/f (gray, 4:4:4,
+ *     and 4:2:0, whose chroma libjpeg's IDCT scales up instead), out
+ *     pixel (i, j) is the mean, rounded half up, of the source pixels
+ *     [i f, i f + f) x [j f, j f + f) inside the image;
+ *   - for 4:2:2 (sh = 2) and 4:4:0 (sv = 2), whose chroma libjpeg reduces
+ *     by f as well and then upsamples by 2 (image/yuv.h has its rules),
+ *     the pixels are taken back to Y, Cb and Cr: luma is the block mean
+ *     as above, each chroma plane's reduced sample the mean of its block
+ *     (2f x f or f x 2f source pixels), upsampled as libjpeg does (the
+ *     triangle filter, or repeated at 1/8 and on grids of 2 samples or
+ *     fewer across), and the three converted with libjpeg's tables.
+ * So the GPU path resamples nearly the same pixels as the workers' path
+ * does, chroma included.
  */
 struct imgk_shrink {
 	const uint8_t *src;   /* RGB interleaved, device memory */
@@ -116,7 +126,8 @@ struct imgk_shrink {
 	uint8_t *dst;         /* RGB interleaved, device memory */
 	uint64_t dst_pitch;   /* >= 3 * ceil(src_w / f) */
 	uint32_t f;           /* 2, 4 or 8 */
-	uint32_t reserved;
+	uint16_t sh, sv;      /* the JPEG's chroma subsampling across and down, 1 or 2
+			       * (1 and 1 for gray); 0 is taken as 1 */
 };
 
 /* Enqueues the n shrinks at items_dev (device memory) on stream: one
