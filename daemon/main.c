@@ -124,6 +124,13 @@ static void render_status(void *ctx, struct status_text *t)
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);
 	sched_describe(d->sched, t);
+}
+
+/* The summary lines before connections:, which the text always keeps. */
+static void render_summary(void *ctx, struct status_text *t)
+{
+	struct daemon *d = ctx;
+	sched_describe_errors(d->sched, t);
 	reload_describe(&d->cfg, &d->reloads, t);
 }
 
@@ -286,7 +293,8 @@ static int start(struct daemon *d, const char *worker_program)
 		log_error("out of memory");
 		return -ENOMEM;
 	}
-	struct server_ops server_ops = {.ctx = d, .status = render_status, .reload = daemon_reload};
+	struct server_ops server_ops = {.ctx = d, .status = render_status,
+				     .summary = render_summary, .reload = daemon_reload};
 	int rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {

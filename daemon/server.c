@@ -171,12 +171,16 @@ static void conn_send_status(struct conn *c, uint64_t request_id, const char *te
 
 int server_status_frame(struct server *srv, uint64_t request_id)
 {
-	struct status_text *t = malloc(sizeof(*t));
+	struct status_text *t = malloc(2 * sizeof(*t)), *summary = t + 1;
 	if (!t)
 		return -ENOMEM;
+	status_init(summary);
+	srv->ops.summary(srv->ops.ctx, summary);
+	server_describe_connections(srv, summary);
 	status_init(t);
+	status_reserve(t, summary->len);
 	srv->ops.status(srv->ops.ctx, t);
-	server_describe_connections(srv, t);
+	status_append(t, summary);
 	status_frame(srv, request_id, t->buf, t->len);
 	free(t);
 	return 0;

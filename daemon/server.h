@@ -37,8 +37,12 @@ struct status_text;
 
 struct server_ops {
 	void *ctx;
-	/* Renders the daemon's whole status text. */
+	/* Renders the daemon's status text up to its summary lines. */
 	void (*status)(void *ctx, struct status_text *t);
+	/* Renders the summary lines (errors:, config:), which follow; the
+	 * server adds connections:. They are rendered first and their room
+	 * kept, so the lists before them are what gets cut (status.h). */
+	void (*summary)(void *ctx, struct status_text *t);
 	/* Reloads the configuration (daemon/reload.h): 0 with what changed in
 	 * text, or -errno with why nothing did. */
 	int (*reload)(void *ctx, char *text, size_t cap);
