@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/errtext.h"
+#include "common/fsname.h"
 #include "common/regfile.h"
 
 #define DEPTH_MAX 64 /* directory levels under a class */
@@ -50,11 +51,12 @@ static void imagefolder_names_free(struct imagefolder_names *a)
 
 static int imagefolder_cmp_names(const void *a, const void *b)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	return fsname_cmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Sorted by bytes, Python's order for UTF-8 names (an empty list has no
- * array: qsort must not see its NULL). */
+/* Sorted as Python sorts the names decoded from the file system
+ * (common/fsname.h), ImageFolder's order; an empty list has no array:
+ * qsort must not see its NULL. */
 static void imagefolder_names_sort(struct imagefolder_names *a)
 {
 	if (a->n > 1)

@@ -19,7 +19,10 @@
  * Files with another extension ImageFolder accepts (.png, .bmp, ...) are
  * not JPEGs this pipeline can decode: they are counted in other_images and
  * left out, so sample numbers then differ from ImageFolder's (the daemon
- * warns). Sorting is by bytes, which is Python's order for UTF-8 names.
+ * warns). Names sort as Python sorts them (common/fsname.h): as code
+ * points of the names decoded from UTF-8, each byte that is not part of a
+ * well-formed sequence standing for U+DC80..U+DCFF; classes by name,
+ * directories by their whole path under ROOT, files by name.
  */
 #ifndef LDR_DAEMON_IMAGEFOLDER_H
 #define LDR_DAEMON_IMAGEFOLDER_H

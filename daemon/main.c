@@ -3,8 +3,9 @@
  * lives in its module:
  *
  *   config -> preflight (data files, the worker program's --probe answer,
- *   socket_group, the arena's size against shm_bytes and free memory; all
- *   of this is what --check-config runs) -> arena (shared memory) ->
+ *   socket_group, the socket path, the arena's size against shm_bytes
+ *   and free memory; all of this is what --check-config runs) -> arena
+ *   (shared memory) ->
  *   scheduler -> socket -> worker pool -> GPU threads (CUDA, after the
  *   workers were spawned; one per GPU) -> READY=1 once every worker is up
  *   and the GPU threads have started (or found no GPU: host delivery only)
@@ -123,6 +124,13 @@ static void render_status(void *ctx, struct status_text *t)
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);
 	sched_describe(d->sched, t);
+}
+
+/* The summary lines before connections:, which the text always keeps. */
+static void render_summary(void *ctx, struct status_text *t)
+{
+	struct daemon *d = ctx;
+	sched_describe_errors(d->sched, t);
 	reload_describe(&d->cfg, &d->reloads, t);
 }
 
@@ -285,11 +293,14 @@ static int start(struct daemon *d, const char *worker_program)
 		log_error("out of memory");
 		return -ENOMEM;
 	}
-	struct server_ops server_ops = {.ctx = d, .status = render_status, .reload = daemon_reload};
+	struct server_ops server_ops = {.ctx = d, .status = render_status,
+				     .summary = render_summary, .reload = daemon_reload};
 	int rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {
-		log_error("%s", err);
+		char where[PATH_MAX + 128];
+		log_error("%s: %s", preflight_socket_where(&d->cfg, d->socket_path, where,
+							   sizeof(where)), err);
 		return rc;
 	}
 	struct pool_sink sink = {
@@ -378,21 +389,22 @@ int main(int argc, char **argv)
 	log_set_level(d.cfg.log_level);
 	char worker_program[PATH_MAX];
 	default_worker_program(worker_program, sizeof(worker_program));
+	int path_rc = 0;
+	if (d.cfg.socket[0])
+		snprintf(d.socket_path, sizeof(d.socket_path), "%s", d.cfg.socket);
+	else if ((path_rc = paths_default_socket(d.socket_path, sizeof(d.socket_path))) < 0)
+		log_error(path_rc == -ENOENT ? "no socket path: set `socket` in [daemon], or "
+			  "$LOADERD_SOCKET, or $XDG_RUNTIME_DIR" : "the socket path from "
+			  "$LOADERD_SOCKET or $XDG_RUNTIME_DIR is too long");
 	struct arena_sizing sizing;
-	if (preflight_run(&d.cfg, d.sources, worker_program, &sizing) < 0)
+	if (preflight_run(&d.cfg, d.sources, worker_program, path_rc == 0 ? d.socket_path : NULL,
+			  &sizing) < 0 || path_rc < 0)
 		return 1;
 	if (check_only) {
 		printf("loaderd: configuration %s is valid (%zu pipeline%s)\n",
 		       config_file ? config_file : "(defaults)", d.cfg.n_pipelines,
 		       d.cfg.n_pipelines == 1 ? "" : "s");
 		return 0;
-	}
-	if (d.cfg.socket[0])
-		snprintf(d.socket_path, sizeof(d.socket_path), "%s", d.cfg.socket);
-	else if (paths_default_socket(d.socket_path, sizeof(d.socket_path)) < 0) {
-		log_error("no socket path: set `socket` in [daemon], or $LOADERD_SOCKET, or "
-			  "$XDG_RUNTIME_DIR");
-		return 1;
 	}
 	if (d.cfg.n_pipelines == 0)
 		log_warning("no pipelines are configured: clients will have nothing to attach to");

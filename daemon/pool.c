@@ -369,9 +369,13 @@ void pool_describe(const struct pool *p, struct status_text *t)
 	for (uint32_t i = 0; i < p->n_init; i++)
 		listed += i < p->n || p->workers[i].state == WORKER_RETIRING;
 	status_printf(t, "workers: %u\n", listed);
+	struct status_list l;
+	status_list_begin(t, &l, "workers");
 	for (uint32_t i = 0; i < p->n_init; i++) { /* n <= n_init: pool_resize opens before it grows */
 		const struct worker *w = &p->workers[i];
 		if (i >= p->n && w->state != WORKER_RETIRING)
+			continue;
+		if (!status_item_begin(t, &l))
 			continue;
 		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
 			      w->index, w->pid, pool_state_names[w->state], w->items_done,
@@ -381,5 +385,7 @@ void pool_describe(const struct pool *p, struct status_text *t)
 		if (w->state == WORKER_BACKOFF)
 			status_printf(t, " retry_in_ms %llu", w->retry_at_ms > now ? w->retry_at_ms - now : 0);
 		status_printf(t, "\n");
+		status_item_end(t, &l);
 	}
+	status_list_end(t, &l);
 }

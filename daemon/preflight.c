@@ -2,15 +2,21 @@
 #include "daemon/preflight.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <libgen.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "common/errtext.h"
 #include "common/log.h"
+#include "common/regfile.h"
 #include "daemon/workerprobe.h"
 
 #define GROUP_BUF_MAX (1u << 20) /* getgrnam_r's buffer grows up to this */
@@ -111,6 +117,71 @@ int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap)
 	}
 }
 
+const char *preflight_socket_where(const struct config *cfg, const char *path, char *buf,
+				   size_t cap)
+{
+	const char *env = getenv("LOADERD_SOCKET");
+	int line = config_key_line(cfg, NULL, "socket");
+	if (cfg->socket[0] && line > 0)
+		snprintf(buf, cap, "%s:%d: [daemon] socket: %s", cfg->file, line, path);
+	else if (cfg->socket[0])
+		snprintf(buf, cap, "[daemon] socket: %s", path);
+	else
+		snprintf(buf, cap, "socket %s (%s; socket in [daemon] names another)", path,
+			 env && *env ? "from $LOADERD_SOCKET" : "the default");
+	return buf;
+}
+
+/* The directory the socket (or the first directory missing on its way)
+ * goes into: an existing directory the daemon may create entries in. */
+static int preflight_socket_dir(const char *where, const char *path, char *err, size_t err_cap)
+{
+	char dir[PATH_MAX], missing[PATH_MAX] = "";
+	snprintf(dir, sizeof(dir), "%s", path);
+	for (;;) {
+		char up[PATH_MAX];
+		snprintf(up, sizeof(up), "%s", dir);
+		snprintf(dir, sizeof(dir), "%s", dirname(up));
+		struct stat st;
+		if (stat(dir, &st) == 0) {
+			if (!S_ISDIR(st.st_mode))
+				return errtext(err, err_cap, -ENOTDIR, "%s: %s is not a directory (%s)",
+					       where, dir, regfile_kind(st.st_mode));
+			break;
+		}
+		/* ENOTDIR: a component above is not a directory; going up
+		 * finds and names it. */
+		if ((errno != ENOENT && errno != ENOTDIR) || strcmp(dir, "/") == 0 ||
+		    strcmp(dir, ".") == 0)
+			return errtext(err, err_cap, -errno, "%s: %s: %s", where, dir, strerror(errno));
+		snprintf(missing, sizeof(missing), "%s", dir);
+	}
+	if (faccessat(AT_FDCWD, dir, W_OK | X_OK, AT_EACCESS) < 0) {
+		int code = errno;
+		if (missing[0])
+			return errtext(err, err_cap, -code, "%s: cannot create directory %s in %s: %s",
+				       where, missing, dir, strerror(code));
+		return errtext(err, err_cap, -code, "%s: cannot create the socket in %s: %s", where,
+			       dir, strerror(code));
+	}
+	return 0;
+}
+
+int preflight_socket(const struct config *cfg, const char *path, char *err, size_t err_cap)
+{
+	char where[PATH_MAX + 128];
+	preflight_socket_where(cfg, path, where, sizeof(where));
+	if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+		return errtext(err, err_cap, -ENAMETOOLONG,
+			       "%s: longer than %zu bytes (a Unix socket address)", where,
+			       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+	struct stat st;
+	if (lstat(path, &st) == 0 && !S_ISSOCK(st.st_mode))
+		return errtext(err, err_cap, -EEXIST, "%s: exists and is not a socket (%s)", where,
+			       regfile_kind(st.st_mode));
+	return preflight_socket_dir(where, path, err, err_cap);
+}
+
 int preflight_worker(const struct config *cfg, const char *default_program, int timeout_ms,
 		     char *err, size_t err_cap)
 {
@@ -156,7 +227,7 @@ static int preflight_open_sources(const struct config *cfg, struct source *sourc
 }
 
 int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		  struct arena_sizing *sz)
+		  const char *socket_path, struct arena_sizing *sz)
 {
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
@@ -166,6 +237,10 @@ int preflight_run(const struct config *cfg, struct source *sources, const char *
 		rc = -EINVAL;
 	}
 	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		rc = -EINVAL;
+	}
+	if (socket_path && preflight_socket(cfg, socket_path, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		rc = -EINVAL;
 	}

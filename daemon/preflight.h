@@ -5,6 +5,10 @@
  *  - the worker program answers `--probe` as a loaderd worker of this
  *    version (daemon/workerprobe.h);
  *  - socket_group names a group of this system;
+ *  - the socket path fits a Unix socket address, is not taken by a file
+ *    that is not a socket, and its directory exists or can be made: the
+ *    nearest existing ancestor is a directory the daemon may create
+ *    entries in (the start makes the missing directories, server.h);
  *  - the shared-memory arena, sized for the largest batch, the staging
  *    slots, the worker rings and the image file lists, fits shm_bytes and
  *    the memory that can hold it (daemon/memavail.h).
@@ -36,11 +40,12 @@ struct arena_sizing {
 
 /* Every check, in order: each pipeline's data (source_open, into
  * sources[]; its errors prefixed with the file and line of `source`), the
- * worker program, socket_group, then (when the data is good) the arena,
- * sized into *sz. Logs each problem found, not only the first. 0 or
- * -EINVAL. */
+ * worker program, socket_group, the socket path (when not NULL: the
+ * caller could not resolve it and said so), then (when the data is good)
+ * the arena, sized into *sz. Logs each problem found, not only the first.
+ * 0 or -EINVAL. */
 int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		  struct arena_sizing *sz);
+		  const char *socket_path, struct arena_sizing *sz);
 
 /* Sizes the arena for the sources (opened, their image lists in hand). */
 void preflight_arena_sizing(const struct config *cfg, const struct source *sources,
@@ -52,6 +57,16 @@ int preflight_arena(const struct config *cfg, const struct arena_sizing *sz,
 
 /* socket_group (when set) is a group getgrnam_r knows. */
 int preflight_socket_group(const struct config *cfg, char *err, size_t err_cap);
+
+/* The socket path the daemon will listen on (preflight.h's list), with
+ * err as "WHERE: PATH: reason", WHERE as preflight_socket_where gives it. */
+int preflight_socket(const struct config *cfg, const char *path, char *err, size_t err_cap);
+
+/* What names the socket path in messages: "FILE:LINE: [daemon] socket:
+ * PATH" when the file sets it, else "socket PATH (the default; ...)" or
+ * "(from $LOADERD_SOCKET; ...)". Returns buf. */
+const char *preflight_socket_where(const struct config *cfg, const char *path, char *buf,
+				   size_t cap);
 
 /* The worker program loaderd will spawn: cfg->worker_program, or
  * default_program when the file leaves it empty. */

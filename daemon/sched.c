@@ -561,11 +561,16 @@ void sched_describe_arena(const struct sched *s, struct status_text *t)
 
 void sched_describe(const struct sched *s, struct status_text *t)
 {
+	struct status_list l;
 	status_printf(t, "pipelines: %zu\n", s->n_sources);
+	status_list_begin(t, &l, "pipelines");
 	for (size_t i = 0; i < s->n_sources; i++) {
 		const struct source *src = &s->sources[i];
+		if (!status_item_begin(t, &l))
+			continue;
 		if (src->n_members) {
 			source_blend_describe(src, t);
+			status_item_end(t, &l);
 			continue;
 		}
 		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
@@ -579,8 +584,14 @@ void sched_describe(const struct sched *s, struct status_text *t)
 				      src->splits[k].first_doc + src->splits[k].n_docs,
 				      src->splits[k].n_samples);
 		status_printf(t, "\n");
+		status_item_end(t, &l);
 	}
+	status_list_end(t, &l);
 	session_describe(s, t);
+}
+
+void sched_describe_errors(const struct sched *s, struct status_text *t)
+{
 	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",
 		      s->read_errors, s->bad_images, s->substituted);
 }

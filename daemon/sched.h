@@ -158,5 +158,7 @@ void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, 
 /* Status lines: the arena's; then pipelines, clients and error counters. */
 void sched_describe_arena(const struct sched *s, struct status_text *t);
 void sched_describe(const struct sched *s, struct status_text *t);
+/* The errors: line, one of the summary lines (daemon/status.h). */
+void sched_describe_errors(const struct sched *s, struct status_text *t);
 
 #endif

@@ -5,7 +5,6 @@
 #include <errno.h>
 #include <grp.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/log.h"
+#include "common/regfile.h"
 #include "daemon/sched.h"
 #include "daemon/server_impl.h"
 #include "daemon/status.h"
@@ -171,12 +171,16 @@ static void conn_send_status(struct conn *c, uint64_t request_id, const char *te
 
 int server_status_frame(struct server *srv, uint64_t request_id)
 {
-	struct status_text *t = malloc(sizeof(*t));
+	struct status_text *t = malloc(2 * sizeof(*t)), *summary = t + 1;
 	if (!t)
 		return -ENOMEM;
+	status_init(summary);
+	srv->ops.summary(srv->ops.ctx, summary);
+	server_describe_connections(srv, summary);
 	status_init(t);
+	status_reserve(t, summary->len);
 	srv->ops.status(srv->ops.ctx, t);
-	server_describe_connections(srv, t);
+	status_append(t, summary);
 	status_frame(srv, request_id, t->buf, t->len);
 	free(t);
 	return 0;
@@ -310,13 +314,18 @@ static int bind_socket(int fd, const struct sockaddr_un *addr, char *err, size_t
 		return 0;
 	if (errno != EADDRINUSE) {
 		int e = errno;
-		snprintf(err, cap, "bind %s: %s", addr->sun_path, strerror(e));
+		snprintf(err, cap, "bind: %s", strerror(e));
 		return -e;
+	}
+	struct stat st;
+	if (lstat(addr->sun_path, &st) == 0 && !S_ISSOCK(st.st_mode)) {
+		snprintf(err, cap, "exists and is not a socket (%s)", regfile_kind(st.st_mode));
+		return -EEXIST;
 	}
 	int probe = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (probe >= 0 && connect(probe, (const struct sockaddr *)addr, sizeof(*addr)) == 0) {
 		close(probe);
-		snprintf(err, cap, "%s: another loaderd is serving this socket", addr->sun_path);
+		snprintf(err, cap, "another loaderd is serving this socket");
 		return -EADDRINUSE;
 	}
 	if (probe >= 0)
@@ -324,10 +333,36 @@ static int bind_socket(int fd, const struct sockaddr_un *addr, char *err, size_t
 	unlink(addr->sun_path);
 	if (bind(fd, (const struct sockaddr *)addr, sizeof(*addr)) < 0) {
 		int e = errno;
-		snprintf(err, cap, "bind %s: %s", addr->sun_path, strerror(e));
+		snprintf(err, cap, "bind: %s", strerror(e));
 		return -e;
 	}
 	return 0;
+}
+
+/* Every missing directory on the way to path, made 0755 (before umask), as
+ * `mkdir -p` would; preflight_socket checked that they can be made. */
+static int make_socket_dirs(const char *path, char *err, size_t cap)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return 0;
+	*slash = '\0';
+	for (char *p = dir + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char keep = *p;
+		*p = '\0';
+		if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+			int e = errno;
+			snprintf(err, cap, "creating directory %s: %s", dir, strerror(e));
+			return -e;
+		}
+		*p = keep;
+		if (keep == '\0')
+			return 0;
+	}
 }
 
 static int socket_permissions(const struct config *cfg, const char *path, char *err, size_t cap)
@@ -341,13 +376,13 @@ static int socket_permissions(const struct config *cfg, const char *path, char *
 		}
 		if (chown(path, (uid_t)-1, found->gr_gid) < 0) {
 			int e = errno;
-			snprintf(err, cap, "chown %s to group %s: %s", path, cfg->socket_group, strerror(e));
+			snprintf(err, cap, "chown to group %s: %s", cfg->socket_group, strerror(e));
 			return -e;
 		}
 	}
 	if (chmod(path, cfg->socket_mode) < 0) {
 		int e = errno;
-		snprintf(err, cap, "chmod %s: %s", path, strerror(e));
+		snprintf(err, cap, "chmod: %s", strerror(e));
 		return -e;
 	}
 	return 0;
@@ -359,7 +394,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 {
 	struct sockaddr_un addr = {.sun_family = AF_UNIX};
 	if (strlen(path) >= sizeof(addr.sun_path)) {
-		snprintf(err, err_cap, "socket path %s is longer than %zu bytes", path,
+		snprintf(err, err_cap, "longer than %zu bytes (a Unix socket address)",
 			 sizeof(addr.sun_path) - 1);
 		return -ENAMETOOLONG;
 	}
@@ -379,13 +414,9 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 	srv->ops = *ops;
 	memcpy(srv->path, addr.sun_path, sizeof(srv->path));
 
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	if (mkdir(dirname(dir), 0755) < 0 && errno != EEXIST) {
-		rc = -errno;
-		snprintf(err, err_cap, "creating the socket's directory for %s: %s", path, strerror(errno));
+	rc = make_socket_dirs(path, err, err_cap);
+	if (rc < 0)
 		goto free_srv;
-	}
 	srv->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (srv->listen_fd < 0) {
 		rc = -errno;
@@ -400,12 +431,12 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 		goto unlink_socket;
 	if (listen(srv->listen_fd, SERVER_BACKLOG) < 0) {
 		rc = -errno;
-		snprintf(err, err_cap, "listen on %s: %s", path, strerror(errno));
+		snprintf(err, err_cap, "listen: %s", strerror(errno));
 		goto unlink_socket;
 	}
 	rc = uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	if (rc < 0) {
-		snprintf(err, err_cap, "polling %s: %s", path, uv_strerror(rc));
+		snprintf(err, err_cap, "polling: %s", uv_strerror(rc));
 		goto unlink_socket;
 	}
 	srv->listen_poll.data = srv;

@@ -37,15 +37,22 @@ struct status_text;
 
 struct server_ops {
 	void *ctx;
-	/* Renders the daemon's whole status text. */
+	/* Renders the daemon's status text up to its summary lines. */
 	void (*status)(void *ctx, struct status_text *t);
+	/* Renders the summary lines (errors:, config:), which follow; the
+	 * server adds connections:. They are rendered first and their room
+	 * kept, so the lists before them are what gets cut (status.h). */
+	void (*summary)(void *ctx, struct status_text *t);
 	/* Reloads the configuration (daemon/reload.h): 0 with what changed in
 	 * text, or -errno with why nothing did. */
 	int (*reload)(void *ctx, char *text, size_t cap);
 };
 
-/* Binds and listens on path (a stale socket file is replaced; a live one
- * is an error), mode and group from cfg. 0 or -errno with err. */
+/* Makes path's missing directories (0755, as `mkdir -p`), binds and
+ * listens on path (a stale socket file is replaced; a live one, or a file
+ * that is not a socket, is an error), mode and group from cfg. 0 or -errno
+ * with err saying why, without the path: the caller names it, with the
+ * file and line that set it (preflight_socket_where). */
 int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
 		 struct server **out, char *err, size_t err_cap);

@@ -261,9 +261,13 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 
 void session_describe(const struct sched *s, struct status_text *t)
 {
+	struct status_list l;
 	status_printf(t, "clients: %u\n", s->n_clients);
+	status_list_begin(t, &l, "clients");
 	for (uint32_t i = 0; i < s->n_clients; i++) {
 		const struct sched_client *c = s->clients[i];
+		if (!status_item_begin(t, &l))
+			continue;
 		bool splits = s->sources[c->pipeline].has_splits;
 		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s%s%s rank %u world %u "
 			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
@@ -278,5 +282,7 @@ void session_describe(const struct sched *s, struct status_text *t)
 		if (c->device && c->pc)
 			s->gpu.describe_client(c->pc, t);
 		status_printf(t, "\n");
+		status_item_end(t, &l);
 	}
+	status_list_end(t, &l);
 }

@@ -234,6 +234,10 @@ _DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) image
                         r"submit_us " + _US + " wait_us " + _US + r"(?: unavailable \"(.*)\")?$")
 
 
+_MORE_RE = re.compile(r"^  \.\.\. (\d+) more (workers|pipelines|clients) "
+                      r"\(the status text holds at most (\d+) bytes\)$")
+
+
 def parse_status(text):
     """The status text of the contract, as a dict; fails on a line that
     does not match it."""
@@ -248,11 +252,29 @@ def parse_status(text):
                 "splits": {s: (int(a), int(t)) for s, a, t in _MEMBER_SPLIT_RE.findall(b.group(4))}})
         else:
             lines.append(line)
-    st = {"workers": [], "pipelines": [], "clients": []}
+    st = {"workers": [], "pipelines": [], "clients": [], "omitted": {}}
     it = iter(enumerate(lines, 1))
+    pending = []  # a line read ahead by left_out
+
+    def next_line():
+        return pending.pop() if pending else next(it, (None, None))
+
+    def left_out(what, listed, total):
+        """0, or the count of a cut list's "  ... N more WHAT" line, which
+        must account for every item not listed."""
+        n, line = next_line()
+        m = _MORE_RE.match(line or "")
+        if m is None or m.group(2) != what:
+            pending.append((n, line))
+            return 0
+        check(listed + int(m.group(1)) == total,
+              "status line %d: %d %s listed and %s more, but the heading says %d\n%s"
+              % (n, listed, what, m.group(1), total, text))
+        st["omitted"][what] = int(m.group(1))
+        return int(m.group(1))
 
     def expect(regex, what):
-        n, line = next(it, (None, None))
+        n, line = next_line()
         check(line is not None, "status ended before the %s line:\n%s" % (what, text))
         m = regex.match(line)
         check(m is not None, "status line %d is not the %s line: %r\n%s" % (n, what, line, text))
@@ -284,14 +306,18 @@ def parse_status(text):
     st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
         int(x) for x in m.groups())
     n_workers = int(expect(re.compile(r"^workers: (\d+)$"), "workers").group(1))
-    for _ in range(n_workers):
+    for k in range(n_workers):
+        if left_out("workers", k, n_workers):
+            break
         m = expect(_WORKER_RE, "worker")
         st["workers"].append({
             "index": int(m.group(1)), "pid": int(m.group(2)), "state": m.group(3),
             "items": int(m.group(4)), "inflight": int(m.group(5)), "restarts": int(m.group(6)),
             "last_exit": m.group(7), "retry_in_ms": None if m.group(8) is None else int(m.group(8))})
     n_pipelines = int(expect(re.compile(r"^pipelines: (\d+)$"), "pipelines").group(1))
-    for _ in range(n_pipelines):
+    for k in range(n_pipelines):
+        if left_out("pipelines", k, n_pipelines):
+            break
         m = expect(_PIPELINE_RE, "pipeline")
         st["pipelines"].append({
             "name": m.group(1), "source": m.group(2), "samples": int(m.group(3)),
@@ -302,7 +328,9 @@ def parse_status(text):
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
     n_clients = int(expect(re.compile(r"^clients: (\d+)$"), "clients").group(1))
-    for _ in range(n_clients):
+    for k in range(n_clients):
+        if left_out("clients", k, n_clients):
+            break
         m = expect(_CLIENT_RE, "client")
         g = m.groups()
         st["clients"].append({
@@ -324,12 +352,12 @@ def parse_status(text):
                "config")
     st["config"] = {"file": m.group(1), "workers": int(m.group(2)), "max_workers": int(m.group(3)),
                     "reloads": int(m.group(4)), "refused": int(m.group(5)), "last": None}
-    n, line = next(it, (None, None))
+    n, line = next_line()
     if line is not None and line.startswith("  last_reload "):
         m = re.match(r"^  last_reload ([\d.]+)s ago: (applied|refused): (.*)$", line)
         check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
         st["config"]["last"] = (m.group(2), m.group(3))
-        n, line = next(it, (None, None))
+        n, line = next_line()
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}

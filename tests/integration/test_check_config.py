@@ -17,6 +17,15 @@ nothing may block) and by a real start, with the same message:
   another version: `FILE:LINE: [daemon] worker_program: PROGRAM: reason`.
 - An unknown socket_group: `FILE:LINE: [daemon] socket_group: "NAME" is
   not a group on this system`.
+- A socket path the start could not listen on: under a regular file (one
+  and two directories down), in or under a directory not writable or not
+  searchable (not as root), a regular file (left in place) or a directory
+  at the path, a $LOADERD_SOCKET over 107 bytes:
+  `FILE:LINE: [daemon] socket: PATH: reason`, or `socket PATH (from
+  $LOADERD_SOCKET; ...): reason`. A socket two missing directories deep
+  passes, and the start makes them; a second daemon on a live socket
+  passes --check-config and fails to start with
+  `FILE:LINE: [daemon] socket: PATH: another loaderd is serving this socket`.
 - An arena over shm_bytes, and one larger than the memory available
   (1024 staging slots of a 16 GiB batch from a sparse file): the bytes
   needed, the bytes available and where that figure came from.
@@ -40,9 +49,10 @@ from harness import check  # noqa: E402
 TIMEOUT_S = 15
 
 
-def run_loaderd(args):
+def run_loaderd(args, environ=None):
     env = dict(os.environ)
     env.pop("NOTIFY_SOCKET", None)
+    env.update(environ or {})
     try:
         r = subprocess.run([harness.binary("loaderd")] + args, stdin=subprocess.DEVNULL,
                            capture_output=True, text=True, timeout=TIMEOUT_S, env=env)
@@ -53,12 +63,12 @@ def run_loaderd(args):
     return r
 
 
-def expect_refused(cfg, expected, what, start_too=False, sock=None):
+def expect_refused(cfg, expected, what, start_too=False, sock=None, environ=None):
     """--check-config (and a real start when start_too) exits 1 and prints
     every expected text."""
     runs = [["--check-config", "--config", cfg]] + ([["--config", cfg]] if start_too else [])
     for args in runs:
-        r = run_loaderd(args)
+        r = run_loaderd(args, environ)
         check(r.returncode == 1, "%s: loaderd %s exited %d, expected 1; stderr:\n%s"
               % (what, args[0], r.returncode, r.stderr))
         for text in expected if isinstance(expected, list) else [expected]:
@@ -243,6 +253,72 @@ def socket_group(env, base, data):
     check(r.returncode == 0, "socket_group root is refused: %s" % r.stderr)
 
 
+def socket_path(env, base, data):
+    pipeline = {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}
+    plain = env.path("sockdir", "plain")
+    os.makedirs(env.path("sockdir"))
+    with open(plain, "w") as f:
+        f.write("not a directory\n")
+
+    def refused(sock, why, what, environ=None):
+        keys = dict(base, socket=sock) if sock else {k: v for k, v in base.items() if k != "socket"}
+        cfg, _, lines = write_cfg(env.path("sock.ini"), keys, "p", pipeline)
+        where = "%s:%d: [daemon] socket: %s" % (cfg, lines["socket"], sock) if sock else why[0]
+        expect_refused(cfg, "%s: %s" % (where, why if sock else why[1]), what, start_too=True,
+                       environ=environ)
+
+    refused(os.path.join(plain, "x.sock"), "%s is not a directory (a regular file)" % plain,
+            "socket under a regular file")
+    refused(os.path.join(plain, "a", "b", "x.sock"), "%s is not a directory (a regular file)"
+            % plain, "socket two directories under a regular file")
+    # a file at the socket path is refused, and left alone (bind's EADDRINUSE
+    # must not lead to unlinking it)
+    refused(plain, "exists and is not a socket (a regular file)", "socket path is a regular file")
+    check(os.path.isfile(plain), "the regular file at the socket path was removed")
+    refused(env.path("sockdir"), "exists and is not a socket (a directory)",
+            "socket path is a directory")
+    long_path = env.path("sockdir", "l" * 120 + ".sock")
+    refused(None, ["socket %s (from $LOADERD_SOCKET; socket in [daemon] names another)"
+                   % long_path, "longer than 107 bytes (a Unix socket address)"],
+            "socket path from $LOADERD_SOCKET too long", environ={"LOADERD_SOCKET": long_path})
+    if os.geteuid() != 0:  # root may write anywhere
+        locked = env.path("sockdir", "locked")
+        os.makedirs(locked)
+        os.chmod(locked, 0o555)
+        refused(os.path.join(locked, "x.sock"), "cannot create the socket in %s: Permission "
+                "denied" % locked, "socket in a directory not writable")
+        refused(os.path.join(locked, "a", "b", "x.sock"), "cannot create directory %s in %s: "
+                "Permission denied" % (os.path.join(locked, "a"), locked),
+                "socket two missing directories under a directory not writable")
+        sealed = env.path("sockdir", "sealed")
+        os.makedirs(os.path.join(sealed, "sub"))
+        os.chmod(sealed, 0)
+        refused(os.path.join(sealed, "sub", "x.sock"), "%s: Permission denied"
+                % os.path.join(sealed, "sub"), "socket under a directory not searchable")
+        os.chmod(sealed, 0o755)
+        os.chmod(locked, 0o755)
+    # two missing directories: --check-config accepts, and the start makes them
+    sock = env.path("sockdir", "new1", "new2", "x.sock")
+    cfg, _, lines = write_cfg(env.path("deep.ini"), dict(base, socket=sock), "p", pipeline)
+    r = run_loaderd(["--check-config", "--config", cfg])
+    check(r.returncode == 0, "socket two missing directories deep is refused: %s" % r.stderr)
+    d = env.start_daemon(cfg)
+    check(os.path.isdir(os.path.dirname(sock)) and d.status()["pipelines"][0]["samples"] == 64,
+          "the daemon on %s did not make its directories or does not serve" % sock)
+    # a live daemon's socket: --check-config passes (a running service's
+    # file is checked before a restart), the second start names the key
+    r = run_loaderd(["--check-config", "--config", cfg])
+    check(r.returncode == 0, "--check-config beside a live daemon is refused: %s" % r.stderr)
+    r = run_loaderd(["--config", cfg])
+    expected = ("%s:%d: [daemon] socket: %s: another loaderd is serving this socket"
+                % (cfg, lines["socket"], sock))
+    check(r.returncode == 1 and expected in r.stderr,
+          "a second daemon on a live socket: exit %d, stderr lacks %r:\n%s"
+          % (r.returncode, expected, r.stderr))
+    d.stop()
+    print("socket two missing directories deep: made at start; a second daemon: %s" % expected)
+
+
 def arena_size(env, base, data):
     sock = env.path("cc.sock")
     # a batch of 8 x 256 KiB = 2 MiB per slot, 4 slots, over shm_bytes = 1M
@@ -303,6 +379,7 @@ def body(env):
     data_files(env, base)
     worker_programs(env, base, data)
     socket_group(env, base, data)
+    socket_path(env, base, data)
     arena_size(env, base, data)
     all_at_once(env, base)
     config_file(env, base, data)
