@@ -6,7 +6,7 @@
  * state.
  *
  * A token names the stream it is a place in: the pipeline's name and DATA,
- * the pipeline's data identity (16 hex digits, daemon/source_id.h: a hash
+ * the pipeline's data identity (16 hex digits, daemon/source_id.c: a hash
  * of what decides which sample each place of the stream is, taken from
  * file names and sizes, never their contents), so that a token is refused
  * by any other pipeline, and by its own once its data changed. Tokens of

@@ -276,7 +276,7 @@ static void expect_after(uint32_t world, uint64_t epoch, uint64_t g, uint64_t fi
 
 static void test_after_batch(void **state)
 {
-	struct position p;
+	struct position p = pos(0, 0, 0, 0, SPLIT_TRAIN);
 	/* Mid-epoch: rank r's j-th sample is global position g + r + j*W, so
 	 * once every rank has consumed j + rows samples, the epoch is
 	 * consumed up to g + (j + rows) * W. */
@@ -290,6 +290,9 @@ static void test_after_batch(void **state)
 	assert_int_equal(p.n_samples, 1000);
 	/* A short batch that reaches the end is capped at n. */
 	expect_after(3, 0, 0, 330, 4, 0, 0, 1000, &p);
+	/* The stream's identity is the caller's, left as it was. */
+	assert_string_equal(p.pipeline, "p");
+	assert_int_equal(p.data, DATA);
 }
 
 /*
