@@ -15,6 +15,9 @@
 #include "common/errtext.h"
 
 _Static_assert(LDR_POSITION_MAX == POSITION_TEXT_MAX, "position token sizes agree");
+_Static_assert(sizeof(((struct ldr_position *)0)->pipeline) == POSITION_NAME_MAX + 1,
+	       "position pipeline names agree");
+_Static_assert(PROTO_TOKEN_MAX >= POSITION_TEXT_MAX, "HELLO holds every token");
 
 static struct client_held_batch *client_find_held(struct ldr_client *c, uint32_t slot)
 {
@@ -205,6 +208,8 @@ static void client_position_after(const struct ldr_client *c, const struct clien
 	position_after_batch(c->welcome.seed, c->welcome.n_samples, c->welcome.world, hb->epoch,
 			     hb->epoch_offset, hb->first, hb->rows, hb->last, p);
 	p->split = c->split;
+	p->data = c->welcome.data;
+	memcpy(p->pipeline, c->position.pipeline, sizeof(p->pipeline)); /* set at attach */
 }
 
 int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
@@ -290,22 +295,25 @@ int ldr_position_parse(const char *token, struct ldr_position *out, char *err, s
 		return r;
 	*out = (struct ldr_position){
 		.seed = p.seed, .n_samples = p.n_samples, .epoch = p.epoch, .offset = p.offset,
-		.split = p.split,
+		.split = p.split, .data = p.data,
 	};
+	memcpy(out->pipeline, p.pipeline, sizeof(out->pipeline));
 	return 0;
 }
 
 int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap)
 {
-	const struct position q = {
+	struct position q = {
 		.seed = p->seed, .n_samples = p->n_samples, .epoch = p->epoch, .offset = p->offset,
-		.split = p->split,
+		.split = p->split, .data = p->data,
 	};
-	if (p->split >= SPLIT_COUNT) {
+	size_t len = strnlen(p->pipeline, sizeof(p->pipeline));
+	if (p->split >= SPLIT_COUNT || len == sizeof(p->pipeline)) {
 		if (cap)
 			buf[0] = '\0';
 		return -EINVAL;
 	}
+	memcpy(q.pipeline, p->pipeline, len + 1);
 	int r = position_format(&q, buf, cap);
 	if (r < 0 && cap)
 		buf[0] = '\0'; /* no token rather than a cut one */

@@ -389,8 +389,10 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	c->grouped = h_group_size > 1;
 	c->position = (struct position){
 		.seed = w->seed, .n_samples = w->n_samples, .epoch = w->epoch, .offset = w->offset,
-		.split = c->split,
+		.split = c->split, .data = w->data,
 	};
+	/* The daemon found the pipeline by this name: a valid one (position.h). */
+	snprintf(c->position.pipeline, sizeof c->position.pipeline, "%s", opts->pipeline);
 	c->attached = true;
 	c->error[0] = '\0';
 	return 0;

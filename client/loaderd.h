@@ -67,7 +67,7 @@ extern "C" {
 
 #define LDR_TENSORS_MAX 8
 #define LDR_NDIM_MAX 4
-#define LDR_POSITION_MAX 96 /* bytes a position token needs, with its NUL */
+#define LDR_POSITION_MAX 192 /* bytes a position token needs, with its NUL */
 
 enum ldr_dtype { /* the same values as the wire format's */
 	LDR_UINT8 = 1,
@@ -226,12 +226,15 @@ int ldr_position(const struct ldr_client *c, char *buf, size_t cap);
  * (b not held), -ENOSPC. */
 int ldr_position_after(struct ldr_client *c, const struct ldr_batch *b, char *buf, size_t cap);
 
-/* A position token's fields. The token ("ldr1:SEED:N:EPOCH:OFFSET", and
- * ":valid" or ":test" after it for those splits) is
- * what ldr_position() writes and ldr_attach_opts.resume takes; a binding or
- * tool that needs its fields (the epoch a stream is in, a token for the
- * start of another epoch) reads and writes them with the two calls below
- * instead of parsing the text itself. */
+/* A position token's fields. The token
+ * ("ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET", and ":valid" or ":test" after
+ * it for those splits) is what ldr_position() writes and
+ * ldr_attach_opts.resume takes; a binding or tool that needs its fields
+ * (the epoch a stream is in, a token for the start of another epoch)
+ * reads and writes them with the two calls below instead of parsing the
+ * text itself. PIPELINE and DATA name the stream: the daemon resumes a
+ * token only on the pipeline of that name whose data identity (WELCOME's
+ * `data`, proto/PROTOCOL.md 6.5) is still DATA. */
 struct ldr_position {
 	uint64_t seed;      /* the pipeline's seed: a token resumes only its own stream */
 	uint64_t n_samples; /* the dataset's size when saved: a changed dataset is refused */
@@ -239,18 +242,23 @@ struct ldr_position {
 	uint64_t offset;    /* samples of `epoch` consumed by all ranks together, <= n_samples */
 	uint32_t split;     /* 0 train, 1 valid, 2 test: the split of the stream */
 	uint32_t reserved;  /* 0 */
+	uint64_t data;      /* the pipeline's data identity when saved */
+	char pipeline[64];  /* the pipeline's name, NUL-terminated */
 };
 
 /* Parses a token: 0, or -EINVAL for anything that is not exactly one
- * (every field decimal without sign or leading zero, EPOCH below 2^32,
- * OFFSET at most N, SPLIT, when there is one, "valid" or "test"), *out left alone and err (when not NULL) saying which
- * field is at fault and why, e.g. `EPOCH "x" is not a decimal number`. */
+ * (PIPELINE a pipeline name, DATA 16 lower-case hex digits, every other
+ * field decimal without sign or leading zero, EPOCH below 2^32, OFFSET at
+ * most N, SPLIT, when there is one, "valid" or "test"), or
+ * -EPROTONOSUPPORT for a token of the older format ("ldr1:...", which names
+ * no pipeline); *out left alone and err (when not NULL) saying which field
+ * is at fault and why, e.g. `EPOCH "x" is not a decimal number`. */
 int ldr_position_parse(const char *token, struct ldr_position *out, char *err, size_t err_cap);
 
 /* Writes p as a token into buf (LDR_POSITION_MAX bytes always suffice): 0,
- * -ENOSPC, or -EINVAL for a split other than 0, 1, 2 (buf then holds "").
- * The fields are written as they are: whether the daemon resumes at the
- * token is its call at attach. */
+ * -ENOSPC, or -EINVAL for a split other than 0, 1, 2 or a pipeline that is
+ * not a pipeline name (buf then holds ""). The fields are written as they
+ * are: whether the daemon resumes at the token is its call at attach. */
 int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap);
 
 /* sizeof(struct ldr_batch) as this library was built: a binding that lays

@@ -37,9 +37,12 @@
 #include <unistd.h>
 
 #include "common/errtext.h"
+#include "common/position.h"
 #include "common/regfile.h"
 
-#define PIPELINE_NAME_MAX (PROTO_NAME_MAX - 1)
+/* A position token carries the pipeline's name: every name is one it can. */
+#define PIPELINE_NAME_MAX POSITION_NAME_MAX
+_Static_assert(POSITION_NAME_MAX < PROTO_NAME_MAX, "a pipeline name fits HELLO's field");
 
 void config_fail(struct config_parse *p, int line, const char *fmt, ...)
 {
@@ -65,23 +68,10 @@ static void config_section_end(struct config_parse *p)
 	p->pipeline = NULL;
 }
 
-static bool config_pipeline_name_valid(const char *name, size_t len)
-{
-	if (len < 1 || len > PIPELINE_NAME_MAX)
-		return false;
-	for (size_t i = 0; i < len; i++) {
-		char ch = name[i]; /* ASCII only, whatever the locale */
-		if (!(ch >= 'a' && ch <= 'z') && !(ch >= 'A' && ch <= 'Z') &&
-		    !(ch >= '0' && ch <= '9') && ch != '_' && ch != '.' && ch != '-')
-			return false;
-	}
-	return true;
-}
-
 static void config_pipeline_begin(struct config_parse *p, const char *name, size_t len)
 {
 	struct config *c = p->c;
-	if (!config_pipeline_name_valid(name, len)) {
+	if (!position_name_valid(name, len)) {
 		config_fail(p, p->lineno, "invalid pipeline name \"%.*s\" (1 to %d characters "
 			    "of A-Z a-z 0-9 _ . -)", (int)len, name, PIPELINE_NAME_MAX);
 		return;

@@ -16,30 +16,70 @@
 #include "daemon/sched_impl.h"
 #include "daemon/status.h"
 
+/* Refuses a token of the older format (position.h), which names no
+ * pipeline and no data: what to do instead, and, when its fields fit this
+ * stream, the token it would be here, for an operator who knows it was
+ * saved on this pipeline's present data. */
+static int resume_refuse_v1(const struct source *src, uint32_t split, const char *token,
+			    const char *quoted, char *err, size_t cap)
+{
+	struct position p;
+	char here[POSITION_TEXT_MAX] = "";
+	if (position_parse_v1(token, &p, NULL, 0) == 0 && p.seed == src->cfg->seed &&
+	    p.split == split && p.n_samples == src->splits[split].n_samples) {
+		snprintf(p.pipeline, sizeof(p.pipeline), "%s", src->cfg->name);
+		p.data = src->data_id;
+		position_format(&p, here, sizeof(here));
+	}
+	return errtext(err, cap, -EINVAL, "resume token \"%s\" is of an older format (ldr1) that "
+		       "names no pipeline and no data, so it cannot be checked against pipeline "
+		       "\"%s\": attach without a resume token to start over%s%s%s", quoted,
+		       src->cfg->name, here[0] ? ", or, only if it was saved on this pipeline and "
+		       "its data has not changed since, resume with \"" : "", here,
+		       here[0] ? "\"" : "");
+}
+
 /* Applies a resume token to a new client's stream position in split
- * `split`. */
+ * `split`: a token names its pipeline and data (position.h), and resumes
+ * only a stream of the same ones. */
 static int resume_at(const struct source *src, uint32_t split, const char *token, uint64_t *epoch,
 		     uint64_t *g, char *err, size_t cap)
 {
 	struct position p;
 	char why[200], shown[ESCAPE_SIZE(PROTO_TOKEN_MAX - 1)];
 	const char *quoted = escape_str(token, shown, sizeof(shown)); /* a client's bytes */
-	if (position_parse(token, &p, why, sizeof(why)) < 0)
+	const char *name = src->cfg->name;
+	int rc = position_parse(token, &p, why, sizeof(why));
+	if (rc == -EPROTONOSUPPORT)
+		return resume_refuse_v1(src, split, token, quoted, err, cap);
+	if (rc < 0)
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" is not a loaderd position "
-			       "token (ldr1:SEED:N:EPOCH:OFFSET): %s", quoted, why);
+			       "token (ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET[:SPLIT]): %s", quoted,
+			       why);
+	if (strcmp(p.pipeline, name) != 0)
+		return errtext(err, cap, -EINVAL, "resume token \"%s\" is a position in pipeline "
+			       "\"%s\" (data %016" PRIx64 "); this client attaches to pipeline \"%s\" "
+			       "(data %016" PRIx64 ")", quoted, p.pipeline, p.data, name,
+			       src->data_id);
+	if (p.data != src->data_id)
+		return errtext(err, cap, -EINVAL, "resume token \"%s\" is a position in pipeline "
+			       "\"%s\" when its data was %016" PRIx64 "; the data changed since (it "
+			       "is %016" PRIx64 " now: other files, sizes, samples, splits or order), "
+			       "so the token's places are not the same samples: attach without a "
+			       "resume token to start over", quoted, name, p.data, src->data_id);
 	if (p.seed != src->cfg->seed)
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" is for a stream with seed %"
 			       PRIu64 "; pipeline \"%s\" has seed %" PRIu64, quoted, p.seed,
-			       src->cfg->name, src->cfg->seed);
+			       name, src->cfg->seed);
 	if (p.split != split)
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" is a position in split \"%s\"; "
 			       "this client attaches to split \"%s\" of pipeline \"%s\"", quoted,
-			       split_name(p.split), split_name(split), src->cfg->name);
+			       split_name(p.split), split_name(split), name);
 	uint64_t n = src->splits[split].n_samples;
 	if (p.n_samples != n)
 		return errtext(err, cap, -EINVAL, "resume token \"%s\" was saved when the dataset had %"
 			       PRIu64 " samples; pipeline \"%s\" has %" PRIu64 " now%s%s", quoted,
-			       p.n_samples, src->cfg->name, n, src->has_splits ? " in split " : "",
+			       p.n_samples, name, n, src->has_splits ? " in split " : "",
 			       src->has_splits ? split_name(split) : "");
 	*epoch = p.epoch;
 	*g = p.offset;
@@ -94,6 +134,7 @@ static void welcome_fill(const struct sched *s, const struct sched_client *c,
 	w->arena_bytes = s->arena->bytes;
 	w->n_samples = c->sampler.n_samples;
 	w->seed = src->cfg->seed;
+	w->data = src->data_id;
 	w->epoch = c->epoch;
 	w->offset = c->g;
 	w->batch_size = src->cfg->batch_size;

@@ -412,6 +412,7 @@ int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool mem
 	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
 	snprintf(d->path, sizeof(d->path), "%s", images || cfg->kind == SOURCE_LLMC ? cfg->path :
 		 source_data_path(cfg, out->data_path, sizeof(out->data_path)));
+	out->data_id = source_data_id(out);
 	return 0;
 close_source:
 	source_close(out);

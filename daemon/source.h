@@ -78,6 +78,7 @@ struct source {
 	struct image_index index;   /* imagefolder, tar: the sample list; llmc: the shards */
 	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from
 				     * (llmc: none, the shards are in index) */
+	uint64_t data_id;           /* source_data_id, at open */
 };
 
 /* A blend's member (source_blend.c). */
@@ -108,6 +109,17 @@ void source_close(struct source *s);
  * fewer samples than a batch. */
 int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool member, char *err,
 		    size_t err_cap);
+
+/*
+ * The source's data identity (source_id.c): a hash of what decides which
+ * sample each place of its stream is (files' names and sizes, the sample
+ * list, the keys that cut samples, the order, a blend's members and
+ * weights, the splits), the same across restarts, reloads and worker
+ * counts; what a position token names as DATA. Reads only what
+ * source_open already holds (the sample lists, before source_fill_arena
+ * frees them): source_open sets data_id with it.
+ */
+uint64_t source_data_id(const struct source *s);
 
 /* ---- blends (source_blend.c) ---- */
 

@@ -165,6 +165,7 @@ int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *
 	}
 	snprintf(out->desc.name, sizeof(out->desc.name), "%s", cfg->name);
 	snprintf(out->data_path, sizeof(out->data_path), "%s", first->data_path);
+	out->data_id = source_data_id(out);
 	return 0;
 }
 

@@ -277,17 +277,18 @@ static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome
 		proto_wr_u64(w, x->offset);
 	}
 	proto_wr_u32(w, m->delivery);
-	if (m->delivery != PROTO_DELIVERY_DEVICE)
-		return;
-	const struct proto_device *d = &m->device;
-	proto_wr_u32(w, d->slots);
-	proto_wr_u64(w, d->slot_bytes);
-	proto_wr_u64(w, d->ring_bytes);
-	proto_wr_bytes(w, d->mem_handle, PROTO_IPC_HANDLE_BYTES);
-	for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
-		proto_wr_bytes(w, d->ready[i], PROTO_IPC_HANDLE_BYTES);
-	for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
-		proto_wr_bytes(w, d->released[i], PROTO_IPC_HANDLE_BYTES);
+	if (m->delivery == PROTO_DELIVERY_DEVICE) {
+		const struct proto_device *d = &m->device;
+		proto_wr_u32(w, d->slots);
+		proto_wr_u64(w, d->slot_bytes);
+		proto_wr_u64(w, d->ring_bytes);
+		proto_wr_bytes(w, d->mem_handle, PROTO_IPC_HANDLE_BYTES);
+		for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
+			proto_wr_bytes(w, d->ready[i], PROTO_IPC_HANDLE_BYTES);
+		for (uint32_t i = 0; i < d->slots && i < PROTO_DEVICE_SLOTS_MAX; i++)
+			proto_wr_bytes(w, d->released[i], PROTO_IPC_HANDLE_BYTES);
+	}
+	proto_wr_u64(w, m->data);
 }
 
 static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
@@ -323,19 +324,25 @@ static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
 		proto_rd_u64(r, "tensor offset", &x->offset);
 	}
 	proto_rd_u32(r, "delivery", &m->delivery);
-	if (r->err || m->delivery != PROTO_DELIVERY_DEVICE)
-		return; /* an unknown delivery is refused by proto_check_welcome */
-	struct proto_device *d = &m->device;
-	proto_rd_u32(r, "device slots", &d->slots);
-	if (!r->err && (d->slots < 1 || d->slots > PROTO_DEVICE_SLOTS_MAX))
-		proto_rd_fail(r, "device slots %u not in 1..%d", d->slots, PROTO_DEVICE_SLOTS_MAX);
-	proto_rd_u64(r, "device slot_bytes", &d->slot_bytes);
-	proto_rd_u64(r, "device ring_bytes", &d->ring_bytes);
-	proto_rd_bytes(r, "device mem_handle", d->mem_handle, PROTO_IPC_HANDLE_BYTES);
-	for (uint32_t i = 0; i < d->slots && !r->err; i++)
-		proto_rd_bytes(r, "device ready event", d->ready[i], PROTO_IPC_HANDLE_BYTES);
-	for (uint32_t i = 0; i < d->slots && !r->err; i++)
-		proto_rd_bytes(r, "device released event", d->released[i], PROTO_IPC_HANDLE_BYTES);
+	if (r->err)
+		return;
+	/* An unknown delivery has no device block: proto_check_welcome refuses it. */
+	if (m->delivery == PROTO_DELIVERY_DEVICE) {
+		struct proto_device *d = &m->device;
+		proto_rd_u32(r, "device slots", &d->slots);
+		if (!r->err && (d->slots < 1 || d->slots > PROTO_DEVICE_SLOTS_MAX))
+			proto_rd_fail(r, "device slots %u not in 1..%d", d->slots,
+				      PROTO_DEVICE_SLOTS_MAX);
+		proto_rd_u64(r, "device slot_bytes", &d->slot_bytes);
+		proto_rd_u64(r, "device ring_bytes", &d->ring_bytes);
+		proto_rd_bytes(r, "device mem_handle", d->mem_handle, PROTO_IPC_HANDLE_BYTES);
+		for (uint32_t i = 0; i < d->slots && !r->err; i++)
+			proto_rd_bytes(r, "device ready event", d->ready[i], PROTO_IPC_HANDLE_BYTES);
+		for (uint32_t i = 0; i < d->slots && !r->err; i++)
+			proto_rd_bytes(r, "device released event", d->released[i],
+				       PROTO_IPC_HANDLE_BYTES);
+	}
+	proto_rd_u64(r, "data", &m->data);
 }
 
 static void proto_put_ready(struct proto_writer *w, const struct proto_ready *m)

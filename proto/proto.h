@@ -23,13 +23,13 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 4
+#define PROTO_VERSION 5
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
 
 #define PROTO_NAME_MAX 64        /* pipeline / client name, with NUL */
-#define PROTO_TOKEN_MAX 128      /* resume token, with NUL */
+#define PROTO_TOKEN_MAX 192      /* resume token, with NUL */
 #define PROTO_SPLIT_MAX 16       /* split name, with NUL */
 #define PROTO_GROUP_MAX 64       /* group key, with NUL */
 #define PROTO_GROUP_SIZE_MAX 64  /* members of a group */
@@ -154,6 +154,8 @@ struct proto_welcome {
 	struct proto_tensor tensors[PROTO_TENSORS_MAX];
 	uint32_t delivery;    /* enum proto_delivery: host carries the arena fd */
 	struct proto_device device; /* delivery device only; zero otherwise */
+	uint64_t data;        /* the pipeline's data identity, for its position tokens
+			       * (common/position.h); last on the wire */
 };
 
 #define PROTO_READY_LAST_IN_EPOCH 0x1u

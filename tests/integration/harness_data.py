@@ -194,9 +194,26 @@ def parse_consume_output(stdout):
         summary[k] = float(summary[k])
     check(lines[1].startswith("position: "), "second stdout line is not 'position: TOKEN': %r" % lines[1])
     token = lines[1][len("position: "):]
-    check(re.fullmatch(r"ldr1:\d+:\d+:\d+:\d+(?::(?:valid|test))?", token) is not None,
-          "malformed position token %r" % token)
+    check(TOKEN_RE.fullmatch(token) is not None, "malformed position token %r" % token)
     return summary, token
+
+
+# A position token (common/position.h): ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET[:SPLIT].
+TOKEN_RE = re.compile(r"ldr2:([A-Za-z0-9_.-]{1,63}):([0-9a-f]{16}):(\d+):(\d+):(\d+):(\d+)"
+                      r"(?::(valid|test))?")
+
+
+def token_stream(token):
+    """The "ldr2:PIPELINE:DATA:" that names a token's stream; the rest,
+    SEED:N:EPOCH:OFFSET[:SPLIT], follows it."""
+    m = TOKEN_RE.fullmatch(token)
+    check(m is not None, "malformed position token %r" % token)
+    return "ldr2:%s:%s:" % (m.group(1), m.group(2))
+
+
+def token_data(token):
+    """A token's DATA: the data identity of the pipeline it was saved on."""
+    return token_stream(token).split(":")[2]
 
 
 _STATUS_HEAD_RE = re.compile(r"^loaderd (\S+) pid (\d+) uptime (\d+(?:\.\d+)?)s$")

@@ -33,7 +33,7 @@ if not HOSTILE:
     import harness  # noqa: E402
     from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 4
+MAGIC, VERSION = 0x4452444C, 5
 HELLO, WELCOME = 1, 2
 N, RECORD, BATCH = 4096, 256, 32
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x1, 0x2

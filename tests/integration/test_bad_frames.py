@@ -2,11 +2,11 @@
 """Malformed frames get an ERROR frame or a closed connection, never a hang.
 
 Frames are built by hand over SOCK_SEQPACKET, following proto/PROTOCOL.md:
-a 24-byte little-endian header {magic 0x4452444c, version 4, type, flags,
+a 24-byte little-endian header {magic 0x4452444c, version 5, type, flags,
 length, request_id} and the typed payload (strings as u16 length + bytes).
 Two well-formed frames first prove the encoding right (STATUS_REQ gets
 STATUS, a valid HELLO gets WELCOME); then random bytes, a 70,000-byte
-packet, versions 3 and 5, a RELEASE before HELLO, a HELLO with rank >= world and a
+packet, versions 4 and 6, a RELEASE before HELLO, a HELLO with rank >= world and a
 few more must each be answered with ERROR (type 6) and a close, or a plain
 close. A consumer attached throughout must be unaffected, the daemon must
 stay up, and a normal consume afterwards must deliver correct data.
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 4
+MAGIC, VERSION = 0x4452444C, 5
 HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
 N, RECORD, BATCH = 1001, 64, 32
 ANSWER_TIMEOUT_S = 5
@@ -112,8 +112,8 @@ def body(env):
     bad = [
         ("random bytes", rng.randbytes(100)),
         ("a 70,000-byte packet", frame(HELLO, bytes(70000 - 24))),
-        ("version 3", frame(STATUS_REQ, version=3)),
-        ("version 5", frame(STATUS_REQ, version=5)),
+        ("version 4", frame(STATUS_REQ, version=4)),
+        ("version 6", frame(STATUS_REQ, version=6)),
         ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QII", 0, 0, 0))),
         ("HELLO with rank 2 of world 2", frame(HELLO, hello_payload("p", rank=2, world=2))),
         ("HELLO with world 0", frame(HELLO, hello_payload("p", rank=0, world=0))),
@@ -125,7 +125,7 @@ def body(env):
         ("a length over the payload", frame(STATUS_REQ, length=100)),
         ("an unknown flag", frame(STATUS_REQ, flags=0x80)),
         ("READY sent by a client", frame(READY, bytes(64))),
-        ("a garbage resume token", frame(HELLO, hello_payload("p", resume="ldr1:x"))),
+        ("a garbage resume token", frame(HELLO, hello_payload("p", resume="ldr2:x"))),
         ("a RELOAD_REQ with a payload", frame(RELOAD_REQ, b"\x00")),
     ]
     for what, packet in bad:

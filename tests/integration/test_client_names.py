@@ -133,7 +133,7 @@ def body(env):
         refused(path, hello(b"p", resume=raw), EPROTO, "HELLO: resume byte", "resume %r" % raw)
     # Printable bytes that end a quoted field come back escaped.
     refused(path, hello(b'p"\\q'), ENOENT, 'unknown pipeline "p\\"\\\\q"', "a pipeline with a quote")
-    refused(path, hello(b"p", resume=b'ldr1:"\\x1b'), EINVAL, 'resume token "ldr1:\\"\\\\x1b" is not',
+    refused(path, hello(b"p", resume=b'ldr2:"\\x1b'), EINVAL, 'resume token "ldr2:\\"\\\\x1b" is not',
             "a token with a quote")
     check(d.alive(), "loaderd died after the refused HELLOs")
 

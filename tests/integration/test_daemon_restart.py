@@ -74,7 +74,8 @@ def check_cut_off(rc, out, err, want_rc, dump, crcs, what):
     check(summary["batches"] == len(batches) and summary["samples"] == len(rows)
           and summary["bytes"] == len(rows) * RECORD,
           "%s: the summary %s disagrees with the %d rows dumped" % (what, summary, len(rows)))
-    want = "ldr1:%d:%d:0:%d" % (SEED, N, len(rows))
+    want = harness.token_stream(token) + "%d:%d:0:%d" % (SEED, N, len(rows))
+    check(want.startswith("ldr2:p:"), "%s: the position %s does not name pipeline p" % (what, token))
     check(token == want, "%s: position %s after dumping %d samples; expected %s" % (what, token, len(rows), want))
     return token, rows
 
@@ -85,7 +86,9 @@ def resume_rest(env, d, token, first_rows, crcs, what):
     (summary, end, rows), = harness.consume_all(env, d.socket, [
         {"pipeline": "p", "epochs": 1, "dump": dump, "extra": ["--resume", token]}])
     harness.check_dump_crcs(rows, crcs, what + ", resumed")
-    check(end == "ldr1:%d:%d:1:0" % (SEED, N), "%s: resumed to the end of epoch 0, position %s" % (what, end))
+    # the daemon restarted in between: the same pipeline and data, so the same stream
+    check(end == harness.token_stream(token) + "%d:%d:1:0" % (SEED, N),
+          "%s: resumed to the end of epoch 0, position %s (saved %s)" % (what, end, token))
     counts = collections.Counter(s for e, _, s, _ in first_rows + rows if e == 0)
     lost = [s for s in range(N) if counts[s] == 0]
     twice = sorted(s for s, k in counts.items() if k > 1)

@@ -49,8 +49,10 @@ def body(env):
     token = first[0][1]
     check(first[1][1] == token, "ranks 0 and 1 print different positions: %s, %s" % (token, first[1][1]))
     g = K * BATCH * 2
-    check(token == "ldr1:%d:%d:0:%d" % (SEED, N, g), "position after %d batches of world 2 is %s, "
-          "expected ldr1:%d:%d:0:%d" % (K, token, SEED, N, g))
+    stream = harness.token_stream(token)
+    check(stream.startswith("ldr2:p:"), "the token %s does not name pipeline p" % token)
+    check(token == stream + "%d:%d:0:%d" % (SEED, N, g), "position after %d batches of world 2 is %s, "
+          "expected %s%d:%d:0:%d" % (K, token, stream, SEED, N, g))
 
     for world in (2, 3, 1):
         jobs = [{"pipeline": "p", "rank": r, "world": world, "epochs": 1,
@@ -67,7 +69,7 @@ def body(env):
             if diff is not None:
                 raise harness.TestFailure("%s: row %d is %s, the sampler's segment from offset %d gives %s"
                                           % (what, diff, got[diff:diff + 2], g, expected[diff:diff + 2]))
-            check(end_token == "ldr1:%d:%d:1:0" % (SEED, N), "%s: position at the end of the epoch is %s"
+            check(end_token == stream + "%d:%d:1:0" % (SEED, N), "%s: position at the end of the epoch is %s"
                   % (what, end_token))
             check(summary["epochs"] == 1, "%s: summary counts %d epochs" % (what, summary["epochs"]))
             rest += [s for _, _, s, _ in rows]
@@ -79,8 +81,8 @@ def body(env):
               "resume with world %d: %d deliveries, expected %d (padding %d)"
               % (world, len(consumed) + len(rest), N + pad, pad))
 
-    for bad, why in (("garbage", "malformed"), ("ldr1:%d:%d:0:%d" % (SEED + 1, N, g), "another seed"),
-                     ("ldr1:%d:%d:0:0" % (SEED, N - 1), "another dataset size")):
+    for bad, why in (("garbage", "malformed"), (stream + "%d:%d:0:%d" % (SEED + 1, N, g), "another seed"),
+                     (stream + "%d:%d:0:0" % (SEED, N - 1), "another dataset size")):
         r = env.loaderctl(harness.consume_args(d.socket, "p", epochs=1, extra=["--resume", bad, "--quiet"]))
         check(r.returncode == 1, "a %s token (%s) gave exit %d, expected 1\nstderr: %s"
               % (why, bad, r.returncode, r.stderr))

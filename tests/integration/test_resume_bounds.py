@@ -34,22 +34,26 @@ def body(env):
     crcs = harness.raw_sample_crcs(data, RECORD)
     d = env.start_daemon(env.config("rb", {"p": {"source": "raw:" + data, "record_bytes": RECORD,
                                                  "batch_size": BATCH, "seed": SEED}}))
-    prefix = "ldr1:%d:%d:" % (SEED, N)
+    r = env.loaderctl(harness.consume_args(d.socket, "p", batches=1, extra=["--quiet"]))
+    check(r.returncode == 0, "a first batch: consume exited %d: %s" % (r.returncode, r.stderr))
+    stream = harness.token_stream(harness.parse_consume_output(r.stdout)[1])
+    prefix = stream + "%d:%d:" % (SEED, N)
     refused = [
         (prefix + "18446744073709551615:0",
          "EPOCH 18446744073709551615 is not below 4294967296 (2^32)"),
         (prefix + "4294967296:0", "EPOCH 4294967296 is not below 4294967296 (2^32)"),
-        ("ldr1:18446744073709551616:%d:0:0" % N,
+        (stream + "18446744073709551616:%d:0:0" % N,
          'SEED "18446744073709551616" is larger than 18446744073709551615'),
-        ("ldr1:+%d:%d:0:0" % (SEED, N), 'SEED "+9" is not a decimal number (digits only)'),
+        (stream + "+%d:%d:0:0" % (SEED, N), 'SEED "+9" is not a decimal number (digits only)'),
         (prefix + "-1:0", 'EPOCH "-1" is not a decimal number (digits only)'),
         # The client library refuses a space before sending (PROTOCOL.md 5.1).
-        (prefix + " 1:0", "resume token: byte 10 is 0x20"),
+        (prefix + " 1:0", "resume token: byte %d is 0x20" % len(prefix)),
         (prefix + "01:0", 'EPOCH "01" has a leading zero'),
         (prefix + "1:", "OFFSET is empty"),
-        (prefix + "1", 'it has 3 fields after "ldr1:", not 4'),
+        (prefix + "1", "it has 3 fields where ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET[:SPLIT] "
+         "has SEED:N:EPOCH:OFFSET"),
         (prefix + "1:0:0", 'SPLIT "0" is not valid or test'),
-        (prefix + "1:0:valid:0", 'it has more than 5 fields after "ldr1:"'),
+        (prefix + "1:0:valid:0", "it has a field after SPLIT"),
         (prefix + "0:%d" % (N + 1), "OFFSET %d is larger than N %d" % (N + 1, N)),
         (prefix + "%d:%d" % (LAST, N), "is at the end of epoch 4294967295, the last a stream has"),
     ]

@@ -107,6 +107,7 @@ def body(env):
     harness.check_same_dump(env.path("lone.dump"), jobs[2]["dump"],
                             "a group's batches differ from a lone rank's of the same rank")
     check(lone[0][1] == results[2][1], "a group's position differs from a lone rank's")
+    stream = harness.token_stream(lone[0][1])  # "ldr2:p:DATA:", the pipeline's tokens' start
 
     # a late member: nothing is delivered before the group is whole
     before = items_done(d)
@@ -141,8 +142,8 @@ def body(env):
     refused(env, d, group_job(env, "mm", "mm", 0, 2, 1, epochs=1, size=3),
             ['group "mm"', "group_size is 3, the group's is 2"], "a member of another group size")
     refused(env, d, group_job(env, "mm", "mm", 0, 2, 1, epochs=1,
-                              extra=["--resume", "ldr1:%d:%d:0:64" % (SEED, N)]),
-            ['group "mm"', "resume token is \"ldr1:%d:%d:0:64\", the group's is \"\"" % (SEED, N)],
+                              extra=["--resume", stream + "%d:%d:0:64" % (SEED, N)]),
+            ['group "mm"', "resume token is \"%s%d:%d:0:64\", the group's is \"\"" % (stream, SEED, N)],
             "a member with another resume token")
     mate = spawn(env, d, group_job(env, "mm", "mm", 0, 2, 1, epochs=3, extra=["--step-ms", "20"]))
     st = d.wait_status(lambda st: sum(c["group"] == "mm" for c in st["clients"]) == 2
@@ -193,7 +194,7 @@ def body(env):
         check(rc == 0, "member %s exited %d: %s" % (j["dump"], rc, err))
         first.append(harness.parse_consume_output(out)[1])
     g = 5 * BATCH * 2
-    check(set(first) == {"ldr1:%d:%d:0:%d" % (SEED, N, g)}, "tokens after 5 batches of world 2: %s"
+    check(set(first) == {stream + "%d:%d:0:%d" % (SEED, N, g)}, "tokens after 5 batches of world 2: %s"
           % first)
     jobs = [group_job(env, "rest", "r-w3-dp%d" % r, r, 3, m, epochs=1, extra=["--resume", first[0]])
             for r in range(3) for m in range(2)]
@@ -201,7 +202,7 @@ def body(env):
     for j, p in zip(jobs, procs):
         rc, out, err = harness.finish(p, 30, "member %s" % j["dump"])
         check(rc == 0, "resumed member %s exited %d: %s" % (j["dump"], rc, err))
-        check(harness.parse_consume_output(out)[1] == "ldr1:%d:%d:1:0" % (SEED, N),
+        check(harness.parse_consume_output(out)[1] == stream + "%d:%d:1:0" % (SEED, N),
               "resumed member %s did not end at the end of epoch 0" % j["dump"])
     for r in range(3):
         harness.check_same_dump(jobs[2 * r + 1]["dump"], jobs[2 * r]["dump"],

@@ -63,7 +63,7 @@ def check_failed(loaderd, x, it, e, taken, what):
     returns the state."""
     check(x.failed is e, "%s: loader.failed is %r, not the error raised (%r)" % (what, x.failed, e))
     state = x.state_dict()
-    want = "ldr1:%d:%d:0:%d" % (SEED, N, sum(len(b) for b in taken))
+    want = harness.token_stream(state["position"]) + "%d:%d:0:%d" % (SEED, N, sum(len(b) for b in taken))
     check(state["position"] == want, "%s: state_dict() %s after %d batches handed out; expected %s"
           % (what, state, len(taken), want))
     for _ in range(2):
@@ -179,7 +179,8 @@ def with_block(loaderd, env, cfg, d, recs):
     except KeyboardInterrupt:
         pass
     state = x.state_dict()
-    check(state["position"] == "ldr1:%d:%d:0:%d" % (SEED, N, K * BATCH), "%s: state %s" % (what, state))
+    check(state["position"] == harness.token_stream(state["position"]) + "%d:%d:0:%d" % (SEED, N, K * BATCH),
+          "%s: state %s" % (what, state))
     return resume_rest(loaderd, env, cfg, state, taken, recs, "numpy", what)
 
 

@@ -15,9 +15,12 @@ For each framework (numpy; torch when importable), on a raw dataset of
 - set_epoch(e) starts epoch e (its order is the order the stream gives
   epoch e), and is a no-op in the epoch the loader is in, so resuming
   mid-epoch and then calling set_epoch(current) keeps the place;
-- refusals: a state of another pipeline, a malformed position and a
-  position of another seed are refused with a message naming what is
-  wrong, and the loader goes on where it was.
+- refusals: a state of another pipeline, a malformed position, a position
+  of another seed, one that names another pipeline, one saved when the
+  pipeline's data was other data, and one of the older format that names
+  no pipeline are refused with a message naming what is wrong (the older
+  one with the token it would be on this pipeline), and the loader goes
+  on where it was.
 """
 
 import os
@@ -53,7 +56,8 @@ def round_trip(loaderd, sock, fw, recs):
     it = iter(a)
     head = take(it, K, recs, fw + " before saving")
     state = a.state_dict()
-    check(state["position"].startswith("ldr1:%d:%d:0:%d" % (SEED, N, K * BATCH)),
+    stream = harness.token_stream(state["position"])
+    check(stream.startswith("ldr2:p:") and state["position"] == stream + "%d:%d:0:%d" % (SEED, N, K * BATCH),
           "%s: state after %d batches of world 1: %s" % (fw, K, state))
     rest, nxt = rest_and_next_epoch(a, recs, fw + " going on")
     check(len(head) + len(rest) == -(-N // BATCH), "%s: %d + %d batches in epoch 0" % (fw, len(head), len(rest)))
@@ -122,11 +126,22 @@ def refusals(loaderd, sock, recs):
     it = iter(x)
     take(it, 2, recs, "before refusals")
     good = x.state_dict()
+    stream = harness.token_stream(good["position"])
+    data = harness.token_data(good["position"])
+    other = "%016x" % (int(data, 16) ^ 1)
     cases = [
         (dict(good, pipeline="q"), ValueError, "pipeline 'q'"),
-        (dict(good, position="ldr1:nonsense"), loaderd.LoaderdError, "is not a loaderd position token"),
-        (dict(good, position="ldr1:%d:%d:0:64" % (SEED + 1, N)), loaderd.LoaderdError, "seed %d" % SEED),
-        (dict(good, position="ldr1:%d:%d:0:64" % (SEED, N + 5)), loaderd.LoaderdError, "had %d samples" % (N + 5)),
+        (dict(good, position="ldr2:nonsense"), loaderd.LoaderdError, "is not a loaderd position token"),
+        (dict(good, position=stream + "%d:%d:0:64" % (SEED + 1, N)), loaderd.LoaderdError, "seed %d" % SEED),
+        (dict(good, position=stream + "%d:%d:0:64" % (SEED, N + 5)), loaderd.LoaderdError, "had %d samples" % (N + 5)),
+        (dict(good, position="ldr2:q:%s:%d:%d:0:64" % (data, SEED, N)), loaderd.LoaderdError,
+         'is a position in pipeline "q" (data %s); this client attaches to pipeline "p" (data %s)' % (data, data)),
+        (dict(good, position="ldr2:p:%s:%d:%d:0:64" % (other, SEED, N)), loaderd.LoaderdError,
+         'pipeline "p" when its data was %s; the data changed since (it is %s now' % (other, data)),
+        (dict(good, position="ldr1:%d:%d:0:64" % (SEED, N)), loaderd.LoaderdError,
+         'is of an older format (ldr1) that names no pipeline and no data, so it cannot be checked '
+         'against pipeline "p": attach without a resume token to start over, or, only if it was saved '
+         'on this pipeline and its data has not changed since, resume with "%s%d:%d:0:64"' % (stream, SEED, N)),
         (dict(good, version=9), ValueError, "version 9"),
         ({"epoch": 3}, ValueError, "state_dict() returns"),
     ]

@@ -66,6 +66,7 @@ static inline void welcome_stream(struct proto_welcome *w)
 	w->session = 0x0102030405060708ull;
 	w->n_samples = 1000003;
 	w->seed = UINT64_MAX;
+	w->data = 0x91c0ffee3f2a0001ull;
 	w->epoch = 7;
 	w->offset = 12345;
 	w->batch_size = 64;
@@ -73,7 +74,7 @@ static inline void welcome_stream(struct proto_welcome *w)
 }
 
 /* A WELCOME of n_tensors tensors of ndim dimensions, every field set (a
- * single tensor makes a payload of exactly 126 bytes with ndim 2). */
+ * single tensor makes a payload of exactly 134 bytes with ndim 2). */
 static inline void make_welcome(struct proto_welcome *w, uint32_t n_tensors, uint32_t ndim)
 {
 	welcome_stream(w);

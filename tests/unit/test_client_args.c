@@ -91,13 +91,17 @@ static int peer_teardown(void **state)
 	return 0;
 }
 
+/* The identity the tokens of these tests name: pipeline "p", WELCOME's data. */
+#define DATA 0x3f2a09c1d4e5b677ull
+#define TOKEN "ldr2:p:3f2a09c1d4e5b677:"
+
 static struct proto_welcome welcome_msg(void)
 {
 	struct proto_welcome w = {
 		.session = 1, .arena_bytes = ARENA_BYTES, .slot_bytes = SLOT_BYTES,
 		.n_samples = N_SAMPLES, .seed = SEED, .epoch = 0, .offset = 0,
 		.batch_size = BATCH, .rank = 0, .world = 1, .depth = 2, .shuffle = 1,
-		.drop_last = 0, .n_tensors = 2,
+		.drop_last = 0, .n_tensors = 2, .data = DATA,
 	};
 	w.tensors[0] = (struct proto_tensor){ .name = "data", .dtype = PROTO_DTYPE_UINT8,
 					      .ndim = 2, .shape = { BATCH, RECORD }, .offset = 0 };
@@ -158,7 +162,7 @@ static void attach_ok(struct peer *p, const struct proto_welcome *w)
 {
 	send_welcome(p, w, p->arena_fd);
 	struct ldr_attach_opts o = { .pipeline = "p", .depth = 3, .client_name = "unit",
-				     .resume = "ldr1:5:10:0:0" };
+				     .resume = TOKEN "5:10:0:0" };
 	assert_int_equal(ldr_attach(p->c, &o), 0);
 	const struct proto_hello *h = &peer_recv(p, PROTO_HELLO)->u.hello;
 	assert_int_equal(h->delivery, PROTO_DELIVERY_HOST);
@@ -167,7 +171,7 @@ static void attach_ok(struct peer *p, const struct proto_welcome *w)
 	assert_int_equal(h->depth, 3);
 	assert_string_equal(h->pipeline, "p");
 	assert_string_equal(h->client_name, "unit");
-	assert_string_equal(h->resume, "ldr1:5:10:0:0");
+	assert_string_equal(h->resume, TOKEN "5:10:0:0");
 }
 
 static void assert_position(struct peer *p, const char *expect)
@@ -231,7 +235,7 @@ static void test_batches_release_position(void **state)
 	assert_int_equal(ldr_dataset_size(p->c), N_SAMPLES);
 	assert_int_equal(ldr_batch_size(p->c), BATCH);
 	assert_int_equal(ldr_batches_in_epoch(p->c, 0), 3);
-	assert_position(p, "ldr1:5:10:0:0");
+	assert_position(p, TOKEN "5:10:0:0");
 
 	send_ready(p, 0, 0, 0, BATCH, 0);
 	send_ready(p, 1, 1, 1, BATCH, 0);
@@ -264,9 +268,9 @@ static void test_batches_release_position(void **state)
 
 	/* Out-of-order release: the position is that of the highest seq. */
 	assert_int_equal(ldr_release(p->c, &b1), 0);
-	assert_position(p, "ldr1:5:10:0:8");
+	assert_position(p, TOKEN "5:10:0:8");
 	assert_int_equal(ldr_release(p->c, &b0), 0);
-	assert_position(p, "ldr1:5:10:0:8");
+	assert_position(p, TOKEN "5:10:0:8");
 	assert_int_equal(ldr_release(p->c, &b0), -EINVAL);
 	const struct proto_release *rel = &peer_recv(p, PROTO_RELEASE)->u.release;
 	assert_int_equal(rel->seq, 1);
@@ -280,7 +284,7 @@ static void test_batches_release_position(void **state)
 	assert_int_equal(b2.tensors[0].shape[0], 2);
 	assert_int_equal(b2.tensors[0].bytes, 2 * RECORD);
 	assert_int_equal(ldr_release(p->c, &b2), 0);
-	assert_position(p, "ldr1:5:10:1:0");
+	assert_position(p, TOKEN "5:10:1:0");
 
 	struct ldr_batch b3;
 	assert_int_equal(ldr_next(p->c, &b3, 0), -ETIMEDOUT);
@@ -314,7 +318,7 @@ static void test_resumed_position(void **state)
 	w.epoch = 3;
 	w.offset = 6;
 	attach_ok(p, &w);
-	assert_position(p, "ldr1:5:10:3:6");
+	assert_position(p, TOKEN "5:10:3:6");
 	assert_int_equal(ldr_batches_in_epoch(p->c, 3), 1); /* 4 samples left */
 	assert_int_equal(ldr_batches_in_epoch(p->c, 4), 3);
 }
@@ -400,32 +404,49 @@ static void test_position_tokens(void **state)
 	struct ldr_position p = { 0 };
 	char err[256] = "", token[LDR_POSITION_MAX], small[8];
 	assert_int_equal(ldr_sizeof_position(), sizeof(struct ldr_position));
-	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6", &p, err, sizeof err), 0);
+	assert_int_equal(ldr_position_parse(TOKEN "5:10:3:6", &p, err, sizeof err), 0);
 	assert_true(p.seed == 5 && p.n_samples == 10 && p.epoch == 3 && p.offset == 6);
+	assert_true(p.data == DATA && strcmp(p.pipeline, "p") == 0);
 	p.epoch = 4;
 	p.offset = 0;
 	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
-	assert_string_equal(token, "ldr1:5:10:4:0");
+	assert_string_equal(token, TOKEN "5:10:4:0");
 	assert_int_equal(ldr_position_format(&p, small, sizeof small), -ENOSPC);
 	assert_string_equal(small, "");
 
-	assert_int_equal(ldr_position_parse("ldr1:5:10:4294967296:0", &p, err, sizeof err), -EINVAL);
+	assert_int_equal(ldr_position_parse(TOKEN "5:10:4294967296:0", &p, err, sizeof err), -EINVAL);
 	assert_non_null(strstr(err, "EPOCH 4294967296 is not below"));
 	assert_int_equal(p.epoch, 4); /* left alone */
-	assert_int_equal(ldr_position_parse("ldr1:5:x:0:0", &p, NULL, 0), -EINVAL);
+	assert_int_equal(ldr_position_parse(TOKEN "5:x:0:0", &p, NULL, 0), -EINVAL);
 	assert_int_equal(ldr_position_parse(NULL, &p, err, sizeof err), -EINVAL);
 
 	/* a token of the valid split says so, both ways */
-	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6:valid", &p, err, sizeof err), 0);
+	assert_int_equal(ldr_position_parse(TOKEN "5:10:3:6:valid", &p, err, sizeof err), 0);
 	assert_true(p.split == 1 && p.epoch == 3 && p.offset == 6);
 	p.split = 2;
 	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
-	assert_string_equal(token, "ldr1:5:10:3:6:test");
+	assert_string_equal(token, TOKEN "5:10:3:6:test");
 	p.split = 3;
 	assert_int_equal(ldr_position_format(&p, token, sizeof token), -EINVAL);
 	assert_string_equal(token, "");
-	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6:dev", &p, err, sizeof err), -EINVAL);
+	assert_int_equal(ldr_position_parse(TOKEN "5:10:3:6:dev", &p, err, sizeof err), -EINVAL);
 	assert_non_null(strstr(err, "SPLIT \"dev\" is not valid or test"));
+
+	/* the pipeline and data travel both ways; a name no pipeline can have is no token */
+	p.split = 0;
+	strcpy(p.pipeline, "other.v2");
+	p.data = 1;
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), 0);
+	assert_string_equal(token, "ldr2:other.v2:0000000000000001:5:10:3:6");
+	strcpy(p.pipeline, "a b");
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), -EINVAL);
+	assert_string_equal(token, "");
+	memset(p.pipeline, 'x', sizeof p.pipeline); /* not terminated */
+	assert_int_equal(ldr_position_format(&p, token, sizeof token), -EINVAL);
+
+	/* a token of the older format, which names no pipeline, is refused as such */
+	assert_int_equal(ldr_position_parse("ldr1:5:10:3:6", &p, err, sizeof err), -EPROTONOSUPPORT);
+	assert_non_null(strstr(err, "older format (ldr1), which names no pipeline"));
 }
 
 /* The split asked for travels in HELLO, and the client's position tokens
@@ -438,15 +459,15 @@ static void test_split_position(void **state)
 	struct ldr_attach_opts o = { .pipeline = "p", .split = "valid" };
 	assert_int_equal(ldr_attach(p->c, &o), 0);
 	assert_string_equal(peer_recv(p, PROTO_HELLO)->u.hello.split, "valid");
-	assert_position(p, "ldr1:5:10:0:0:valid");
+	assert_position(p, TOKEN "5:10:0:0:valid");
 	send_ready(p, 0, 0, 0, BATCH, 0);
 	struct ldr_batch b;
 	assert_int_equal(ldr_next(p->c, &b, 1000), 0);
 	char token[LDR_POSITION_MAX];
 	assert_int_equal(ldr_position_after(p->c, &b, token, sizeof token), 0);
-	assert_string_equal(token, "ldr1:5:10:0:4:valid");
+	assert_string_equal(token, TOKEN "5:10:0:4:valid");
 	assert_int_equal(ldr_release(p->c, &b), 0);
-	assert_position(p, "ldr1:5:10:0:4:valid");
+	assert_position(p, TOKEN "5:10:0:4:valid");
 }
 
 /* A split name is a word of at most 15 bytes, checked before anything is
@@ -522,7 +543,7 @@ static void test_release_after_daemon_left(void **state)
 	p->conn = -1;
 	assert_int_equal(ldr_release(p->c, &b), -ESHUTDOWN);
 	assert_string_equal(ldr_error(p->c), "daemon shutting down");
-	assert_position(p, "ldr1:5:10:0:4");
+	assert_position(p, TOKEN "5:10:0:4");
 	assert_int_equal(ldr_next(p->c, &b, 1000), -ESHUTDOWN);
 }
 

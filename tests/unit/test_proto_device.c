@@ -37,8 +37,9 @@ enum {
 	MIN_MEM_HANDLE = 135,
 	MIN_READY = 199,
 	MIN_RELEASED = 263,
-	MIN_PAYLOAD = 327,
-	MIN_DEVICE_BLOCK = MIN_PAYLOAD - MIN_SLOTS, /* 84 + 128 x 1 */
+	MIN_DATA = 327,
+	MIN_PAYLOAD = 335,
+	MIN_DEVICE_BLOCK = MIN_DATA - MIN_SLOTS, /* 84 + 128 x 1 */
 	MAX_DELIVERY = 732,                         /* 84 + 8 x 81 */
 	MAX_SLOTS = 736,
 	MAX_SLOT_BYTES = 740,
@@ -46,7 +47,8 @@ enum {
 	MAX_MEM_HANDLE = 756,
 	MAX_READY = 820,
 	MAX_RELEASED = 2868,
-	MAX_PAYLOAD = 4916, /* the largest WELCOME of version 2 */
+	MAX_DATA = 4916,
+	MAX_PAYLOAD = 4924, /* the largest WELCOME (of version 5) */
 };
 
 #define MIN_STAGING_BYTES 8192u
@@ -186,8 +188,9 @@ static void expect_handle(size_t off, uint8_t tag)
 	assert_memory_equal(frame + PROTO_HEADER_BYTES + off, want, sizeof(want));
 }
 
-/* The device block sits where PROTOCOL.md says, and a host WELCOME is the
- * same bytes up to and including `delivery`. */
+/* The device block sits where PROTOCOL.md says, `data` after it, and a
+ * host WELCOME is the same bytes up to and including `delivery`, then
+ * `data`. */
 static void test_layout(void **state)
 {
 	const uint8_t *p = frame + PROTO_HEADER_BYTES;
@@ -201,6 +204,8 @@ static void test_layout(void **state)
 	expect_handle(MIN_MEM_HANDLE, TAG_MEM);
 	expect_handle(MIN_READY, TAG_READY(0));
 	expect_handle(MIN_RELEASED, TAG_RELEASED(0));
+	assert_int_equal(get_le(p + MIN_DATA, 8), in.u.welcome.data);
+	assert_true(in.u.welcome.data != 0);
 
 	encode_sample(D_MAX);
 	assert_int_equal(get_le(p + MAX_DELIVERY, 4), PROTO_DELIVERY_DEVICE);
@@ -212,12 +217,14 @@ static void test_layout(void **state)
 		expect_handle(MAX_READY + d * PROTO_IPC_HANDLE_BYTES, (uint8_t)TAG_READY(d));
 		expect_handle(MAX_RELEASED + d * PROTO_IPC_HANDLE_BYTES, (uint8_t)TAG_RELEASED(d));
 	}
+	assert_int_equal(get_le(p + MAX_DATA, 8), in.u.welcome.data);
 
 	/* Without its device block and with delivery 0, D_MIN is a host WELCOME. */
 	expect(cut(D_MIN, MIN_SLOTS, MIN_DEVICE_BLOCK, MIN_DELIVERY, PROTO_DELIVERY_HOST, 4), 0, NULL);
 	assert_int_equal(out.u.welcome.delivery, PROTO_DELIVERY_HOST);
 	assert_int_equal(out.u.welcome.depth, 1);
 	assert_memory_equal(out.u.welcome.tensors, in.u.welcome.tensors, sizeof(in.u.welcome.tensors));
+	assert_int_equal(out.u.welcome.data, in.u.welcome.data);
 	static const struct proto_device zero;
 	assert_memory_equal(&out.u.welcome.device, &zero, sizeof(zero));
 }
@@ -318,10 +325,12 @@ static void test_truncated_and_trailing(void **state)
 		{D_MIN, MIN_MEM_HANDLE + 10, "in device mem_handle"},
 		{D_MIN, MIN_READY + 63, "in device ready event"},
 		{D_MIN, MIN_RELEASED, "in device released event"},
-		{D_MIN, MIN_PAYLOAD - 1, "in device released event: need 64 bytes at offset 263, 63 left"},
+		{D_MIN, MIN_DATA - 1, "in device released event: need 64 bytes at offset 263, 63 left"},
+		{D_MIN, MIN_PAYLOAD - 1, "in data: need 8 bytes at offset 327, 7 left"},
 		{D_MAX, MAX_RELEASED - 1, "in device ready event"},
 		{D_MAX, MAX_RELEASED + 64, "in device released event"},
-		{D_MAX, MAX_PAYLOAD - 64, "in device released event: need 64 bytes at offset 4852, 0 left"},
+		{D_MAX, MAX_DATA - 64, "in device released event: need 64 bytes at offset 4852, 0 left"},
+		{D_MAX, MAX_DATA, "in data: need 8 bytes at offset 4916, 0 left"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {

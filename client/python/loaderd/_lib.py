@@ -20,7 +20,7 @@ import threading
 
 TENSORS_MAX = 8
 NDIM_MAX = 4
-POSITION_MAX = 96
+POSITION_MAX = 192
 LIBRARY_NAME = "libloaderd_client.so"
 
 _u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c_char_p
@@ -48,7 +48,8 @@ class CBatch(ctypes.Structure):
 
 class CPosition(ctypes.Structure):
     _fields_ = [("seed", _u64), ("n_samples", _u64), ("epoch", _u64), ("offset", _u64),
-                ("split", ctypes.c_uint32), ("reserved", ctypes.c_uint32)]
+                ("split", ctypes.c_uint32), ("reserved", ctypes.c_uint32), ("data", _u64),
+                ("pipeline", ctypes.c_char * 64)]
 
 
 # enum ldr_dtype -> (name, itemsize, DLPack type code: 0 int, 1 uint, 2 float)
