@@ -17,6 +17,11 @@ unpacked into DIR:
 It needs numpy and torch (the builder module imports torch; nothing of
 torch is used): Debian's python3-numpy and python3-torch do.
 
+gpt_datasets() builds real GPTDatasets with megatron-core's builder from
+a dataset on disk, for tests/integration/test_megatron_sequences.py to
+compare loaderd's splits with when LOADERD_MEGATRON_CORE names the
+unpacked wheel (the test does not need it otherwise).
+
 The ranges are megatron-core's own code, not a rewrite of it:
 BlendedMegatronDatasetConfig's parse_and_normalize_split and
 convert_split_vector_to_split_matrix turn the split string into the split
@@ -187,6 +192,47 @@ def boundaries(ranges, n):
             at = r[1]
         out.append(at)
     return out
+
+
+def gpt_datasets(root, prefix, split, seq_len):
+    """The train, valid and test GPTDatasets megatron-core builds from the
+    Megatron dataset PREFIX with `split` (one epoch each: no sample
+    budget), by its own BlendedMegatronDatasetBuilder, as
+    [(samples, first sequence, end)] (None for a split not built). Needs
+    the wheel's compiled helpers_cpp (for the sample index) and torch.
+    The index files megatron-core caches go to a temporary directory."""
+    import tempfile
+    config_mod, builder_mod = load_megatron_core(root)
+    datasets = os.path.join(root, "megatron", "core", "datasets")
+    ext = [f for f in os.listdir(datasets) if f.startswith("helpers_cpp.") and f.endswith(".so")]
+    if not ext:
+        raise ImportError("%s has no compiled helpers_cpp" % datasets)
+    for name, path in (("helpers_cpp", os.path.join(datasets, ext[0])),
+                       ("helpers", os.path.join(datasets, "helpers.py"))):
+        spec = importlib.util.spec_from_file_location("megatron.core.datasets." + name, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules["megatron.core.datasets." + name] = mod
+        spec.loader.exec_module(mod)
+        setattr(sys.modules["megatron.core.datasets"], name, mod)
+    gpt = sys.modules["megatron.core.datasets.gpt_dataset"]
+
+    class Tokenizer:
+        """What GPTDatasetConfig and GPTDataset read of a tokenizer."""
+        vocab_size = 1 << 20
+        eod = 1
+        pad = 0
+        unique_identifiers = {"class": "Tokenizer"}
+
+    with tempfile.TemporaryDirectory() as cache:
+        config = gpt.GPTDatasetConfig(
+            random_seed=1, sequence_length=seq_len, blend=([prefix], None), split=split,
+            tokenizer=Tokenizer(), reset_position_ids=False, reset_attention_mask=False,
+            eod_mask_loss=False, path_to_cache=cache)
+        built = builder_mod.BlendedMegatronDatasetBuilder(
+            gpt.GPTDataset, [None, None, None], lambda: True, config).build()
+        return [None if d is None else (len(d), int(d.indices[0]) if len(d.indices) else None,
+                                        int(d.indices[-1]) + 1 if len(d.indices) else None)
+                for d in built]
 
 
 def main():
