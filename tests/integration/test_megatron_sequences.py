@@ -24,7 +24,9 @@ rule over the 400 documents would give other ranges).
   document holding sequence 798 has its sequences before 798 in train
   and those from 798 in valid, each a document of its split's order;
   positions again follow the tokens;
-- a split's document order differs between epochs.
+- a split's document order differs between epochs;
+- both ends inside one document, and an empty document at an end: each
+  split delivers exactly its sequences' tokens.
 With LOADERD_MEGATRON_CORE naming an unpacked megatron-core wheel (and
 torch importable), megatron-core's own builder also builds the three
 GPTDatasets of the dataset (tools/megatron_split_reference.py,
@@ -218,6 +220,46 @@ def body(env):
         print("shuf %s: %d documents (document %d cut at sequence %d), orders %s... / %s..."
               % (split, len(pieces), cut, idx[1], orders[0][:3], orders[1][:3]))
     d.stop()
+    check_small(env)
+
+
+def check_small(env):
+    """Both ends of the splits in one document, and an empty document at
+    an end: split = 1,1,1 over 10 sequences of 5 tokens is 0..3, 3..7,
+    7..10; shuffled, each split of "one" (a document of all 10 sequences,
+    then two empty ones) is one document, its part, and each split of
+    "gap" (documents 0..3, an empty one at 3, 3..10) holds only its
+    sequences' tokens, window by window."""
+    lengths = [5] * 10
+    stream = [100 * q + j + 2 for q in range(10) for j in range(5)]
+    pipelines = {}
+    for name, doc_index in (("one", [0, 10, 10, 10]), ("gap", [0, 3, 3, 10])):
+        prefix = env.path(name)
+        harness.write_megatron(prefix, lengths, stream, dtype="int32", doc_index=doc_index)
+        pipelines[name] = {"source": "megatron:" + prefix, "seq_len": 4, "batch_size": 1, "seed": 2,
+                           "split": "1,1,1"}
+    d = env.start_daemon(env.config("small", pipelines))
+    for p in d.status()["pipelines"]:
+        check(p["splits"] == {"train": (0, 3, 3), "valid": (3, 7, 4), "test": (7, 10, 3)},
+              "pipeline %s: status gives %s" % (p["name"], p["splits"]))
+    for name in pipelines:
+        for k, split in enumerate(SPLITS):
+            lo, hi = (0, 3, 7, 10)[k], (0, 3, 7, 10)[k + 1]
+            part = stream[5 * lo:5 * hi]
+            dump = env.path("%s-%s.dump" % (name, split))
+            data = env.path("%s-%s.data" % (name, split))
+            r = env.loaderctl(harness.consume_args(d.socket, name, epochs=1, dump=dump,
+                                                   extra=["--split", split, "--dump-data", data, "--quiet"]))
+            check(r.returncode == 0, "%s %s: consume exited %d: %s" % (name, split, r.returncode, r.stderr))
+            with open(data, "rb") as f:
+                raw = f.read()
+            got = {s: list(struct.unpack_from("<5i", raw, 20 * i))
+                   for i, (_, _, s, _) in enumerate(harness.read_dump(dump))}
+            want = {s: part[4 * s:4 * s + 5] for s in range((len(part) - 1) // 4)}
+            check(got == want, "%s %s: windows %s, not those of sequences %d..%d %s"
+                  % (name, split, got, lo, hi, want))
+    d.stop()
+    print("one document cut twice, an empty document at an end: each split its own tokens")
 
 
 if __name__ == "__main__":
