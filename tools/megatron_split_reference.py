@@ -65,6 +65,7 @@ of one written before is a block `split STRING W0 W1 W2` then
 import argparse
 import importlib.util
 import os
+import re
 import sys
 import types
 
@@ -259,7 +260,7 @@ def main():
     for text in SPLITS:
         vector = config_mod.parse_and_normalize_split(text)
         matrix = config_mod.convert_split_vector_to_split_matrix(vector)
-        weights = [float(x) for x in __import__("re").findall(r"[.0-9]+", text)]
+        weights = [float(x) for x in re.findall(r"[.0-9]+", text)]
         weights += [0.0] * (3 - len(weights))
         steps, prev = [[], [], []], [0, 0, 0]
         for n in range(1, args.max_n + 1):
