@@ -1,4 +1,4 @@
-/* split: Megatron-LM's train/valid/test document ranges (split.h). */
+/* split: megatron-core's train/valid/test ranges (split.h). */
 #include "common/split.h"
 
 #include <errno.h>
@@ -27,11 +27,11 @@ bool split_from_name(const char *name, uint32_t *id)
 	return false;
 }
 
-int split_documents(const double w[SPLIT_COUNT], uint64_t n_documents, int64_t idx[SPLIT_COUNT + 1])
+int split_ranges(const double w[SPLIT_COUNT], uint64_t n_elements, int64_t idx[SPLIT_COUNT + 1])
 {
-	if (n_documents > (1ull << 53))
+	if (n_elements > (1ull << 53))
 		return -ERANGE;
-	double sum = 0.0; /* Python's sum(): left to right */
+	double sum = 0.0; /* numpy.sum of three: left to right */
 	for (int k = 0; k < SPLIT_COUNT; k++) {
 		if (!isfinite(w[k]) || w[k] < 0.0)
 			return -EINVAL;
@@ -39,19 +39,18 @@ int split_documents(const double w[SPLIT_COUNT], uint64_t n_documents, int64_t i
 	}
 	if (!(sum > 0.0) || !isfinite(sum))
 		return -EINVAL;
-	double n = (double)n_documents;
+	double n = (double)n_elements;
+	double cum = 0.0;
 	idx[0] = 0;
 	for (int k = 0; k < SPLIT_COUNT; k++) {
-		/* int(round(split * float(size))): rint rounds ties to even in
-		 * the default rounding mode, as Python's round() does. */
-		double part = rint((w[k] / sum) * n);
-		idx[k + 1] = idx[k] + (int64_t)part;
+		cum += w[k] / sum;
+		/* int(round(bookend * float(N))): rint rounds ties to even in
+		 * the default rounding mode, as Python's round() does. A split
+		 * without bookends (cum unchanged) gets the same value as the
+		 * one before, and is empty. */
+		idx[k + 1] = (int64_t)rint(cum * n);
 	}
-	int64_t diff = idx[SPLIT_COUNT] - (int64_t)n_documents;
-	for (int k = 1; k <= SPLIT_COUNT; k++)
-		idx[k] -= diff;
-	for (int k = 0; k < SPLIT_COUNT; k++)
-		if (idx[k] < 0 || idx[k + 1] < idx[k] || idx[k + 1] > (int64_t)n_documents)
-			return -EINVAL;
+	if (idx[SPLIT_COUNT] > (int64_t)n_elements)
+		return -EINVAL;
 	return 0;
 }

@@ -1,15 +1,26 @@
 /*
- * split: the train, valid and test splits of a dataset of documents, as
- * Megatron-LM's `--split 969,30,1` divides them, and the splits' names as
- * clients, position tokens and messages spell them.
+ * split: the train, valid and test splits of a Megatron dataset, as
+ * megatron-core's dataset builder divides it for `--split 969,30,1`, and
+ * the splits' names as clients, position tokens and messages spell them.
  *
- * A split is a range of consecutive documents. The rule is Megatron-LM's
- * get_train_valid_test_split_ (megatron/legacy/data/dataset_utils.py, the
- * rule megatron-core's builder kept): the weights are normalised by their
- * sum; idx[0] = 0 and idx[k+1] = idx[k] + int(round(w[k] * float(N))) for
- * the three weights, in double precision, round() being Python's (to the
- * nearest, ties to even); then idx[3] - N is subtracted from idx[1..3], so
- * that idx[3] = N. Split k is documents [idx[k], idx[k+1]).
+ * A split is a range of consecutive elements: for GPTDataset (a megatron
+ * pipeline) the index's sequences, not its documents. The rule is
+ * megatron-core 0.16.1's (tests/data/megatron_split_ranges.txt holds its
+ * own results, tools/megatron_split_reference.py says how they were made):
+ *   - parse_and_normalize_split: the weights, padded with 0 to three, each
+ *     >= 0, divided by their sum (summed left to right, as numpy.sum sums
+ *     three doubles);
+ *   - convert_split_vector_to_split_matrix: cum[0] = 0 and cum[k+1] =
+ *     cum[k] + w[k] by double addition; split k's bookends are cum[k] and
+ *     cum[k+1] (none when cum[k+1] <= cum[k]: the split is not built);
+ *   - _build_megatron_dataset_splits: split k is elements
+ *     [int(round(cum[k] * float(N))), int(round(cum[k+1] * float(N)))),
+ *     round() being Python's (to the nearest, ties to even).
+ * So idx[k] = round(cum[k] * N) for k = 0..3, and split k is
+ * [idx[k], idx[k+1]); a split without bookends is the empty range where
+ * its neighbours meet. There is no correction to make the last range end
+ * at N: it does, to the last element, for every N below 2^50 (cum[3] is
+ * within two units in the last place of 1).
  *
  * Pure functions; safe from any thread.
  */
@@ -31,14 +42,14 @@ const char *split_name(uint32_t id);
 bool split_from_name(const char *name, uint32_t *id);
 
 /*
- * Megatron's rule above over n_documents documents with the weights w[3]
- * (each finite and >= 0, their sum > 0), into idx[4]. Returns 0, or
- * -EINVAL for weights that break those conditions, or a result outside
- * what a range of documents can be (an index below 0 or past
- * n_documents, or a range that ends before it starts: possible only
- * through the rounding, with fewer documents than splits). -ERANGE for
- * n_documents above 2^53, where float(N) is no longer exact.
+ * megatron-core's rule above over n_elements elements with the weights
+ * w[3] (each finite and >= 0, their sum > 0), into idx[4]: split k is
+ * elements [idx[k], idx[k+1]), idx[0] = 0. Returns 0, or -EINVAL for
+ * weights that break those conditions or a last range that would end
+ * past n_elements (possible only through the rounding, for N of 2^50 and
+ * more); -ERANGE for n_elements above 2^53, where float(N) is no longer
+ * exact.
  */
-int split_documents(const double w[SPLIT_COUNT], uint64_t n_documents, int64_t idx[SPLIT_COUNT + 1]);
+int split_ranges(const double w[SPLIT_COUNT], uint64_t n_elements, int64_t idx[SPLIT_COUNT + 1]);
 
 #endif

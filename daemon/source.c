@@ -159,26 +159,83 @@ static void add_document_outputs(const struct pipeline_cfg *cfg, struct source *
 	}
 }
 
-/* The first token of document d of a checked index: its first sequence's. */
-static uint64_t megatron_doc_token(const struct mg_index *ix, uint64_t d)
+/* The first token of sequence q of a checked index; n_tokens for q =
+ * n_sequences. */
+static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
 {
-	uint64_t seq = (uint64_t)ix->doc_index[d];
-	return seq < ix->n_sequences ? (uint64_t)ix->pointers[seq] / ix->token_bytes : ix->n_tokens;
+	return q < ix->n_sequences ? (uint64_t)ix->pointers[q] / ix->token_bytes : ix->n_tokens;
 }
 
-/* The train/valid/test document ranges of `split` (common/split.h), or
- * train alone, all documents, without it. 0, or -EINVAL with reason. */
+/*
+ * document_shuffle: the documents each split's epochs order (desc.docs).
+ * Without `split`, the index's documents. With it, the splits are ranges
+ * of sequences (idx) and an end may fall inside a document: the document
+ * is then cut there, its sequences before the end ordered with the split
+ * before, those after with the next, each part a document of that
+ * split's. A document holds a place in the split its first sequence is
+ * in (an empty one, where the sequence after it is); those from idx[3]
+ * on are in none. So each split orders exactly its sequences' tokens,
+ * and a split that ends on document boundaries orders whole documents.
+ * 0, or -ENOMEM with reason.
+ */
+static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_index *ix,
+			      const int64_t idx[SPLIT_COUNT + 1], struct source *out, char *reason,
+			      size_t cap)
+{
+	/* at most two cuts inside documents (the third end stops the table),
+	 * and the end of the last */
+	uint64_t *tokens = malloc((ix->n_documents + 3) * sizeof(*tokens));
+	if (!tokens) {
+		snprintf(reason, cap, "out of memory for the table of %" PRIu64 " documents",
+			 ix->n_documents);
+		return -ENOMEM;
+	}
+	uint64_t first[SPLIT_COUNT + 1] = {0}; /* each split's first entry, then the end */
+	uint64_t n = 0;
+	uint32_t k = 0; /* the split at hand; SPLIT_COUNT: past the last */
+	bool cut = out->has_splits;
+	for (uint64_t d = 0; d < ix->n_documents && k < SPLIT_COUNT; d++) {
+		uint64_t from = (uint64_t)ix->doc_index[d], to = (uint64_t)ix->doc_index[d + 1];
+		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] <= from)
+			first[++k] = n;
+		if (k == SPLIT_COUNT)
+			break;
+		tokens[n++] = megatron_seq_token(ix, from);
+		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] < to) {
+			first[++k] = n;
+			if (k < SPLIT_COUNT)
+				tokens[n++] = megatron_seq_token(ix, (uint64_t)idx[k]);
+		}
+	}
+	while (k < SPLIT_COUNT)
+		first[++k] = n;
+	tokens[n] = megatron_seq_token(ix, cut ? (uint64_t)idx[SPLIT_COUNT] : ix->n_sequences);
+	out->doc_tokens = tokens;
+	out->n_documents = n;
+	struct arena_doc_params *dp = &out->desc.docs;
+	dp->n_documents = n;
+	for (k = 0; k < SPLIT_COUNT; k++) {
+		dp->key[k] = docorder_key(cfg->seed, k);
+		dp->first_doc[k] = first[k];
+		dp->n_docs[k] = first[k + 1] - first[k];
+	}
+	return 0;
+}
+
+/* The train/valid/test sequence ranges of `split` (common/split.h), or
+ * train alone, all sequences, without it; with document_shuffle, the
+ * documents each orders. 0, or -errno with reason. */
 static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index *ix,
 			   struct source *out, char *reason, size_t cap)
 {
-	int64_t idx[SPLIT_COUNT + 1] = {0, (int64_t)ix->n_documents, (int64_t)ix->n_documents,
-					(int64_t)ix->n_documents};
+	int64_t idx[SPLIT_COUNT + 1] = {0, (int64_t)ix->n_sequences, (int64_t)ix->n_sequences,
+					(int64_t)ix->n_sequences};
 	out->has_splits = cfg->split[0] + cfg->split[1] + cfg->split[2] > 0;
-	if (out->has_splits && split_documents(cfg->split, ix->n_documents, idx) < 0) {
-		snprintf(reason, cap, "split = %g,%g,%g over the index's %" PRIu64 " documents gives "
-			 "ranges that are not ranges of documents (Megatron's rule would index before "
-			 "the first one)", cfg->split[0], cfg->split[1], cfg->split[2],
-			 ix->n_documents);
+	if (out->has_splits && split_ranges(cfg->split, ix->n_sequences, idx) < 0) {
+		snprintf(reason, cap, "split = %g,%g,%g over the index's %" PRIu64 " sequences gives "
+			 "ranges that are not ranges of its sequences (megatron-core's rounding would "
+			 "end the last past them)", cfg->split[0], cfg->split[1], cfg->split[2],
+			 ix->n_sequences);
 		return -EINVAL;
 	}
 	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
@@ -186,31 +243,15 @@ static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index
 		if (k != SPLIT_TRAIN && !out->has_splits)
 			break;
 		sp->present = true;
-		sp->first_doc = (uint64_t)idx[k];
-		sp->n_docs = (uint64_t)(idx[k + 1] - idx[k]);
-		sp->first_token = megatron_doc_token(ix, sp->first_doc);
-		sp->n_tokens = megatron_doc_token(ix, sp->first_doc + sp->n_docs) - sp->first_token;
+		sp->first_seq = (uint64_t)idx[k];
+		sp->n_seqs = (uint64_t)(idx[k + 1] - idx[k]);
+		sp->first_token = megatron_seq_token(ix, sp->first_seq);
+		sp->n_tokens = megatron_seq_token(ix, sp->first_seq + sp->n_seqs) - sp->first_token;
 		sp->n_samples = sp->n_tokens > cfg->seq_len ? (sp->n_tokens - 1) / cfg->seq_len : 0;
 	}
 	if (!cfg->document_shuffle)
 		return 0;
-	out->doc_tokens = malloc((ix->n_documents + 1) * sizeof(*out->doc_tokens));
-	if (!out->doc_tokens) {
-		snprintf(reason, cap, "out of memory for the table of %" PRIu64 " documents",
-			 ix->n_documents);
-		return -ENOMEM;
-	}
-	out->n_documents = ix->n_documents;
-	for (uint64_t d = 0; d <= ix->n_documents; d++)
-		out->doc_tokens[d] = megatron_doc_token(ix, d);
-	struct arena_doc_params *dp = &out->desc.docs;
-	dp->n_documents = ix->n_documents;
-	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
-		dp->key[k] = docorder_key(cfg->seed, k);
-		dp->first_doc[k] = out->splits[k].first_doc;
-		dp->n_docs[k] = out->splits[k].n_docs;
-	}
-	return 0;
+	return megatron_doc_table(cfg, ix, idx, out, reason, cap);
 }
 
 /* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/megatron.h),
@@ -462,11 +503,11 @@ int source_split_find(const struct source *src, const char *name, uint32_t *id, 
 	if (sp->n_samples == 0) {
 		const double *w = src->cfg->split;
 		snprintf(err, cap, "pipeline \"%s\": split \"%s\" is empty: split = %g,%g,%g gives it "
-			 "documents %" PRIu64 "..%" PRIu64 " of %" PRIu64 " (%" PRIu64 " tokens), not "
+			 "sequences %" PRIu64 "..%" PRIu64 " of %" PRIu64 " (%" PRIu64 " tokens), not "
 			 "one window of seq_len + 1 = %" PRIu64 " tokens", pipeline, split_name(*id),
-			 w[0], w[1], w[2], sp->first_doc, sp->first_doc + sp->n_docs,
-			 src->splits[SPLIT_TRAIN].n_docs + src->splits[SPLIT_VALID].n_docs +
-			 src->splits[SPLIT_TEST].n_docs, sp->n_tokens, src->cfg->seq_len + 1);
+			 w[0], w[1], w[2], sp->first_seq, sp->first_seq + sp->n_seqs,
+			 src->splits[SPLIT_TRAIN].n_seqs + src->splits[SPLIT_VALID].n_seqs +
+			 src->splits[SPLIT_TEST].n_seqs, sp->n_tokens, src->cfg->seq_len + 1);
 		return -EINVAL;
 	}
 	return 0;

@@ -28,11 +28,14 @@
 
 /* One split of a token pipeline's dataset (common/split.h): a megatron
  * pipeline with `split` has three, every other token or raw pipeline only
- * train, which is all of it. */
+ * train, which is all of it. A megatron split is a range of the index's
+ * sequences, as megatron-core's GPTDataset splits it; its ends may fall
+ * inside a document (desc.docs then orders the document's part in the
+ * split as a document of its own). */
 struct source_split {
 	bool present;          /* the pipeline has this split (it may be empty) */
-	uint64_t first_doc;    /* megatron: its documents [first_doc, first_doc + n_docs) */
-	uint64_t n_docs;
+	uint64_t first_seq;    /* megatron: its sequences [first_seq, first_seq + n_seqs) */
+	uint64_t n_seqs;
 	uint64_t first_token;  /* its tokens in the data file, from this one on */
 	uint64_t n_tokens;
 	uint64_t n_samples;    /* windows of seq_len + 1 tokens; 0 when n_tokens <= seq_len */
@@ -61,9 +64,12 @@ struct source {
 	uint64_t n_samples;    /* token pipelines: the train split's */
 	bool has_splits;       /* megatron with `split`: valid and test exist too */
 	struct source_split splits[SPLIT_COUNT];
-	/* megatron with document_shuffle: each document's first token, then
-	 * the end of the last ([n_documents + 1]); copied into the arena by
-	 * source_fill_arena (desc.docs), which frees this copy */
+	/* megatron with document_shuffle: the first token of each document
+	 * the epochs order, then the end of the last ([n_documents + 1]):
+	 * the index's documents, and with `split` only those in a split, a
+	 * document that a split's end cuts counted once in each split it
+	 * has sequences in; copied into the arena by source_fill_arena
+	 * (desc.docs), which frees this copy */
 	uint64_t *doc_tokens;
 	uint64_t n_documents;
 	uint64_t file_bytes;

@@ -139,7 +139,9 @@ struct arena_token_params {
 /* A megatron pipeline whose documents are shuffled per epoch
  * (common/docorder.h). Its documents' first tokens, then the end of the
  * last one, are n_documents + 1 uint64 at docs_offset in the arena
- * (non-decreasing, the last at most file_bytes / in_elem_bytes). A work
+ * (non-decreasing, the last at most file_bytes / in_elem_bytes); with
+ * `split`, a document that an end of a split cuts is there as two, its
+ * part in each split (daemon/source.c, megatron_doc_table). A work
  * item names where each of its windows starts: work_cmd.doc_pos[k], the
  * position in the epoch's order (docorder_doc) of the split's document
  * holding its first token, and doc_skip[k], the tokens of that document

@@ -88,20 +88,21 @@ def write_tokens(path, tokens, dtype, vocab=None, seed=0):
     return tokens * size
 
 
-def write_megatron_index(prefix, lengths, dtype="uint16"):
-    """Writes PREFIX.idx for documents of `lengths` tokens stored back to
-    back in PREFIX.bin, one sequence per document, as megatron-core's
-    IndexedDatasetBuilder writes it: the MMIDIDX header (version 1, the
-    dtype code, the sequence and document counts), the int32 sequence
-    lengths, the int64 byte pointers (from 0, back to back) and the int64
-    document indices 0..n. `lengths` is any sequence of ints; the arrays
-    are built with the array module, so a million documents take a
-    fraction of a second."""
+def write_megatron_index(prefix, lengths, dtype="uint16", doc_index=None):
+    """Writes PREFIX.idx for sequences of `lengths` tokens stored back to
+    back in PREFIX.bin, as megatron-core's IndexedDatasetBuilder writes
+    it: the MMIDIDX header (version 1, the dtype code, the sequence and
+    document counts), the int32 sequence lengths, the int64 byte pointers
+    (from 0, back to back) and the int64 document indices: `doc_index`
+    (the first sequence of each document, then the sequence count), by
+    default 0..n, one sequence per document. `lengths` is any sequence of
+    ints; the arrays are built with the array module, so a million
+    documents take a fraction of a second."""
     code, _, size = MEGATRON_DTYPES[dtype]
     sizes = array.array("i", lengths)
     pointers = array.array("q", itertools.accumulate((n * size for n in sizes), initial=0))
     pointers.pop()  # the end of the last sequence is no pointer
-    doc_index = array.array("q", range(len(sizes) + 1))
+    doc_index = array.array("q", range(len(sizes) + 1) if doc_index is None else doc_index)
     if sys.byteorder != "little":
         for a in (sizes, pointers, doc_index):
             a.byteswap()
@@ -112,15 +113,16 @@ def write_megatron_index(prefix, lengths, dtype="uint16"):
         f.write(doc_index.tobytes())
 
 
-def write_megatron(prefix, lengths, stream, dtype="uint16"):
+def write_megatron(prefix, lengths, stream, dtype="uint16", doc_index=None):
     """A Megatron-LM indexed dataset (uint16 tokens, dtype code 8, unless
-    `dtype` says int32), one sequence per document: PREFIX.bin holds
-    `stream`, the documents' tokens back to back, and PREFIX.idx their
-    `lengths`."""
+    `dtype` says int32): PREFIX.bin holds `stream`, the sequences' tokens
+    back to back, and PREFIX.idx their `lengths` and the documents
+    (`doc_index`, as write_megatron_index takes it; by default one
+    sequence per document)."""
     _, fmt, _ = MEGATRON_DTYPES[dtype]
     with open(prefix + ".bin", "wb") as f:
         f.write(struct.pack("<%d%s" % (len(stream), fmt), *stream))
-    write_megatron_index(prefix, lengths, dtype)
+    write_megatron_index(prefix, lengths, dtype, doc_index)
 
 
 def main(argv=None):

@@ -222,9 +222,9 @@ _ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes
 _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
                         r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
-                          r"shuffle ([01]) drop_last ([01])((?: split \w+ documents \d+\.\.\d+ "
+                          r"shuffle ([01]) drop_last ([01])((?: split \w+ sequences \d+\.\.\d+ "
                           r"samples \d+)*)$")
-_SPLIT_RE = re.compile(r" split (\w+) documents (\d+)\.\.(\d+) samples (\d+)")
+_SPLIT_RE = re.compile(r" split (\w+) sequences (\d+)\.\.(\d+) samples (\d+)")
 # a blend's member, after its pipeline's line
 _MEMBER_RE = re.compile(r"^    member (\d+) source (\S+) weight (\d+\.\d+)((?: \w+ samples \d+ taken \d+)+)$")
 _MEMBER_SPLIT_RE = re.compile(r" (\w+) samples (\d+) taken (\d+)")
@@ -341,7 +341,7 @@ def parse_status(text):
             "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
         if m.group(0) in members:  # a blend: its members
             st["pipelines"][-1]["members"] = members[m.group(0)]
-        if m.group(7):  # a megatron pipeline with split: each split's documents and samples
+        if m.group(7):  # a megatron pipeline with split: each split's sequences and samples
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
     n_clients = int(expect(re.compile(r"^clients: (\d+)$"), "clients").group(1))

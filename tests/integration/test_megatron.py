@@ -13,7 +13,7 @@ throughout: the stored order is what is checked here;
 test_megatron_shuffle.py checks the per-epoch document order.)
 
 Splits (`split = A,B,C`, Megatron's --split): the status gives each
-split's documents as Megatron's get_train_valid_test_split_ computes them
+split's sequences as megatron-core's dataset builder computes them
 (reimplemented here in Python, the reference), for several splits; a
 client of split "valid" gets, once per epoch, every window of the valid
 documents' tokens and nothing else (its CRCs against the file), and its
@@ -69,19 +69,21 @@ def write_dataset(prefix, dtype, seed, version=1, magic=b"MMIDIDX\x00\x00", code
 
 
 def megatron_split(splits, size):
-    """Megatron-LM's get_train_valid_test_split_, as its Python has it."""
+    """megatron-core's split of `size` elements (the index's sequences):
+    parse_and_normalize_split, convert_split_vector_to_split_matrix and
+    the builder's int(round(bookend * float(size))), as megatron-core
+    0.16.1 has them; [idx0, idx1, idx2, idx3], split k = [idx[k],
+    idx[k+1]). (tests/unit/test_split.c holds common/split.c to
+    megatron-core's own results.)"""
     splits = [float(s) for s in splits]
-    while len(splits) < 3:
-        splits.append(0.)
-    total = sum(splits)
-    splits = [s / total for s in splits]
-    index = [0]
-    for i, s in enumerate(splits):
-        index.append(index[i] + int(round(s * float(size))))
-    diff = index[-1] - size
-    for i in range(1, len(index)):
-        index[i] -= diff
-    return index
+    splits += [0.0] * (3 - len(splits))
+    total = 0.0
+    for s in splits:
+        total += s
+    cum = [0]
+    for s in splits:
+        cum.append(cum[-1] + s / total)
+    return [int(round(c * float(size))) for c in cum]
 
 
 def doc_lengths(seed):

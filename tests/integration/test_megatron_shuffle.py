@@ -20,10 +20,9 @@ computed here from the file:
 - 30 batches, then 15 resumed from the position token, are the 45 batches
   of one run into the second epoch.
 Split valid of a pipeline with split = 6,3,1 is made of the valid
-documents only (Megatron's ranges), shuffled. direct = on with the
-document shuffle is refused on its line, and split = 0,1,1 over 3
-documents (whose rounding would start a range before the first document)
-at start.
+documents only (megatron-core's ranges), shuffled. split = 0,1,1 over 3
+documents leaves train empty (refused at attach) and gives valid 2 and
+test 1. direct = on with the document shuffle is refused on its line.
 """
 
 import os
@@ -181,16 +180,20 @@ def body(env):
     check(vorders[0] != vorders[1], "valid: the two epochs have the same document order")
     print("valid (documents %d..%d): %s / %s" % (idx[1], idx[2], vorders[0], vorders[1]))
 
-    # Weights whose rounding would start a range before document 0 are refused.
+    # split = 0,1,1 over 3 documents: train is not built (megatron-core's
+    # bookend of no width), valid has 2, test 1; train is refused at attach.
     small = env.path("small")
-    write_dataset(small, make_documents(seed)[:3])
-    cfg = env.config("rounding", {"p": {"source": "megatron:" + small, "seq_len": 2,
-                                        "batch_size": 1, "split": "0,1,1"}})
-    r = subprocess.run([harness.binary("loaderd"), "--config", cfg, "--check-config"],
-                       capture_output=True, text=True, timeout=30)
-    check(r.returncode != 0 and 'pipeline "p"' in r.stderr and
-          "split = 0,1,1 over the index's 3 documents gives ranges" in r.stderr,
-          "split = 0,1,1 over 3 documents: exited %d: %s" % (r.returncode, r.stderr))
+    write_dataset(small, [[MARK + d] + [d] * 5 for d in range(3)])
+    d = env.start_daemon(env.config("rounding", {"p": {"source": "megatron:" + small, "seq_len": 2,
+                                                       "batch_size": 1, "split": "0,1,1"}}))
+    got = d.status()["pipelines"][0]["splits"]
+    check(got == {"train": (0, 0, 0), "valid": (0, 2, 5), "test": (2, 3, 2)},
+          "split = 0,1,1 over 3 documents: status gives %s" % got)
+    r = env.loaderctl(harness.consume_args(d.socket, "p", batches=1))
+    check(r.returncode != 0 and 'pipeline "p": split "train" is empty: split = 0,1,1 gives it '
+          'sequences 0..0 of 3' in r.stderr, "train of split = 0,1,1: exited %d: %s"
+          % (r.returncode, r.stderr))
+    d.stop()
 
     cfg = env.config("direct", {"p": {"source": "megatron:" + prefix, "seq_len": SEQ,
                                       "batch_size": BATCH, "direct": "on"}})

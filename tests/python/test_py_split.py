@@ -4,7 +4,7 @@ Loader(NAME, split="valid").
 
 A Megatron dataset of documents of 1 to 30 tokens, each ending with the EOD
 token 0, and a pipeline with split = 8,1,1 and document-aware outputs. The
-valid split's documents are those Megatron's rule gives (computed here in
+valid split's documents are those megatron-core's rule gives (computed here in
 Python); for two epochs a Loader of split "valid" delivers each window of
 those documents' tokens once per epoch (tokens and positions checked row by
 row) and nothing of the other splits; its state_dict() names the split and
@@ -27,14 +27,12 @@ SEQ, BATCH, WEIGHTS = 15, 4, (8, 1, 1)
 
 
 def megatron_split(splits, size):
-    """Megatron-LM's get_train_valid_test_split_."""
+    """megatron-core's split of `size` sequences (one a document here)."""
     total = float(sum(splits))
-    w = [s / total for s in splits]
-    index = [0]
-    for i, s in enumerate(w):
-        index.append(index[i] + int(round(s * float(size))))
-    diff = index[-1] - size
-    return [index[0]] + [x - diff for x in index[1:]]
+    cum = [0.0]
+    for s in splits:
+        cum.append(cum[-1] + s / total)
+    return [int(round(c * float(size))) for c in cum]
 
 
 def body(env):
