@@ -17,7 +17,11 @@
  * How a region is decoded, in libjpeg terms:
  *   - scale_num/scale_denom = M/8: the IDCT outputs M x M pixels per 8 x 8
  *     block, so a smaller scale saves the IDCT, upsampling and color
- *     conversion work for pixels the resampler would average away.
+ *     conversion work for pixels the resampler would average away. The
+ *     reduced IDCTs are not a bilinear downscale, so the resampled output
+ *     differs from torchvision's (a full decode, then the resize) by about
+ *     a level on average (docs/config.md, "decode_scale"); JD_SCALE_FULL
+ *     always decodes at 8/8.
  *   - jpeg_crop_scanline for the columns. It moves the left edge down to an
  *     iMCU boundary; we read back the adjusted xoffset and output_width.
  *     Its documented caveat: fancy h2v1/h2v2 upsampling treats the crop's
@@ -399,6 +403,7 @@ struct jd_request {
 	double x, y, w, h;
 	uint32_t out_w, out_h;
 	uint64_t max_pixels;
+	uint32_t scale; /* enum jd_scale */
 };
 
 static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
@@ -428,7 +433,7 @@ static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len
 		jd_fail(ctx, -EBADMSG, "unsupported color space (%d components)",
 			cinfo->num_components);
 	}
-	int m = jd_pick_scale(rq->w, rq->h, rq->out_w, rq->out_h);
+	int m = rq->scale == JD_SCALE_FULL ? 8 : jd_pick_scale(rq->w, rq->h, rq->out_w, rq->out_h);
 	cinfo->scale_num = (unsigned)m;
 	cinfo->scale_denom = 8;
 	cinfo->dct_method = JDCT_ISLOW;
@@ -514,7 +519,7 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 	ctx.max_cpu_ms = s->max_cpu_ms;
 	if (ctx.max_cpu_ms)
 		ctx.cpu_start_ns = jd_thread_cpu_ns();
-	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels};
+	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels, s->scale};
 	rc = jd_decode_guarded(&ctx, data, len, &rq, out, s);
 	if (rc < 0)
 		memset(out, 0, sizeof(*out));
@@ -571,4 +576,5 @@ void jd_scratch_free(struct jd_scratch *s)
 	s->buf = NULL;
 	s->cap = 0;
 	s->max_cpu_ms = 0;
+	s->scale = JD_SCALE_FAST;
 }
