@@ -49,6 +49,11 @@ enum gpu_decode_check {
 	GPU_CHECK_STRUCTURE = 0, /* header and the scan's markers (image/jpeghdr.h) */
 	GPU_CHECK_ENTROPY = 1,   /* and all of its entropy-coded data (jd_check_entropy) */
 };
+/* The DCT scale the CPU decodes an image pipeline's JPEGs at. */
+enum decode_scale {
+	DECODE_SCALE_FAST = 0, /* the smallest that gives the output enough pixels */
+	DECODE_SCALE_FULL = 1, /* always full size, as torchvision decodes */
+};
 enum image_dtype { IMAGE_UINT8 = 0, IMAGE_FLOAT16 = 1, IMAGE_FLOAT32 = 2 };
 enum on_error {
 	ON_ERROR_SUBSTITUTE = 0, /* a bad image is replaced by another sample, deterministically */
@@ -131,6 +136,7 @@ struct pipeline_cfg {
 	uint32_t gpu_decode_percent; /* decode = auto: of the images the GPU takes, the percent
 				      * sent to it; default GPU_DECODE_PERCENT_DEFAULT */
 	uint32_t gpu_decode_check; /* enum gpu_decode_check, default structure */
+	uint32_t decode_scale;     /* enum decode_scale, default fast */
 	uint64_t max_image_bytes;  /* GPU decoding: a bigger JPEG is decoded by the workers;
 				    * default 0: what an output row holds */
 	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */

@@ -46,6 +46,7 @@ static const char *const dtype_choices[] = {"uint8", "float16", "float32", NULL}
 static const char *const on_error_choices[] = {"substitute", "fail", NULL};
 static const char *const decode_choices[] = {"auto", "cpu", "gpu", NULL};
 static const char *const gpu_decode_check_choices[] = {"structure", "entropy", NULL};
+static const char *const decode_scale_choices[] = {"fast", "full", NULL};
 
 _Static_assert(sizeof(enum log_level) == sizeof(uint32_t), "config_store stores it as uint32_t");
 _Static_assert(sizeof(enum gpu_mode) == sizeof(uint32_t) && sizeof(enum pin_mode) == sizeof(uint32_t),
@@ -164,6 +165,8 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	[CONFIG_PK_GPU_DECODE_CHECK] = {"gpu_decode_check", CONFIG_VALUE_CHOICE,
 					PIPELINE(gpu_decode_check), 0, 0, CONFIG_KEY_IMAGE,
 					gpu_decode_check_choices},
+	[CONFIG_PK_DECODE_SCALE] = {"decode_scale", CONFIG_VALUE_CHOICE, PIPELINE(decode_scale), 0, 0,
+				    CONFIG_KEY_IMAGE, decode_scale_choices},
 	/* outputs: names checked, and eod_token required by them, at the end of the section */
 	[CONFIG_PK_OUTPUTS] = {"outputs", CONFIG_VALUE_STRING, PIPELINE(outputs_text), 0,
 			       CONFIG_OUTPUTS_TEXT_MAX - 1, CONFIG_KEY_TOKENS | CONFIG_KEY_MEGATRON |

@@ -11,8 +11,9 @@
  *   nvJPEG 13.0 decodes one differently from a whole image at the image's
  *   right and bottom edges) into a buffer set of the lane -> images the
  *   workers would have decoded at a reduced DCT scale (jd_pick_scale) are
- *   made as small by block means (imgk_shrink_launch), so that both paths
- *   resample nearly the same pixels -> one imgkernel launch per batch
+ *   made as small by block means (imgk_shrink_launch; not under
+ *   decode_scale = full), so that both paths resample nearly the same
+ *   pixels -> one imgkernel launch per batch
  *   (image/imgkernel.h) crops, resizes, flips and converts them into their
  *   rows of the device slot, as the workers would have -> the client's
  *   stream waits for that work, then the batch's ready event, as for any
@@ -1067,8 +1068,10 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 			continue;
 		}
 		const uint8_t *jpeg = slot + ip->gpu_data_offset + (uint64_t)r * ip->gpu_data_stride;
-		/* The workers' DCT scale for this box: the image shrunk as much */
-		uint32_t f = 8 / (uint32_t)jd_pick_scale(g.w, g.h, ip->out_w, ip->out_h);
+		/* The workers' DCT scale for this box: the image shrunk as much
+		 * (none under decode_scale = full) */
+		uint32_t f = ip->decode_scale == JD_SCALE_FULL ? 1 :
+			     8 / (uint32_t)jd_pick_scale(g.w, g.h, ip->out_w, ip->out_h);
 		uint32_t sw = (g.width + f - 1) / f, sh = (g.height + f - 1) / f;
 		uint64_t full = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
 		uint64_t bytes = full + (f > 1 ? align_up((uint64_t)sw * sh * 3, DECODE_ALIGN) : 0);

@@ -17,6 +17,7 @@
 #include "daemon/llmc.h"
 #include "daemon/megatron.h"
 #include "daemon/tarshard.h"
+#include "image/jpeg.h"
 #include "image/transform.h"
 
 /* Work items aim at about this many bytes, so that every worker has a share
@@ -106,6 +107,7 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, char 
 	ip->layout = cfg->layout;
 	ip->dtype = image_dtypes[cfg->dtype];
 	ip->on_error = cfg->on_error;
+	ip->decode_scale = cfg->decode_scale == DECODE_SCALE_FULL ? JD_SCALE_FULL : JD_SCALE_FAST;
 	ip->n_shards = out->index.n_shards;
 	if (cfg->decode != DECODE_CPU) {
 		/* After the tensors, a descriptor per row; each row's JPEG in the

@@ -2,7 +2,8 @@
  * fuzz_jpeg: libFuzzer harness for the JPEG decoder of image pipelines
  * (image/jpeg.c), which reads files nobody vetted: jd_check_entropy on the
  * whole input, then a region decode. The first 8 bytes of the
- * input choose a box and an output size; the rest is the file. Any input
+ * input choose a box, an output size and (the low bit of the seventh) the
+ * decode_scale, fast or full; the rest is the file. Any input
  * may be refused, but a refusal must carry a message and a documented
  * code, and an accepted one must return a region inside its buffer. Any
  * breach aborts (and ASan/UBSan catch the rest).
@@ -43,6 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	double bx = (double)w * b[0] / 255.0 - bw / 4, by = (double)h * b[1] / 255.0 - bh / 4;
 	struct jd_image img;
 	err[0] = '\0';
+	scratch.scale = b[6] & 1 ? JD_SCALE_FULL : JD_SCALE_FAST;
 	rc = jd_decode_box(data, size, bx, by, bw, bh, 1u + b[4], 1u + b[5], 1u << 24, &img,
 			   &scratch, err, sizeof(err));
 	if (rc < 0) {

@@ -17,7 +17,11 @@
  * How a region is decoded, in libjpeg terms:
  *   - scale_num/scale_denom = M/8: the IDCT outputs M x M pixels per 8 x 8
  *     block, so a smaller scale saves the IDCT, upsampling and color
- *     conversion work for pixels the resampler would average away.
+ *     conversion work for pixels the resampler would average away. The
+ *     reduced IDCTs are not a bilinear downscale, so the resampled output
+ *     differs from torchvision's (a full decode, then the resize) by about
+ *     a level on average (docs/config.md, "decode_scale"); JD_SCALE_FULL
+ *     always decodes at 8/8.
  *   - jpeg_crop_scanline for the columns. It moves the left edge down to an
  *     iMCU boundary; we read back the adjusted xoffset and output_width.
  *     Its documented caveat: fancy h2v1/h2v2 upsampling treats the crop's
@@ -359,6 +363,40 @@ static bool jd_crop_is_exact(j_decompress_ptr cinfo)
 	return true;
 }
 
+/*
+ * The scale M/8 to decode at, from the M0/8 that gives the output enough
+ * luma (jd_pick_scale): M0 doubled (up to 8) until every component has,
+ * along each axis, at least min(M0/8, its own sampling ratio) samples per
+ * source pixel (jpeg.h, "Scale"). A component sampled h of the largest H
+ * across with a scaled DCT size of S has S * h / (8 * H) samples per
+ * source pixel across (and likewise down), so the test is
+ * S * h >= min(M0 * H, 8 * h). libjpeg-turbo sets S itself
+ * (jpeg_calc_output_dimensions): twice the luma's for a 2x2-subsampled
+ * chroma, which passes; the luma's for a 2x1 or 1x2 one, which then fails
+ * along its subsampled axis until M = 2 M0. Errors longjmp.
+ */
+static int jd_chroma_scale(j_decompress_ptr cinfo, int m0)
+{
+	int m = m0;
+	for (; m < 8; m *= 2) {
+		cinfo->scale_num = (unsigned)m;
+		cinfo->scale_denom = 8;
+		jpeg_calc_output_dimensions(cinfo);
+		bool enough = true;
+		for (int ci = 0; ci < cinfo->num_components; ci++) {
+			const jpeg_component_info *c = &cinfo->comp_info[ci];
+			int h = c->h_samp_factor, v = c->v_samp_factor;
+			int need_h = m0 * cinfo->max_h_samp_factor < 8 * h ? m0 * cinfo->max_h_samp_factor : 8 * h;
+			int need_v = m0 * cinfo->max_v_samp_factor < 8 * v ? m0 * cinfo->max_v_samp_factor : 8 * v;
+			if (COMP_SCALED_H(c) * h < need_h || COMP_SCALED_V(c) * v < need_v)
+				enough = false;
+		}
+		if (enough)
+			break;
+	}
+	return m;
+}
+
 static uint8_t *jd_scratch_reserve(struct jd_scratch *s, size_t bytes)
 {
 	if (s->cap >= bytes)
@@ -399,6 +437,7 @@ struct jd_request {
 	double x, y, w, h;
 	uint32_t out_w, out_h;
 	uint64_t max_pixels;
+	uint32_t scale; /* enum jd_scale */
 };
 
 static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len,
@@ -428,7 +467,9 @@ static int jd_decode_guarded(struct jd_ctx *ctx, const uint8_t *data, size_t len
 		jd_fail(ctx, -EBADMSG, "unsupported color space (%d components)",
 			cinfo->num_components);
 	}
-	int m = jd_pick_scale(rq->w, rq->h, rq->out_w, rq->out_h);
+	int m = 8;
+	if (rq->scale != JD_SCALE_FULL)
+		m = jd_chroma_scale(cinfo, jd_pick_scale(rq->w, rq->h, rq->out_w, rq->out_h));
 	cinfo->scale_num = (unsigned)m;
 	cinfo->scale_denom = 8;
 	cinfo->dct_method = JDCT_ISLOW;
@@ -514,7 +555,7 @@ int jd_decode_box(const uint8_t *data, size_t len, double x, double y, double w,
 	ctx.max_cpu_ms = s->max_cpu_ms;
 	if (ctx.max_cpu_ms)
 		ctx.cpu_start_ns = jd_thread_cpu_ns();
-	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels};
+	struct jd_request rq = {x, y, w, h, out_w, out_h, max_pixels, s->scale};
 	rc = jd_decode_guarded(&ctx, data, len, &rq, out, s);
 	if (rc < 0)
 		memset(out, 0, sizeof(*out));
@@ -571,4 +612,5 @@ void jd_scratch_free(struct jd_scratch *s)
 	s->buf = NULL;
 	s->cap = 0;
 	s->max_cpu_ms = 0;
+	s->scale = JD_SCALE_FAST;
 }

@@ -3,8 +3,9 @@
  * API, where the work per image follows the output size rather than the
  * file size: a call decodes only the box of the image a sample needs, at
  * the smallest DCT scale (1/8, 2/8, 4/8 or 8/8) that still gives the
- * resampler at least as many pixels as it outputs, and only the rows and
- * columns that box (plus the filter's margin) covers.
+ * resampler at least as many pixels as it outputs (or, by the caller's
+ * choice, always at 8/8), and only the rows and columns that box (plus the
+ * filter's margin) covers.
  *
  * Input is untrusted. No file, however broken, crashes, hangs or leaks:
  * every libjpeg error and every libjpeg warning about the data ends the
@@ -34,17 +35,31 @@
  * this (several hundred scans per component). */
 #define JD_MAX_SCANS 500
 
+/* How jd_decode_box picks its DCT scale (config decode_scale). */
+enum jd_scale {
+	/* The smallest scale that gives the resampler enough pixels, raised
+	 * where a subsampled chroma would lose resolution the output needs
+	 * (jd_decode_box, "Scale"). */
+	JD_SCALE_FAST = 0,
+	/* Always 8/8: the pixels a full decode has, which is what torchvision
+	 * and Pillow resample. */
+	JD_SCALE_FULL = 1,
+};
+
 /* Working memory, owned by the caller: zero-initialise, pass to every call,
  * release with jd_scratch_free. It grows to the largest region decoded and
  * is reused, so steady-state calls make no large allocation of their own.
- * buf and cap are the decoder's own; max_cpu_ms is the caller's limit on
- * the CPU time (of the calling thread) one jd_decode_box call may take,
- * 0 for none: the cap that no file, whatever its scans and size within
- * max_pixels, can make a decode exceed. */
+ * buf and cap are the decoder's own; the rest is the caller's choice:
+ * max_cpu_ms, its limit on the CPU time (of the calling thread) one
+ * jd_decode_box call may take, 0 for none: the cap that no file, whatever
+ * its scans and size within max_pixels, can make a decode exceed; scale,
+ * an enum jd_scale (JD_SCALE_FAST when zeroed; any other value than
+ * JD_SCALE_FULL counts as fast). */
 struct jd_scratch {
 	uint8_t *buf;
 	size_t cap;
 	uint32_t max_cpu_ms;
+	uint32_t scale;
 };
 
 /*
@@ -84,8 +99,16 @@ int jd_header(const uint8_t *data, size_t len, uint32_t *w, uint32_t *h, char *e
  * in full-resolution source pixels, covers, for a resampler that will make
  * out_w x out_h pixels of that box. The box may extend beyond the image.
  *
- * Scale: the smallest M in {1, 2, 4, 8} with w * M/8 >= out_w and
- * h * M/8 >= out_h; M = 8 when even that falls short (upscaling).
+ * Scale: with s->scale JD_SCALE_FULL, M = 8. Otherwise (fast) first M0,
+ * the smallest M in {1, 2, 4, 8} with w * M/8 >= out_w and h * M/8 >=
+ * out_h (jd_pick_scale; 8 when even that falls short: upscaling); then M0
+ * doubled (up to 8) until every component has, along each axis, at least
+ * min(M0/8, its own sampling ratio) samples per source pixel. libjpeg-turbo
+ * decodes a chroma subsampled 2x2 (4:2:0) at twice the luma's scale, so
+ * it keeps what the output needs of it, but one subsampled 2x1 or 1x2
+ * (4:2:2, 4:4:0) at the luma's scale, upsampled afterwards, which halves
+ * its resolution along that axis: those files are decoded at 2 M0 (4:1:1
+ * at up to 4 M0), which costs about a fifth more time per image.
  *
  * Region: the box at that scale, widened on each side by the resampling
  * filter's reach (image/resize.h: a triangle of radius max(1, scale) with
@@ -157,8 +180,10 @@ int jd_check_entropy(const uint8_t *data, size_t len, uint64_t max_pixels, uint3
 void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n, uint32_t *lo,
 		  uint32_t *hi);
 
-/* M of the DCT scale M/8 jd_decode_box decodes a w x h box at for an
- * out_w x out_h output (1, 2, 4 or 8; see jd_decode_box). Pure. */
+/* M of the DCT scale M/8 that gives a w x h box at least out_w x out_h
+ * pixels (1, 2, 4 or 8): the scale jd_decode_box starts from in fast mode,
+ * and keeps for 4:4:4, 4:2:0 and grayscale files (see jd_decode_box).
+ * Pure. */
 int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h);
 
 /* Frees what the scratch holds and zeroes it; accepts a zeroed scratch. */

@@ -87,7 +87,7 @@ struct arena_image_params {
 	 * gpu_desc_offset: the pipeline decodes on the CPU only). */
 	float gpu_share;        /* of the images the GPU takes, the part sent to it */
 	uint32_t gpu_check;     /* enum arena_gpu_check: what a worker checks first */
-	uint32_t gpu_pad;       /* 0 */
+	uint32_t decode_scale;  /* enum jd_scale (image/jpeg.h): the workers' DCT scale rule */
 	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
 	char transform[ARENA_TRANSFORM_MAX]; /* image/transform.h text, checked at start */
 };

@@ -20,7 +20,8 @@ int image_sampler_init(struct image_sampler *s, const struct arena_image_params 
 	if (memchr(params->transform, '\0', sizeof(params->transform)) == NULL ||
 	    tf_parse(params->transform, &s->chain, err, sizeof(err)) < 0 ||
 	    s->chain.out_h != params->out_h || s->chain.out_w != params->out_w ||
-	    params->layout > 1 || params->on_error > 1 || params->max_pixels == 0)
+	    params->layout > 1 || params->on_error > 1 || params->max_pixels == 0 ||
+	    params->decode_scale > JD_SCALE_FULL)
 		return -EINVAL;
 	uint64_t elem;
 	if (params->dtype == PROTO_DTYPE_UINT8)
@@ -36,6 +37,7 @@ int image_sampler_init(struct image_sampler *s, const struct arena_image_params 
 			return -EINVAL;
 	s->params = *params;
 	s->jd.max_cpu_ms = params->max_decode_ms;
+	s->jd.scale = params->decode_scale;
 	uint64_t pixels = (uint64_t)params->out_h * params->out_w;
 	s->rgb = malloc(pixels * 3);
 	if (!s->rgb)

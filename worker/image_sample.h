@@ -2,7 +2,8 @@
  * image_sample: one image sample, from the bytes of its JPEG file to its
  * row of the staging slot, in the worker: header, the transform chain's
  * plan for (seed, epoch, sample index), region decode at the DCT scale the
- * output needs (image/jpeg.h), antialiased resize and flip
+ * output needs, or at full scale (params->decode_scale, image/jpeg.h),
+ * antialiased resize and flip
  * (image/resize.h), then the pipeline's layout and dtype (uint8, or
  * (x / 255 - mean) / std as float16 or float32).
  *

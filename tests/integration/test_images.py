@@ -37,9 +37,11 @@ either delivered or replaced, never crash or hang a worker.
   size, where Pillow decodes at full size; libjpeg's scaled decode is not
   a bilinear downscale. On these noisy test images Pillow's own scaled
   decode (Image.draft) differs from its full decode by 3.9-4.9 mean levels,
-  p99 14-30; loaderd measured 0.5-1.4 mean on 4:4:4/4:2:2/4:2:0/grayscale/
-  progressive images and 3.2-3.9 on 4:4:0/4:1:1. With no scaling (1:1) the
-  difference is at most 1 level (rounding).
+  p99 14-30; loaderd measured 0.5-0.9 mean on 4:4:4/4:2:0/grayscale/
+  progressive images, and 0.1-0.2 on 4:2:2/4:4:0/4:1:1, which it decodes
+  at a larger scale (image/jpeg.h). With no scaling (1:1) the difference is
+  at most 1 level (rounding). tests/integration/test_decode_scale.py
+  compares with torchvision at full and reduced scales.
 """
 
 import os

@@ -399,6 +399,41 @@ static void test_diff(void **state)
 	free(old);
 }
 
+/* decode_scale: fast by default, full when given, nothing else; image
+ * sources only; a change is a change config_diff names (so a reload
+ * refuses it: it takes a restart). */
+static void test_decode_scale(void **state)
+{
+	const char *img = "[pipeline.i]\nsource = imagefolder:/d\nbatch_size = 8\n"
+			  "transform = center_crop(8)\n";
+	char text[512];
+	assert_int_equal(load_text(img), 0);
+	assert_int_equal(cfg->pipelines[0].decode_scale, DECODE_SCALE_FAST);
+	snprintf(text, sizeof(text), "%sdecode_scale = fast\n", img);
+	assert_int_equal(load_text(text), 0);
+	assert_int_equal(cfg->pipelines[0].decode_scale, DECODE_SCALE_FAST);
+	snprintf(text, sizeof(text), "%sdecode_scale = full\n", img);
+	assert_int_equal(load_text(text), 0);
+	assert_int_equal(cfg->pipelines[0].decode_scale, DECODE_SCALE_FULL);
+	assert_int_equal(config_key_line(cfg, &cfg->pipelines[0], "decode_scale"), 5);
+
+	struct config *old = malloc(sizeof(*old));
+	assert_non_null(old);
+	memcpy(old, cfg, sizeof(*old));
+	assert_int_equal(load_text(img), 0);
+	struct diff_seen seen = {{0}};
+	config_diff(old, cfg, note_diff, &seen);
+	assert_string_equal(seen.text, "i:decode_scale");
+	free(old);
+
+	snprintf(text, sizeof(text), "%sdecode_scale = exact\n", img);
+	expect_error(text, 5, "[pipeline.i] decode_scale: ");
+	snprintf(text, sizeof(text), "%sdecode_scale = 8\n", img);
+	expect_error(text, 5, "[pipeline.i] decode_scale: ");
+	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+		     "decode_scale = full\n", 5, "[pipeline.r] decode_scale does not apply to a raw source");
+}
+
 static const struct error_case {
 	const char *text;
 	int line;
@@ -818,6 +853,7 @@ int main(void)
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
 		cmocka_unit_test(test_diff),
+		cmocka_unit_test(test_decode_scale),
 		cmocka_unit_test(test_errors),
 		cmocka_unit_test(test_error_unreadable),
 		cmocka_unit_test(test_key_lines),

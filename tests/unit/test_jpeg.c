@@ -10,8 +10,10 @@
  *   - a box decode (random boxes, inside, across and outside the edges,
  *     random output sizes and aspect changes) returns exactly the pixels the
  *     plain decode at the same scale (scale_num/8) has at that place, i.e.
- *     cropping and row skipping are exact, at the smallest allowed scale,
- *     covering the box plus 2 pixels and every tap the resampler of
+ *     cropping and row skipping are exact, at the scale jpeg.h's rule gives
+ *     (the smallest that covers the output, raised by the chroma's ratio
+ *     along one axis for 2x1, 1x2, 4x1 and 4x2 luma sampling), or at 8/8
+ *     with JD_SCALE_FULL, covering the box plus 2 pixels and every tap the resampler of
  *     image/resize.h reads;
  *   - CMYK and YCCK files (Adobe, inverted) decode to RGB within a stated
  *     tolerance of the RGB they were made from, and exactly to the formula
@@ -51,6 +53,7 @@
 
 #include "image/jpeg.h"
 #include "image/yuv.h"
+#include "proto/proto.h"
 #include "worker/image_sample.h"
 
 /* ---- deterministic randomness ---- */
@@ -431,12 +434,36 @@ static const struct jcase cases[] = {
 
 static struct jd_scratch scratch; /* one for the whole run: reuse and growth */
 
-static int expected_scale(double bw, double bh, uint32_t out_w, uint32_t out_h)
+/* M0 of jd_pick_scale: the smallest scale that gives the output enough
+ * pixels. */
+static int expected_luma_scale(double bw, double bh, uint32_t out_w, uint32_t out_h)
 {
 	for (int m = 1; m <= 4; m *= 2)
 		if (bw * m / 8 >= out_w && bh * m / 8 >= out_h)
 			return m;
 	return 8;
+}
+
+/* The scale of a fast decode of the case: M0 doubled until the chroma
+ * has, along each axis, min(M0/8, its own ratio to the luma) samples per
+ * source pixel. libjpeg-turbo scales a chroma sampled 1 / k of the luma
+ * along both axes up by k with the IDCT (up to 8/8), and upsamples what
+ * ratio is left along one axis (2x1, 1x2, 4x1, 4x2). */
+static int expected_scale(const struct jcase *c, int m0)
+{
+	if (c->e.kind != KIND_YCC)
+		return m0;
+	int hs = c->e.hs, vs = c->e.vs, k = hs < vs ? hs : vs;
+	int m = m0;
+	for (; m < 8; m *= 2) {
+		int s = m * k < 8 ? m * k : 8; /* the chroma's scaled DCT size */
+		/* samples per source pixel s / (8 * hs) >= min(m0 / 8, 1 / hs) */
+		bool across = s >= (m0 * hs < 8 ? m0 * hs : 8);
+		bool down = s >= (m0 * vs < 8 ? m0 * vs : 8);
+		if (across && down)
+			break;
+	}
+	return m;
 }
 
 static long clampl(double v, long lo, long hi)
@@ -573,24 +600,46 @@ static void run_case(void **state)
 		if (rc != 0)
 			fail_msg("%s: box (%g,%g %gx%g) out %ux%u: %d %s", c->name, bx, by, bw, bh,
 				 out_w, out_h, rc, err);
-		int m = expected_scale(bw, bh, out_w, out_h);
+		int m0 = expected_luma_scale(bw, bh, out_w, out_h);
+		int m = expected_scale(c, m0);
 		if (im.sx != m / 8.0 || im.sy != m / 8.0)
-			fail_msg("%s: box %gx%g out %ux%u decoded at %g, the smallest allowed is %d/8",
-				 c->name, bw, bh, out_w, out_h, im.sx, m);
+			fail_msg("%s: box %gx%g out %ux%u decoded at %g, expected %d/8", c->name, bw,
+				 bh, out_w, out_h, im.sx, m);
 		/* The rule itself, stated as properties of the result. */
 		if (m < 8)
 			assert_true(bw * im.sx >= out_w && bh * im.sy >= out_h);
-		if (m > 1)
-			assert_true(bw * im.sx / 2 < out_w || bh * im.sy / 2 < out_h);
+		if (m0 > 1)
+			assert_true(bw * m0 / 16 < out_w || bh * m0 / 16 < out_h);
 		seen[m]++;
 		char what[96];
 		snprintf(what, sizeof(what), "%s iteration %d", c->name, iter);
 		check_region(what, &im, ref[m], rw[m], rh[m], bx, by, bw, bh, out_w, out_h);
 	}
 	if (c->w >= 100 && c->h >= 100)
-		for (int m = 1; m <= 8; m *= 2)
-			if (seen[m] == 0)
-				fail_msg("%s: no box came out at scale %d/8", c->name, m);
+		for (int m0 = 1; m0 <= 8; m0 *= 2)
+			if (seen[expected_scale(c, m0)] == 0)
+				fail_msg("%s: no box came out at scale %d/8", c->name,
+					 expected_scale(c, m0));
+
+	/* JD_SCALE_FULL: the same boxes at 8/8 whatever the output. */
+	scratch.scale = JD_SCALE_FULL;
+	for (int iter = 0; iter < 30; iter++) {
+		double bw = 0.5 + rng_unit(&rs) * c->w, bh = 0.5 + rng_unit(&rs) * c->h;
+		double bx = rng_unit(&rs) * (c->w - bw * 0.5), by = rng_unit(&rs) * (c->h - bh * 0.5);
+		uint32_t out_w = (uint32_t)fmax(1, bw * 0.1), out_h = (uint32_t)fmax(1, bh * 0.1);
+		rc = jd_decode_box(jpg, len, bx, by, bw, bh, out_w, out_h, max_px, &im, &scratch,
+				   err, sizeof(err));
+		if (rc != 0)
+			fail_msg("%s: full scale: box (%g,%g %gx%g) out %ux%u: %d %s", c->name, bx, by,
+				 bw, bh, out_w, out_h, rc, err);
+		if (im.sx != 1.0 || im.sy != 1.0)
+			fail_msg("%s: full scale: box %gx%g out %ux%u decoded at %g", c->name, bw, bh,
+				 out_w, out_h, im.sx);
+		char what[96];
+		snprintf(what, sizeof(what), "%s full scale %d", c->name, iter);
+		check_region(what, &im, ref[8], rw[8], rh[8], bx, by, bw, bh, out_w, out_h);
+	}
+	scratch.scale = JD_SCALE_FAST;
 
 	/* Boxes wholly outside keep the nearest edge. */
 	rc = jd_decode_box(jpg, len, c->w + 50.0, c->h + 50.0, 10, 10, 10, 10, max_px, &im,
@@ -857,6 +906,36 @@ static void test_entropy_check(void **state)
 	expect_entropy(png, sizeof(png), 1u << 24, -EBADMSG, "Not a JPEG file", "a PNG");
 }
 
+/* The pipeline's decode_scale reaches the workers' decoder: a sampler
+ * under full decodes at 8/8 what fast decodes at 2/8, so their rows differ;
+ * a value past JD_SCALE_FULL is refused. */
+static void test_sampler_decode_scale(void **state)
+{
+	struct arena_image_params ip = {.max_pixels = 1u << 24, .max_decode_ms = 5000,
+					.out_h = 56, .out_w = 56, .layout = 1,
+					.dtype = PROTO_DTYPE_UINT8, .std = {1, 1, 1}};
+	snprintf(ip.transform, sizeof(ip.transform), "resize(64) center_crop(56)");
+	size_t len;
+	uint8_t *jpg = sample_jpeg(&baseline420, 640, 480, &len);
+	uint8_t rows[2][56 * 56 * 3];
+	for (uint32_t scale = JD_SCALE_FAST; scale <= JD_SCALE_FULL; scale++) {
+		struct image_sampler s;
+		uint64_t row_bytes = 0;
+		ip.decode_scale = scale;
+		assert_int_equal(image_sampler_init(&s, &ip, &row_bytes), 0);
+		assert_int_equal(row_bytes, sizeof(rows[0]));
+		assert_int_equal(s.jd.scale, scale);
+		assert_int_equal(image_sample(&s, jpg, len, 0, 0, rows[scale]), 0);
+		image_sampler_free(&s);
+	}
+	assert_memory_not_equal(rows[0], rows[1], sizeof(rows[0]));
+	struct image_sampler s;
+	uint64_t row_bytes = 0;
+	ip.decode_scale = JD_SCALE_FULL + 1;
+	assert_int_equal(image_sampler_init(&s, &ip, &row_bytes), -EINVAL);
+	free(jpg);
+}
+
 /* The workers' choice of the GPU's decoder (worker/image_sample.h) for
  * one file under each gpu_check: structure lets a restart interval cut
  * short through (the engines' blind spot), entropy does not. */
@@ -1115,6 +1194,7 @@ int main(void)
 		cmocka_unit_test(test_too_many_scans),
 		cmocka_unit_test(test_entropy_check),
 		cmocka_unit_test(test_gpu_route),
+		cmocka_unit_test(test_sampler_decode_scale),
 		cmocka_unit_test(test_cpu_cap),
 		cmocka_unit_test(test_invalid_arguments),
 		cmocka_unit_test(test_random_damage),
