@@ -1027,25 +1027,26 @@ static bool decode_wait(struct lane *l, struct msg *m, char *text, size_t cap)
 
 /* The batch's images into its parts, each decoded and resized on its set's
  * stream; the images the GPU cannot take on the CPU. */
-/* The chroma subsampling the shrink kernel models (imgk_shrink's sh, sv)
- * as across | down << 16, from the JPEG's header; 1 | 1 << 16 where it
- * does not read (the engines then refuse the image anyway). */
-static uint32_t shrink_chroma(const uint8_t *jpeg, uint64_t len)
+/*
+ * The factor the workers' fast decode would shrink the image of *g by
+ * (8 / jd_fast_scale, from the JPEG's header: 4:2:2 and 4:4:0 one DCT
+ * scale up), and into *chroma the subsampling the shrink kernel models
+ * (imgk_shrink's sh, sv) as across | down << 16. A header that does not
+ * read here is the engines' to refuse; it is taken as 4:4:4.
+ */
+static uint32_t shrink_factor(const struct arena_gpu_image *g, const struct arena_image_params *ip,
+			      const uint8_t *jpeg, uint32_t *chroma)
 {
+	int m0 = jd_pick_scale(g->w, g->h, ip->out_w, ip->out_h);
+	*chroma = 1u | 1u << 16;
+	if (m0 == 8)
+		return 1;
 	struct jh_info info;
 	char why[8];
-	if (jh_parse(jpeg, len, &info, why, sizeof(why)) != 0)
-		return 1u | 1u << 16;
-	switch (info.subsamp) {
-	case JH_422:
-		return 2u | 1u << 16;
-	case JH_440:
-		return 1u | 2u << 16;
-	case JH_420:
-		return 2u | 2u << 16;
-	default:
-		return 1u | 1u << 16;
-	}
+	if (jh_parse(jpeg, g->len, &info, why, sizeof(why)) != 0 || info.components != 3)
+		return 8 / (uint32_t)m0;
+	*chroma = (info.h[0] == 2 ? 2u : 1u) | (info.v[0] == 2 ? 2u : 1u) << 16;
+	return 8 / (uint32_t)jd_fast_scale(m0, info.h[0], info.v[0]);
 }
 
 static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text, size_t cap)
@@ -1070,8 +1071,8 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		const uint8_t *jpeg = slot + ip->gpu_data_offset + (uint64_t)r * ip->gpu_data_stride;
 		/* The workers' DCT scale for this box: the image shrunk as much
 		 * (none under decode_scale = full) */
-		uint32_t f = ip->decode_scale == JD_SCALE_FULL ? 1 :
-			     8 / (uint32_t)jd_pick_scale(g.w, g.h, ip->out_w, ip->out_h);
+		uint32_t chroma = 0;
+		uint32_t f = ip->decode_scale == JD_SCALE_FULL ? 1 : shrink_factor(&g, ip, jpeg, &chroma);
 		uint32_t sw = (g.width + f - 1) / f, sh = (g.height + f - 1) / f;
 		uint64_t full = align_up((uint64_t)g.width * g.height * 3, DECODE_ALIGN);
 		uint64_t bytes = full + (f > 1 ? align_up((uint64_t)sw * sh * 3, DECODE_ALIGN) : 0);
@@ -1105,7 +1106,7 @@ static bool decode_parts(struct lane *l, struct msg *m, uint8_t *dst, char *text
 		buf = dc->sets[dc->cur].buf; /* decode_part may have moved on */
 		dc->rows[n] = r;
 		dc->factor[n] = f;
-		dc->chroma[n] = f > 1 ? shrink_chroma(jpeg, g.len) : 0;
+		dc->chroma[n] = chroma;
 		dc->small[n] = buf + buf_used + full;
 		dc->imgs[n] = (struct nvjd_image){.data = jpeg, .len = g.len, .scan_checked = true,
 						  .given_w = g.width, .given_h = g.height,

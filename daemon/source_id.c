@@ -104,8 +104,8 @@ static void id_one(struct source_id *x, const struct source *s)
 		id_u64(x, cfg->document_shuffle);
 		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
 			const struct source_split *sp = &s->splits[k];
-			id_u64(x, sp->first_doc);
-			id_u64(x, sp->n_docs);
+			id_u64(x, sp->first_seq);
+			id_u64(x, sp->n_seqs);
 			id_u64(x, sp->first_token);
 			id_u64(x, sp->n_tokens);
 		}

@@ -397,6 +397,23 @@ static int jd_chroma_scale(j_decompress_ptr cinfo, int m0)
 	return m;
 }
 
+int jd_fast_scale(int m0, uint32_t hs, uint32_t vs)
+{
+	/* libjpeg-turbo scales a chroma sampled 1/k of the luma along both
+	 * axes up by k with its IDCT (up to 8/8), and upsamples what ratio is
+	 * left along one axis; jd_chroma_scale's test on those sizes. */
+	const uint32_t k = hs < vs ? hs : vs;
+	int m = m0;
+	for (; m < 8; m *= 2) {
+		const uint32_t scaled = (uint32_t)m * k < 8 ? (uint32_t)m * k : 8;
+		const uint32_t need_h = (uint32_t)m0 * hs < 8 ? (uint32_t)m0 * hs : 8;
+		const uint32_t need_v = (uint32_t)m0 * vs < 8 ? (uint32_t)m0 * vs : 8;
+		if (scaled >= need_h && scaled >= need_v)
+			break;
+	}
+	return m;
+}
+
 static uint8_t *jd_scratch_reserve(struct jd_scratch *s, size_t bytes)
 {
 	if (s->cap >= bytes)

@@ -186,6 +186,15 @@ void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n,
  * Pure. */
 int jd_pick_scale(double w, double h, uint32_t out_w, uint32_t out_h);
 
+/* M of the DCT scale M/8 that jd_decode_box decodes at in fast mode, from
+ * m0 (jd_pick_scale's) for a file whose first component is sampled hs x vs
+ * (1..4 each) and whose others are 1x1: grayscale (1, 1), 4:4:4 (1, 1),
+ * 4:2:0 (2, 2) keep m0; 4:2:2 (2, 1) and 4:4:0 (1, 2) get 2 m0, up to 8.
+ * The rule of jd_decode_box ("Scale" above) worked out from libjpeg-turbo's
+ * sizes of the chroma IDCT, for a caller that has only the header (the GPU
+ * path, which shrinks its images to the workers' scale). Pure. */
+int jd_fast_scale(int m0, uint32_t hs, uint32_t vs);
+
 /* Frees what the scratch holds and zeroes it; accepts a zeroed scratch. */
 void jd_scratch_free(struct jd_scratch *s);
 

@@ -602,6 +602,11 @@ static void run_case(void **state)
 				 out_w, out_h, rc, err);
 		int m0 = expected_luma_scale(bw, bh, out_w, out_h);
 		int m = expected_scale(c, m0);
+		if (c->e.kind == KIND_YCC && jd_fast_scale(m0, (uint32_t)c->e.hs, (uint32_t)c->e.vs) != m)
+			fail_msg("%s: jd_fast_scale(%d) %d, the decoder's %d", c->name, m0,
+				 jd_fast_scale(m0, (uint32_t)c->e.hs, (uint32_t)c->e.vs), m);
+		if (c->e.kind == KIND_GRAY && jd_fast_scale(m0, 1, 1) != m)
+			fail_msg("%s: jd_fast_scale(%d) for gray %d", c->name, m0, jd_fast_scale(m0, 1, 1));
 		if (im.sx != m / 8.0 || im.sy != m / 8.0)
 			fail_msg("%s: box %gx%g out %ux%u decoded at %g, expected %d/8", c->name, bw,
 				 bh, out_w, out_h, im.sx, m);
