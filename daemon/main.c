@@ -5,16 +5,19 @@
  *   config -> preflight (data files, the worker program's --probe answer,
  *   socket_group, the socket path, the arena's size against shm_bytes
  *   and free memory; all of this is what --check-config runs) -> arena
- *   (shared memory) ->
- *   scheduler -> socket -> worker pool -> GPU threads (CUDA, after the
- *   workers were spawned; one per GPU) -> READY=1 once every worker is up
- *   and the GPU threads have started (or found no GPU: host delivery only)
+ *   (shared memory) -> scheduler -> worker zygote (fork+exec; it maps the
+ *   arena read-write) -> the arena sealed against every new writable
+ *   mapping (shm/arena.h) -> socket -> worker pool (each worker a fork of
+ *   the zygote) -> GPU threads (CUDA, after the zygote was started; one
+ *   per GPU) -> READY=1 once every worker is up and the GPU threads have
+ *   started (or found no GPU: host delivery only)
  *
  * SIGTERM/SIGINT: STOPPING=1, stop accepting, tell clients, stop workers,
  * remove the socket, exit 0. SIGHUP (and `loaderctl reload`): reload the
  * configuration (daemon/reload.h), between RELOADING=1 and READY=1.
  * Exit status 1: the configuration or the system does not let loaderd
- * start (the message says which).
+ * start (the message says which), or the worker zygote died, after which
+ * no worker could ever be started again (daemon/zygote.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -45,6 +48,7 @@
 #include "daemon/server.h"
 #include "daemon/source.h"
 #include "daemon/status.h"
+#include "daemon/zygote.h"
 
 #define STOP_TIMEOUT_MS 5000
 
@@ -56,6 +60,7 @@ struct daemon {
 	struct sched *sched;
 	struct server *server;
 	struct pool *pool;
+	struct zygote *zygote;
 	struct pinner *pinner;
 	struct exitwatch_set exits;
 	struct reload_log reloads;
@@ -143,6 +148,8 @@ static void on_pool_stopped(void *ctx)
 {
 	struct daemon *d = ctx;
 	exitwatch_close_all(&d->exits);
+	zygote_close(d->zygote);
+	d->zygote = NULL;
 #if LOADERD_HAVE_CUDA
 	pinner_stop(d->pinner);
 #endif
@@ -250,8 +257,8 @@ static void on_gpu_started(void *ctx, int rc, const char *text)
 	notify_ready(d);
 }
 
-/* CUDA starts here, after the workers were spawned (CUDA is not fork-safe;
- * respawns are fork+exec of a binary that never touches CUDA). */
+/* CUDA starts here, after the zygote was started (CUDA is not fork-safe;
+ * workers are forks of the zygote, which never touches CUDA). */
 static int start_gpu(struct daemon *d)
 {
 	struct gpu_answers answers = sched_gpu_answers(d->sched);
@@ -280,6 +287,51 @@ static int create_arena(struct daemon *d, const struct arena_sizing *sz)
 	return 0;
 }
 
+static void on_worker_exited(void *ctx, uint32_t index, pid_t pid, int wait_status)
+{
+	struct daemon *d = ctx;
+	pool_worker_exited(d->pool, index, pid, wait_status);
+}
+
+static void on_zygote_lost(void *ctx, const char *why)
+{
+	struct daemon *d = ctx;
+	log_error("%s; exiting, so that a fresh loaderd (a new arena, a new zygote) takes over",
+		  why);
+	d->exit_code = 1;
+	daemon_stop(d, "fatal");
+	pool_workers_gone(d->pool);
+}
+
+/* The worker zygote, then the seal: from here on nothing can map the arena
+ * writable again, and the only writable mappings are the master's and
+ * the zygote's, which its workers inherit. */
+static int start_zygote(struct daemon *d, const char *worker_program)
+{
+	char err[PATH_MAX + 512];
+	struct zygote_ops ops = {.ctx = d, .exited = on_worker_exited, .lost = on_zygote_lost};
+	const char *program = d->cfg.worker_program[0] ? d->cfg.worker_program : worker_program;
+	int rc = zygote_start(&d->loop, program, d->arena.fd, d->cfg.worker_timeout_ms, &ops,
+			      &d->zygote, err, sizeof(err));
+	if (rc < 0) {
+		log_error("%s", err);
+		return rc;
+	}
+	rc = arena_seal_writes(&d->arena);
+	if (rc == -EINVAL) {
+		log_error("shared memory: this kernel cannot seal the arena against new writable "
+			  "mappings (F_SEAL_FUTURE_WRITE, Linux 5.1 or later); without that seal a "
+			  "client running as loaderd's user, or as root, could change what every "
+			  "other client receives: refusing to start");
+		return rc;
+	}
+	if (rc < 0) {
+		log_error("shared memory: sealing the arena against writes: %s", strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
 static int start(struct daemon *d, const char *worker_program)
 {
 	char err[PATH_MAX + 256];
@@ -293,9 +345,12 @@ static int start(struct daemon *d, const char *worker_program)
 		log_error("out of memory");
 		return -ENOMEM;
 	}
+	int rc = start_zygote(d, worker_program);
+	if (rc < 0)
+		return rc;
 	struct server_ops server_ops = {.ctx = d, .status = render_status,
 				     .summary = render_summary, .reload = daemon_reload};
-	int rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
+	rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {
 		char where[PATH_MAX + 128];
@@ -311,8 +366,9 @@ static int start(struct daemon *d, const char *worker_program)
 	struct pool_life life = {
 		.ctx = d, .ready = on_pool_ready, .fatal = on_pool_fatal, .stopped = on_pool_stopped,
 	};
-	rc = pool_start(&d->loop, &d->cfg, &d->arena, worker_program, &sink, &life, &d->pool, err,
-			sizeof(err));
+	rc = pool_start(&d->loop, &d->cfg, &d->arena, d->zygote,
+			d->cfg.worker_program[0] ? d->cfg.worker_program : worker_program, &sink,
+			&life, &d->pool, err, sizeof(err));
 	if (rc < 0) {
 		log_error("%s", err);
 		server_shutdown(d->server);
@@ -428,6 +484,8 @@ int main(int argc, char **argv)
 
 	if (start(&d, worker_program) < 0) {
 		d.exit_code = 1;
+		zygote_close(d.zygote);
+		d.zygote = NULL;
 		uv_close((uv_handle_t *)&d.sig_term, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_int, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_hup, on_handle_closed);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -136,21 +137,6 @@ void pool_check_stopped(struct pool *p)
 int pool_worker_spawn(struct worker *w)
 {
 	struct pool *p = w->pool;
-	char index[16];
-	snprintf(index, sizeof(index), "%u", w->index);
-	char *args[] = {p->program, "--index", index, "--parent", p->parent_pid, NULL};
-	uv_stdio_container_t stdio[6] = {
-		{.flags = UV_IGNORE},
-		{.flags = UV_INHERIT_FD, .data.fd = STDOUT_FILENO},
-		{.flags = UV_INHERIT_FD, .data.fd = STDERR_FILENO},
-		{.flags = UV_INHERIT_FD, .data.fd = p->arena->fd},
-		{.flags = UV_INHERIT_FD, .data.fd = w->cmd_efd},
-		{.flags = UV_INHERIT_FD, .data.fd = w->done_efd},
-	};
-	uv_process_options_t opts = {
-		.exit_cb = pool_on_worker_exit, .file = p->program, .args = args,
-		.stdio_count = 6, .stdio = stdio,
-	};
 	ring_reset(&w->cmd);
 	ring_reset(&w->done);
 	w->exit_sent = false; /* an exit queued for the previous process went with the ring */
@@ -158,16 +144,30 @@ int pool_worker_spawn(struct worker *w)
 	w->killed_stuck = false;
 	w->items_this_run = 0;
 	w->started_ms = status_now_ms();
-	w->proc.data = w;
-	int rc = uv_spawn(p->loop, &w->proc, &opts);
 	w->proc_open = true;
+	pid_t pid = 0;
+	int pidfd = -1;
+	int rc = zygote_fork(p->zygote, w->index, w->cmd_efd, w->done_efd, &pid, &pidfd);
 	if (rc < 0) {
 		pool_spawn_failed(w, rc);
 		return rc;
 	}
-	w->pid = w->proc.pid;
+	w->pid = pid;
+	w->pidfd = pidfd;
 	w->state = WORKER_STARTING;
 	return 0;
+}
+
+void pool_worker_kill(struct worker *w, int sig)
+{
+	if (!w->proc_open || w->pid <= 0)
+		return;
+	/* The pidfd cannot name another process: the master is not the
+	 * worker's parent, so a bare pid could have been reaped and reused. */
+	if (w->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
+	else
+		kill(w->pid, sig);
 }
 
 /* Creates worker i's eventfds; its rings are the arena's. */
@@ -176,11 +176,12 @@ static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
 	struct worker *w = &p->workers[i];
 	w->pool = p;
 	w->index = i;
+	w->pidfd = -1;
 	w->cmd = arena_cmd_ring(p->arena, i);
 	w->done = arena_done_ring(p->arena, i);
 	w->beat = arena_worker_beat(p->arena, i);
-	/* Inherited by the worker on purpose: uv_spawn dup2()s them to fds 4
-	 * and 5, clearing CLOEXEC on the child's copies only. */
+	/* Handed to the worker's process on purpose: sent to the zygote with
+	 * each fork request, which keeps them in that child only. */
 	w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	w->done_efd = w->cmd_efd < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (w->done_efd < 0) {
@@ -207,7 +208,7 @@ static void worker_start_handles(struct pool *p, uint32_t i)
 }
 
 int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-	       const char *worker_program_default, const struct pool_sink *sink,
+	       struct zygote *zygote, const char *program, const struct pool_sink *sink,
 	       const struct pool_life *life, struct pool **out, char *err, size_t err_cap)
 {
 	uint32_t cap = arena->hdr->n_workers_max;
@@ -221,13 +222,12 @@ int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	p->loop = loop;
 	p->cfg = cfg;
 	p->arena = arena;
+	p->zygote = zygote;
 	p->sink = *sink;
 	p->life = *life;
 	p->n = cfg->workers;
 	p->cap = cap;
-	snprintf(p->program, sizeof(p->program), "%s",
-		 cfg->worker_program[0] ? cfg->worker_program : worker_program_default);
-	snprintf(p->parent_pid, sizeof(p->parent_pid), "%d", (int)getpid());
+	snprintf(p->program, sizeof(p->program), "%s", program);
 	for (uint32_t i = 0; i < p->n; i++) {
 		int rc = worker_open(p, i, err, err_cap);
 		if (rc < 0) {
@@ -242,11 +242,13 @@ int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	uv_timer_init(loop, &p->kill_timer);
 	p->kill_timer.data = p;
 	pool_watch_start(p);
-	for (uint32_t i = 0; i < p->n; i++) {
+	for (uint32_t i = 0; i < p->n; i++)
 		worker_start_handles(p, i);
-		pool_worker_spawn(&p->workers[i]);
-	}
+	/* Handed out before the first spawn: a spawn that fails may reach
+	 * life.fatal, whose caller stops the pool. */
 	*out = p;
+	for (uint32_t i = 0; i < p->n; i++)
+		pool_worker_spawn(&p->workers[i]);
 	return 0;
 }
 
@@ -278,7 +280,7 @@ int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
 			   w->pid > 0) {
 			w->state = WORKER_RETIRING;
 			worker_send_exit(w);
-		} /* else: it is exiting already, and on_proc_closed retires it */
+		} /* else: it is exiting already, and worker_closed retires it */
 	}
 	for (uint32_t i = old; i < n; i++) { /* growing: spawn those not running */
 		struct worker *w = &p->workers[i];
@@ -286,7 +288,7 @@ int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
 			w->state = w->ready_this_run ? WORKER_RUNNING : WORKER_STARTING;
 		else if (!w->proc_open && w->state != WORKER_FAILED)
 			pool_worker_spawn(w); /* never spawned, or retired */
-		/* else: exiting, and on_proc_closed respawns it */
+		/* else: exiting, and worker_closed respawns it */
 	}
 	log_info("workers: %u -> %u", old, n);
 	p->sink.capacity(p->sink.sched);
@@ -323,7 +325,7 @@ static void on_kill_timer(uv_timer_t *t)
 		struct worker *w = &p->workers[i];
 		if (w->proc_open && w->pid > 0) {
 			log_warning("worker %u (pid %d) did not exit in time; killing it", w->index, w->pid);
-			uv_process_kill(&w->proc, SIGKILL);
+			pool_worker_kill(w, SIGKILL);
 		}
 	}
 }
@@ -342,8 +344,12 @@ void pool_stop(struct pool *p, uint64_t timeout_ms)
 			 * kill timer below. */
 			worker_send_exit(w);
 			w->state = WORKER_STOPPING;
-		} else if (w->state != WORKER_FAILED) {
-			w->state = WORKER_STOPPED;
+		} else {
+			/* No process: a start that failed and waits only for its
+			 * retry timer, stopped above. */
+			w->proc_open = false;
+			if (w->state != WORKER_FAILED)
+				w->state = WORKER_STOPPED;
 		}
 	}
 	uv_timer_start(&p->kill_timer, on_kill_timer, timeout_ms, 0);
@@ -357,6 +363,8 @@ void pool_free(struct pool *p)
 	for (uint32_t i = 0; i < p->n_init; i++) {
 		close(p->workers[i].cmd_efd);
 		close(p->workers[i].done_efd);
+		if (p->workers[i].pidfd >= 0)
+			close(p->workers[i].pidfd);
 	}
 	free(p);
 }

@@ -1,6 +1,7 @@
 /*
- * pool: the master's side of the worker processes: spawning them with
- * fork+exec (uv_spawn), feeding their command rings, reading their
+ * pool: the master's side of the worker processes: starting them (each a
+ * fork of the worker zygote, daemon/zygote.h, which the arena's seal
+ * requires: shm/arena.h), feeding their command rings, reading their
  * completion rings, and supervising them (nginx-style):
  *  - A worker that dies is respawned and its outstanding items are handed
  *    back to the scheduler.
@@ -33,6 +34,7 @@
 #include <uv.h>
 
 #include "daemon/config.h"
+#include "daemon/zygote.h"
 #include "shm/arena.h"
 
 /* Items a worker may have outstanding; enough to keep its reads deep,
@@ -79,11 +81,19 @@ struct pool_life {
 	void (*stopped)(void *ctx);
 };
 
-/* Spawns cfg->workers workers. The program is cfg->worker_program, or
- * worker_program_default when that is empty. 0 or -errno (with err). */
+/* Starts cfg->workers workers, each forked by zygote (started from
+ * `program`, the name logs give them). 0 or -errno (with err). */
 int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
-	       const char *worker_program_default, const struct pool_sink *sink,
+	       struct zygote *zygote, const char *program, const struct pool_sink *sink,
 	       const struct pool_life *life, struct pool **out, char *err, size_t err_cap);
+
+/* zygote_ops.exited: worker `index`, process `pid`, ended with this
+ * waitpid status. Accepts a NULL pool and a report of no current worker. */
+void pool_worker_exited(struct pool *p, uint32_t index, pid_t pid, int wait_status);
+
+/* zygote_ops.lost, once the daemon is stopping: the workers died with
+ * the zygote and no report of their ends will come. */
+void pool_workers_gone(struct pool *p);
 
 /* Queues one item on the least-loaded running worker. false when no
  * worker has room (try again on the capacity callback). */

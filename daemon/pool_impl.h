@@ -41,9 +41,9 @@ struct worker {
 	struct pool *pool;
 	uint32_t index;
 	enum worker_state state;
-	uv_process_t proc;
-	bool proc_open;       /* proc is initialised and not yet closed */
-	int pid;
+	bool proc_open;       /* a process of this worker is alive, or ending */
+	int pid;              /* 0: none, or its start failed */
+	int pidfd;            /* -1: none (or no pidfd_open: signal by pid) */
 	int cmd_efd;          /* master -> worker doorbell */
 	int done_efd;         /* worker -> master doorbell */
 	uv_poll_t done_poll;
@@ -70,10 +70,10 @@ struct pool {
 	uv_loop_t *loop;
 	const struct config *cfg;
 	struct arena *arena;
+	struct zygote *zygote;
 	struct pool_sink sink;
 	struct pool_life life;
 	char program[PATH_MAX];
-	char parent_pid[24];
 	bool ready_sent;
 	bool pread_noted;
 	bool stopping;
@@ -92,6 +92,8 @@ struct pool {
 
 /* Starts worker w's process (a failure to spawn counts as a start failure). */
 int pool_worker_spawn(struct worker *w);
+/* Sends sig to worker w's process, if it has one. */
+void pool_worker_kill(struct worker *w, int sig);
 /* Hands every completion in w's ring to the sink. */
 void pool_worker_drain(struct worker *w);
 void pool_drain_eventfd(int fd);
@@ -100,9 +102,7 @@ void pool_check_stopped(struct pool *p);
 
 /* ---- pool_supervise.c ---- */
 
-/* uv_spawn's exit callback of every worker. */
-void pool_on_worker_exit(uv_process_t *proc, int64_t exit_status, int term_signal);
-/* uv_spawn failed with rc: the worker counts as failing to start. */
+/* Forking the worker failed with rc (-errno): it counts as failing to start. */
 void pool_spawn_failed(struct worker *w, int rc);
 /* Starts the watchdog's timer. */
 void pool_watch_start(struct pool *p);

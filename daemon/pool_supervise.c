@@ -9,6 +9,8 @@
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "daemon/pool_impl.h"
@@ -67,12 +69,15 @@ static void check_unable(struct pool *p)
 	p->sink.workers_unable(p->sink.sched, p->unable_text);
 }
 
-static void on_proc_closed(uv_handle_t *h)
+/* The worker's process is gone and accounted for (worker_ended): what next. */
+static void worker_closed(struct worker *w)
 {
-	struct worker *w = h->data;
 	struct pool *p = w->pool;
 	w->proc_open = false;
 	w->pid = 0;
+	if (w->pidfd >= 0)
+		close(w->pidfd);
+	w->pidfd = -1;
 	if (p->stopping) {
 		if (w->state != WORKER_FAILED)
 			w->state = WORKER_STOPPED;
@@ -141,7 +146,7 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 	w->exit_sent = false;
 	if (p->stopping)
 		return;
-	if (w->index >= p->n) { /* retired by pool_resize: not respawned (on_proc_closed) */
+	if (w->index >= p->n) { /* retired by pool_resize: not respawned (worker_closed) */
 		log_info("worker %u (pid %d) retired: %s", w->index, w->pid, w->last_exit);
 		if (lost)
 			p->sink.capacity(p->sink.sched);
@@ -158,7 +163,7 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 		w->state = WORKER_FAILED;
 		log_error("worker %u (%s) %s: a fatal code, not respawning it", w->index, p->program,
 			  w->last_exit);
-		return; /* on_proc_closed checks whether any worker can run */
+		return; /* worker_closed checks whether any worker can run */
 	}
 	/* A failure to start: it ended on its own (an exit, a crash, a spawn
 	 * failure) before reporting ready or before taking any item, or the
@@ -180,20 +185,51 @@ static void worker_ended(struct worker *w, int64_t exit_status, int term_signal)
 		p->sink.capacity(p->sink.sched);
 }
 
-void pool_spawn_failed(struct worker *w, int rc)
+static void on_spawn_failed_timer(uv_timer_t *t)
 {
-	/* the handle still has to be closed */
-	snprintf(w->last_exit, sizeof(w->last_exit), "spawn failed: %s", uv_strerror(rc));
-	w->ready_this_run = false;
-	worker_ended(w, -1, 0);
-	uv_close((uv_handle_t *)&w->proc, on_proc_closed);
+	worker_closed(t->data);
 }
 
-void pool_on_worker_exit(uv_process_t *proc, int64_t exit_status, int term_signal)
+void pool_spawn_failed(struct worker *w, int rc)
 {
-	struct worker *w = proc->data;
-	worker_ended(w, exit_status, term_signal);
-	uv_close((uv_handle_t *)proc, on_proc_closed);
+	snprintf(w->last_exit, sizeof(w->last_exit), "spawn failed: %s", strerror(-rc));
+	w->ready_this_run = false;
+	w->pid = 0;
+	worker_ended(w, -1, 0);
+	/* What follows (a respawn, back-off, giving up) waits for the loop's
+	 * next turn, as after any other end: never inside the caller's spawn. */
+	uv_timer_start(&w->retry_timer, on_spawn_failed_timer, 0, 0);
+}
+
+void pool_worker_exited(struct pool *p, uint32_t index, pid_t pid, int wait_status)
+{
+	if (!p || index >= p->n_init)
+		return;
+	struct worker *w = &p->workers[index];
+	if (!w->proc_open || w->pid != pid)
+		return; /* not its current process: nothing of it is outstanding */
+	if (WIFSIGNALED(wait_status))
+		worker_ended(w, 0, WTERMSIG(wait_status));
+	else
+		worker_ended(w, WEXITSTATUS(wait_status), 0);
+	worker_closed(w);
+}
+
+void pool_workers_gone(struct pool *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		if (!w->proc_open)
+			continue;
+		if (w->pid > 0) {
+			snprintf(w->last_exit, sizeof(w->last_exit), "died with the worker zygote");
+			worker_ended(w, -1, 0);
+		}
+		worker_closed(w);
+	}
+	pool_check_stopped(p);
 }
 
 /* Kills a worker the watchdog found stuck; worker_ended re-issues its
@@ -221,7 +257,7 @@ static void watchdog_kill(struct worker *w, unsigned long long idle_ms)
 			    w->pid, what, w->n_outstanding, w->n_outstanding == 1 ? "" : "s",
 			    p->cfg->worker_timeout_ms, item, where[0] ? "; it was last on " : "", where);
 	w->killed_stuck = true;
-	uv_process_kill(&w->proc, SIGKILL); /* SIGKILL also ends a stopped process */
+	pool_worker_kill(w, SIGKILL); /* SIGKILL also ends a stopped process */
 }
 
 /* The watchdog: a worker that holds items and whose beat has not moved

@@ -59,10 +59,19 @@ static int arena_map_fd(int fd, size_t bytes, bool writable, uint8_t **out)
 	return 0;
 }
 
-/* Seals that make the object's size final: nobody, root included, can
- * shrink it (the SIGBUS every mapper would die of) or grow it, or lift the
- * seals. F_SEAL_WRITE is not among them: workers write the staging slots. */
-#define ARENA_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+#ifndef F_SEAL_FUTURE_WRITE /* Linux 5.1; older C libraries lack the name */
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+/* Seals that make the object's size final from birth: nobody, root
+ * included, can shrink it (the SIGBUS every mapper would die of) or grow
+ * it. F_SEAL_WRITE is not among them: it would stop the writes of the
+ * mappings the workers hold too. */
+#define ARENA_SIZE_SEALS (F_SEAL_SHRINK | F_SEAL_GROW)
+/* arena_seal_writes: no new writable mapping and no write(2), for anyone,
+ * while the writable mappings that exist go on working; and no seal can
+ * be added or lifted after these. */
+#define ARENA_WRITE_SEALS (F_SEAL_FUTURE_WRITE | F_SEAL_SEAL)
 
 /* A read-only descriptor of the same object, for clients: a new open file
  * description, so it cannot be turned writable with fcntl, and mmap with
@@ -102,7 +111,7 @@ int arena_create(const struct arena_plan *plan, struct arena *out)
 		err = -err;
 		goto close_fd;
 	}
-	if (fcntl(fd, F_ADD_SEALS, ARENA_SEALS) < 0) {
+	if (fcntl(fd, F_ADD_SEALS, ARENA_SIZE_SEALS) < 0) {
 		err = -errno;
 		goto close_fd;
 	}
@@ -127,6 +136,19 @@ close_client_fd:
 close_fd:
 	close(fd);
 	return err;
+}
+
+int arena_seal_writes(struct arena *a)
+{
+	if (fcntl(a->fd, F_ADD_SEALS, ARENA_WRITE_SEALS) < 0)
+		return -errno;
+	return 0;
+}
+
+bool arena_writes_sealed(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+	return seals >= 0 && (seals & F_SEAL_FUTURE_WRITE);
 }
 
 int arena_attach(int fd, bool writable, struct arena *out)

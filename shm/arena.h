@@ -3,22 +3,33 @@
  *
  * The master creates it at start as a memfd: nameless from birth (nothing
  * is ever left in /dev/shm), every page reserved with fallocate (a lack of
- * memory is an error now rather than a SIGBUS later), then sealed against
- * any change of size (F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_SEAL) and given
- * mode 0400, and it fills in the header and pipeline table.
+ * memory is an error now rather than a SIGBUS later), sealed against any
+ * change of size (F_SEAL_SHRINK, F_SEAL_GROW) and given mode 0400, and it
+ * fills in the header and pipeline table.
  *
- * Two descriptors of it exist. Workers inherit the read-write one (fd) and
- * map it read-write. Clients receive only client_fd, a read-only reopen of
- * the same object: it cannot be mapped writable, written, truncated or
- * punched; the seals stop anyone (root included) from changing the size,
- * so no client can make the daemon, a worker or another client die of
- * SIGBUS; and the 0400 mode stops a client of another user from reopening
- * it read-write through /proc/self/fd. Root and loaderd's own user can
- * still reopen it read-write, as they can ptrace the daemon anyway.
+ * Who may write it is settled once, at start: the master maps it
+ * read-write in arena_create, the worker zygote (worker/zygote.h) maps it
+ * read-write from the fd it is started with, and then the master calls
+ * arena_seal_writes: F_SEAL_FUTURE_WRITE and F_SEAL_SEAL. From then on no
+ * process, root included, can map the object writable again, write(2) it,
+ * punch it or make a read-only mapping of it writable with mprotect,
+ * whichever descriptor it holds or reopens (through /proc/PID/fd, or
+ * /proc/PID/map_files): the seal belongs to the object, not to a
+ * descriptor. The mappings made before the seal keep working and are
+ * inherited across fork (never across exec): that is how every worker,
+ * a fork of the zygote, writes it. A process exec'd after the seal can
+ * map it read-only only (arena_attach with writable fails with -EPERM).
+ *
+ * Two descriptors of it exist. fd is the master's own (read-write, which
+ * after the seal no longer lets anyone map it writable). Clients, and the
+ * GPU decoder processes, which only read it, receive client_fd, a
+ * read-only reopen of the same object. The 0400 mode is a second wall: a
+ * process of another user cannot even reopen it read-write.
  *
  * Who writes what: the master writes the header, the pipeline table and
  * the indexes before spawning workers; a worker writes only into the staging slot rows named
- * by its commands and into its own rings' producer side.
+ * by its commands and into its own rings' producer side; the zygote
+ * holds its mapping only to hand it down and never touches the contents.
  */
 #ifndef LDR_SHM_ARENA_H
 #define LDR_SHM_ARENA_H
@@ -56,18 +67,31 @@ static inline uint64_t arena_align(uint64_t bytes)
 /* Bytes the arena of a plan occupies; UINT64_MAX when that overflows. */
 uint64_t arena_plan_bytes(const struct arena_plan *plan);
 
-/* Creates, sizes (fallocate), seals and maps a fresh arena, writes its
- * header and opens client_fd. Both fds are O_CLOEXEC; the caller hands
+/* Creates, sizes (fallocate), seals against size changes and maps a fresh
+ * arena, writes its header and opens client_fd. Writes are not sealed yet:
+ * arena_seal_writes does that once every writer has its mapping. Both fds are O_CLOEXEC; the caller hands
  * them to children and clients explicitly. Needs /proc (for the read-only
  * reopen). Returns 0 or -errno (-ENOSPC or -ENOMEM: not enough memory for
  * the plan; the caller checks the plan against the memory first, since a
  * shmem object larger than memory is filled page by page until it fails). */
 int arena_create(const struct arena_plan *plan, struct arena *out);
 
+/* Seals the arena against every writable mapping and write made from now
+ * on (F_SEAL_FUTURE_WRITE), and against any further change of its seals
+ * (F_SEAL_SEAL). Mappings made before keep their rights. Called once, by
+ * the master, after the zygote has mapped it and before any client or
+ * worker exists. Returns 0 or -errno (-EINVAL: the kernel predates
+ * F_SEAL_FUTURE_WRITE, Linux 5.1; -EPERM: sealed already). */
+int arena_seal_writes(struct arena *a);
+
+/* Whether fd's object is sealed against new writable mappings. */
+bool arena_writes_sealed(int fd);
+
 /* Maps an arena received from elsewhere (a worker's inherited fd) and
  * validates its header (magic, version, sizes against the fd's size).
  * Takes ownership of fd on success; client_fd is -1.
- * Returns 0 or -errno (-EPROTO: not a loaderd arena of this version). */
+ * Returns 0 or -errno (-EPROTO: not a loaderd arena of this version;
+ * -EPERM: writable asked of an arena arena_seal_writes has sealed). */
 int arena_attach(int fd, bool writable, struct arena *out);
 
 /* Unmaps and closes; accepts a zeroed or already-closed arena. */

@@ -1,12 +1,22 @@
 /*
  * worker: the contract between the master and a loaderd-worker process.
  *
- * The master starts each worker with fork+exec (uv_spawn), never a bare
- * fork, as:
+ * Every worker of a running master is a fork, without exec, of the worker
+ * zygote (worker/zygote.h, `loaderd-worker --zygote`), which the master
+ * starts once with fork+exec before it seals the arena against every new
+ * writable mapping (shm/arena.h): a fork inherits the zygote's writable
+ * mapping, a process exec'd after the seal could not make one. Such a
+ * worker gets its two eventfds with the fork request, not as fds 4 and 5,
+ * and its parent is the zygote; otherwise it is the worker below.
+ *
+ * The same loop can also be started with fork+exec, as
  *
  *   loaderd-worker --index N --parent PID
  *
- * Before that (at start, and for `loaderd --check-config`) the master runs
+ * on an arena not sealed against writes (tests drive it so; on a sealed
+ * one it exits 65, saying why).
+ *
+ * Before anything (at start, and for `loaderd --check-config`) the master runs
  *
  *   loaderd-worker --probe
  *
@@ -15,7 +25,7 @@
  * nothing else: no arena, no descriptor beyond stdout. The master refuses
  * a worker_program that answers anything else (daemon/workerprobe.h).
  *
- * A worker proper gets these inherited descriptors (everything else is
+ * An exec'd worker gets these inherited descriptors (everything else is
  * closed):
  *   0      /dev/null
  *   1, 2   the master's stdout and stderr (the journal under systemd)

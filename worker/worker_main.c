@@ -1,7 +1,8 @@
 /*
- * loaderd-worker: the worker process the master spawns (worker/worker.h).
- * This file is start-up only: arguments (and the --probe answer), tie to
- * the master's life, attach the arena, then the event loop
+ * loaderd-worker: the worker processes (worker/worker.h). This file is
+ * start-up only: arguments (and the --probe answer), the --zygote mode
+ * handed to zygote.c (worker/zygote.h), and for an exec'd worker the tie
+ * to the master's life and the arena's attach; then the event loop
  * (worker/reader.h). Exit codes are the contract of worker.h.
  */
 #include <errno.h>
@@ -19,6 +20,7 @@
 #include "shm/arena.h"
 #include "worker/reader.h"
 #include "worker/worker.h"
+#include "worker/worker_start.h"
 
 struct worker_args {
 	uint32_t index;
@@ -66,8 +68,8 @@ static int worker_parse_args(int argc, char **argv, struct worker_args *out)
 		}
 	}
 	if (!have_index || !have_parent) {
-		log_error("usage: loaderd-worker --index N --parent PID (started by loaderd), "
-			  "or loaderd-worker --probe");
+		log_error("usage: loaderd-worker --zygote --parent PID (started by loaderd), "
+			  "loaderd-worker --index N --parent PID, or loaderd-worker --probe");
 		return -EINVAL;
 	}
 	return 0;
@@ -84,7 +86,7 @@ static void worker_on_sigterm(int sig)
  * SIGINT and SIGHUP reach workers too when the master runs on a terminal
  * (same process group); the master decides what they mean and tells the
  * workers through their rings. */
-static int worker_signals_setup(void)
+int worker_signals_setup(void)
 {
 	struct sigaction sa = {.sa_handler = worker_on_sigterm};
 	sigemptyset(&sa.sa_mask);
@@ -94,7 +96,28 @@ static int worker_signals_setup(void)
 	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGHUP, &sa, NULL) < 0 ||
 	    sigaction(SIGPIPE, &sa, NULL) < 0)
 		return -errno;
-	return 0;
+	/* A forked worker inherits the zygote's: SIGUSR1 and SIGUSR2 ignored,
+	 * SIGCHLD blocked. */
+	sa.sa_handler = SIG_DFL;
+	if (sigaction(SIGUSR1, &sa, NULL) < 0 || sigaction(SIGUSR2, &sa, NULL) < 0)
+		return -errno;
+	sigset_t none;
+	sigemptyset(&none);
+	return sigprocmask(SIG_SETMASK, &none, NULL) < 0 ? -errno : 0;
+}
+
+int worker_tie_to_parent(pid_t parent)
+{
+	/* Checking the parent afterwards closes the race where it died before
+	 * the request took effect. */
+	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+		return -errno;
+	return getppid() != parent ? 1 : 0;
+}
+
+int worker_serve(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
+{
+	return reader_run(a, index, cmd_fd, done_fd) < 0 ? WORKER_EXIT_SYSTEM : WORKER_EXIT_OK;
 }
 
 /* `loaderd-worker --probe`: the master runs this before it starts (and for
@@ -111,6 +134,15 @@ int main(int argc, char **argv)
 	if (argc == 2 && strcmp(argv[1], "--probe") == 0)
 		return worker_answer_probe();
 	log_init("loaderd-worker", LOG_LEVEL_INFO);
+	if (argc > 1 && strcmp(argv[1], "--zygote") == 0) {
+		uint64_t parent;
+		if (argc != 4 || strcmp(argv[2], "--parent") != 0 ||
+		    worker_parse_number(argv[3], 1, INT32_MAX, &parent) < 0) {
+			log_error("usage: loaderd-worker --zygote --parent PID (started by loaderd)");
+			return WORKER_EXIT_USAGE;
+		}
+		return zygote_run((pid_t)parent);
+	}
 	struct worker_args args = {0};
 	if (worker_parse_args(argc, argv, &args) < 0)
 		return WORKER_EXIT_USAGE;
@@ -123,13 +155,13 @@ int main(int argc, char **argv)
 		log_error("sigaction: %s", strerror(-err));
 		return WORKER_EXIT_SYSTEM;
 	}
-	/* Die with the master. Checking the parent afterwards closes the race
-	 * where it died before the request took effect. */
-	if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) {
-		log_error("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+	/* Die with the master. */
+	err = worker_tie_to_parent(args.parent);
+	if (err < 0) {
+		log_error("prctl(PR_SET_PDEATHSIG): %s", strerror(-err));
 		return WORKER_EXIT_SYSTEM;
 	}
-	if (getppid() != args.parent)
+	if (err > 0)
 		return WORKER_EXIT_OK;
 
 	if (fcntl(WORKER_FD_CMD, F_GETFD) < 0 || fcntl(WORKER_FD_DONE, F_GETFD) < 0) {
@@ -139,6 +171,12 @@ int main(int argc, char **argv)
 	}
 	struct arena arena = {.fd = -1};
 	err = arena_attach(WORKER_FD_ARENA, true, &arena);
+	if (err == -EPERM && arena_writes_sealed(WORKER_FD_ARENA)) {
+		log_error("fd %d: the arena is sealed against new writable mappings; a worker of a "
+			  "running loaderd is forked by its zygote (loaderd-worker --zygote), never "
+			  "exec'd", WORKER_FD_ARENA);
+		return WORKER_EXIT_ARENA;
+	}
 	if (err < 0) {
 		log_error("fd %d is not a loaderd arena: %s", WORKER_FD_ARENA, strerror(-err));
 		return WORKER_EXIT_ARENA;
@@ -150,7 +188,7 @@ int main(int argc, char **argv)
 		return WORKER_EXIT_USAGE;
 	}
 
-	err = reader_run(&arena, args.index, WORKER_FD_CMD, WORKER_FD_DONE);
+	int code = worker_serve(&arena, args.index, WORKER_FD_CMD, WORKER_FD_DONE);
 	arena_close(&arena);
-	return err < 0 ? WORKER_EXIT_SYSTEM : WORKER_EXIT_OK;
+	return code;
 }

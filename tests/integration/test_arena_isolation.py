@@ -1,18 +1,25 @@
 #!/usr/bin/env python3
-"""A client can read the arena but change nothing in it.
+"""A client can read the arena but change nothing in it, whoever it runs as.
 
 A hostile client attaches by hand (HELLO over SOCK_SEQPACKET, as
 proto/PROTOCOL.md describes it) and takes the arena descriptor WELCOME
 carries. It then tries everything that would hurt the daemon or another
-client: mapping it writable, mprotect to writable, write(2), ftruncate to
-zero and to twice the size (the SIGBUS of every mapper), punching a hole,
-fchmod, and reopening it read-write through /proc/self/fd. As root the
-attack runs twice: as root (which may reopen it read-write, but the seals
-still stop any change of size) and as uid 65534 through a socket of mode
-0666 (which may do none of it). Meanwhile a consumer reads the pipeline
-with --dump: every sample's CRC must match the file, the daemon and its
-workers must stay up, and a second consumer afterwards must get correct
-data too.
+client: mapping it writable, mprotect to writable, write(2) and pwrite,
+ftruncate to zero and to twice the size (the SIGBUS of every mapper),
+punching a hole, adding seals, fchmod, then reopening it read-write
+through /proc/self/fd and mapping, writing, truncating that; and it looks
+for the arena among the descriptors and mappings of the daemon's own
+processes (the master, the zygote, the workers: /proc/PID/fd/N and
+/proc/PID/map_files, which root and the daemon's own user may open) and
+tries to map each writable. Whatever writable mapping it gets, it fills
+the staging slots with garbage for a second and a half. As root the
+attack runs twice: as root, the daemon's own user here (which may chmod
+and reopen everything, and is stopped by the arena's seal alone), and as
+uid 65534 in the daemon's group through a socket of mode 0666 (which may
+not even reopen it). Meanwhile a consumer reads the pipeline with --dump:
+every sample's bytes must match the file (CRC32C of each), the daemon and
+its workers must stay up, and a second consumer afterwards must get
+correct data too.
 """
 
 import array
@@ -24,10 +31,11 @@ import socket
 import struct
 import subprocess
 import sys
+import time
 
 # The hostile client runs from a copy of this file, as another user, with
 # nothing but the standard library.
-HOSTILE = len(sys.argv) == 3 and sys.argv[1] == "--hostile"
+HOSTILE = len(sys.argv) == 4 and sys.argv[1] == "--hostile"
 if not HOSTILE:
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import harness  # noqa: E402
@@ -57,9 +65,37 @@ def attempt(results, name, fn):
         results[name] = "refused: %s" % (os.strerror(e.errno) if e.errno else e)
 
 
-def hostile(socket_path):
-    """Attaches, takes the arena fd and tries to change the arena; prints
-    a JSON object attack -> outcome. Runs in its own process."""
+def arena_entries(pid, folder):
+    """The entries of /proc/PID/FOLDER (fd or map_files) that are the
+    arena; a folder this user may not list gives none."""
+    base = "/proc/%d/%s" % (pid, folder)
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            if os.readlink(os.path.join(base, name)).startswith("/memfd:loaderd-arena"):
+                found.append(os.path.join(base, name))
+        except OSError:
+            pass
+    return found
+
+
+def scribble(view):
+    """What an attacker does with a writable mapping: overwrite every byte
+    past the header, over and over, for a while."""
+    junk = b"\xa5" * (len(view) - 4096)
+    end = time.monotonic() + 1.5
+    while time.monotonic() < end:
+        view[4096:] = junk
+
+
+def hostile(socket_path, pids):
+    """Attaches, takes the arena fd and tries to change the arena, by it
+    and by the daemon's processes' (pids); prints a JSON object attack ->
+    outcome. Runs in its own process."""
     s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     s.settimeout(10)
     s.connect(socket_path)
@@ -84,8 +120,10 @@ def hostile(socket_path):
             e = ctypes.get_errno()
             raise OSError(e, os.strerror(e))
 
-    attempt(results, "mmap_write", lambda: mmap.mmap(fd, size, mmap.MAP_SHARED,
-                                                      mmap.PROT_READ | mmap.PROT_WRITE))
+    def map_and_scribble(target):
+        scribble(mmap.mmap(target, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE))
+
+    attempt(results, "mmap_write", lambda: map_and_scribble(fd))
     # A read-only mapping works; mprotect must not make it writable.
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
@@ -96,30 +134,55 @@ def hostile(socket_path):
         return
     attempt(results, "mprotect_write", lambda: check_errno(
         libc.mprotect(base, size, mmap.PROT_READ | mmap.PROT_WRITE)))
-    attempt(results, "write", lambda: os.pwrite(fd, b"\xff" * 64, size - 64))
+    attempt(results, "pwrite", lambda: os.pwrite(fd, b"\xff" * 64, size - 64))
+    attempt(results, "write", lambda: os.write(fd, b"\xff" * 64))
     attempt(results, "ftruncate_zero", lambda: os.ftruncate(fd, 0))
     attempt(results, "ftruncate_grow", lambda: os.ftruncate(fd, size * 2))
     attempt(results, "punch_hole", lambda: check_errno(
         libc.fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, size)))
+    F_ADD_SEALS, F_SEAL_WRITE = 1033, 0x8
+    attempt(results, "add_seals", lambda: fcntl_call(libc, fd, F_ADD_SEALS, F_SEAL_WRITE))
     attempt(results, "fchmod", lambda: os.fchmod(fd, 0o666))
 
-    def reopen_and_truncate():
-        rw = os.open("/proc/self/fd/%d" % fd, os.O_RDWR)
+    def reopened(path, then):
+        rw = os.open(path, os.O_RDWR)
         results["reopened_rw"] = True
         try:
-            os.ftruncate(rw, 0)  # the seals refuse even a read-write descriptor
+            then(rw)
         finally:
             os.close(rw)
     results["reopened_rw"] = False
-    attempt(results, "reopen_rw_truncate", reopen_and_truncate)
+    own = "/proc/self/fd/%d" % fd
+    # the seals refuse even a read-write descriptor
+    attempt(results, "reopen_rw_truncate", lambda: reopened(own, lambda rw: os.ftruncate(rw, 0)))
+    attempt(results, "reopen_rw_mmap_write", lambda: reopened(own, map_and_scribble))
+    attempt(results, "reopen_rw_pwrite", lambda: reopened(
+        own, lambda rw: os.pwrite(rw, b"\xff" * 64, size - 64)))
+    attempt(results, "reopen_rw_punch_hole", lambda: reopened(own, lambda rw: check_errno(
+        libc.fallocate(rw, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, size))))
+    # The daemon's processes' own descriptors and mappings of the arena.
+    routes = []
+    for pid in pids:
+        routes += arena_entries(pid, "fd") + arena_entries(pid, "map_files")
+    results["daemon_routes"] = len(routes)
+    for path in routes:
+        attempt(results, "daemon " + path, lambda: reopened(path, map_and_scribble))
     results["still_size"] = os.fstat(fd).st_size
     print(json.dumps(results))
 
 
-def run_hostile(env, socket_path, as_user):
-    """Runs hostile() in a child process, as uid 65534 when as_user (from a
-    copy of this script in the test directory, which that user can reach)."""
+def fcntl_call(libc, fd, cmd, arg):
+    if libc.fcntl(fd, cmd, arg) < 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def run_hostile(env, d, as_user):
+    """Runs hostile() in a child process, as uid 65534 in the daemon's group
+    when as_user (from a copy of this script in the test directory, which
+    that user can reach)."""
     def drop():
+        os.setgroups([os.getgid()])
         os.setgid(65534)
         os.setuid(65534)
     script = env.path("hostile.py")
@@ -128,7 +191,7 @@ def run_hostile(env, socket_path, as_user):
             dst.write(src.read())
         os.chmod(script, 0o644)
         os.chmod(env.dir, 0o711)
-    r = subprocess.run([sys.executable, script, "--hostile", socket_path],
+    r = subprocess.run([sys.executable, script, "--hostile", d.socket, json.dumps(daemon_pids(d))],
                        capture_output=True, text=True, timeout=30,
                        preexec_fn=drop if as_user else None)
     check(r.returncode == 0, "the hostile client failed: %s" % r.stderr)
@@ -137,32 +200,52 @@ def run_hostile(env, socket_path, as_user):
     return out
 
 
+def daemon_pids(d):
+    """The daemon's processes: the master, the zygote (its child that is
+    not a worker) and the workers."""
+    pids = {d.proc.pid} | {w["pid"] for w in d.status()["workers"] if w["pid"]}
+    for task in os.listdir("/proc/%d/task" % d.proc.pid):
+        with open("/proc/%d/task/%s/children" % (d.proc.pid, task)) as f:
+            pids |= {int(p) for p in f.read().split()}
+    return sorted(pids)
+
+
 def body(env):
     data = env.make_raw("records.bin", N, RECORD, seed=7)
     expected = harness.raw_sample_crcs(data, RECORD)
     cfg = env.config("iso", {"p": {"source": "raw:" + data, "record_bytes": RECORD,
                                    "batch_size": BATCH}},
-                     socket_mode="0666", staging_slots=8)
+                     socket_mode="0666", staging_slots=8, workers=2)
     d = env.start_daemon(cfg)
     dump = env.path("during.dump")
     consumer = env.spawn_loaderctl(harness.consume_args(
-        d.socket, "p", epochs=3, dump=dump, extra=["--quiet", "--step-ms", "2"]))
+        d.socket, "p", epochs=3, dump=dump, extra=["--quiet", "--step-ms", "5"]))
 
     # Another user first: root's own try may chmod the object (root may),
     # which would loosen it for the tries after.
+    pids = daemon_pids(d)
+    check(len(pids) >= 3, "expected the master and two workers at least, found %s" % pids)
     tries = []
     if os.getuid() == 0:
-        tries.append(("uid 65534", run_hostile(env, d.socket, True)))
+        tries.append(("uid 65534", run_hostile(env, d, True)))
     else:
         print("not root: the attack as another user is skipped")
-    tries.append(("root" if os.getuid() == 0 else "this user", run_hostile(env, d.socket, False)))
-    must_fail = ["mmap_write", "mprotect_write", "write", "ftruncate_zero", "ftruncate_grow",
-                 "punch_hole", "reopen_rw_truncate"]
+    tries.append(("root" if os.getuid() == 0 else "this user", run_hostile(env, d, False)))
+    must_fail = ["mmap_write", "mprotect_write", "pwrite", "write", "ftruncate_zero",
+                 "ftruncate_grow", "punch_hole", "add_seals", "reopen_rw_truncate",
+                 "reopen_rw_mmap_write", "reopen_rw_pwrite", "reopen_rw_punch_hole"]
     for who, out in tries:
-        for name in must_fail:
+        for name in must_fail + [k for k in out if k.startswith("daemon /proc/")]:
             check(out[name].startswith("refused"),
-                  "a client running as %s could %s the arena fd: %s" % (who, name, out))
+                  "a client running as %s could %s the arena: %s" % (who, name, out))
         check(out["still_size"] == out["size"], "%s changed the arena's size: %s" % (who, out))
+        print("%s: %d routes through the daemon's processes, all refused; fchmod %s, reopened "
+              "read-write: %s" % (who, out["daemon_routes"], out["fchmod"], out["reopened_rw"]))
+        if who == "root":
+            # Root reaches the master's own descriptor (and the mappings):
+            # the seal alone stops it.
+            check(out["daemon_routes"] >= 1 and out["reopened_rw"],
+                  "root found no way to the arena through the daemon's processes: %s" % out)
         if who == "uid 65534":
             check(out["mode"] == "400", "the arena's mode is %s, not 400: %s" % (out["mode"], out))
             check(out["fchmod"].startswith("refused") and not out["reopened_rw"],
@@ -185,6 +268,6 @@ def body(env):
 
 if __name__ == "__main__":
     if HOSTILE:
-        hostile(sys.argv[2])
+        hostile(sys.argv[2], json.loads(sys.argv[3]))
         sys.exit(0)
     harness.run_test("test_arena_isolation", body)

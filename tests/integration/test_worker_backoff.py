@@ -2,9 +2,11 @@
 """Workers that die at start are retried with back-off; fatal ones are not;
 a daemon none of whose workers can start exits, naming the program.
 
-The scripts used as worker_program run the real worker for any call but
-the one they fail (so a check of the program that does not pass
-`--index` sees a real worker).
+The scripts used as worker_program run the real loaderd-worker for every
+call (its --probe, its zygote), with LOADERD_WORKER_FAULT in the zygote's
+environment naming the workers that exit at start and their code: each
+worker is a fork of the zygote (worker/zygote.h), so a failure at start is
+one the worker itself reports, as the master sees it.
 
 1. Worker 1 exits 1 at once; worker 0 runs. The daemon must stay up and
    answer status, showing worker 1 in state backoff with last_exit "exit
@@ -68,15 +70,15 @@ def restart_interval_max(samples, worker, k):
     return after_k1[0] - before_k[-1]
 
 
-def failing_script(env, name, fail_if, code):
-    """A worker_program that exits `code` when the shell test fail_if holds
-    for a worker's arguments, else runs the real worker."""
-    return write_script(env.path(name), '#!/bin/sh\nif [ "$1" = --index ] && %s; then exit %d; fi\n'
-                        'exec "%s" "$@"\n' % (fail_if, code, harness.binary("loaderd-worker")))
+def failing_script(env, name, which, code):
+    """A worker_program whose workers `which` (an index, or "all") exit
+    `code` at start; the others run."""
+    return write_script(env.path(name), '#!/bin/sh\nLOADERD_WORKER_FAULT=%s:%d exec "%s" "$@"\n'
+                        % (which, code, harness.binary("loaderd-worker")))
 
 
 def failing_worker(env, data):
-    script = failing_script(env, "exit1.sh", '[ "$2" = 1 ]', 1)
+    script = failing_script(env, "exit1.sh", "1", 1)
     cfg = env.config("bo", {"p": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}},
                      workers=2, worker_program=script)
     d = env.start_daemon(cfg, wait_ready=False)
@@ -123,7 +125,7 @@ def daemon_exits(env, name, script, expect):
 
 
 def fatal_worker(env, data):
-    script = failing_script(env, "fatal0.sh", '[ "$2" = 0 ]', 64)
+    script = failing_script(env, "fatal0.sh", "0", 64)
     cfg = env.config("fa", {"p": {"source": "raw:" + data, "record_bytes": 64, "batch_size": 8}},
                      workers=2, worker_program=script)
     d = env.start_daemon(cfg, wait_ready=False)
@@ -152,11 +154,11 @@ def fatal_worker(env, data):
 def body(env):
     data = env.make_raw("data.bin", 200, 64)
     failing_worker(env, data)
-    script = failing_script(env, "exit1all.sh", "true", 1)
+    script = failing_script(env, "exit1all.sh", "all", 1)
     daemon_exits(env, "all1", script, "no worker can run: %s: exit code 1 right after start, "
                  "5 times in a row; exiting" % script)
     fatal_worker(env, data)
-    script = failing_script(env, "fatalall.sh", "true", 64)
+    script = failing_script(env, "fatalall.sh", "all", 64)
     daemon_exits(env, "all64", script, "no worker can run: %s exit code 64, a fatal code" % script)
 
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """When no worker can run any more, clients are told why instead of waiting.
 
-The worker program is a script that runs the real worker until a flag file
-exists, then exits 1 at start. With the daemon serving a slow consumer,
+The worker program is a script that runs the real worker with
+LOADERD_WORKER_FAULT (worker/zygote.h) saying: every worker exits 1 at
+start while a flag file exists. With the daemon serving a slow consumer,
 the flag is made and every worker is SIGKILLed: each is respawned at once
 (killed from outside), then fails to start, backs off, and once every
 worker has failed 5 times in a row:
@@ -30,7 +31,7 @@ def body(env):
     flag = env.path("broken")
     script = env.path("worker.sh")
     with open(script, "w") as f:
-        f.write('#!/bin/sh\nif [ "$1" = --index ] && [ -e "%s" ]; then exit 1; fi\nexec "%s" "$@"\n'
+        f.write('#!/bin/sh\nLOADERD_WORKER_FAULT="all:1:%s" exec "%s" "$@"\n'
                 % (flag, harness.binary("loaderd-worker")))
     os.chmod(script, 0o755)
     cfg = env.config("un", {"p": {"source": "raw:" + data, "record_bytes": RECORD,

@@ -1,6 +1,8 @@
 /*
  * Unit tests for shm/arena: the layout a plan produces, creating a real
  * arena (a nameless memfd, fully reserved, sealed against size changes),
+ * the seal against writes (after which only the mappings made before it,
+ * and their forks, can write: no descriptor, reopen or mprotect can),
  * the read-only descriptor clients receive (which can change nothing),
  * attaching it read-only and read-write from another fd, and refusing
  * anything that is not an arena of this version.
@@ -192,8 +194,13 @@ static void test_create_layout(void **state)
 	assert_null(a.base);
 }
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
 /* The arena is a memfd: in no filesystem, so nothing survives a crash;
- * mode 0400 and sealed against any change of size. */
+ * mode 0400 and sealed against any change of size; writes are sealed
+ * later (arena_seal_writes), once the zygote has its mapping. */
 static void test_create_memfd_sealed(void **state)
 {
 	struct arena a;
@@ -209,15 +216,23 @@ static void test_create_memfd_sealed(void **state)
 	assert_int_equal(st.st_mode & 07777, 0400);
 	int seals = fcntl(a.fd, F_GET_SEALS);
 	assert_true(seals >= 0);
-	assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
-			 F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
-	assert_int_equal(seals & F_SEAL_WRITE, 0); /* workers write the slots */
+	assert_int_equal(seals & (F_SEAL_SHRINK | F_SEAL_GROW), F_SEAL_SHRINK | F_SEAL_GROW);
+	/* workers write the slots: not sealed yet, and the seals still open */
+	assert_int_equal(seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE | F_SEAL_SEAL), 0);
+	assert_false(arena_writes_sealed(a.fd));
 	/* Not even the read-write descriptor changes the size. */
 	assert_int_equal(ftruncate(a.fd, 0), -1);
 	assert_int_equal(errno, EPERM);
 	assert_int_equal(ftruncate(a.fd, (off_t)a.bytes * 2), -1);
 	assert_int_equal(errno, EPERM);
+	assert_int_equal(arena_seal_writes(&a), 0);
+	seals = fcntl(a.fd, F_GET_SEALS);
+	assert_int_equal(seals & (F_SEAL_FUTURE_WRITE | F_SEAL_SEAL),
+			 F_SEAL_FUTURE_WRITE | F_SEAL_SEAL);
+	assert_true(arena_writes_sealed(a.fd));
 	assert_int_equal(fcntl(a.fd, F_ADD_SEALS, F_SEAL_WRITE), -1); /* F_SEAL_SEAL */
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(arena_seal_writes(&a), -EPERM);
 	assert_int_equal(fstat(a.fd, &st), 0);
 	assert_int_equal((uint64_t)st.st_size, a.bytes);
 	arena_close(&a);
@@ -283,6 +298,101 @@ static void test_client_fd_changes_nothing(void **state)
 	arena_close(&a);
 	assert_true(fcntl(fd, F_GETFD) < 0);
 	assert_int_equal(a.client_fd, -1);
+}
+
+/* Whether a fresh shared writable mapping of fd can be made. */
+static int map_writable(int fd, size_t bytes)
+{
+	void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -errno;
+	munmap(p, bytes);
+	return 0;
+}
+
+/* After arena_seal_writes: the mappings made before it, and a fork's
+ * inherited copy of one, still write; nothing else can, through any
+ * descriptor (the master's read-write one included), a reopen of it,
+ * mprotect, write(2), fallocate or ftruncate, root or not. */
+static void test_seal_writes(void **state)
+{
+	struct arena a, before;
+	assert_int_equal(arena_create(&small_plan, &a), 0);
+	assert_int_equal(arena_attach(dup(a.fd), true, &before), 0); /* the zygote's, in effect */
+	assert_int_equal(arena_seal_writes(&a), 0);
+	const size_t bytes = a.bytes;
+	const uint64_t at = arena_slot_offset(&a, 1);
+
+	/* Those made before: the master's and the one attached before. */
+	a.base[at] = 0x11;
+	assert_int_equal(before.base[at], 0x11);
+	before.base[at + 1] = 0x22;
+	assert_int_equal(a.base[at + 1], 0x22);
+	/* A fork's inherited mapping writes, and the parent sees it. */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		before.base[at + 2] = 0x33;
+		_exit(0);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	assert_int_equal(a.base[at + 2], 0x33);
+
+	/* No new writable mapping, even from the read-write descriptor... */
+	assert_int_equal(map_writable(a.fd, bytes), -EPERM);
+	struct arena late;
+	assert_int_equal(arena_attach(dup(a.fd), true, &late), -EPERM);
+	assert_int_equal(arena_attach(dup(a.fd), false, &late), 0); /* reading stays possible */
+	arena_close(&late);
+	/* ...no read-only one made writable... */
+	uint8_t *ro = mmap(NULL, bytes, PROT_READ, MAP_SHARED, a.fd, 0);
+	assert_true(ro != MAP_FAILED);
+	assert_int_equal(mprotect(ro, bytes, PROT_READ | PROT_WRITE), -1);
+	assert_int_equal(errno, EACCES);
+	munmap(ro, bytes);
+	/* ...no write(2), no hole, no truncation... */
+	uint8_t byte = 0xee;
+	assert_int_equal(pwrite(a.fd, &byte, 1, (off_t)at), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(write(a.fd, &byte, 1), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fallocate(a.fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, 4096), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(ftruncate(a.fd, 0), -1);
+	/* ...and nothing through a reopen, whatever the mode allows: the seal
+	 * is the object's. (Only the owner or root can chmod it; both try.) */
+	assert_int_equal(fchmod(a.client_fd, 0666), 0);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", a.client_fd);
+	int rw = open(path, O_RDWR | O_CLOEXEC);
+	assert_true(rw >= 0);
+	assert_int_equal(fcntl(rw, F_GETFL) & O_ACCMODE, O_RDWR);
+	assert_int_equal(map_writable(rw, bytes), -EPERM);
+	assert_int_equal(pwrite(rw, &byte, 1, (off_t)at), -1);
+	assert_int_equal(errno, EPERM);
+	assert_int_equal(fcntl(rw, F_ADD_SEALS, F_SEAL_WRITE), -1);
+	close(rw);
+	/* The mapping's own entry in /proc/self/map_files (root only). */
+	if (geteuid() == 0) {
+		snprintf(path, sizeof(path), "/proc/self/map_files/%lx-%lx", (unsigned long)a.base,
+			 (unsigned long)(a.base + bytes));
+		rw = open(path, O_RDWR | O_CLOEXEC);
+		assert_true(rw >= 0);
+		assert_int_equal(map_writable(rw, bytes), -EPERM);
+		close(rw);
+	}
+	/* A private writable mapping is allowed: its writes are its own. */
+	uint8_t *priv = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, a.fd, 0);
+	assert_true(priv != MAP_FAILED);
+	priv[at] = 0x99;
+	munmap(priv, bytes);
+	assert_int_equal(a.base[at], 0x11);
+	assert_int_equal(a.base[at + 1], 0x22);
+	assert_int_equal(a.base[at + 2], 0x33);
+	arena_close(&before);
+	arena_close(&a);
 }
 
 static void test_attach_shares_bytes(void **state)
@@ -522,6 +632,7 @@ int main(void)
 		cmocka_unit_test(test_create_rejects_bad_plans),
 		cmocka_unit_test(test_create_layout),
 		cmocka_unit_test(test_create_memfd_sealed),
+		cmocka_unit_test(test_seal_writes),
 		cmocka_unit_test(test_client_fd_changes_nothing),
 		cmocka_unit_test(test_attach_shares_bytes),
 		cmocka_unit_test(test_attach_rejects),
