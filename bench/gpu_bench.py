@@ -7,7 +7,7 @@ For raw batches of 1 MiB records (--sizes-mib, default 4, 16 and 64 MiB):
       (build/bin/loaderd-h2d-ceiling, median of repeats);
   (b) loaderd's delivered GB/s to one client, in each mode: pin register,
       pin copy, and direct (pin register with `direct = on` pipelines:
-      straight from the page-locked file, daemon/direct.h): one daemon per
+      straight from the page-locked file, daemon/gpu/direct.h): one daemon per
       mode with one shuffled raw pipeline per batch size on the same file; `loaderctl consume --device D --batches N
       --quiet` after a warm-up consume; MB_per_s of its summary;
   (c) (b) / (a);

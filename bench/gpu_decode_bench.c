@@ -4,7 +4,7 @@
  * run: for each JPEG, the header read without libjpeg (image/jpeghdr.h)
  * and the hardware decoder's rule, the transform chain's plan for
  * (seed, epoch 0, index), the image decoded on the GPU's hardware JPEG
- * engines (daemon/nvjd.h), shrunk by block means where the workers would
+ * engines (daemon/gpu/nvjd.h), shrunk by block means where the workers would
  * decode at a reduced DCT scale (imgk_shrink_launch), then crop, antialiased
  * resize, flip, layout, dtype and normalisation by one kernel launch per
  * batch (image/imgkernel.h).
@@ -35,7 +35,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/nvjd.h"
+#include "daemon/gpu/nvjd.h"
 #include "image/imgkernel.h"
 #include "image/jpeg.h"
 #include "image/jpeghdr.h"

@@ -8,7 +8,7 @@
  * The permutation is the sampler's (common/sampler.h: a Feistel network
  * with cycle walking, O(1) per position) under a key of its own, so the
  * document order and the window order of an epoch are independent draws.
- * The daemon (which finds where each window starts, daemon/docorder.h)
+ * The daemon (which finds where each window starts, daemon/source/docorder.h)
  * and the workers (which read a window's documents one after another)
  * both call it, and so agree on every order by construction.
  */

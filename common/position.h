@@ -6,7 +6,7 @@
  * state.
  *
  * A token names the stream it is a place in: the pipeline's name and DATA,
- * the pipeline's data identity (16 hex digits, daemon/source_id.c: a hash
+ * the pipeline's data identity (16 hex digits, daemon/source/source_id.c: a hash
  * of what decides which sample each place of the stream is, taken from
  * file names and sizes, never their contents), so that a token is refused
  * by any other pipeline, and by its own once its data changed. Tokens of
@@ -28,7 +28,7 @@
 #include <stdbool.h>
 
 #define POSITION_TEXT_MAX 192 /* longest token, with its NUL */
-/* A token's PIPELINE is a name a configuration can define (daemon/config.h):
+/* A token's PIPELINE is a name a configuration can define (daemon/config/config.h):
  * 1 to POSITION_NAME_MAX bytes of A-Z a-z 0-9 _ . - (so never a ':'). */
 #define POSITION_NAME_MAX 63
 #define POSITION_DATA_DIGITS 16 /* DATA: a uint64_t as 16 lower-case hex digits */
@@ -55,7 +55,7 @@ struct position {
 };
 
 /* Whether name[0..len) is a pipeline name a token can carry (and a
- * configuration can define: daemon/config.c checks names with it). */
+ * configuration can define: daemon/config/config.c checks names with it). */
 bool position_name_valid(const char *name, size_t len);
 
 /* Writes the token; 0, -ENOSPC when cap is too small, or -EINVAL when

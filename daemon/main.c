@@ -17,7 +17,7 @@
  * configuration (daemon/reload.h), between RELOADING=1 and READY=1.
  * Exit status 1: the configuration or the system does not let loaderd
  * start (the message says which), or the worker zygote died, after which
- * no worker could ever be started again (daemon/zygote.h).
+ * no worker could ever be started again (daemon/pool/zygote.h).
  */
 #include <errno.h>
 #include <getopt.h>
@@ -34,21 +34,21 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/paths.h"
-#include "daemon/config.h"
-#include "daemon/exitwatch.h"
+#include "daemon/config/config.h"
+#include "daemon/pool/exitwatch.h"
 #include "daemon/notify.h"
-#include "daemon/pool.h"
+#include "daemon/pool/pool.h"
 #include "daemon/preflight.h"
 #if LOADERD_HAVE_CUDA
-#include "daemon/nvjd.h"
-#include "daemon/pinner.h"
+#include "daemon/gpu/nvjd.h"
+#include "daemon/gpu/pinner.h"
 #endif
 #include "daemon/reload.h"
-#include "daemon/sched.h"
-#include "daemon/server.h"
-#include "daemon/source.h"
-#include "daemon/status.h"
-#include "daemon/zygote.h"
+#include "daemon/sched/sched.h"
+#include "daemon/server/server.h"
+#include "daemon/source/source.h"
+#include "daemon/core/status.h"
+#include "daemon/pool/zygote.h"
 
 #define STOP_TIMEOUT_MS 5000
 
@@ -92,7 +92,7 @@ static void print_version(void)
 #if LOADERD_HAVE_CUDA
 	pinner_print_system(stdout);
 	/* Whether JPEGs could be decoded on the GPU's engines: nvJPEG found
-	 * by its soname (daemon/nvjd.h), or why not. */
+	 * by its soname (daemon/gpu/nvjd.h), or why not. */
 	char text[256];
 	int rc = nvjd_load(NULL, text, sizeof text);
 	printf("gpu decode: %s%s\n", rc ? "unavailable: " : "", text);

@@ -17,7 +17,7 @@
 #include "common/errtext.h"
 #include "common/log.h"
 #include "common/regfile.h"
-#include "daemon/workerprobe.h"
+#include "daemon/pool/workerprobe.h"
 
 #define GROUP_BUF_MAX (1u << 20) /* getgrnam_r's buffer grows up to this */
 

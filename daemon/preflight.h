@@ -3,7 +3,7 @@
  * start and for --check-config, so that a configuration that passes the
  * check does not then fail at start for one of these reasons:
  *  - the worker program answers `--probe` as a loaderd worker of this
- *    version (daemon/workerprobe.h);
+ *    version (daemon/pool/workerprobe.h);
  *  - socket_group names a group of this system;
  *  - the socket path fits a Unix socket address, is not taken by a file
  *    that is not a socket, and its directory exists or can be made: the
@@ -26,9 +26,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "daemon/memavail.h"
-#include "daemon/source.h"
+#include "daemon/source/source.h"
 #include "shm/arena.h"
 
 /* The arena's size for a configuration and its opened sources. */

@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "common/log.h"
-#include "daemon/pool.h"
-#include "daemon/status.h"
+#include "daemon/pool/pool.h"
+#include "daemon/core/status.h"
 
 /* Keys a reload applies while running; every other change takes a restart. */
 static bool key_is_live(const char *pipeline, const char *key)

@@ -19,7 +19,7 @@
 
 #include <stddef.h>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 #include "proto/proto.h"
 
 struct pool;

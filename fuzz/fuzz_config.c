@@ -1,6 +1,6 @@
 /*
  * fuzz_config: libFuzzer harness for the configuration parser
- * (daemon/config.c). The input becomes the content of an in-memory file
+ * (daemon/config/config.c). The input becomes the content of an in-memory file
  * (memfd) that config_load reads through /proc/self/fd/N, the way it reads
  * any other path.
  *
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_decoder: libFuzzer harness for the checks of the messages between
- * the daemon's decoding thread and a decoder process (daemon/decoder_msg.c):
+ * the daemon's decoding thread and a decoder process (daemon/gpu/decoder_msg.c):
  * a job, which a decoder reads from its socket, and an answer, which the
  * daemon reads from a process it does not trust further than a worker.
  *
@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/decoder_proto.h"
+#include "daemon/gpu/decoder_proto.h"
 #include "fuzz/fuzz_bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

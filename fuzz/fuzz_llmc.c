@@ -1,6 +1,6 @@
 /*
  * fuzz_llmc: libFuzzer harness for the llm.c token shard header reader
- * (daemon/llmc.c), which reads shard headers nobody vetted. The input is
+ * (daemon/source/llmc.c), which reads shard headers nobody vetted. The input is
  * the shard file's size (8 bytes, little-endian; 0 when the input is
  * shorter) followed by the file's first bytes. Any input may be refused,
  * but a refusal must carry a message naming the file and a documented
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/llmc.h"
+#include "daemon/source/llmc.h"
 #include "fuzz/fuzz_bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,6 +1,6 @@
 /*
  * fuzz_megatron: libFuzzer harness for the Megatron-LM index reader
- * (daemon/megatron.c), which reads .idx files nobody vetted. The input is
+ * (daemon/source/megatron.c), which reads .idx files nobody vetted. The input is
  * the size of the .bin (8 bytes, little-endian; 0 when the input is
  * shorter) followed by the .idx bytes. Any input may be refused, but a
  * refusal must carry a message and a documented code and leave the index
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "daemon/megatron.h"
+#include "daemon/source/megatron.h"
 #include "fuzz/fuzz_bytes.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,5 +1,5 @@
 /*
- * fuzz_tar: libFuzzer harness for the tar shard reader (daemon/tarshard.c),
+ * fuzz_tar: libFuzzer harness for the tar shard reader (daemon/source/tarshard.c),
  * which reads archives nobody vetted at every start. The input is one
  * shard, given to tar_scan as /proc/self/fd/N of a memfd. Any input may be
  * refused, but a refusal must carry a message and a documented code, and
@@ -15,7 +15,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "daemon/tarshard.h"
+#include "daemon/source/tarshard.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

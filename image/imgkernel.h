@@ -167,7 +167,7 @@ int imgk_plan(struct imgk_item *items, uint32_t n, const struct imgk_format *fmt
  * format or a misaligned buffer (nothing enqueued); -EIO when a launch
  * failed (the kernels enqueued before it still run, and the rows are not
  * all written), with the error in *cuda_err (when cuda_err is not NULL)
- * for the caller to name and convert (daemon/cudaerr.h). Enqueued work
+ * for the caller to name and convert (daemon/core/cudaerr.h). Enqueued work
  * that fails later shows on the stream, as any kernel's does.
  */
 int imgk_launch(const struct imgk_item *items_dev, uint32_t n, const struct imgk_format *fmt,

@@ -141,7 +141,7 @@ struct arena_token_params {
  * last one, are n_documents + 1 uint64 at docs_offset in the arena
  * (non-decreasing, the last at most file_bytes / in_elem_bytes); with
  * `split`, a document that an end of a split cuts is there as two, its
- * part in each split (daemon/source.c, megatron_doc_table). A work
+ * part in each split (daemon/source/source.c, megatron_doc_table). A work
  * item names where each of its windows starts: work_cmd.doc_pos[k], the
  * position in the epoch's order (docorder_doc) of the split's document
  * holding its first token, and doc_skip[k], the tokens of that document
@@ -157,7 +157,7 @@ struct arena_doc_params {
 };
 
 /* A token pipeline read from several files, llm.c token shards
- * (daemon/llmc.h): n_shards struct arena_shard at shards_offset, their
+ * (daemon/source/llmc.h): n_shards struct arena_shard at shards_offset, their
  * NUL-terminated paths at paths_offset. Sample i is window j = i -
  * first_sample of the shard whose range holds it: bytes header_bytes + j *
  * sample_stride .. + sample_read_bytes of that file. 0 n_shards: the

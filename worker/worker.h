@@ -23,7 +23,7 @@
  * which prints exactly one line, "loaderd-worker VERSION arena N\n"
  * (LOADERD_VERSION and ARENA_VERSION of its build), and exits 0, touching
  * nothing else: no arena, no descriptor beyond stdout. The master refuses
- * a worker_program that answers anything else (daemon/workerprobe.h).
+ * a worker_program that answers anything else (daemon/pool/workerprobe.h).
  *
  * An exec'd worker gets these inherited descriptors (everything else is
  * closed):

@@ -1,5 +1,5 @@
 /*
- * zygote: the contract between the master (daemon/zygote.h) and the
+ * zygote: the contract between the master (daemon/pool/zygote.h) and the
  * worker zygote, `loaderd-worker --zygote`, the one process every worker
  * is forked from.
  *
@@ -37,7 +37,7 @@
  * master (PR_SET_PDEATHSIG), and exits 0 when its request socket reaches
  * end of file. Its workers die with it (PR_SET_PDEATHSIG too). It cannot
  * be started again after the seal: no new process can get a writable
- * mapping then; the master treats its end as fatal (daemon/zygote.h).
+ * mapping then; the master treats its end as fatal (daemon/pool/zygote.h).
  *
  * A forked worker: its fds are the two eventfds that came with the
  * request (SCM_RIGHTS, command doorbell then completion doorbell), 0, 1

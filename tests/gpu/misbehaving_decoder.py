@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """A loaderd-decoder that misbehaves, for test_gpu_decoder_faults: it
-speaks daemon/decoder_proto.h on descriptor 3 as the real program does,
+speaks daemon/gpu/decoder_proto.h on descriptor 3 as the real program does,
 up to the point where LOADERD_TEST_DECODER says it goes wrong:
 
   refuse    answers the setup with rc -EINVAL and a reason

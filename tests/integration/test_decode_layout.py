@@ -27,7 +27,7 @@ from harness import check  # noqa: E402
 
 BATCH, SIDE, N = 64, 16, 70  # 64 descriptors: more than a page, so the slot must grow
 PAGE = 4096
-TENSOR_ALIGN = 256  # daemon/source.h
+TENSOR_ALIGN = 256  # daemon/source/source.h
 
 
 def aligned(v, a):

@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 
 /* One temporary directory per test process; config text is written to
  * tmp_dir/loaderd.conf (or a path below it). */

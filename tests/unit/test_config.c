@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/config: defaults, a file that sets every key, one
+ * Unit tests for daemon/config/config: defaults, a file that sets every key, one
  * case per error with the exact "FILE:LINE: " prefix and message, size and
  * integer edge cases, relative source paths, long lines, and the example
  * configuration shipped in systemd/loaderd.conf. (split, document_shuffle
@@ -22,7 +22,7 @@
 #include <cmocka.h>
 
 #include "config_text.h"
-#include "daemon/config.h"
+#include "daemon/config/config.h"
 
 /* The CPUs this process may run on. */
 static uint32_t cpus_allowed(void)

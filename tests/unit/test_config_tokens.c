@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/config, the keys of token datasets as LLM training
+ * Unit tests for daemon/config/config, the keys of token datasets as LLM training
  * reads them: a megatron pipeline's split (Megatron's --split weights) and
  * document_shuffle, and llmc:PATTERN sources; each refusal with its exact
  * "FILE:LINE: " prefix and message.

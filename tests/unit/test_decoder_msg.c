@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/decoder_msg.c, the checks of the messages between
+ * Unit tests for daemon/gpu/decoder_msg.c, the checks of the messages between
  * the daemon's decoding thread and a decoder process (decoder_proto.h):
  *
  *   - a job: accepted as built; refused, with its reason, when shorter
@@ -30,7 +30,7 @@
 #if LOADERD_HAVE_CUDA
 #include <errno.h>
 
-#include "daemon/decoder_proto.h"
+#include "daemon/gpu/decoder_proto.h"
 
 #define ARENA 1000000u
 #define BUF 500000u

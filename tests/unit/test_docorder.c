@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/docorder and common/docorder.h: every window of an
+ * Unit tests for daemon/source/docorder and common/docorder.h: every window of an
  * epoch is located where a direct walk over the epoch's document order
  * puts it (empty documents included), for several splits, epochs and
  * window lengths; each epoch's order is a permutation of the split's
@@ -18,7 +18,7 @@
 #include <cmocka.h>
 
 #include "common/docorder.h"
-#include "daemon/docorder.h"
+#include "daemon/source/docorder.h"
 #include "rng.h"
 
 #define N_DOCS 300

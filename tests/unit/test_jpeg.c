@@ -253,7 +253,7 @@ static uint8_t *ref_decode(const uint8_t *data, size_t len, int m, uint32_t *w, 
 /* ---- image/yuv.h: pixels from decoded planes, against libjpeg ---- */
 
 /* The planes libjpeg decodes the file to (raw_data_out): what the GPU's
- * engines give (daemon/nvjd.h, NVJD_OUTPUT_YUV), up to their IDCT. The
+ * engines give (daemon/gpu/nvjd.h, NVJD_OUTPUT_YUV), up to their IDCT. The
  * planes' memory in *mem, for the caller to free. */
 static void raw_planes(const uint8_t *data, size_t len, struct yuv_planes *p, uint8_t **mem)
 {

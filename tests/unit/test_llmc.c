@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/llmc: llm.c token shard headers written here as
+ * Unit tests for daemon/source/llmc: llm.c token shard headers written here as
  * llm.c's write_datafile lays them out (256 int32: magic 20240520,
  * version 1, the token count, zeros), parsed back, from memory and through
  * llmc_header_read; an empty shard; then each malformed header refused
@@ -24,7 +24,7 @@
 #include <cmocka.h>
 
 #include "common/regfile.h"
-#include "daemon/llmc.h"
+#include "daemon/source/llmc.h"
 
 #define SHARD "/data/fineweb_train_000001.bin"
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/megatron: indexes written here byte by byte the
+ * Unit tests for daemon/source/megatron: indexes written here byte by byte the
  * way Megatron-LM's writer lays them out (uint16 and int32 tokens, several
  * documents, an empty sequence and an empty document), parsed back field
  * by field, from memory at an odd address and through mg_index_open; every
@@ -27,7 +27,7 @@
 #include <cmocka.h>
 
 #include "common/regfile.h"
-#include "daemon/megatron.h"
+#include "daemon/source/megatron.h"
 
 #define IDX_PATH "/data/web_text_document.idx"
 #define BIN_PATH "/data/web_text_document.bin"

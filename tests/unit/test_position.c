@@ -247,7 +247,7 @@ static void test_parse_explains(void **state)
 
 /* A stream's position after the last batch of its last epoch is past the
  * bound: position_after_batch does not wrap, and the token it gives is
- * refused (the daemon ends such a stream: daemon/sched.c). */
+ * refused (the daemon ends such a stream: daemon/sched/sched.c). */
 static void test_last_epoch(void **state)
 {
 	struct position p;

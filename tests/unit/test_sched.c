@@ -1,7 +1,7 @@
 /*
- * Unit tests for the scheduler (daemon/sched.h) with every neighbour
+ * Unit tests for the scheduler (daemon/sched/sched.h) with every neighbour
  * faked: the connections (struct sched_ops), the worker pool (struct
- * sched_workers) and the GPU thread (daemon/gpuseam.h). A real arena and a
+ * sched_workers) and the GPU thread (daemon/gpu/gpuseam.h). A real arena and a
  * real raw source (a file of records) are used, so slot offsets, tensors
  * and sample indices are the daemon's own.
  *
@@ -29,11 +29,11 @@
 
 #include <cmocka.h>
 
-#include "daemon/config.h"
-#include "daemon/gpuseam.h"
-#include "daemon/sched.h"
-#include "daemon/source.h"
-#include "daemon/status.h"
+#include "daemon/config/config.h"
+#include "daemon/gpu/gpuseam.h"
+#include "daemon/sched/sched.h"
+#include "daemon/source/source.h"
+#include "daemon/core/status.h"
 #include "shm/arena.h"
 
 #define RECORD 64

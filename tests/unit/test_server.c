@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/server: server_check_peer, the decision whether a
+ * Unit tests for daemon/server/server: server_check_peer, the decision whether a
  * connecting process is identified well enough to be served. A failed
  * SO_PEERCRED (whose zeroed answer would read as root), a short answer,
  * and pid 0 (a process in a pid namespace the daemon cannot see) are
@@ -17,7 +17,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/server.h"
+#include "daemon/server/server.h"
 
 static char why[512];
 

@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/tarshard: brace patterns (ranges with and without
+ * Unit tests for daemon/source/tarshard: brace patterns (ranges with and without
  * zero padding, descending, lists, products, every malformed form) and tar
  * indexing on archives this test writes byte by byte: ustar with a prefix
  * field, GNU long names and base-256 sizes, pax path and size records, a
@@ -21,7 +21,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/tarshard.h"
+#include "daemon/source/tarshard.h"
 
 /* ---- patterns ---- */
 

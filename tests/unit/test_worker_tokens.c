@@ -13,7 +13,7 @@
  *    fails its rows with -ENOENT, and the other shards are served on.
  */
 #include "common/docorder.h"
-#include "daemon/llmc.h"
+#include "daemon/source/llmc.h"
 #include "worker_fixture.h"
 
 #define ROW_BYTES ((TOK_SEQ_LEN + 1) * 2) /* uint16 tokens as stored */

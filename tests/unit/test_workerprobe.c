@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/workerprobe: the real loaderd-worker of this build
+ * Unit tests for daemon/pool/workerprobe: the real loaderd-worker of this build
  * answers `--probe` and passes; every other kind of program is refused
  * with a reason that says what happened: missing, a directory, a FIFO,
  * not executable, not runnable (no #!), found or not in $PATH, an exit
@@ -24,7 +24,7 @@
 
 #include <cmocka.h>
 
-#include "daemon/workerprobe.h"
+#include "daemon/pool/workerprobe.h"
 #include "shm/layout.h"
 
 #define DEADLINE_MS 10000

@@ -1,0 +1,327 @@
+/*
+ * config: reads loaderd's INI file into struct config (config.h). Every key
+ * accepted is documented in docs/config.md; the two change together. This
+ * file reads the file and tracks the sections; config_keys.c holds the keys
+ * and parses each value; config_check.c checks what involves several keys
+ * (config_impl.h says what they share).
+ *
+ * inih splits "key = value" lines and strips comments; the rest is done
+ * here, because inih's own bookkeeping is too coarse for the errors we
+ * promise ("FILE:LINE: message" for the first bad line):
+ *  - config_read_line() is the reader given to ini_parse_stream. It returns
+ *    exactly one physical line per call, so inih's line count and ours
+ *    agree. It strips leading whitespace, so inih never sees a continuation
+ *    line (indentation is free, multi-line values do not exist). It handles
+ *    section headers itself: inih calls the handler only for keys, so an
+ *    empty or misspelt section would pass unnoticed, and it truncates
+ *    section names to 49 bytes. A key line longer than inih's fixed line
+ *    buffer (200 bytes, too short for a data path) reaches inih without its
+ *    value; the value travels in struct config_parse instead.
+ *  - config_on_key() is the handler: one key, looked up in its section's
+ *    table, parsed and range-checked (config_set_value).
+ *  - checks that involve several keys (required keys, keys of the other
+ *    source kind, token widths, default_depth <= max_depth) run when a
+ *    section or the file ends (config_pipeline_end, config_finish).
+ * The first error recorded ends the parse.
+ */
+#include "daemon/config/config_impl.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ini.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/errtext.h"
+#include "common/position.h"
+#include "common/regfile.h"
+
+/* A position token carries the pipeline's name: every name is one it can. */
+#define PIPELINE_NAME_MAX POSITION_NAME_MAX
+_Static_assert(POSITION_NAME_MAX < PROTO_NAME_MAX, "a pipeline name fits HELLO's field");
+
+void config_fail(struct config_parse *p, int line, const char *fmt, ...)
+{
+	if (p->err_line)
+		return;
+	p->err_line = line;
+	if (p->err_cap == 0)
+		return;
+	/* The prefix first; a message that does not fit after it is dropped. */
+	errtext(p->err, p->err_cap, -EINVAL, "%s:%d: ", p->c->file, line);
+	size_t n = strlen(p->err);
+	va_list ap;
+	va_start(ap, fmt);
+	verrtext(p->err + n, p->err_cap - n, -EINVAL, fmt, ap);
+	va_end(ap);
+}
+
+static void config_section_end(struct config_parse *p)
+{
+	if (p->section == CONFIG_SECTION_PIPELINE && !p->err_line)
+		config_pipeline_end(p);
+	p->section = CONFIG_SECTION_NONE;
+	p->pipeline = NULL;
+}
+
+static void config_pipeline_begin(struct config_parse *p, const char *name, size_t len)
+{
+	struct config *c = p->c;
+	if (!position_name_valid(name, len)) {
+		config_fail(p, p->lineno, "invalid pipeline name \"%.*s\" (1 to %d characters "
+			    "of A-Z a-z 0-9 _ . -)", (int)len, name, PIPELINE_NAME_MAX);
+		return;
+	}
+	for (size_t i = 0; i < c->n_pipelines; i++) {
+		if (strlen(c->pipelines[i].name) == len && memcmp(c->pipelines[i].name, name, len) == 0) {
+			config_fail(p, p->lineno, "duplicate pipeline \"%.*s\" (first defined on line %d)",
+				    (int)len, name, c->pipelines[i].line);
+			return;
+		}
+	}
+	if (c->n_pipelines == ARENA_PIPELINES_MAX) {
+		config_fail(p, p->lineno, "too many pipelines (at most %d)", ARENA_PIPELINES_MAX);
+		return;
+	}
+	struct pipeline_cfg *pl = &c->pipelines[c->n_pipelines++];
+	memset(pl, 0, sizeof(*pl));
+	memcpy(pl->name, name, len);
+	pl->line = p->lineno;
+	config_pipeline_defaults(pl);
+	p->pipeline = pl;
+	p->section = CONFIG_SECTION_PIPELINE;
+	snprintf(p->label, sizeof(p->label), "[pipeline.%s]", pl->name);
+	p->keys = config_pipeline_keys;
+	p->n_keys = CONFIG_PK_COUNT;
+	p->pipeline_key_line = pl->key_line; /* zeroed with pl */
+	p->key_line = p->pipeline_key_line;
+	p->base = pl;
+}
+
+/* A "[name]" header on the current line: name is not NUL-terminated. */
+static void config_section_begin(struct config_parse *p, const char *name, size_t len)
+{
+	config_section_end(p);
+	if (p->err_line)
+		return;
+	if (len == 6 && memcmp(name, "daemon", 6) == 0) {
+		if (p->daemon_line) {
+			config_fail(p, p->lineno, "duplicate section [daemon] (first defined on line %d)",
+				    p->daemon_line);
+			return;
+		}
+		p->daemon_line = p->lineno;
+		p->section = CONFIG_SECTION_DAEMON;
+		snprintf(p->label, sizeof(p->label), "[daemon]");
+		p->keys = config_daemon_keys;
+		p->n_keys = CONFIG_DK_COUNT;
+		p->key_line = p->daemon_key_line;
+		p->base = p->c;
+	} else if (len >= 9 && memcmp(name, "pipeline.", 9) == 0) {
+		config_pipeline_begin(p, name + 9, len - 9);
+	} else {
+		config_fail(p, p->lineno, "unknown section [%.*s]", (int)len, name);
+	}
+}
+
+static int config_on_key(void *user, const char *section, const char *name, const char *value)
+{
+	struct config_parse *p = user;
+	/* section is inih's view, truncated to 49 bytes; the reader tracks the
+	 * real one in p->section. */
+	if (p->err_line)
+		return 0;
+	if (p->long_value_line == p->lineno)
+		value = p->long_value;
+	if (p->section == CONFIG_SECTION_NONE) {
+		config_fail(p, p->lineno, "key \"%s\" is outside any section", name);
+		return 0;
+	}
+	size_t key = 0;
+	while (key < p->n_keys && strcmp(p->keys[key].name, name) != 0)
+		key++;
+	if (key == p->n_keys) {
+		config_fail(p, p->lineno, "unknown key \"%s\" in %s", name, p->label);
+		return 0;
+	}
+	if (p->key_line[key]) {
+		config_fail(p, p->lineno, "duplicate key \"%s\" in %s (first set on line %d)",
+			    name, p->label, p->key_line[key]);
+		return 0;
+	}
+	p->key_line[key] = p->lineno;
+	config_set_value(p, &p->keys[key], p->base, value);
+	return p->err_line == 0;
+}
+
+/* inih's rule for the end of a token: the first of chars (if any), or an
+ * inline comment (';' after whitespace), or the end of the string. */
+static const char *config_find_chars_or_comment(const char *s, const char *chars)
+{
+	bool was_space = false;
+	while (*s && !(chars && strchr(chars, *s)) && !(was_space && *s == ';')) {
+		was_space = isspace((unsigned char)*s);
+		s++;
+	}
+	return s;
+}
+
+/* A line that does not fit inih's buffer: hand inih "KEY=" and keep the
+ * value, trimmed the way inih trims values, for config_on_key. */
+static char *config_read_long_pair(struct config_parse *p, const char *s, char *str, int num)
+{
+	const char *sep = config_find_chars_or_comment(s, "=:");
+	size_t key_len = (size_t)(sep - s);
+	if (*sep == '\0' || *sep == ';' || key_len + 3 > (size_t)num) {
+		config_fail(p, p->lineno, "syntax error");
+		return NULL;
+	}
+	const char *value = sep + 1;
+	const char *end = config_find_chars_or_comment(value, NULL);
+	while (value < end && isspace((unsigned char)*value))
+		value++;
+	while (end > value && isspace((unsigned char)end[-1]))
+		end--;
+	memcpy(p->long_value, value, (size_t)(end - value));
+	p->long_value[end - value] = '\0';
+	p->long_value_line = p->lineno;
+	memcpy(str, s, key_len);
+	memcpy(str + key_len, "=\n", 3);
+	return str;
+}
+
+/* The ini_reader: see the top of this file. */
+static char *config_read_line(char *str, int num, void *stream)
+{
+	struct config_parse *p = stream;
+	if (p->err_line || num < 3)
+		return NULL;
+	size_t len = 0;
+	bool too_long = false, has_nul = false;
+	int ch;
+	errno = 0;
+	while ((ch = getc(p->f)) != EOF && ch != '\n') {
+		if (ch == '\0')
+			has_nul = true;
+		if (len < CONFIG_LINE_MAX)
+			p->line[len++] = (char)ch;
+		else
+			too_long = true;
+	}
+	if (ch == EOF && ferror(p->f)) {
+		p->read_errno = errno ? errno : EIO;
+		return NULL;
+	}
+	if (ch == EOF && len == 0)
+		return NULL;
+	p->line[len] = '\0';
+	p->lineno++;
+	if (too_long || has_nul) {
+		if (too_long)
+			config_fail(p, p->lineno, "line is longer than %d bytes", CONFIG_LINE_MAX);
+		else
+			config_fail(p, p->lineno, "line contains a NUL byte");
+		return NULL;
+	}
+	char *s = p->line;
+	if (p->lineno == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
+		s += 3; /* UTF-8 byte order mark */
+	while (isspace((unsigned char)*s))
+		s++;
+	if (*s == '\0' || *s == ';' || *s == '#') {
+		memcpy(str, "\n", 2);
+		return str;
+	}
+	if (*s == '[') {
+		char *close = strchr(s + 1, ']');
+		const char *rest = close ? close + 1 : "";
+		while (isspace((unsigned char)*rest))
+			rest++;
+		if (!close || (*rest && *rest != ';' && *rest != '#')) {
+			config_fail(p, p->lineno, "syntax error");
+			return NULL;
+		}
+		config_section_begin(p, s + 1, (size_t)(close - s - 1));
+		memcpy(str, "\n", 2);
+		return p->err_line ? NULL : str;
+	}
+	size_t n = strlen(s);
+	if (n + 2 > (size_t)num)
+		return config_read_long_pair(p, s, str, num);
+	memcpy(str, s, n);
+	memcpy(str + n, "\n", 2);
+	return str;
+}
+
+int config_load(const char *path, struct config *c, char *err, size_t err_cap)
+{
+	struct config_parse *p = NULL;
+	int ret = 0;
+	config_defaults(c);
+	if (err_cap)
+		err[0] = '\0';
+	if (!path || !*path)
+		return 0;
+	if (strlen(path) >= sizeof(c->file)) {
+		ret = -ENAMETOOLONG;
+		goto report_errno;
+	}
+	snprintf(c->file, sizeof(c->file), "%s", path);
+	p = calloc(1, sizeof(*p));
+	if (!p) {
+		ret = -ENOMEM;
+		goto report_errno;
+	}
+	p->c = c;
+	p->daemon_key_line = c->key_line;
+	p->err = err;
+	p->err_cap = err_cap;
+	/* A regular file only: fopen of a FIFO would block (at start, and in
+	 * the event loop on a reload) until a writer came. */
+	struct stat st;
+	int fd = regfile_open(AT_FDCWD, path, &st);
+	if (fd == REGFILE_NOT_REGULAR) {
+		ret = errtext(err, err_cap, -EINVAL, "%s: not a regular file (%s)", path,
+			      regfile_kind(st.st_mode));
+		goto free_parse;
+	}
+	if (fd < 0) {
+		ret = fd;
+		goto free_parse;
+	}
+	p->f = fdopen(fd, "r");
+	if (!p->f) {
+		ret = -errno;
+		close(fd);
+		goto free_parse;
+	}
+	int bad_line = ini_parse_stream(config_read_line, p, config_on_key, p);
+	if (p->read_errno)
+		ret = -p->read_errno;
+	else if (bad_line < 0) /* inih could not allocate its line buffer */
+		ret = -ENOMEM;
+	if (ret)
+		goto close_file;
+	if (bad_line > 0 && (!p->err_line || bad_line < p->err_line)) {
+		p->err_line = 0; /* a line inih rejected comes first */
+		config_fail(p, bad_line, "syntax error");
+	}
+	if (!p->err_line) {
+		config_section_end(p);
+		config_finish(p);
+	}
+	if (p->err_line)
+		ret = -EINVAL;
+close_file:
+	fclose(p->f);
+free_parse:
+	free(p);
+	if (ret == 0 || ret == -EINVAL)
+		return ret;
+report_errno:
+	return errtext(err, err_cap, ret, "%s: %s", path, strerror(-ret));
+}

@@ -1,0 +1,271 @@
+/*
+ * config_check: what a single key's parser cannot check, because it
+ * involves several keys: at the end of a pipeline's section (required
+ * keys, keys of another source kind, mean/std against dtype, token
+ * widths), and at the end of the file (max_workers against workers,
+ * max_decode_ms against worker_timeout_ms, default_depth against
+ * max_depth). Also the questions asked of a loaded config: a pipeline by
+ * name, the line a key was set on, and what differs between two of them
+ * (a reload).
+ */
+#include "daemon/config/config_impl.h"
+
+#include <string.h>
+
+/* config_token_types[] entry of a dtype set from token_output; the dtype is valid. */
+static const struct config_token_name *config_token_of(uint32_t dtype)
+{
+	size_t i = 0;
+	while (i < CONFIG_TOKEN_TYPES_COUNT - 1 && config_token_types[i].dtype != dtype)
+		i++;
+	return &config_token_types[i];
+}
+
+/* A token pipeline's outputs: "tokens" and any of "positions",
+ * "loss_mask", "cu_seqlens", separated by spaces or commas, into
+ * pl->outputs; the ones past tokens need eod_token. false after a
+ * config_fail on the line of the key at fault. */
+bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
+{
+	static const struct { const char *name; uint32_t bit; } names[] = {
+		{"tokens", 0}, {"positions", CONFIG_OUTPUT_POSITIONS},
+		{"loss_mask", CONFIG_OUTPUT_LOSS_MASK}, {"cu_seqlens", CONFIG_OUTPUT_CU_SEQLENS},
+	};
+	pl->outputs = 0;
+	bool tokens = !line[CONFIG_PK_OUTPUTS];
+	const char *s = pl->outputs_text;
+	while (*s) {
+		size_t n = strcspn(s, " ,\t");
+		if (n == 0) {
+			s++;
+			continue;
+		}
+		size_t k = 0;
+		while (k < sizeof(names) / sizeof(names[0]) &&
+		       (strlen(names[k].name) != n || strncmp(s, names[k].name, n) != 0))
+			k++;
+		if (k == sizeof(names) / sizeof(names[0])) {
+			config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs: \"%.*s\" is not tokens, "
+				    "positions, loss_mask or cu_seqlens", p->label, (int)n, s);
+			return false;
+		}
+		tokens |= names[k].bit == 0;
+		pl->outputs |= names[k].bit;
+		s += n;
+	}
+	if (!tokens) {
+		config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs: \"%s\" must name tokens (the "
+			    "others are computed from them)", p->label, pl->outputs_text);
+		return false;
+	}
+	if (pl->outputs && pl->direct) {
+		config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on delivers the file's tokens as they "
+			    "are; outputs %s are computed by the workers", p->label, pl->outputs_text);
+		return false;
+	}
+	if (pl->outputs && !line[CONFIG_PK_EOD_TOKEN]) {
+		config_fail(p, line[CONFIG_PK_OUTPUTS], "%s outputs %s need eod_token (where "
+			    "documents end)", p->label, pl->outputs_text);
+		return false;
+	}
+	return true;
+}
+
+/* The first missing required key (at the header's line), then the first
+ * key of the other source kind, then mean/std or the width of
+ * token_output. */
+void config_pipeline_end(struct config_parse *p)
+{
+	const struct config_key *keys = config_pipeline_keys;
+	struct pipeline_cfg *pl = p->pipeline;
+	const int *line = p->pipeline_key_line;
+	if (pl->n_members) {
+		config_blend_end(p);
+		return;
+	}
+	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
+			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
+			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON :
+			pl->kind == SOURCE_LLMC ? CONFIG_KEY_LLMC : CONFIG_KEY_IMAGE;
+	size_t bad = line[CONFIG_PK_SOURCE] ? CONFIG_PK_COUNT : CONFIG_PK_SOURCE;
+	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
+		if (!line[k] && (keys[k].flags & kind) && (keys[k].flags & CONFIG_KEY_REQUIRED))
+			bad = k;
+	if (bad != CONFIG_PK_COUNT) {
+		config_fail(p, pl->line, "%s missing required key \"%s\"", p->label, keys[bad].name);
+		return;
+	}
+	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
+		if (line[k] && !(keys[k].flags & kind) && (bad == CONFIG_PK_COUNT || line[k] < line[bad]))
+			bad = k;
+	if (bad != CONFIG_PK_COUNT) {
+		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
+			    keys[bad].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
+			    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
+			    kind == CONFIG_KEY_LLMC ? "n llmc" :
+			    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
+		return;
+	}
+	if (kind == CONFIG_KEY_IMAGE) {
+		int at = line[CONFIG_PK_MEAN] ? line[CONFIG_PK_MEAN] : line[CONFIG_PK_STD];
+		if (at && pl->dtype == IMAGE_UINT8)
+			config_fail(p, at, "%s %s needs dtype float16 or float32 (uint8 images are not "
+				    "normalised)", p->label, line[CONFIG_PK_MEAN] ? "mean" : "std");
+		return;
+	}
+	if (kind == CONFIG_KEY_RAW)
+		return;
+	if (!config_outputs(p, pl, line))
+		return;
+	/* megatron: the stored token type is the index's, checked at start
+	 * (daemon/source/source.c); token_output stays unset for "as stored". */
+	if (kind == CONFIG_KEY_MEGATRON) {
+		if (!line[CONFIG_PK_DOCUMENT_SHUFFLE])
+			pl->document_shuffle = pl->shuffle;
+		if (pl->direct && pl->document_shuffle)
+			config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on reads each sample as one "
+				    "range of the file, but document_shuffle%s makes a sample of several "
+				    "documents in the epoch's order: set document_shuffle = off", p->label,
+				    line[CONFIG_PK_DOCUMENT_SHUFFLE] ? " = on" : " (on, as shuffle is)");
+		return;
+	}
+	/* llmc: uint16 tokens, as llm.c writes them (daemon/source/llmc.h) */
+	if (kind == CONFIG_KEY_LLMC)
+		pl->token_bytes = 2;
+	const struct config_token_name *stored =
+		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];
+	const struct config_token_name *out = config_token_of(pl->token_out_dtype);
+	if (!line[CONFIG_PK_TOKEN_OUTPUT])
+		pl->token_out_dtype = stored->dtype;
+	else if (out->bytes < pl->token_bytes)
+		config_fail(p, line[CONFIG_PK_TOKEN_OUTPUT],
+			    "%s token_output: \"%s\" is narrower than token_dtype %s", p->label,
+			    out->name, stored->name);
+	else if (pl->direct && out->bytes != pl->token_bytes)
+		config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on needs tokens delivered as stored, "
+			    "but token_output %s widens token_dtype %s on the CPU", p->label,
+			    out->name, stored->name);
+}
+
+void config_finish(struct config_parse *p)
+{
+	struct config *c = p->c;
+	c->max_workers_given = p->daemon_key_line[CONFIG_DK_MAX_WORKERS] != 0;
+	if (!c->max_workers_given) { /* default: max(workers, CPUs), at most 256 */
+		long cpus = config_cpus();
+		c->max_workers = cpus > ARENA_WORKERS_MAX ? ARENA_WORKERS_MAX : cpus < 1 ? 1 : (uint32_t)cpus;
+		if (c->max_workers < c->workers)
+			c->max_workers = c->workers;
+	} else if (c->max_workers < c->workers) {
+		config_fail(p, p->daemon_key_line[CONFIG_DK_MAX_WORKERS],
+			    "[daemon] max_workers: \"%u\" is less than workers (%u)", c->max_workers,
+			    c->workers);
+		return;
+	}
+	/* A worker may spend max_decode_ms on one image between two signs of
+	 * life: the watchdog must give it longer than that. */
+	for (size_t i = 0; i < c->n_pipelines; i++) {
+		const struct pipeline_cfg *pl = &c->pipelines[i];
+		if ((pl->kind == SOURCE_IMAGEFOLDER || pl->kind == SOURCE_TAR) &&
+		    pl->max_decode_ms >= c->worker_timeout_ms) {
+			int wl = p->daemon_key_line[CONFIG_DK_WORKER_TIMEOUT_MS];
+			config_fail(p, wl ? wl : pl->line, "[pipeline.%s] max_decode_ms (%u) must be below "
+				    "[daemon] worker_timeout_ms (%u): a worker decoding one image that long "
+				    "would be taken for a stuck one", pl->name, pl->max_decode_ms,
+				    c->worker_timeout_ms);
+			return;
+		}
+	}
+	/* GPU decoding needs device delivery, and the staging slots page-locked
+	 * (the hardware decoder reads each JPEG from the slot). decode = auto
+	 * quietly means the workers without them. */
+	for (size_t i = 0; i < c->n_pipelines; i++) {
+		struct pipeline_cfg *pl = &c->pipelines[i];
+		if (pl->kind != SOURCE_IMAGEFOLDER && pl->kind != SOURCE_TAR)
+			continue;
+		const char *why = c->gpu == GPU_OFF ? "gpu = off" :
+				  c->pin == PIN_COPY ? "pin = copy (the hardware decoder reads each "
+				  "JPEG from the page-locked staging slot: pin = register)" : NULL;
+		if (why && pl->decode == DECODE_GPU) {
+			config_fail(p, pl->key_line[CONFIG_PK_DECODE], "[pipeline.%s] decode = gpu is not "
+				    "possible with [daemon] %s", pl->name, why);
+			return;
+		}
+		if (why)
+			pl->decode = DECODE_CPU;
+	}
+	int line = p->daemon_key_line[CONFIG_DK_DEFAULT_DEPTH];
+	if (c->default_depth <= c->max_depth)
+		return;
+	if (!line) { /* the default, 4, yields to a smaller max_depth */
+		c->default_depth = c->max_depth;
+		return;
+	}
+	config_fail(p, line, "[daemon] default_depth: \"%u\" is not an integer in 1..%u (max_depth)",
+		    c->default_depth, c->max_depth);
+}
+
+const struct pipeline_cfg *config_pipeline(const struct config *c, const char *name)
+{
+	for (size_t i = 0; i < c->n_pipelines; i++)
+		if (strcmp(c->pipelines[i].name, name) == 0)
+			return &c->pipelines[i];
+	return NULL;
+}
+
+int config_key_line(const struct config *c, const struct pipeline_cfg *pipeline, const char *key)
+{
+	const struct config_key *keys = pipeline ? config_pipeline_keys : config_daemon_keys;
+	size_t n = pipeline ? CONFIG_PK_COUNT : CONFIG_DK_COUNT;
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(keys[i].name, key) == 0)
+			return pipeline ? pipeline->key_line[i] : c->key_line[i];
+	return 0;
+}
+
+/* Whether key k holds the same value in the structs at a and b. */
+static bool config_key_equal(const struct config_key *k, const void *a, const void *b)
+{
+	const char *fa = (const char *)a + k->offset, *fb = (const char *)b + k->offset;
+	switch (k->type) {
+	case CONFIG_VALUE_STRING:
+	case CONFIG_VALUE_TRANSFORM:
+		return strcmp(fa, fb) == 0;
+	case CONFIG_VALUE_SOURCE: {
+		const struct pipeline_cfg *pa = a, *pb = b;
+		if (pa->kind != pb->kind || strcmp(fa, fb) != 0 || pa->n_members != pb->n_members)
+			return false;
+		for (uint32_t m = 0; m < pa->n_members; m++)
+			if (pa->members[m].kind != pb->members[m].kind ||
+			    pa->members[m].weight != pb->members[m].weight ||
+			    strcmp(pa->member_paths + pa->members[m].path_at,
+				   pb->member_paths + pb->members[m].path_at) != 0)
+				return false;
+		return true;
+	}
+	default:
+		return memcmp(fa, fb, k->size) == 0;
+	}
+}
+
+void config_diff(const struct config *a, const struct config *b,
+		 void (*fn)(void *ctx, const char *pipeline, const char *key), void *ctx)
+{
+	for (size_t i = 0; i < CONFIG_DK_COUNT; i++)
+		if (!config_key_equal(&config_daemon_keys[i], a, b))
+			fn(ctx, NULL, config_daemon_keys[i].name);
+	for (size_t i = 0; i < a->n_pipelines; i++) {
+		const struct pipeline_cfg *pa = &a->pipelines[i];
+		const struct pipeline_cfg *pb = config_pipeline(b, pa->name);
+		if (!pb) {
+			fn(ctx, pa->name, "(removed)");
+			continue;
+		}
+		for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
+			if (!config_key_equal(&config_pipeline_keys[k], pa, pb))
+				fn(ctx, pa->name, config_pipeline_keys[k].name);
+	}
+	for (size_t i = 0; i < b->n_pipelines; i++)
+		if (!config_pipeline(a, b->pipelines[i].name))
+			fn(ctx, b->pipelines[i].name, "(added)");
+}

@@ -1,0 +1,175 @@
+/*
+ * config_impl.h: what the configuration parser's files share, and nothing
+ * else includes:
+ *  - config.c: reading the file line by line through inih, the sections,
+ *    the parse state below and its first-error rule (config_fail);
+ *  - config_keys.c: the table of every key (type, field, limits), the
+ *    defaults, and the parser of each value type;
+ *  - config_check.c: the checks that need a whole section or the whole
+ *    file, and the lookups and comparison of a loaded config.
+ */
+#ifndef LDR_DAEMON_CONFIG_IMPL_H
+#define LDR_DAEMON_CONFIG_IMPL_H
+
+#include <stdio.h>
+
+#include "daemon/config/config.h"
+
+/* Longest physical line accepted: room for "source = tokens:" and a path
+ * of ARENA_PATH_MAX - 1 bytes, with spaces and a comment. */
+#define CONFIG_LINE_MAX (ARENA_PATH_MAX + 256)
+
+enum config_value_type {
+	CONFIG_VALUE_UINT,         /* decimal integer in min..max, into a uint32_t or uint64_t */
+	CONFIG_VALUE_BOOL,
+	CONFIG_VALUE_SIZE,         /* config_parse_size, in min..max */
+	CONFIG_VALUE_MODE,         /* octal, 0..0777 */
+	CONFIG_VALUE_STRING,       /* at most max bytes; "" = the default */
+	CONFIG_VALUE_LOG_LEVEL,
+	CONFIG_VALUE_SOURCE,       /* KIND:PATH, KIND as config_source_name spells it */
+	CONFIG_VALUE_TOKEN_STORED, /* uint16|uint32 -> token_bytes 2|4 */
+	CONFIG_VALUE_TOKEN_OUTPUT, /* uint16|uint32|int32|int64 -> enum proto_dtype */
+	CONFIG_VALUE_CHOICE,       /* one of config_key.choices -> its index, into a uint32_t */
+	CONFIG_VALUE_TRANSFORM,    /* a transform chain (image/transform.h), kept as text */
+	CONFIG_VALUE_RGB,          /* three decimal numbers "R,G,B", into a double[3] */
+	CONFIG_VALUE_SPLIT,        /* "A,B,C" split weights (common/split.h), into a double[3] */
+	CONFIG_VALUE_TYPES,
+};
+
+/* Pipeline keys: the source kinds a key applies to, and whether one of
+ * those kinds requires it. */
+#define CONFIG_KEY_RAW 0x1u
+#define CONFIG_KEY_TOKENS 0x2u
+#define CONFIG_KEY_IMAGE 0x8u
+#define CONFIG_KEY_MEGATRON 0x10u
+#define CONFIG_KEY_LLMC 0x20u
+#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_blend.c) */
+#define CONFIG_KEY_REQUIRED 0x4u
+#define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON | \
+			     CONFIG_KEY_LLMC)
+
+struct config_key {
+	const char *name;
+	enum config_value_type type;
+	size_t offset; /* of the field in struct config or struct pipeline_cfg */
+	size_t size;   /* of that field */
+	uint64_t min, max;
+	unsigned flags; /* CONFIG_KEY_* */
+	const char *const *choices; /* CONFIG_VALUE_CHOICE: the names, NULL-terminated */
+};
+
+/* The keys of [daemon], indexes into config_daemon_keys and config's key_line. */
+enum config_daemon_key {
+	CONFIG_DK_SOCKET, CONFIG_DK_WORKERS, CONFIG_DK_SHM_BYTES, CONFIG_DK_STAGING_SLOTS,
+	CONFIG_DK_DEFAULT_DEPTH, CONFIG_DK_MAX_DEPTH, CONFIG_DK_MAX_CLIENTS, CONFIG_DK_SOCKET_GROUP,
+	CONFIG_DK_SOCKET_MODE, CONFIG_DK_WORKER_PROGRAM, CONFIG_DK_LOG_LEVEL, CONFIG_DK_GPU,
+	CONFIG_DK_PIN, CONFIG_DK_PINNED_SLOTS, CONFIG_DK_PIN_THREADS, CONFIG_DK_DEVICE_SLOTS,
+	CONFIG_DK_MAX_WORKERS, CONFIG_DK_WORKER_TIMEOUT_MS, CONFIG_DK_HANDSHAKE_TIMEOUT_MS,
+	CONFIG_DK_MAX_HANDSHAKES, CONFIG_DK_GPU_THREADS, CONFIG_DK_NVJPEG_LIBRARY,
+	CONFIG_DK_GPU_DECODE_MEMORY, CONFIG_DK_GPU_DECODE_THREADS, CONFIG_DK_GPU_DECODE_HELPERS,
+	CONFIG_DK_GROUP_TIMEOUT_MS, CONFIG_DK_COUNT,
+};
+_Static_assert(CONFIG_DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
+
+/* The keys of [pipeline.NAME], indexes into config_pipeline_keys and a
+ * pipeline's key_line. */
+enum config_pipeline_key {
+	CONFIG_PK_SOURCE, CONFIG_PK_BATCH_SIZE, CONFIG_PK_SHUFFLE, CONFIG_PK_SEED,
+	CONFIG_PK_DROP_LAST, CONFIG_PK_CHUNK, CONFIG_PK_RECORD_BYTES, CONFIG_PK_TOKEN_DTYPE,
+	CONFIG_PK_SEQ_LEN, CONFIG_PK_TOKEN_OUTPUT, CONFIG_PK_DIRECT, CONFIG_PK_TRANSFORM,
+	CONFIG_PK_LAYOUT, CONFIG_PK_DTYPE, CONFIG_PK_MEAN, CONFIG_PK_STD, CONFIG_PK_ON_ERROR,
+	CONFIG_PK_MAX_IMAGE_PIXELS, CONFIG_PK_MAX_DECODE_MS, CONFIG_PK_DECODE,
+	CONFIG_PK_GPU_DECODE_PERCENT, CONFIG_PK_MAX_IMAGE_BYTES, CONFIG_PK_OUTPUTS,
+	CONFIG_PK_EOD_TOKEN, CONFIG_PK_EOD_MASK_LOSS, CONFIG_PK_MAX_DOCUMENTS, CONFIG_PK_SPLIT,
+	CONFIG_PK_DOCUMENT_SHUFFLE, CONFIG_PK_BLEND_SAMPLES, CONFIG_PK_GPU_DECODE_CHECK,
+	CONFIG_PK_DECODE_SCALE,
+	CONFIG_PK_COUNT,
+};
+_Static_assert(CONFIG_PK_COUNT <= CONFIG_KEYS_MAX, "struct pipeline_cfg's key_line holds every key");
+
+extern const struct config_key config_daemon_keys[CONFIG_DK_COUNT];
+extern const struct config_key config_pipeline_keys[CONFIG_PK_COUNT];
+
+/* token_dtype / token_output names: the storable ones first. */
+enum config_token_type {
+	CONFIG_TOKEN_UINT16, CONFIG_TOKEN_UINT32, CONFIG_TOKEN_INT32, CONFIG_TOKEN_INT64,
+	CONFIG_TOKEN_TYPES_COUNT,
+	CONFIG_TOKEN_TYPES_STORED = CONFIG_TOKEN_INT32, /* how many token_dtype takes */
+};
+
+struct config_token_name {
+	const char *name;
+	uint32_t dtype; /* enum proto_dtype */
+	uint32_t bytes;
+};
+extern const struct config_token_name config_token_types[CONFIG_TOKEN_TYPES_COUNT];
+
+enum config_section { CONFIG_SECTION_NONE, CONFIG_SECTION_DAEMON, CONFIG_SECTION_PIPELINE };
+
+/* One config_load: the file, where the reader is, and the first error. */
+struct config_parse {
+	struct config *c;
+	FILE *f;
+	char *err;
+	size_t err_cap;
+	int lineno;                /* physical line last read */
+	int read_errno;            /* nonzero: reading the file failed */
+	int err_line;              /* line of the first error, 0 = none yet */
+	enum config_section section;
+	char label[16 + PROTO_NAME_MAX]; /* "[daemon]", "[pipeline.NAME]" */
+	const struct config_key *keys; /* the current section's keys... */
+	size_t n_keys;
+	int *key_line;             /* ...the line each was set on (0 = unset)... */
+	void *base;                /* ...and the struct they are stored in */
+	int daemon_line;           /* line of [daemon], 0 = none seen */
+	int *daemon_key_line;      /* c->key_line: the line each key was set on, 0 = unset */
+	int *pipeline_key_line;    /* the current pipeline's key_line */
+	struct pipeline_cfg *pipeline;   /* the current pipeline */
+	int long_value_line;       /* the line whose value is in long_value */
+	char long_value[CONFIG_LINE_MAX + 1];
+	char line[CONFIG_LINE_MAX + 1];
+};
+
+/* config.c: records "FILE:LINE: message" in p's err, unless an error is
+ * recorded already: the first one ends the parse and is the one reported. */
+void config_fail(struct config_parse *p, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* config_keys.c */
+/* CPUs loaderd may run on: its affinity mask, else the online count. */
+long config_cpus(void);
+/* A new pipeline's defaults, in pl (zeroed by the caller). */
+void config_pipeline_defaults(struct pipeline_cfg *pl);
+/* Parses value into the field k describes within base (struct config or
+ * struct pipeline_cfg); on failure records the error and leaves the field. */
+void config_set_value(struct config_parse *p, const struct config_key *k, void *base,
+		      const char *value);
+
+/* One source "KIND:PATH" of `source`: its kind, and its path resolved
+ * against the config file's directory into path (cap bytes, at most
+ * ARENA_PATH_MAX); a tar or llmc pattern's syntax checked. false when it
+ * recorded an error. */
+bool config_source_item(struct config_parse *p, const struct config_key *k, const char *value,
+			enum source_kind *kind, char *path, size_t cap);
+
+/* config_blend.c */
+/* Whether `source`'s value is a list of sources: an item after a comma
+ * (outside a pattern's braces) starts with a source kind and ':'. A path
+ * with a comma of its own stays one source. */
+bool config_is_blend(const char *value);
+/* `source` as a list "SOURCE WEIGHT, SOURCE WEIGHT, ...": the current
+ * pipeline's members. */
+void config_value_blend(struct config_parse *p, const struct config_key *k, const char *value);
+/* The end-of-section checks of a blend (config_pipeline_end's for one
+ * source, over the kinds of its members). */
+void config_blend_end(struct config_parse *p);
+
+/* config_check.c */
+/* Outputs and eod_token of a token pipeline; false when it recorded an error. */
+bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line);
+/* Checks of the pipeline whose section ends, that need all its keys. */
+void config_pipeline_end(struct config_parse *p);
+/* Checks that need the whole file, and defaults that follow other keys. */
+void config_finish(struct config_parse *p);
+
+#endif

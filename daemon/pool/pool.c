@@ -1,0 +1,399 @@
+/* pool: spawn, feed, resize and stop the worker processes (pool.h); what
+ * happens when one ends is pool_supervise.c. */
+#include "daemon/pool/pool.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/log.h"
+#include "daemon/pool/pool_impl.h"
+#include "daemon/core/status.h"
+#include "worker/worker.h"
+
+_Static_assert(POOL_WORKER_INFLIGHT <= RING_ENTRIES, "completions must always fit the done ring");
+
+void pool_drain_eventfd(int fd)
+{
+	uint64_t v;
+	while (read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
+		;
+}
+
+static void remove_outstanding(struct worker *w, uint64_t item_id)
+{
+	for (uint32_t i = 0; i < w->n_outstanding; i++) {
+		if (w->outstanding[i] == item_id) {
+			w->outstanding[i] = w->outstanding[--w->n_outstanding];
+			return;
+		}
+	}
+	log_warning("worker %u: completion for item %#" PRIx64 " it was not given; ignored",
+		    w->index, item_id);
+}
+
+/* Puts WORK_EXIT on the worker's command ring, behind the items it holds:
+ * it finishes those, then exits 0. */
+static void worker_send_exit(struct worker *w)
+{
+	static const struct work_cmd exit_cmd = {.op = WORK_EXIT};
+	if (w->exit_sent || !ring_push(&w->cmd, &exit_cmd))
+		return;
+	w->exit_sent = true;
+	uint64_t one = 1;
+	ssize_t wr = write(w->cmd_efd, &one, sizeof(one));
+	(void)wr; /* an eventfd write only fails when the counter would overflow */
+}
+
+/* Hands every completion in the worker's ring to the scheduler. */
+void pool_worker_drain(struct worker *w)
+{
+	struct pool *p = w->pool;
+	struct work_done d;
+	while (ring_pop(&w->done, &d)) {
+		if (d.status == WORK_STATUS_READY) {
+			w->ready_this_run = true;
+			w->quick_failures = 0;
+			if (w->state == WORKER_STARTING)
+				w->state = WORKER_RUNNING;
+			if (p->unable && !p->stopping) {
+				p->unable = false;
+				log_notice("worker %u (pid %d) is up: workers run again", w->index, w->pid);
+				p->sink.workers_unable(p->sink.sched, NULL);
+			}
+			if ((d.flags & WORK_FLAG_NO_URING) && !p->pread_noted) {
+				log_warning("io_uring is not available to workers (blocked by a seccomp "
+					    "filter or an old kernel?): they read with pread");
+				p->pread_noted = true;
+			}
+			continue;
+		}
+		remove_outstanding(w, d.item_id);
+		w->items_done++;
+		w->items_this_run++;
+		p->sink.item_done(p->sink.sched, &d);
+	}
+	if (!p->ready_sent && !p->stopping) {
+		for (uint32_t i = 0; i < p->n; i++)
+			if (p->workers[i].state != WORKER_RUNNING)
+				return;
+		p->ready_sent = true;
+		p->life.ready(p->life.ctx);
+	}
+}
+
+static void on_done_readable(uv_poll_t *h, int status, int events)
+{
+	struct worker *w = h->data;
+	pool_drain_eventfd(w->done_efd);
+	pool_worker_drain(w);
+	if (w->state == WORKER_RETIRING)
+		worker_send_exit(w);
+	w->pool->sink.capacity(w->pool->sink.sched);
+}
+
+static void on_handle_closed(uv_handle_t *h)
+{
+	struct pool *p = h->data;
+	if (--p->handles_open == 0)
+		p->life.stopped(p->life.ctx);
+}
+
+/* Once no worker process is left, closes every handle; life.stopped follows. */
+void pool_check_stopped(struct pool *p)
+{
+	if (!p->stopping || p->handles_open != 0)
+		return;
+	for (uint32_t i = 0; i < p->n_init; i++)
+		if (p->workers[i].proc_open)
+			return;
+	uv_timer_stop(&p->kill_timer);
+	p->kill_timer.data = p;
+	p->handles_open++;
+	uv_close((uv_handle_t *)&p->kill_timer, on_handle_closed);
+	uv_timer_stop(&p->watch_timer);
+	p->watch_timer.data = p;
+	p->handles_open++;
+	uv_close((uv_handle_t *)&p->watch_timer, on_handle_closed);
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		w->done_poll.data = p;
+		w->retry_timer.data = p;
+		p->handles_open += 2;
+		uv_close((uv_handle_t *)&w->done_poll, on_handle_closed);
+		uv_close((uv_handle_t *)&w->retry_timer, on_handle_closed);
+	}
+}
+
+int pool_worker_spawn(struct worker *w)
+{
+	struct pool *p = w->pool;
+	ring_reset(&w->cmd);
+	ring_reset(&w->done);
+	w->exit_sent = false; /* an exit queued for the previous process went with the ring */
+	w->ready_this_run = false;
+	w->killed_stuck = false;
+	w->items_this_run = 0;
+	w->started_ms = status_now_ms();
+	w->proc_open = true;
+	pid_t pid = 0;
+	int pidfd = -1;
+	int rc = zygote_fork(p->zygote, w->index, w->cmd_efd, w->done_efd, &pid, &pidfd);
+	if (rc < 0) {
+		pool_spawn_failed(w, rc);
+		return rc;
+	}
+	w->pid = pid;
+	w->pidfd = pidfd;
+	w->state = WORKER_STARTING;
+	return 0;
+}
+
+void pool_worker_kill(struct worker *w, int sig)
+{
+	if (!w->proc_open || w->pid <= 0)
+		return;
+	/* The pidfd cannot name another process: the master is not the
+	 * worker's parent, so a bare pid could have been reaped and reused. */
+	if (w->pidfd >= 0)
+		syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
+	else
+		kill(w->pid, sig);
+}
+
+/* Creates worker i's eventfds; its rings are the arena's. */
+static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
+{
+	struct worker *w = &p->workers[i];
+	w->pool = p;
+	w->index = i;
+	w->pidfd = -1;
+	w->cmd = arena_cmd_ring(p->arena, i);
+	w->done = arena_done_ring(p->arena, i);
+	w->beat = arena_worker_beat(p->arena, i);
+	/* Handed to the worker's process on purpose: sent to the zygote with
+	 * each fork request, which keeps them in that child only. */
+	w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	w->done_efd = w->cmd_efd < 0 ? -1 : eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (w->done_efd < 0) {
+		int rc = -errno;
+		snprintf(err, err_cap, "eventfd for worker %u: %s", i, strerror(errno));
+		if (w->cmd_efd >= 0)
+			close(w->cmd_efd);
+		w->cmd_efd = -1;
+		return rc;
+	}
+	return 0;
+}
+
+/* Worker i's loop handles; from here on pool_stop closes them. */
+static void worker_start_handles(struct pool *p, uint32_t i)
+{
+	struct worker *w = &p->workers[i];
+	uv_timer_init(p->loop, &w->retry_timer);
+	w->retry_timer.data = w;
+	uv_poll_init(p->loop, &w->done_poll, w->done_efd);
+	w->done_poll.data = w;
+	uv_poll_start(&w->done_poll, UV_READABLE, on_done_readable);
+	p->n_init = i + 1;
+}
+
+int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
+	       struct zygote *zygote, const char *program, const struct pool_sink *sink,
+	       const struct pool_life *life, struct pool **out, char *err, size_t err_cap)
+{
+	uint32_t cap = arena->hdr->n_workers_max;
+	if (cfg->workers < 1 || cfg->workers > cap) {
+		snprintf(err, err_cap, "%u workers, but the arena has rings for %u", cfg->workers, cap);
+		return -EINVAL;
+	}
+	struct pool *p = calloc(1, sizeof(*p) + cap * sizeof(struct worker));
+	if (!p)
+		return -ENOMEM;
+	p->loop = loop;
+	p->cfg = cfg;
+	p->arena = arena;
+	p->zygote = zygote;
+	p->sink = *sink;
+	p->life = *life;
+	p->n = cfg->workers;
+	p->cap = cap;
+	snprintf(p->program, sizeof(p->program), "%s", program);
+	for (uint32_t i = 0; i < p->n; i++) {
+		int rc = worker_open(p, i, err, err_cap);
+		if (rc < 0) {
+			for (uint32_t k = 0; k < i; k++) {
+				close(p->workers[k].cmd_efd);
+				close(p->workers[k].done_efd);
+			}
+			free(p);
+			return rc;
+		}
+	}
+	uv_timer_init(loop, &p->kill_timer);
+	p->kill_timer.data = p;
+	pool_watch_start(p);
+	for (uint32_t i = 0; i < p->n; i++)
+		worker_start_handles(p, i);
+	/* Handed out before the first spawn: a spawn that fails may reach
+	 * life.fatal, whose caller stops the pool. */
+	*out = p;
+	for (uint32_t i = 0; i < p->n; i++)
+		pool_worker_spawn(&p->workers[i]);
+	return 0;
+}
+
+int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
+{
+	if (p->stopping) {
+		snprintf(err, err_cap, "the worker pool is stopping");
+		return -ECANCELED;
+	}
+	if (n < 1 || n > p->cap) {
+		snprintf(err, err_cap, "over max_workers = %u, the worker rings reserved at start "
+			 "(raise max_workers and restart loaderd to go beyond)", p->cap);
+		return -ERANGE;
+	}
+	for (uint32_t i = p->n_init; i < n; i++) {
+		int rc = worker_open(p, i, err, err_cap);
+		if (rc < 0)
+			return rc; /* those opened before stay, unused; the count is unchanged */
+		worker_start_handles(p, i);
+	}
+	uint32_t old = p->n;
+	p->n = n;
+	for (uint32_t i = n; i < old; i++) { /* shrinking: these finish their items and exit */
+		struct worker *w = &p->workers[i];
+		if (w->state == WORKER_BACKOFF) {
+			uv_timer_stop(&w->retry_timer);
+			w->state = WORKER_RETIRED;
+		} else if ((w->state == WORKER_STARTING || w->state == WORKER_RUNNING) && w->proc_open &&
+			   w->pid > 0) {
+			w->state = WORKER_RETIRING;
+			worker_send_exit(w);
+		} /* else: it is exiting already, and worker_closed retires it */
+	}
+	for (uint32_t i = old; i < n; i++) { /* growing: spawn those not running */
+		struct worker *w = &p->workers[i];
+		if (w->state == WORKER_RETIRING && !w->exit_sent)
+			w->state = w->ready_this_run ? WORKER_RUNNING : WORKER_STARTING;
+		else if (!w->proc_open && w->state != WORKER_FAILED)
+			pool_worker_spawn(w); /* never spawned, or retired */
+		/* else: exiting, and worker_closed respawns it */
+	}
+	log_info("workers: %u -> %u", old, n);
+	p->sink.capacity(p->sink.sched);
+	return 0;
+}
+
+bool pool_submit(struct pool *p, const struct work_cmd *cmd)
+{
+	struct worker *best = NULL;
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct worker *w = &p->workers[i];
+		if (w->state != WORKER_RUNNING || w->n_outstanding >= POOL_WORKER_INFLIGHT)
+			continue;
+		if (!best || w->n_outstanding < best->n_outstanding)
+			best = w;
+	}
+	if (!best || !ring_push(&best->cmd, cmd))
+		return false;
+	if (best->n_outstanding == 0) { /* the watchdog's clock starts with the first item */
+		best->seen_beats = atomic_load_explicit(&best->beat->beats, memory_order_acquire);
+		best->beat_ms = status_now_ms();
+	}
+	best->outstanding[best->n_outstanding++] = cmd->item_id;
+	uint64_t one = 1;
+	ssize_t wr = write(best->cmd_efd, &one, sizeof(one));
+	(void)wr; /* an eventfd write only fails when the counter would overflow */
+	return true;
+}
+
+static void on_kill_timer(uv_timer_t *t)
+{
+	struct pool *p = t->data;
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		if (w->proc_open && w->pid > 0) {
+			log_warning("worker %u (pid %d) did not exit in time; killing it", w->index, w->pid);
+			pool_worker_kill(w, SIGKILL);
+		}
+	}
+}
+
+void pool_stop(struct pool *p, uint64_t timeout_ms)
+{
+	if (p->stopping)
+		return;
+	p->stopping = true;
+	uv_timer_stop(&p->watch_timer);
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		uv_timer_stop(&w->retry_timer);
+		if (w->proc_open && w->pid > 0) {
+			/* A ring too full for the exit command is covered by the
+			 * kill timer below. */
+			worker_send_exit(w);
+			w->state = WORKER_STOPPING;
+		} else {
+			/* No process: a start that failed and waits only for its
+			 * retry timer, stopped above. */
+			w->proc_open = false;
+			if (w->state != WORKER_FAILED)
+				w->state = WORKER_STOPPED;
+		}
+	}
+	uv_timer_start(&p->kill_timer, on_kill_timer, timeout_ms, 0);
+	pool_check_stopped(p);
+}
+
+void pool_free(struct pool *p)
+{
+	if (!p)
+		return;
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		close(p->workers[i].cmd_efd);
+		close(p->workers[i].done_efd);
+		if (p->workers[i].pidfd >= 0)
+			close(p->workers[i].pidfd);
+	}
+	free(p);
+}
+
+void pool_describe(const struct pool *p, struct status_text *t)
+{
+	unsigned long long now = status_now_ms();
+	/* The worker count, then those still retiring (their line says so). */
+	uint32_t listed = 0;
+	for (uint32_t i = 0; i < p->n_init; i++)
+		listed += i < p->n || p->workers[i].state == WORKER_RETIRING;
+	status_printf(t, "workers: %u\n", listed);
+	struct status_list l;
+	status_list_begin(t, &l, "workers");
+	for (uint32_t i = 0; i < p->n_init; i++) { /* n <= n_init: pool_resize opens before it grows */
+		const struct worker *w = &p->workers[i];
+		if (i >= p->n && w->state != WORKER_RETIRING)
+			continue;
+		if (!status_item_begin(t, &l))
+			continue;
+		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
+			      w->index, w->pid, pool_state_names[w->state], w->items_done,
+			      w->n_outstanding, w->restarts);
+		if (w->last_exit[0])
+			status_printf(t, " last_exit \"%s\"", w->last_exit);
+		if (w->state == WORKER_BACKOFF)
+			status_printf(t, " retry_in_ms %llu", w->retry_at_ms > now ? w->retry_at_ms - now : 0);
+		status_printf(t, "\n");
+		status_item_end(t, &l);
+	}
+	status_list_end(t, &l);
+}

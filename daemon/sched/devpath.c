@@ -1,0 +1,287 @@
+/*
+ * devpath: device delivery on the loop side (sched.h): a device client's
+ * ring of device slots, the batches handed to the GPU thread in order, and
+ * the GPU thread's answers (daemon/gpu/gpuseam.h), which arrive here.
+ */
+#include <assert.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/gpu_uuid.h"
+#include "common/log.h"
+#include "daemon/sched/sched_impl.h"
+
+/* Bytes of a batch of `rows` rows: up to the end of its last tensor. */
+static uint64_t batch_copy_bytes(const struct source *src, uint32_t rows)
+{
+	uint64_t end = 0;
+	for (uint32_t i = 0; i < src->n_tensors; i++) {
+		const struct proto_tensor *t = &src->tensors[i];
+		uint64_t row = proto_dtype_bytes(t->dtype);
+		for (uint32_t d = 1; d < t->ndim; d++)
+			row *= t->shape[d];
+		if (t->offset + row * rows > end)
+			end = t->offset + row * rows;
+	}
+	return end;
+}
+
+/* A free device slot of c. One always exists when a batch is handed on:
+ * in_flight counts batches up to their RELEASE and never exceeds depth. */
+static uint32_t free_dev_slot(const struct sched_client *c)
+{
+	uint32_t d = 0;
+	while (d < c->depth && c->dev[d].state != DEV_FREE)
+		d++;
+	assert(d < c->depth);
+	return d;
+}
+
+/* Asks the GPU thread to copy the batch in staging slot sl into a free
+ * device slot of client c. */
+static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
+{
+	uint32_t d = free_dev_slot(c);
+	struct dev_slot *ds = &c->dev[d];
+	ds->state = DEV_COPYING;
+	ds->generation++;
+	ds->pos = sl->pos;
+	ds->pos.t_handed = sched_now_ns();
+	if (group_follower(c)) /* its epoch is the leader's batch's; the leader's own runs ahead */
+		c->epoch = sl->pos.epoch;
+	sched_stage(c, STAGE_FILL, ds->pos.t_pick, ds->pos.t_filled);
+	sched_stage(c, STAGE_ORDER, ds->pos.t_filled, ds->pos.t_handed);
+	s->gpu.copy(s->gpu.gpu, c->pc, d, (uint32_t)(sl - s->slots), sl->generation,
+		    batch_copy_bytes(&s->sources[c->pipeline], sl->pos.rows), sl->pos.rows);
+}
+
+void devpath_flush(struct sched *s, struct sched_client *c)
+{
+	while (!c->failed) {
+		struct slot *sl = sched_done_slot(s, c, c->pin_seq);
+		if (!sl)
+			return;
+		if (sl->error) {
+			batchfail_batch(s, sl);
+			return;
+		}
+		sl->state = SLOT_PINNING;
+		c->pin_seq++;
+		struct sched_group *g = c->group;
+		if (!g) {
+			hand_copy(s, c, sl);
+			continue;
+		}
+		/* A group's batch: one copy per member from the one staging slot,
+		 * which is free again once the GPU thread has read it for all. */
+		sl->pins = 0;
+		for (uint32_t i = 0; i < g->size; i++)
+			sl->pins += g->members[i] && !g->members[i]->failed;
+		for (uint32_t i = 0; i < g->size; i++) {
+			struct sched_client *m = g->members[i];
+			if (m && !m->failed)
+				hand_copy(s, m, sl);
+		}
+	}
+}
+
+/* A direct client's next batch, straight into a free device slot: the GPU
+ * thread copies its samples from the page-locked file. */
+static void direct_start(struct sched *s, struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	uint32_t d = free_dev_slot(c);
+	struct dev_slot *ds = &c->dev[d];
+	ds->pos = sched_batch_next(c);
+	uint64_t *offsets = malloc(ds->pos.rows * sizeof(*offsets));
+	if (!offsets) {
+		log_error("client %" PRIu64 " (pid %d): out of memory for a batch", c->session,
+			  (int)c->pid);
+		c->failed = true;
+		s->ops.fail(c->conn, ENOMEM, "loaderd is out of memory");
+		return;
+	}
+	for (uint32_t i = 0; i < ds->pos.rows; i++)
+		offsets[i] = src->desc.split_base[c->split] +
+			     sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i) *
+			     src->desc.sample_stride;
+	ds->state = DEV_COPYING;
+	ds->generation++;
+	ds->pos.t_filled = ds->pos.t_handed = ds->pos.t_pick; /* no workers, no order */
+	c->pin_seq++;
+	s->gpu.copy_direct(s->gpu.gpu, c->pc, d, offsets, ds->pos.rows);
+}
+
+void devpath_fill_direct(struct sched *s, struct sched_client *c)
+{
+	while (!c->failed && c->in_flight < c->depth && !sched_stream_ended(c))
+		direct_start(s, c);
+}
+
+void devpath_attach(struct sched *s, struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	char uuid[GPU_UUID_TEXT_MAX];
+	gpu_uuid_format(c->uuid, uuid);
+	c->device = true;
+	c->attaching = true;
+	c->dev_slot_bytes = (src->batch_bytes + 4095) & ~(uint64_t)4095;
+	c->welcome.delivery = PROTO_DELIVERY_DEVICE;
+	log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" on GPU %s: %u "
+		 "device slots of %" PRIu64 " bytes", c->session, (int)c->pid, c->name[0] ? ", " : "",
+		 c->name, src->cfg->name, uuid, c->depth, c->dev_slot_bytes);
+	s->gpu.attach(s->gpu.gpu, c, c->uuid, c->pipeline, c->depth, c->dev_slot_bytes);
+}
+
+/* The process of a detached device client has exited: its ring can go. */
+static void retire_on_exit(void *arg)
+{
+	struct sched_client *c = arg;
+	c->sched->gpu.retire(c->sched->gpu.gpu, c->pc);
+}
+
+void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed)
+{
+	if (!c->attaching && !c->pc) { /* its attach failed: no ring */
+		free(c);
+		return;
+	}
+	c->retiring_next = s->retiring;
+	s->retiring = c;
+	if (c->attaching) {
+		c->gone = true; /* gpu_attached retires or frees it */
+	} else if (handles_closed) {
+		s->gpu.retire(s->gpu.gpu, c->pc);
+	} else {
+		log_info("client %" PRIu64 ": its GPU ring is freed once pid %d has exited", c->session,
+			 (int)c->pid);
+		s->ops.watch_exit(s->ops.exits, c->pid, retire_on_exit, c);
+	}
+}
+
+void devpath_release(struct sched *s, struct sched_client *c, const struct proto_release *r)
+{
+	struct dev_slot *ds = r->slot < c->depth ? &c->dev[r->slot] : NULL;
+	if (!ds || ds->state != DEV_HELD || ds->generation != r->generation || ds->pos.seq != r->seq) {
+		log_debug("client %" PRIu64 ": stale or duplicate RELEASE of device slot %u generation "
+			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
+		return;
+	}
+	sched_stage(c, STAGE_HELD, ds->pos.t_ready, sched_now_ns());
+	ds->state = DEV_FREE;
+	c->in_flight--;
+	c->released++;
+	sched_fill(s);
+}
+
+/* ---- the GPU thread's answers (gpuseam.h) ---- */
+
+static void gpu_retired(struct sched *s, struct sched_client *c)
+{
+	for (struct sched_client **pp = &s->retiring; *pp; pp = &(*pp)->retiring_next) {
+		if (*pp == c) {
+			*pp = c->retiring_next;
+			break;
+		}
+	}
+	if (c->pc)
+		log_info("client %" PRIu64 " (pid %d): GPU ring freed", c->session, (int)c->pid);
+	free(c);
+}
+
+static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_client *pc, int rc,
+			 const char *text, const struct proto_device *dev, bool direct, bool decode)
+{
+	c->attaching = false;
+	c->pc = pc;
+	c->direct = direct;
+	c->gpu_decode = decode;
+	char group_why[PROTO_ERROR_TEXT_MAX];
+	if (rc == 0 && direct && c->group) {
+		snprintf(group_why, sizeof(group_why), "group \"%s\": the pipeline's file is "
+			 "page-locked (direct): each batch is copied from it to one client's GPU, with "
+			 "no staging slot a group could share; attach without a group", c->group->shown);
+		rc = -EOPNOTSUPP;
+		text = group_why;
+	} else if (rc == 0 && c->failed) { /* its group ended while the ring was made */
+		rc = -ENOLINK;
+		text = "its group ended (another member left or failed) while this member's GPU "
+		       "ring was made";
+	}
+	if (c->gone) { /* never saw WELCOME: it holds no handle */
+		if (pc)
+			s->gpu.retire(s->gpu.gpu, pc);
+		else
+			gpu_retired(s, c);
+		return;
+	}
+	if (rc < 0) {
+		char why[PROTO_ERROR_TEXT_MAX];
+		snprintf(why, sizeof(why), "pipeline \"%s\": %.900s", s->sources[c->pipeline].cfg->name, text);
+		log_notice("client %" PRIu64 " (pid %d) refused: %s", c->session, (int)c->pid, why);
+		c->failed = true; /* the server closes; sched_detach frees it */
+		s->ops.attached(c->conn, rc, NULL, why);
+		group_fail_others(s, c, -rc, why);
+		return;
+	}
+	if (!direct && s->unable[0]) {
+		c->failed = true;
+		s->ops.attached(c->conn, -EAGAIN, NULL, s->unable);
+		group_fail_others(s, c, EAGAIN, s->unable);
+		return;
+	}
+	c->welcome.device = *dev;
+	s->ops.attached(c->conn, 0, &c->welcome, NULL);
+	sched_fill(s);
+}
+
+static void gpu_landed(struct sched *s, struct sched_client *c, uint32_t d)
+{
+	if (!c->conn || c->failed || d >= c->depth || c->dev[d].state != DEV_COPYING)
+		return;
+	struct dev_slot *ds = &c->dev[d];
+	ds->state = DEV_HELD;
+	ds->pos.t_ready = sched_now_ns();
+	sched_stage(c, STAGE_GPU, ds->pos.t_handed, ds->pos.t_ready);
+	struct proto_ready r = sched_ready_of(&ds->pos, d, ds->generation,
+					      (uint64_t)d * c->dev_slot_bytes);
+	c->send_seq++;
+	s->ops.ready(c->conn, &r);
+}
+
+static void gpu_staging_free(struct sched *s, uint32_t slot, uint32_t generation)
+{
+	struct slot *sl = slot < s->n_slots ? &s->slots[slot] : NULL;
+	if (!sl || sl->state != SLOT_PINNING || sl->generation != generation) {
+		log_warning("the GPU thread returned staging slot %u generation %u, which it does not "
+			    "hold; ignored", slot, generation);
+		return;
+	}
+	if (sl->pins > 1) { /* a group's batch: other members' copies still read it */
+		sl->pins--;
+		return;
+	}
+	sched_slot_free(s, sl);
+	sched_fill(s);
+}
+
+static void gpu_failed(struct sched *s, struct sched_client *c, const char *text)
+{
+	if (!c->conn || c->failed)
+		return;
+	log_error("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+	c->failed = true;
+	s->ops.fail(c->conn, EIO, text);
+	group_fail_others(s, c, EIO, text);
+}
+
+struct gpu_answers sched_gpu_answers(struct sched *s)
+{
+	return (struct gpu_answers){
+		.sched = s, .attached = gpu_attached, .landed = gpu_landed,
+		.staging_free = gpu_staging_free, .failed = gpu_failed, .retired = gpu_retired,
+	};
+}

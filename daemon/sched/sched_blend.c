@@ -1,0 +1,70 @@
+/*
+ * sched_blend: the batches of a blend (daemon/source/source.h, common/blend.h).
+ * The client's sampler shards the blend's order over the ranks as it
+ * shards a lone source's samples (never shuffling it: each member is
+ * shuffled in its own order); each row's blended sample is traced here to
+ * a member's sample, and the work items, rows of one member each, name
+ * the member's table entry in the arena, so that workers read them as
+ * that lone source's samples.
+ *
+ * Threads: the scheduler's loop only.
+ */
+#include "daemon/sched/sched_impl.h"
+
+#include "daemon/source/source.h"
+
+int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client *c)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	uint32_t chunk = src->chunk;
+	sl->blend = true;
+	sl->docs = false;
+	sl->n_items = 0;
+	for (uint32_t r = 0; r < sl->pos.rows; r++) {
+		uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + r);
+		uint32_t m;
+		source_blend_sample(src, c->split, sl->pos.epoch, index, &m, &sl->blend_sample[r],
+				    &sl->blend_epoch[r]);
+		sl->blend_member[r] = m;
+		const struct source_member *mb = &src->members[m];
+		const struct arena_doc_params *dp = &arena_pipeline(s->arena, mb->arena_index)->docs;
+		if (dp->n_documents) {
+			const struct docorder_split sp = {
+				.doc_tokens = (const uint64_t *)(s->arena->base + dp->docs_offset),
+				.first_doc = dp->first_doc[c->split], .n_docs = dp->n_docs[c->split],
+				.key = dp->key[c->split], .shuffle = 1,
+			};
+			int rc = docorder_locate(&s->docorder, mb->arena_index, c->split, &sp,
+						 sl->blend_epoch[r], src->cfg->seq_len, sl->blend_sample[r],
+						 &sl->doc_pos[r], &sl->doc_skip[r]);
+			if (rc < 0)
+				return rc;
+		}
+		struct item *it = sl->n_items ? &sl->items[sl->n_items - 1] : NULL;
+		if (it && it->count < chunk && sl->blend_member[it->first_row] == m &&
+		    sl->blend_epoch[it->first_row] == sl->blend_epoch[r]) {
+			it->count++;
+			continue;
+		}
+		it = &sl->items[sl->n_items++];
+		it->first_row = r;
+		it->count = 1;
+	}
+	return 0;
+}
+
+void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
+		     struct work_cmd *cmd)
+{
+	const struct source *src = &s->sources[sl->client->pipeline];
+	uint32_t first = it->first_row;
+	const struct source_member *mb = &src->members[sl->blend_member[first]];
+	bool docs = arena_pipeline(s->arena, mb->arena_index)->docs.n_documents > 0;
+	cmd->pipeline = mb->arena_index;
+	cmd->epoch = sl->blend_epoch[first];
+	for (uint32_t i = 0; i < it->count; i++) {
+		cmd->sample_index[i] = sl->blend_sample[first + i];
+		cmd->doc_pos[i] = docs ? sl->doc_pos[first + i] : 0;
+		cmd->doc_skip[i] = docs ? sl->doc_skip[first + i] : 0;
+	}
+}

@@ -1,0 +1,302 @@
+/*
+ * sched_impl.h: the scheduler's state, shared by its files: sched.c
+ * (slots, items, fairness, delivery), session.c (attach, detach, release),
+ * devpath.c (device slots, the GPU side) and batchfail.c (bad samples,
+ * failed batches and streams). Nothing else includes it.
+ */
+#ifndef LDR_DAEMON_SCHED_IMPL_H
+#define LDR_DAEMON_SCHED_IMPL_H
+
+#include <limits.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "common/escape.h"
+#include "common/sampler.h"
+#include "daemon/source/docorder.h"
+#include "daemon/sched/sched.h"
+
+enum slot_state {
+	SLOT_FREE,
+	SLOT_FILLING, /* items outstanding */
+	SLOT_DONE,    /* complete, waiting for earlier batches of its client */
+	SLOT_HELD,    /* READY sent; the client's until RELEASE (host delivery) */
+	SLOT_ORPHAN,  /* its client left while it was filling */
+	SLOT_PINNING, /* the GPU thread reads it (device delivery); client may be NULL */
+};
+
+enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
+
+/* Where a batch sits in its client's stream of batches: what READY says;
+ * and when it passed each stage (sched_now_ns), for the client's stage
+ * figures. */
+struct batch_pos {
+	uint64_t seq, epoch, g, batch, first;
+	uint32_t rows;
+	bool last;
+	uint64_t t_pick, t_filled, t_handed, t_ready;
+};
+
+/* The stages of a batch, as a client's status line and detach log line
+ * show them (means per batch):
+ *  fill   picked -> its last item done (the workers)
+ *  order  done -> handed on: READY sent (host), or given to the GPU thread
+ *         (device), once every earlier batch of the client was
+ *  gpu    given to the GPU thread -> its copy landed and READY sent
+ *  held   READY sent -> RELEASE received (the client's own time) */
+enum sched_stage { STAGE_FILL, STAGE_ORDER, STAGE_GPU, STAGE_HELD, STAGE_COUNT };
+
+struct stage_sums {
+	uint64_t ns[STAGE_COUNT];
+	uint64_t n[STAGE_COUNT];
+};
+
+/* A device slot of a client's ring, with the batch it holds (the staging
+ * slot may be reused before READY goes out). */
+struct dev_slot {
+	enum dev_state state;
+	uint32_t generation;
+	struct batch_pos pos;
+};
+
+enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
+
+struct item {
+	uint32_t first_row;
+	uint32_t count;
+	enum item_state state;
+	uint32_t strikes; /* times lost as suspect (sched.h) */
+};
+
+struct slot {
+	enum slot_state state;
+	uint32_t generation;
+	struct sched_client *client;
+	struct batch_pos pos;
+	uint32_t n_items, items_done;
+	struct item *items;
+	int error;         /* first failure of an item: -errno (-ECHILD: struck out) */
+	uint32_t bad_row;
+	uint64_t error_detail;
+	char lost_why[96]; /* -ECHILD: how the last worker holding it ended */
+	/* a group's batch (group.c): the members that still hold it (a bit per
+	 * member index, host delivery), and the GPU thread's copies of it not
+	 * yet done (device delivery) */
+	struct sched_group *group;
+	uint64_t holders;
+	uint32_t pins;
+	/* a document-shuffled pipeline's batch: where each row's window starts
+	 * (work_cmd.doc_pos, doc_skip), room for the largest such batch */
+	bool docs;
+	uint64_t *doc_pos, *doc_skip;
+	/* a blend's batch (sched_blend.c): each row's member, the member's
+	 * sample and the epoch of its order; room for the largest blend batch */
+	bool blend;
+	uint64_t *blend_member, *blend_sample, *blend_epoch;
+};
+
+struct sched_client {
+	struct conn *conn;  /* NULL once detached */
+	uint64_t session;
+	pid_t pid;
+	char name[ESCAPE_SIZE(PROTO_NAME_MAX - 1)]; /* the client's, escaped (escape.h) */
+	uint32_t pipeline;
+	uint32_t split;     /* enum split_id: the dataset split it streams (source.h) */
+	struct sampler sampler;
+	uint32_t depth;
+	uint64_t epoch, g, next_batch, segment_batches;
+	uint64_t next_seq;  /* seq of the next batch to start */
+	uint64_t send_seq;  /* seq of the next batch to deliver */
+	uint64_t released;
+	uint32_t in_flight; /* batches started and not yet released */
+	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
+	struct stage_sums stages;
+	bool failed;
+	/* device delivery (devpath.c) */
+	bool device;
+	bool attaching;     /* waiting for the GPU thread's ring */
+	bool direct;        /* batches come from the page-locked file, not staging */
+	bool gpu_decode;    /* its GPU decodes the images it takes (WORK_CMD_GPU_DECODE) */
+	bool gone;          /* detached while attaching: retire once the ring exists */
+	struct pinner_client *pc; /* the GPU thread's client, NULL until attached */
+	uint64_t pin_seq;   /* seq of the next batch to hand to the GPU thread */
+	uint64_t dev_slot_bytes;
+	uint8_t uuid[PROTO_UUID_BYTES];
+	struct proto_welcome welcome; /* kept while attaching */
+	struct sched *sched;          /* for the exit watch (devpath_retire_on_exit) */
+	struct sched_client *retiring_next; /* detached, ring not yet freed */
+	struct sched_group *group; /* NULL when it is in none (group.c) */
+	uint32_t member;           /* its index in the group */
+	struct dev_slot dev[PROTO_DEVICE_SLOTS_MAX];
+};
+
+/* Clients that see the same batches from one read (a tensor-parallel
+ * group, group.c). The group is scheduled as one consumer: its leader,
+ * members[0], takes the slots and the sampler's batches; every member gets
+ * READY for each of them. */
+struct sched_group {
+	char key[PROTO_GROUP_MAX];                       /* as HELLO sent it */
+	char shown[ESCAPE_SIZE(PROTO_GROUP_MAX - 1)];    /* escaped, for texts */
+	uint32_t size;                                   /* HELLO's group_size */
+	uint32_t joined;                                 /* members that attached so far */
+	uint32_t present;                                /* of those, not detached */
+	struct sched_client *members[PROTO_GROUP_SIZE_MAX]; /* NULL once detached */
+	/* what every member must agree on (HELLO) */
+	uint32_t pipeline, split, rank, world, depth, delivery;
+	char resume[PROTO_TOKEN_MAX];
+	uint64_t born_ns;   /* when its first member attached (sched_now_ns) */
+	bool failed;        /* a member died or failed: every other member is failed */
+	bool ending;        /* a member said BYE: no new batch; the others are failed
+			     * once they have released every batch started */
+	char why[PROTO_ERROR_TEXT_MAX]; /* ending: the others' ERROR text */
+	struct sched_group *next;
+};
+
+/* Pending item references (slot << 16 | item), a ring-buffer deque. */
+struct pending {
+	uint32_t *refs;
+	size_t cap, head, count;
+};
+
+struct sched {
+	const struct config *cfg;
+	struct arena *arena;
+	const struct source *sources;
+	size_t n_sources;
+	struct sched_ops ops;
+	struct sched_workers workers;
+	struct gpu_requests gpu;
+	bool has_device;
+	char no_device[200]; /* why device delivery is refused, when !has_device */
+	char unable[PATH_MAX + 256]; /* why no worker can run, "" while they can */
+	struct sched_client *retiring; /* detached device clients whose ring is not yet freed */
+	struct sched_group *groups;    /* groups with a member attached (group.c) */
+	uint32_t n_slots, free_slots;
+	struct slot *slots;
+	struct pending pending;
+	struct sched_client **clients;
+	uint32_t n_clients;
+	uint32_t fair_start; /* rotates to break ties between equal clients */
+	uint64_t next_session;
+	uint64_t read_errors;
+	uint64_t bad_images;      /* image samples that could not be used, each time met */
+	uint64_t substituted;     /* of those, replaced by another sample */
+	uint8_t *bad_seen[ARENA_PIPELINES_MAX]; /* image pipelines: a bit per sample, logged once */
+	struct docorder_cache docorder; /* epochs' document orders (daemon/source/docorder.h) */
+};
+
+/* ---- sched.c ---- */
+
+/* The monotonic clock, in ns: stage timestamps. */
+uint64_t sched_now_ns(void);
+/* Adds `to - from` to client c's figures of stage st. */
+void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to);
+/* " fill_us F order_us O gpu_us G held_us H": c's means per batch. */
+int sched_stage_text(const struct sched_client *c, char *buf, size_t cap);
+
+/* Starts batches for clients that can take one, then hands items to the
+ * workers. Called after anything that may free a slot or a client's room. */
+void sched_fill(struct sched *s);
+void sched_slot_free(struct sched *s, struct slot *sl);
+/* The slot holding client c's finished batch `seq`, or NULL. */
+struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq);
+/* Advances client c to its next batch and says where that batch sits. */
+struct batch_pos sched_batch_next(struct sched_client *c);
+/* READY for the batch at pos, in the given slot. */
+struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
+				  uint64_t slot_offset);
+/* sched_describe_sample for a sample of a known split. */
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap);
+/* Clients that take staging slots: every attached one but direct clients. */
+bool sched_uses_staging(const struct sched_client *c);
+/* Client c has been handed every batch of its last epoch (batchfail.c). */
+bool sched_stream_ended(const struct sched_client *c);
+
+/* ---- session.c ---- */
+
+/* Status line of each client. */
+void session_describe(const struct sched *s, struct status_text *t);
+
+/* ---- devpath.c ---- */
+
+/* Hands, in seq order, every finished batch of device client c that is
+ * next in line to the GPU thread, each into a free device slot. */
+void devpath_flush(struct sched *s, struct sched_client *c);
+/* A direct client's next batches, while it has room. */
+void devpath_fill_direct(struct sched *s, struct sched_client *c);
+/* Asks the GPU thread for c's ring. */
+void devpath_attach(struct sched *s, struct sched_client *c);
+/* c is detached; its ring goes once no process can touch it. */
+void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed);
+void devpath_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
+
+/* ---- group.c ---- */
+
+/* Puts new client c (not yet in s->clients) into HELLO's group, creating
+ * it with the first member: 0, or -errno with err naming the group and,
+ * for a member that disagrees, the field (-EINVAL), or a full or failed
+ * group (-EBUSY). No group (group_size <= 1): 0, nothing done. */
+int group_join(struct sched *s, struct sched_client *c, const struct proto_hello *hello,
+	       char *err, size_t cap);
+/* Client c is detaching: the group cannot go on without it. When it said
+ * BYE (said_bye) the group ends: no new batch is started, and each other
+ * member is failed (EPIPE) once it has released every batch started for
+ * it (group_drain), so members that stop together all finish cleanly.
+ * Otherwise (its process died, its connection broke) the other members
+ * are failed at once. c lets go of the group's batches it holds, and the
+ * group goes with its last member. */
+void group_leave(struct sched *s, struct sched_client *c, bool said_bye);
+/* Fails member c of an ending group once it holds no batch (sched_fill). */
+void group_drain(struct sched *s, struct sched_client *c);
+/* c is a member other than the group's leader: it takes no slot itself. */
+bool group_follower(const struct sched_client *c);
+/* c may start a batch as far as its group is concerned: no group, or c
+ * leads a group whose members have all attached and each has room. */
+bool group_may_start(const struct sched_client *c);
+/* Leader c has started a batch: every other member has one more in flight. */
+void group_started(struct sched_client *c);
+/* Host delivery of leader c's batch in sl: READY r to every member, each
+ * of which holds the slot until its RELEASE. */
+void group_deliver(struct sched *s, struct sched_client *c, struct slot *sl,
+		   const struct proto_ready *r);
+/* A RELEASE from member c (host delivery); false when it names no batch
+ * c holds. */
+bool group_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
+/* Fails every member of c's group but c with code and text (c's failure,
+ * decided elsewhere): a group cannot go on without one of its members. */
+void group_fail_others(struct sched *s, struct sched_client *c, int code, const char *text);
+/* Fails each group still waiting for members timeout_ns after its first
+ * attached (ETIME, naming the group, the members there and the
+ * missing count). The nanoseconds until the next such deadline, or
+ * UINT64_MAX when no group waits. */
+uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns);
+/* " group KEY size N members M/N" for c's status line, "" for none. */
+int group_status_text(const struct sched_client *c, char *buf, size_t cap);
+
+/* ---- sched_blend.c: a blend's batches ---- */
+/* Plans sl's batch of blend client c: each row's member sample (and
+ * where its window starts, for a document-shuffled member), and the
+ * items, each rows of one member in one order, at most chunk of them.
+ * 0 or -errno (docorder_locate's). */
+int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client *c);
+/* Item it of blend batch sl as cmd: its member's table entry, epoch and
+ * samples. */
+void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
+		     struct work_cmd *cmd);
+
+/* ---- batchfail.c ---- */
+
+/* Bad images a work item met (counted; the first logged once per file). */
+void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_done *done);
+/* Fails client c for the batch in sl whose item failed (sl->error). */
+void batchfail_batch(struct sched *s, struct slot *sl);
+/* Fails client c, whose stream has passed its last epoch. */
+void batchfail_stream_end(struct sched *s, struct sched_client *c);
+/* Fails client c, whose batch in sl could not be started: the epoch's
+ * document order could not be computed (err, -errno). Frees sl. */
+void batchfail_docorder(struct sched *s, struct slot *sl, int err);
+/* Fails client c because no worker can run (s->unable). */
+void batchfail_unable(struct sched *s, struct sched_client *c);
+
+#endif

@@ -1,0 +1,108 @@
+/*
+ * server_impl.h: what the two halves of the server share; no other module
+ * includes it (daemon/server/server.h is the interface).
+ *
+ *   server.c         sessions: frames in and out, HELLO/RELEASE/BYE,
+ *                    STATUS_REQ/RELOAD_REQ, the socket's start and shutdown
+ *   server_accept.c  connections: accept, the peer's identity, the queue of
+ *                    connections that have not sent their first frame
+ *                    (timeout, cap), running out of descriptors
+ *
+ * Everything here runs on the loop thread.
+ */
+#ifndef LDR_DAEMON_SERVER_IMPL_H
+#define LDR_DAEMON_SERVER_IMPL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <sys/un.h>
+#include <uv.h>
+
+#include "daemon/server/server.h"
+
+/* The listen socket's backlog. */
+#define SERVER_BACKLOG 128
+
+enum conn_state {
+	CONN_NEW,       /* no frame yet: in the handshake queue */
+	CONN_ATTACHING, /* HELLO for device delivery: the GPU ring is being made */
+	CONN_DATA,
+	CONN_CLOSING,
+};
+
+struct conn {
+	struct server *srv;
+	struct conn *next, *prev;       /* every connection */
+	struct conn *hs_next, *hs_prev; /* the handshake queue, oldest first */
+	bool handshaking;               /* in the handshake queue */
+	int fd;                         /* -1 once closed */
+	pid_t pid;
+	uid_t uid;
+	enum conn_state state;
+	bool peer_closed; /* a send found the peer gone: reads drain, then close */
+	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
+	uint64_t accepted_ms; /* uv_now() at accept */
+	uint64_t hello_request_id;
+	uv_poll_t poll;
+	struct sched_client *client;
+};
+
+/* What the status line "connections:" counts since start. */
+struct server_counts {
+	uint64_t timed_out;     /* closed without a first frame in handshake_timeout_ms */
+	uint64_t evicted;       /* closed without a first frame to make room */
+	uint64_t unidentified;  /* refused: SO_PEERCRED failed or gave pid 0 */
+	uint64_t shed;          /* refused at once: no descriptor for them */
+	uint64_t accept_pauses; /* episodes of accept failing (EMFILE, ENFILE, ENOBUFS, ...) */
+};
+
+struct server {
+	uv_loop_t *loop;
+	const struct config *cfg;
+	struct sched *sched;
+	struct arena *arena;
+	struct server_ops ops;
+	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	int listen_fd;
+	bool listening;
+	uv_poll_t listen_poll;
+	struct conn *conns;
+	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
+	struct proto_msg *tx; /* scratch for STATUS replies */
+
+	/* server_accept.c */
+	struct conn *hs_head, *hs_tail;
+	uint32_t n_handshakes;
+	uv_timer_t hs_timer;     /* the head's handshake deadline */
+	uv_timer_t accept_timer; /* ends a pause of accepting */
+	uv_timer_t log_timer;    /* writes the log's suppressed-lines summaries */
+	uv_timer_t group_timer;  /* the next group's deadline for its members (server.c) */
+	bool timers_started;
+	bool accept_paused;      /* the listen poll is stopped until accept_timer */
+	bool in_episode;         /* accept has failed and not succeeded since */
+	uint64_t episode_start_ms, episode_failures, episode_shed;
+	uint32_t pause_ms;       /* the next pause: 50 ms doubling to 1 s */
+	int spare_fd;            /* /dev/null, given up to take one connection at EMFILE */
+	struct server_counts counts;
+};
+
+/* server.c */
+void conn_close(struct conn *c);
+void conn_error(struct conn *c, uint64_t request_id, int code, const char *text);
+/* Reads and handles the frames waiting on c (all of them when the peer is
+ * gone, else up to a budget). */
+void conn_read(struct conn *c, bool peer_gone);
+void on_conn_event(uv_poll_t *h, int status, int events);
+/* Fills srv->tx with the STATUS answering request_id: 0 or -ENOMEM. */
+int server_status_frame(struct server *srv, uint64_t request_id);
+
+/* server_accept.c */
+void server_accept_start(struct server *srv);
+void server_accept_stop(struct server *srv);
+void server_on_listen_readable(uv_poll_t *h, int status, int events);
+/* c has sent its first frame, or is closing: it leaves the queue. */
+void server_handshake_remove(struct conn *c);
+void server_describe_connections(struct server *srv, struct status_text *t);
+
+#endif

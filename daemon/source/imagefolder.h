@@ -1,0 +1,67 @@
+/*
+ * imagefolder: the sample list of `source = imagefolder:ROOT`, built once
+ * at start from directory entries and file sizes, never file contents.
+ *
+ * The list is the one torchvision.datasets.ImageFolder builds on the same
+ * tree, restricted to JPEG files, so labels and sample indexes agree:
+ *  - classes are ROOT's subdirectories (symlinks to directories count),
+ *    sorted by name; a class's label is its index in that order;
+ *  - a class's files are every file under it at any depth (directory
+ *    symlinks followed), directories in sorted path order and files in
+ *    sorted name order within each, keeping names that end (any case) in
+ *    .jpg or .jpeg;
+ *  - a class with no such file is an error (ImageFolder refuses it too);
+ *  - such a name that is not a regular file (a FIFO, a device, a socket,
+ *    or a symlink to one) is an error: no image can be read from it, and
+ *    leaving it out would shift the sample numbers. A dangling symlink
+ *    stays in the list (as in ImageFolder): reading it fails later, and
+ *    the pipeline's on_error applies.
+ * Files with another extension ImageFolder accepts (.png, .bmp, ...) are
+ * not JPEGs this pipeline can decode: they are counted in other_images and
+ * left out, so sample numbers then differ from ImageFolder's (the daemon
+ * warns). Names sort as Python sorts them (common/fsname.h): as code
+ * points of the names decoded from UTF-8, each byte that is not part of a
+ * well-formed sequence standing for U+DC80..U+DCFF; classes by name,
+ * directories by their whole path under ROOT, files by name.
+ */
+#ifndef LDR_DAEMON_IMAGEFOLDER_H
+#define LDR_DAEMON_IMAGEFOLDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "shm/layout.h"
+
+/* The sample list of an image source (imagefolder here, tar in
+ * daemon/source/tarshard.h), as it is copied into the arena. */
+struct image_index {
+	struct arena_image *entries; /* n of them, in sample order */
+	uint64_t n;
+	struct arena_shard *shards;  /* tar: n_shards of them; imagefolder: none */
+	uint32_t n_shards;
+	char *paths;                 /* NUL-terminated names the entries and shards point to */
+	uint64_t paths_bytes;
+	uint32_t n_classes;          /* imagefolder: class directories; tar: distinct labels */
+	uint64_t other_images;       /* images that are not JPEGs, left out */
+};
+
+/* Scans root. Reads directory entries and stats files, never opens one.
+ * 0, or -errno with err naming the directory (or file) and the reason
+ * (missing root, a root that is not a directory, no class directory, an
+ * empty class, a directory loop, an image name that is not a regular
+ * file, too many files). */
+int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap);
+void image_index_free(struct image_index *ix);
+
+/* Appends a name to ix->paths (capacity *cap, grown as needed); its offset
+ * goes to *offset. 0 or -ENOMEM. */
+int image_index_add_path(struct image_index *ix, uint64_t *cap, const char *name,
+			 uint64_t *offset);
+
+/* Appends entry, its path_offset set to that of name, added to the paths;
+ * *cap_entries and *cap_paths are the capacities, grown as needed. 0 or
+ * -ENOMEM. */
+int image_index_append(struct image_index *ix, uint64_t *cap_entries, uint64_t *cap_paths,
+		       const char *name, struct arena_image entry);
+
+#endif

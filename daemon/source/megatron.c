@@ -1,0 +1,438 @@
+/*
+ * megatron: a Megatron-LM dataset index, read and checked (megatron.h).
+ *
+ * The header's fields are taken in file order, each checked as soon as its
+ * bytes are there, so every prefix of a good index runs out of data
+ * (-ENODATA) before any other complaint. The counts are then held against
+ * the file's length by division, never by multiplying an untrusted count,
+ * and only then is anything allocated: the copy is never larger than the
+ * file. One pass over each array checks it and copies it, one element at a
+ * time, through little-endian byte loads.
+ */
+#include "daemon/source/megatron.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/errtext.h"
+#include "common/regfile.h"
+
+static const uint8_t mg_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
+
+enum {
+	MG_VERSION_AT = 9,
+	MG_DTYPE_AT = 17,
+	MG_SEQUENCES_AT = 18,
+	MG_DOCUMENTS_AT = 26,
+};
+
+struct mg_parser {
+	const uint8_t *p;
+	size_t len;
+	uint64_t bin_bytes;
+	const char *idx_path;
+	char *err;
+	size_t cap;
+};
+
+const char *mg_dtype_name(uint8_t code)
+{
+	static const char *const names[] = {
+		[MG_UINT8] = "uint8",     [MG_INT8] = "int8",       [MG_INT16] = "int16",
+		[MG_INT32] = "int32",     [MG_INT64] = "int64",     [MG_FLOAT64] = "float64",
+		[MG_FLOAT32] = "float32", [MG_UINT16] = "uint16",
+	};
+	if (code < sizeof(names) / sizeof(names[0]) && names[code])
+		return names[code];
+	return "unknown";
+}
+
+/* Bytes per token of an integer code, 0 for a float or unknown one. */
+static uint32_t mg_token_bytes(uint8_t code)
+{
+	switch (code) {
+	case MG_UINT8:
+	case MG_INT8:
+		return 1;
+	case MG_INT16:
+	case MG_UINT16:
+		return 2;
+	case MG_INT32:
+		return 4;
+	case MG_INT64:
+		return 8;
+	default:
+		return 0;
+	}
+}
+
+static int mg_fail(const struct mg_parser *ps, int rc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int mg_fail(const struct mg_parser *ps, int rc, const char *fmt, ...)
+{
+	char what[4608]; /* room for a path (in bin names) and the rest */
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	if (ps->idx_path)
+		return errtext(ps->err, ps->cap, rc, "%s: %s", ps->idx_path, what);
+	return errtext(ps->err, ps->cap, rc, "%s", what);
+}
+
+/* The .bin's name for messages: idx_path with ".bin" for its ".idx". */
+static void mg_bin_name(const struct mg_parser *ps, char *name, size_t cap)
+{
+	const char *idx = ps->idx_path;
+	size_t n = idx ? strlen(idx) : 0;
+	if (n >= 4 && strcmp(idx + n - 4, ".idx") == 0)
+		snprintf(name, cap, "%.*s.bin", (int)(n - 4), idx);
+	else
+		snprintf(name, cap, "the .bin file");
+}
+
+static uint64_t mg_le64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	for (int i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+static uint32_t mg_le32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+/* Two's complement without implementation-defined conversions. */
+static int64_t mg_i64(uint64_t v)
+{
+	return v <= INT64_MAX ? (int64_t)v : -(int64_t)(UINT64_MAX - v) - 1;
+}
+
+static int32_t mg_i32(uint32_t v)
+{
+	return v <= INT32_MAX ? (int32_t)v : -(int32_t)(UINT32_MAX - v) - 1;
+}
+
+/* 0 when the header field [at, at + bytes) is in the file. */
+static int mg_need(const struct mg_parser *ps, const char *field, size_t at, size_t bytes)
+{
+	if (ps->len >= at + bytes)
+		return 0;
+	return mg_fail(ps, -ENODATA, "truncated: %s at offset %zu needs %zu bytes, the file has %zu",
+		       field, at, bytes, ps->len);
+}
+
+/* 0 when an array of count entries of size bytes fits in *room, which it
+ * then leaves smaller by the array. */
+static int mg_fit(const struct mg_parser *ps, const char *field, size_t at, uint64_t count,
+		  unsigned size, size_t *room)
+{
+	if (count <= *room / size) {
+		*room -= (size_t)count * size;
+		return 0;
+	}
+	return mg_fail(ps, -ENODATA,
+		       "truncated: %s at offset %zu (%" PRIu64 " entries of %u bytes) runs past "
+		       "the end of the file (%zu bytes)",
+		       field, at, count, size, ps->len);
+}
+
+static int mg_check_header(const struct mg_parser *ps, struct mg_index *ix, uint64_t *doc_count)
+{
+	int rc;
+	if ((rc = mg_need(ps, "magic", 0, sizeof(mg_magic))) < 0)
+		return rc;
+	if (memcmp(ps->p, mg_magic, sizeof(mg_magic)) != 0)
+		return mg_fail(ps, -EINVAL,
+			       "magic at offset 0: not \"MMIDIDX\\0\\0\" (not a Megatron-LM index)");
+	if ((rc = mg_need(ps, "version", MG_VERSION_AT, 8)) < 0)
+		return rc;
+	uint64_t version = mg_le64(ps->p + MG_VERSION_AT);
+	if (version != 1)
+		return mg_fail(ps, -EINVAL, "version at offset %d: %" PRIu64 ", only 1 is known",
+			       MG_VERSION_AT, version);
+	if ((rc = mg_need(ps, "dtype code", MG_DTYPE_AT, 1)) < 0)
+		return rc;
+	uint8_t code = ps->p[MG_DTYPE_AT];
+	if (code < MG_UINT8 || code > MG_UINT16)
+		return mg_fail(ps, -EINVAL, "dtype code at offset %d: %u is not a Megatron dtype",
+			       MG_DTYPE_AT, code);
+	ix->token_bytes = mg_token_bytes(code);
+	if (ix->token_bytes == 0)
+		return mg_fail(ps, -EINVAL,
+			       "dtype code at offset %d: %u (%s) is not a token type (only integer "
+			       "types are)",
+			       MG_DTYPE_AT, code, mg_dtype_name(code));
+	ix->dtype_code = code;
+	ix->token_signed = code == MG_INT8 || code == MG_INT16 || code == MG_INT32 ||
+			   code == MG_INT64;
+	if ((rc = mg_need(ps, "sequence_count", MG_SEQUENCES_AT, 8)) < 0)
+		return rc;
+	ix->n_sequences = mg_le64(ps->p + MG_SEQUENCES_AT);
+	if ((rc = mg_need(ps, "document_count", MG_DOCUMENTS_AT, 8)) < 0)
+		return rc;
+	*doc_count = mg_le64(ps->p + MG_DOCUMENTS_AT);
+	if (*doc_count == 0)
+		return mg_fail(ps, -EINVAL,
+			       "document_count at offset %d: 0, but document_indices holds at least "
+			       "its leading 0",
+			       MG_DOCUMENTS_AT);
+	ix->n_documents = *doc_count - 1;
+	return 0;
+}
+
+/* sequence_lengths and sequence_pointers, checked against each other and
+ * the .bin, copied into ix's arrays. */
+static int mg_check_sequences(const struct mg_parser *ps, struct mg_index *ix, int32_t *lengths,
+			      int64_t *pointers)
+{
+	const size_t lengths_at = MG_HEADER_BYTES;
+	const size_t pointers_at = lengths_at + (size_t)ix->n_sequences * 4;
+	uint64_t end = 0; /* where the sequences so far end in .bin, <= bin_bytes */
+	char bin[4200];
+	for (uint64_t i = 0; i < ix->n_sequences; i++) {
+		size_t length_at = lengths_at + (size_t)i * 4, pointer_at = pointers_at + (size_t)i * 8;
+		int32_t length = mg_i32(mg_le32(ps->p + length_at));
+		int64_t pointer = mg_i64(mg_le64(ps->p + pointer_at));
+		if (length < 0)
+			return mg_fail(ps, -EINVAL, "sequence_lengths[%" PRIu64 "] at offset %zu: %" PRId32
+				       " is negative", i, length_at, length);
+		if (pointer < 0)
+			return mg_fail(ps, -EINVAL, "sequence_pointers[%" PRIu64 "] at offset %zu: %" PRId64
+				       " is negative", i, pointer_at, pointer);
+		uint64_t bytes = (uint64_t)length * ix->token_bytes;
+		if ((uint64_t)pointer > ps->bin_bytes) {
+			mg_bin_name(ps, bin, sizeof(bin));
+			return mg_fail(ps, -EINVAL,
+				       "sequence_pointers[%" PRIu64 "] at offset %zu: %" PRId64
+				       " is past the end of %s (%" PRIu64 " bytes)",
+				       i, pointer_at, pointer, bin, ps->bin_bytes);
+		}
+		if (bytes > ps->bin_bytes - (uint64_t)pointer) {
+			mg_bin_name(ps, bin, sizeof(bin));
+			return mg_fail(ps, -EINVAL,
+				       "sequence_pointers[%" PRIu64 "] at offset %zu: %" PRId64
+				       " + %" PRId32 " tokens of %" PRIu32 " bytes runs past the end "
+				       "of %s (%" PRIu64 " bytes)",
+				       i, pointer_at, pointer, length, ix->token_bytes, bin,
+				       ps->bin_bytes);
+		}
+		if ((uint64_t)pointer != end)
+			return mg_fail(ps, -EINVAL,
+				       "sequence_pointers[%" PRIu64 "] at offset %zu: %" PRId64
+				       ", but the sequences before it end at %" PRIu64
+				       " (they are stored back to back)",
+				       i, pointer_at, pointer, end);
+		end += bytes;
+		ix->n_tokens += (uint64_t)length;
+		lengths[i] = length;
+		pointers[i] = pointer;
+	}
+	if (end != ps->bin_bytes) {
+		mg_bin_name(ps, bin, sizeof(bin));
+		return mg_fail(ps, -EINVAL,
+			       "%s is %" PRIu64 " bytes, but the sequences of this index end at %" PRIu64,
+			       bin, ps->bin_bytes, end);
+	}
+	return 0;
+}
+
+static int mg_check_documents(const struct mg_parser *ps, const struct mg_index *ix,
+			      int64_t *doc_index)
+{
+	const size_t at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 12;
+	const int64_t last = (int64_t)ix->n_sequences; /* < 2^61: the file holds 12 bytes each */
+	for (uint64_t d = 0; d <= ix->n_documents; d++) {
+		size_t entry_at = at + (size_t)d * 8;
+		int64_t v = mg_i64(mg_le64(ps->p + entry_at));
+		if (d == 0 && v != 0)
+			return mg_fail(ps, -EINVAL,
+				       "document_indices[0] at offset %zu: %" PRId64 ", not 0",
+				       entry_at, v);
+		if (d > 0 && v < doc_index[d - 1])
+			return mg_fail(ps, -EINVAL,
+				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
+				       " is less than the entry before it (%" PRId64 ")",
+				       d, entry_at, v, doc_index[d - 1]);
+		if (v > last)
+			return mg_fail(ps, -EINVAL,
+				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
+				       " is past sequence_count (%" PRIu64 ")",
+				       d, entry_at, v, ix->n_sequences);
+		if (d == ix->n_documents && v != last)
+			return mg_fail(ps, -EINVAL,
+				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
+				       ", but the last entry must be sequence_count (%" PRIu64 ")",
+				       d, entry_at, v, ix->n_sequences);
+		doc_index[d] = v;
+	}
+	return 0;
+}
+
+int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
+		   struct mg_index *out, char *err, size_t cap)
+{
+	if (err && cap > 0)
+		err[0] = '\0';
+	const struct mg_parser ps = {
+		.p = data, .len = len, .bin_bytes = bin_bytes, .idx_path = idx_path,
+		.err = err, .cap = cap,
+	};
+	if (out)
+		memset(out, 0, sizeof(*out));
+	if (!out || (!data && len > 0))
+		return mg_fail(&ps, -EINVAL, "no index to parse");
+	struct mg_index ix = {0};
+	uint64_t doc_count;
+	int rc = mg_check_header(&ps, &ix, &doc_count);
+	if (rc < 0)
+		goto zero_out;
+
+	size_t room = len - MG_HEADER_BYTES;
+	if ((rc = mg_fit(&ps, "sequence_lengths", MG_HEADER_BYTES, ix.n_sequences, 4, &room)) < 0)
+		goto zero_out;
+	const size_t pointers_at = MG_HEADER_BYTES + (size_t)ix.n_sequences * 4;
+	if ((rc = mg_fit(&ps, "sequence_pointers", pointers_at, ix.n_sequences, 8, &room)) < 0)
+		goto zero_out;
+	const size_t documents_at = pointers_at + (size_t)ix.n_sequences * 8;
+	if ((rc = mg_fit(&ps, "document_indices", documents_at, doc_count, 8, &room)) < 0)
+		goto zero_out;
+	if (room > 0) {
+		size_t trailing_at = len - room;
+		if (room == ix.n_sequences)
+			rc = mg_fail(&ps, -EINVAL,
+				     "%zu bytes at offset %zu after document_indices: a sequence_modes "
+				     "array (a multimodal dataset), which is not supported",
+				     room, trailing_at);
+		else
+			rc = mg_fail(&ps, -EINVAL,
+				     "%zu trailing bytes at offset %zu after document_indices "
+				     "(the counts in the header describe a %zu-byte file)",
+				     room, trailing_at, trailing_at);
+		goto zero_out;
+	}
+
+	/* One allocation, 8-byte arrays first; no larger than the file. */
+	size_t n = (size_t)ix.n_sequences, docs = (size_t)doc_count;
+	size_t bytes = n * 8 + docs * 8 + n * 4;
+	ix.arrays = malloc(bytes);
+	if (!ix.arrays) {
+		rc = mg_fail(&ps, -ENOMEM, "%zu bytes for the index's arrays: %s", bytes,
+			     strerror(ENOMEM));
+		goto zero_out;
+	}
+	int64_t *pointers = ix.arrays;
+	int64_t *doc_index = pointers + n;
+	int32_t *lengths = (int32_t *)(doc_index + docs);
+	if ((rc = mg_check_sequences(&ps, &ix, lengths, pointers)) < 0 ||
+	    (rc = mg_check_documents(&ps, &ix, doc_index)) < 0)
+		goto free_arrays;
+	ix.bin_bytes = bin_bytes;
+	ix.lengths = lengths;
+	ix.pointers = pointers;
+	ix.doc_index = doc_index;
+	*out = ix;
+	return 0;
+
+free_arrays:
+	free(ix.arrays);
+zero_out:
+	if (out)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+/* A path's stat, for the .bin: its size, or -errno / REGFILE_NOT_REGULAR
+ * with the message written. */
+static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
+{
+	struct stat st;
+	if (stat(path, &st) < 0) {
+		int rc = -errno;
+		return errtext(err, cap, rc, "%s: %s", path, strerror(-rc));
+	}
+	if (!S_ISREG(st.st_mode))
+		return errtext(err, cap, REGFILE_NOT_REGULAR, "%s: not a regular file (%s)", path,
+			       regfile_kind(st.st_mode));
+	*bytes = (uint64_t)st.st_size;
+	return 0;
+}
+
+int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
+{
+	if (err && cap > 0)
+		err[0] = '\0';
+	if (!out)
+		return errtext(err, cap, -EINVAL, "no index to fill");
+	memset(out, 0, sizeof(*out));
+	if (!prefix)
+		return errtext(err, cap, -EINVAL, "no dataset prefix");
+	size_t n = strlen(prefix);
+	char *idx = malloc(2 * (n + 5));
+	if (!idx)
+		return errtext(err, cap, -ENOMEM, "%s: %s", prefix, strerror(ENOMEM));
+	char *bin = idx + n + 5;
+	snprintf(idx, n + 5, "%s.idx", prefix);
+	snprintf(bin, n + 5, "%s.bin", prefix);
+
+	struct stat st;
+	int rc;
+	int fd = regfile_open(AT_FDCWD, idx, &st);
+	if (fd == REGFILE_NOT_REGULAR) {
+		rc = errtext(err, cap, fd, "%s: not a regular file (%s)", idx,
+			     regfile_kind(st.st_mode));
+		goto free_paths;
+	}
+	if (fd < 0) {
+		rc = errtext(err, cap, fd, "%s: %s", idx, strerror(-fd));
+		goto free_paths;
+	}
+	uint64_t bin_bytes = 0;
+	if ((rc = mg_stat_bin(bin, &bin_bytes, err, cap)) < 0)
+		goto close_fd;
+	if ((uint64_t)st.st_size > SIZE_MAX) {
+		rc = errtext(err, cap, -EFBIG, "%s: %jd bytes, too large to map", idx,
+			     (intmax_t)st.st_size);
+		goto close_fd;
+	}
+	size_t len = (size_t)st.st_size;
+	const uint8_t *map = NULL;
+	if (len > 0) {
+		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
+		if (m == MAP_FAILED) {
+			rc = -errno;
+			errtext(err, cap, rc, "%s: mmap: %s", idx, strerror(-rc));
+			goto close_fd;
+		}
+		map = m;
+	}
+	/* A file that shrinks under the mapping would fault (SIGBUS) here;
+	 * dataset files are written once, before training starts. */
+	rc = mg_index_parse(map, len, bin_bytes, idx, out, err, cap);
+	if (map)
+		munmap((void *)map, len);
+close_fd:
+	close(fd);
+free_paths:
+	free(idx);
+	return rc;
+}
+
+void mg_index_free(struct mg_index *ix)
+{
+	if (!ix)
+		return;
+	free(ix->arrays);
+	memset(ix, 0, sizeof(*ix));
+}
