@@ -107,8 +107,8 @@ struct ldr_attach_opts {
 	 * member. Members must agree on pipeline, split, rank, world, depth,
 	 * delivery and resume token. group_size 0 or 1 means no group (group is
 	 * then ignored). Delivery starts once all members have attached; when
-	 * one leaves, the others get an error (README, "Tensor-parallel
-	 * groups"). */
+	 * one leaves, the others get an error (docs/clients.md,
+	 * "Tensor-parallel groups"). */
 	const char *group;
 	unsigned group_size;
 };

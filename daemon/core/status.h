@@ -1,7 +1,7 @@
 /*
  * status: the daemon's human-readable status text, answered to STATUS_REQ
  * (what `loaderctl status` prints). The line formats are documented in
- * the README and are stable: scripts and tests parse them.
+ * docs/operations.md ("Status") and are stable: scripts and tests parse them.
  *
  * Each module describes itself (pool_describe, sched_describe); this
  * module holds the bounded text buffer they write into. The text must fit
