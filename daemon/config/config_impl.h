@@ -48,7 +48,7 @@ enum config_value_type {
 #define CONFIG_KEY_IMAGE 0x8u
 #define CONFIG_KEY_MEGATRON 0x10u
 #define CONFIG_KEY_LLMC 0x20u
-#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_blend.c) */
+#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_source.c, config_check.c) */
 #define CONFIG_KEY_REQUIRED 0x4u
 #define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON | \
 			     CONFIG_KEY_LLMC)
