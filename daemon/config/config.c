@@ -1,9 +1,9 @@
 /*
  * config: reads loaderd's INI file into struct config (config.h). Every key
  * accepted is documented in docs/config.md; the two change together. This
- * file reads the file and tracks the sections; config_keys.c holds the keys
- * and parses each value; config_check.c checks what involves several keys
- * (config_impl.h says what they share).
+ * file reads the file and tracks the sections, the top of the parser:
+ * config_values.c parses each value, config_check.c checks what involves
+ * several keys (config_impl.h says which file does what).
  *
  * inih splits "key = value" lines and strips comments; the rest is done
  * here, because inih's own bookkeeping is too coarse for the errors we
@@ -44,21 +44,6 @@
 #define PIPELINE_NAME_MAX POSITION_NAME_MAX
 _Static_assert(POSITION_NAME_MAX < PROTO_NAME_MAX, "a pipeline name fits HELLO's field");
 
-void config_fail(struct config_parse *p, int line, const char *fmt, ...)
-{
-	if (p->err_line)
-		return;
-	p->err_line = line;
-	if (p->err_cap == 0)
-		return;
-	/* The prefix first; a message that does not fit after it is dropped. */
-	errtext(p->err, p->err_cap, -EINVAL, "%s:%d: ", p->c->file, line);
-	size_t n = strlen(p->err);
-	va_list ap;
-	va_start(ap, fmt);
-	verrtext(p->err + n, p->err_cap - n, -EINVAL, fmt, ap);
-	va_end(ap);
-}
 
 static void config_section_end(struct config_parse *p)
 {

@@ -25,7 +25,7 @@ static const struct config_token_name *config_token_of(uint32_t dtype)
  * "loss_mask", "cu_seqlens", separated by spaces or commas, into
  * pl->outputs; the ones past tokens need eod_token. false after a
  * config_fail on the line of the key at fault. */
-bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
+static bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line)
 {
 	static const struct { const char *name; uint32_t bit; } names[] = {
 		{"tokens", 0}, {"positions", CONFIG_OUTPUT_POSITIONS},
@@ -69,6 +69,64 @@ bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *
 		return false;
 	}
 	return true;
+}
+
+/* The end-of-section checks of a blend: those of one source, over the
+ * kinds of all its members. */
+static void config_blend_end(struct config_parse *p)
+{
+	const struct config_key *keys = config_pipeline_keys;
+	struct pipeline_cfg *pl = p->pipeline;
+	const int *line = p->pipeline_key_line;
+	unsigned kinds = CONFIG_KEY_BLEND;
+	for (uint32_t m = 0; m < pl->n_members; m++)
+		kinds |= config_member_flag(pl->members[m].kind);
+	size_t bad = CONFIG_PK_COUNT;
+	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
+		if (!line[k] && (keys[k].flags & CONFIG_KEY_REQUIRED) &&
+		    (keys[k].flags & kinds & ~(unsigned)CONFIG_KEY_BLEND))
+			bad = k;
+	if (bad != CONFIG_PK_COUNT) {
+		config_fail(p, pl->line, "%s missing required key \"%s\" (of its %s member)", p->label,
+			    keys[bad].name, keys[bad].flags & kinds & CONFIG_KEY_TOKENS ? "tokens" :
+			    keys[bad].flags & kinds & CONFIG_KEY_MEGATRON ? "megatron" : "llmc");
+		return;
+	}
+	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
+		if (line[k] && !(keys[k].flags & kinds) && (bad == CONFIG_PK_COUNT || line[k] < line[bad]))
+			bad = k;
+	if (bad != CONFIG_PK_COUNT) {
+		config_fail(p, line[bad], "%s %s does not apply to a blend of %s sources", p->label,
+			    keys[bad].name, kinds & CONFIG_KEY_MEGATRON ? "megatron" :
+			    kinds & CONFIG_KEY_LLMC ? "llmc" : "tokens");
+		return;
+	}
+	if (pl->direct) {
+		config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on reads one file range per sample; a "
+			    "blend reads each sample from one of its members' files", p->label);
+		return;
+	}
+	if (!config_outputs(p, pl, line))
+		return;
+	if (!line[CONFIG_PK_DOCUMENT_SHUFFLE])
+		pl->document_shuffle = pl->shuffle;
+	/* The stored token types: token_dtype for tokens members, uint16 for
+	 * llm.c's, the index's for megatron's; token_output, when not given,
+	 * stays unset ("as stored"), and the members must then store the same
+	 * type (checked at start, where the megatron indexes are read). */
+	if (kinds & CONFIG_KEY_LLMC && !(kinds & CONFIG_KEY_TOKENS))
+		pl->token_bytes = 2;
+	if (!line[CONFIG_PK_TOKEN_OUTPUT])
+		return;
+	const struct config_token_name *out = NULL;
+	for (size_t t = 0; t < CONFIG_TOKEN_TYPES_COUNT; t++)
+		if (config_token_types[t].dtype == pl->token_out_dtype)
+			out = &config_token_types[t];
+	uint32_t widest = kinds & CONFIG_KEY_TOKENS ? pl->token_bytes : kinds & CONFIG_KEY_LLMC ? 2 : 0;
+	if (out && out->bytes < widest)
+		config_fail(p, line[CONFIG_PK_TOKEN_OUTPUT], "%s token_output: \"%s\" is narrower than "
+			    "the %u-byte tokens of a %s member", p->label, out->name, widest,
+			    kinds & CONFIG_KEY_TOKENS ? "tokens" : "llmc");
 }
 
 /* The first missing required key (at the header's line), then the first

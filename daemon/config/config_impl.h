@@ -1,12 +1,17 @@
 /*
  * config_impl.h: what the configuration parser's files share, and nothing
- * else includes:
+ * else includes. The files, each calling only those below it:
  *  - config.c: reading the file line by line through inih, the sections,
- *    the parse state below and its first-error rule (config_fail);
+ *    and config_load;
+ *  - config_check.c: the checks that need a whole section (a blend's too)
+ *    or the whole file, and the questions asked of a loaded config
+ *    (config_pipeline, config_key_line, config_diff);
+ *  - config_values.c: the parser of each value type, config_set_value;
+ *  - config_source.c: the `source` key's value, one source or a blend;
  *  - config_keys.c: the table of every key (type, field, limits), the
- *    defaults, and the parser of each value type;
- *  - config_check.c: the checks that need a whole section or the whole
- *    file, and the lookups and comparison of a loaded config.
+ *    defaults, the names of source kinds and token types;
+ *  - config_fail.c: the first-error rule every other file records its
+ *    errors through.
  */
 #ifndef LDR_DAEMON_CONFIG_IMPL_H
 #define LDR_DAEMON_CONFIG_IMPL_H
@@ -43,7 +48,7 @@ enum config_value_type {
 #define CONFIG_KEY_IMAGE 0x8u
 #define CONFIG_KEY_MEGATRON 0x10u
 #define CONFIG_KEY_LLMC 0x20u
-#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_blend.c) */
+#define CONFIG_KEY_BLEND 0x40u /* a blend's own keys (config_source.c, config_check.c) */
 #define CONFIG_KEY_REQUIRED 0x4u
 #define CONFIG_KEY_ANY_KIND (CONFIG_KEY_RAW | CONFIG_KEY_TOKENS | CONFIG_KEY_IMAGE | CONFIG_KEY_MEGATRON | \
 			     CONFIG_KEY_LLMC)
@@ -87,6 +92,7 @@ enum config_pipeline_key {
 };
 _Static_assert(CONFIG_PK_COUNT <= CONFIG_KEYS_MAX, "struct pipeline_cfg's key_line holds every key");
 
+/* config_keys.c: the tables of every key */
 extern const struct config_key config_daemon_keys[CONFIG_DK_COUNT];
 extern const struct config_key config_pipeline_keys[CONFIG_PK_COUNT];
 
@@ -130,46 +136,51 @@ struct config_parse {
 	char line[CONFIG_LINE_MAX + 1];
 };
 
-/* config.c: records "FILE:LINE: message" in p's err, unless an error is
- * recorded already: the first one ends the parse and is the one reported. */
-void config_fail(struct config_parse *p, int line, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+/* ---- config_check.c ---- */
 
-/* config_keys.c */
-/* CPUs loaderd may run on: its affinity mask, else the online count. */
-long config_cpus(void);
-/* A new pipeline's defaults, in pl (zeroed by the caller). */
-void config_pipeline_defaults(struct pipeline_cfg *pl);
+/* Checks of the pipeline whose section ends, that need all its keys. */
+void config_pipeline_end(struct config_parse *p);
+/* Checks that need the whole file, and defaults that follow other keys. */
+void config_finish(struct config_parse *p);
+
+/* ---- config_values.c ---- */
+
+/* A value parser: value into field, the member of struct config or struct
+ * pipeline_cfg that k describes, or the error recorded and field left. */
+typedef void config_value_fn(struct config_parse *p, const struct config_key *k, const char *value,
+			     void *field);
+
 /* Parses value into the field k describes within base (struct config or
  * struct pipeline_cfg); on failure records the error and leaves the field. */
 void config_set_value(struct config_parse *p, const struct config_key *k, void *base,
 		      const char *value);
 
-/* One source "KIND:PATH" of `source`: its kind, and its path resolved
- * against the config file's directory into path (cap bytes, at most
- * ARENA_PATH_MAX); a tar or llmc pattern's syntax checked. false when it
- * recorded an error. */
-bool config_source_item(struct config_parse *p, const struct config_key *k, const char *value,
-			enum source_kind *kind, char *path, size_t cap);
+/* ---- config_source.c ---- */
 
-/* config_blend.c */
-/* Whether `source`'s value is a list of sources: an item after a comma
- * (outside a pattern's braces) starts with a source kind and ':'. A path
- * with a comma of its own stays one source. */
-bool config_is_blend(const char *value);
-/* `source` as a list "SOURCE WEIGHT, SOURCE WEIGHT, ...": the current
- * pipeline's members. */
-void config_value_blend(struct config_parse *p, const struct config_key *k, const char *value);
-/* The end-of-section checks of a blend (config_pipeline_end's for one
- * source, over the kinds of its members). */
-void config_blend_end(struct config_parse *p);
+/* The value parser of `source`: "raw:PATH", ..., "llmc:PATTERN" into the
+ * current pipeline's kind and path, or a list "SOURCE WEIGHT, ..." into
+ * its members (a blend). */
+config_value_fn config_value_source;
+/* The key-table flag (CONFIG_KEY_*) of a blend member's kind; 0 for a kind
+ * a blend cannot hold. */
+unsigned config_member_flag(enum source_kind kind);
 
-/* config_check.c */
-/* Outputs and eod_token of a token pipeline; false when it recorded an error. */
-bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, const int *line);
-/* Checks of the pipeline whose section ends, that need all its keys. */
-void config_pipeline_end(struct config_parse *p);
-/* Checks that need the whole file, and defaults that follow other keys. */
-void config_finish(struct config_parse *p);
+/* ---- config_keys.c ---- */
+
+/* CPUs loaderd may run on: its affinity mask, else the online count. */
+long config_cpus(void);
+/* A new pipeline's defaults, in pl (zeroed by the caller). */
+void config_pipeline_defaults(struct pipeline_cfg *pl);
+
+/* ---- config_fail.c ---- */
+
+/* Records "FILE:LINE: message" in p's err, unless an error is recorded
+ * already: the first one ends the parse and is the one reported. */
+void config_fail(struct config_parse *p, int line, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Records that value is no value for key k:
+ * "[SECTION] KEY: "VALUE" " and what fmt says it is not. */
+void config_bad_value(struct config_parse *p, const struct config_key *k, const char *value,
+		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 #endif

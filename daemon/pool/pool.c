@@ -1,5 +1,6 @@
-/* pool: spawn, feed, resize and stop the worker processes (pool.h); what
- * happens when one ends is pool_supervise.c. */
+/* pool: the pool's interface (pool.h): start, feed, resize, stop and
+ * describe the workers. What happens when one ends is pool_supervise.c's;
+ * one worker's process and rings are pool_worker.c's. */
 #include "daemon/pool/pool.h"
 
 #include <errno.h>
@@ -22,152 +23,14 @@
 
 _Static_assert(POOL_WORKER_INFLIGHT <= RING_ENTRIES, "completions must always fit the done ring");
 
-void pool_drain_eventfd(int fd)
-{
-	uint64_t v;
-	while (read(fd, &v, sizeof(v)) == (ssize_t)sizeof(v))
-		;
-}
-
-static void remove_outstanding(struct worker *w, uint64_t item_id)
-{
-	for (uint32_t i = 0; i < w->n_outstanding; i++) {
-		if (w->outstanding[i] == item_id) {
-			w->outstanding[i] = w->outstanding[--w->n_outstanding];
-			return;
-		}
-	}
-	log_warning("worker %u: completion for item %#" PRIx64 " it was not given; ignored",
-		    w->index, item_id);
-}
-
-/* Puts WORK_EXIT on the worker's command ring, behind the items it holds:
- * it finishes those, then exits 0. */
-static void worker_send_exit(struct worker *w)
-{
-	static const struct work_cmd exit_cmd = {.op = WORK_EXIT};
-	if (w->exit_sent || !ring_push(&w->cmd, &exit_cmd))
-		return;
-	w->exit_sent = true;
-	uint64_t one = 1;
-	ssize_t wr = write(w->cmd_efd, &one, sizeof(one));
-	(void)wr; /* an eventfd write only fails when the counter would overflow */
-}
-
-/* Hands every completion in the worker's ring to the scheduler. */
-void pool_worker_drain(struct worker *w)
-{
-	struct pool *p = w->pool;
-	struct work_done d;
-	while (ring_pop(&w->done, &d)) {
-		if (d.status == WORK_STATUS_READY) {
-			w->ready_this_run = true;
-			w->quick_failures = 0;
-			if (w->state == WORKER_STARTING)
-				w->state = WORKER_RUNNING;
-			if (p->unable && !p->stopping) {
-				p->unable = false;
-				log_notice("worker %u (pid %d) is up: workers run again", w->index, w->pid);
-				p->sink.workers_unable(p->sink.sched, NULL);
-			}
-			if ((d.flags & WORK_FLAG_NO_URING) && !p->pread_noted) {
-				log_warning("io_uring is not available to workers (blocked by a seccomp "
-					    "filter or an old kernel?): they read with pread");
-				p->pread_noted = true;
-			}
-			continue;
-		}
-		remove_outstanding(w, d.item_id);
-		w->items_done++;
-		w->items_this_run++;
-		p->sink.item_done(p->sink.sched, &d);
-	}
-	if (!p->ready_sent && !p->stopping) {
-		for (uint32_t i = 0; i < p->n; i++)
-			if (p->workers[i].state != WORKER_RUNNING)
-				return;
-		p->ready_sent = true;
-		p->life.ready(p->life.ctx);
-	}
-}
-
 static void on_done_readable(uv_poll_t *h, int status, int events)
 {
 	struct worker *w = h->data;
 	pool_drain_eventfd(w->done_efd);
 	pool_worker_drain(w);
 	if (w->state == WORKER_RETIRING)
-		worker_send_exit(w);
+		pool_worker_send_exit(w);
 	w->pool->sink.capacity(w->pool->sink.sched);
-}
-
-static void on_handle_closed(uv_handle_t *h)
-{
-	struct pool *p = h->data;
-	if (--p->handles_open == 0)
-		p->life.stopped(p->life.ctx);
-}
-
-/* Once no worker process is left, closes every handle; life.stopped follows. */
-void pool_check_stopped(struct pool *p)
-{
-	if (!p->stopping || p->handles_open != 0)
-		return;
-	for (uint32_t i = 0; i < p->n_init; i++)
-		if (p->workers[i].proc_open)
-			return;
-	uv_timer_stop(&p->kill_timer);
-	p->kill_timer.data = p;
-	p->handles_open++;
-	uv_close((uv_handle_t *)&p->kill_timer, on_handle_closed);
-	uv_timer_stop(&p->watch_timer);
-	p->watch_timer.data = p;
-	p->handles_open++;
-	uv_close((uv_handle_t *)&p->watch_timer, on_handle_closed);
-	for (uint32_t i = 0; i < p->n_init; i++) {
-		struct worker *w = &p->workers[i];
-		w->done_poll.data = p;
-		w->retry_timer.data = p;
-		p->handles_open += 2;
-		uv_close((uv_handle_t *)&w->done_poll, on_handle_closed);
-		uv_close((uv_handle_t *)&w->retry_timer, on_handle_closed);
-	}
-}
-
-int pool_worker_spawn(struct worker *w)
-{
-	struct pool *p = w->pool;
-	ring_reset(&w->cmd);
-	ring_reset(&w->done);
-	w->exit_sent = false; /* an exit queued for the previous process went with the ring */
-	w->ready_this_run = false;
-	w->killed_stuck = false;
-	w->items_this_run = 0;
-	w->started_ms = status_now_ms();
-	w->proc_open = true;
-	pid_t pid = 0;
-	int pidfd = -1;
-	int rc = zygote_fork(p->zygote, w->index, w->cmd_efd, w->done_efd, &pid, &pidfd);
-	if (rc < 0) {
-		pool_spawn_failed(w, rc);
-		return rc;
-	}
-	w->pid = pid;
-	w->pidfd = pidfd;
-	w->state = WORKER_STARTING;
-	return 0;
-}
-
-void pool_worker_kill(struct worker *w, int sig)
-{
-	if (!w->proc_open || w->pid <= 0)
-		return;
-	/* The pidfd cannot name another process: the master is not the
-	 * worker's parent, so a bare pid could have been reaped and reused. */
-	if (w->pidfd >= 0)
-		syscall(SYS_pidfd_send_signal, w->pidfd, sig, NULL, 0);
-	else
-		kill(w->pid, sig);
 }
 
 /* Creates worker i's eventfds; its rings are the arena's. */
@@ -248,7 +111,7 @@ int pool_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	 * life.fatal, whose caller stops the pool. */
 	*out = p;
 	for (uint32_t i = 0; i < p->n; i++)
-		pool_worker_spawn(&p->workers[i]);
+		pool_worker_start(&p->workers[i]);
 	return 0;
 }
 
@@ -279,7 +142,7 @@ int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
 		} else if ((w->state == WORKER_STARTING || w->state == WORKER_RUNNING) && w->proc_open &&
 			   w->pid > 0) {
 			w->state = WORKER_RETIRING;
-			worker_send_exit(w);
+			pool_worker_send_exit(w);
 		} /* else: it is exiting already, and worker_closed retires it */
 	}
 	for (uint32_t i = old; i < n; i++) { /* growing: spawn those not running */
@@ -287,7 +150,7 @@ int pool_resize(struct pool *p, uint32_t n, char *err, size_t err_cap)
 		if (w->state == WORKER_RETIRING && !w->exit_sent)
 			w->state = w->ready_this_run ? WORKER_RUNNING : WORKER_STARTING;
 		else if (!w->proc_open && w->state != WORKER_FAILED)
-			pool_worker_spawn(w); /* never spawned, or retired */
+			pool_worker_start(w); /* never spawned, or retired */
 		/* else: exiting, and worker_closed respawns it */
 	}
 	log_info("workers: %u -> %u", old, n);
@@ -342,7 +205,7 @@ void pool_stop(struct pool *p, uint64_t timeout_ms)
 		if (w->proc_open && w->pid > 0) {
 			/* A ring too full for the exit command is covered by the
 			 * kill timer below. */
-			worker_send_exit(w);
+			pool_worker_send_exit(w);
 			w->state = WORKER_STOPPING;
 		} else {
 			/* No process: a start that failed and waits only for its

@@ -21,8 +21,9 @@
  *    `fatal` instead. `workers_unable(NULL)` follows when a worker reports
  *    ready again.
  * The count can change while running (pool_resize, on a configuration
- * reload). The files: pool.c (spawning, feeding, resizing, stopping,
- * status) and pool_supervise.c (worker ends, back-off, the watchdog).
+ * reload). The files: pool.c (starting, feeding, resizing, stopping,
+ * status), pool_supervise.c (worker ends, back-off, the watchdog) and
+ * pool_worker.c (one worker's process and rings); pool_impl.h says more.
  *
  * Runs entirely on the loop thread. Callbacks are invoked from the loop.
  */

@@ -1,7 +1,12 @@
 /*
- * pool_impl.h: the worker pool's state, shared by pool.c (spawning,
- * feeding, resizing, stopping, status) and pool_supervise.c (what happens
- * when a worker ends, back-off, the watchdog). Nothing else includes it.
+ * pool_impl.h: the worker pool's state, shared by its files; nothing else
+ * includes it. Each file calls only those below it:
+ *   pool.c            the interface (pool.h): start, feed, resize, stop,
+ *                     status
+ *   pool_supervise.c  what happens when a worker ends, back-off, the
+ *                     watchdog; starting a worker, which may fail
+ *   pool_worker.c     one worker's process and rings: fork, signal,
+ *                     completions, exit; closing the handles at the end
  */
 #ifndef LDR_DAEMON_POOL_IMPL_H
 #define LDR_DAEMON_POOL_IMPL_H
@@ -88,23 +93,29 @@ struct pool {
 	struct worker workers[];
 };
 
-/* ---- pool.c ---- */
+/* ---- pool_supervise.c ---- */
 
-/* Starts worker w's process (a failure to spawn counts as a start failure). */
+/* Starts worker w's process; a failure to fork counts as a start failure
+ * (back-off, as for a worker that exits before it is ready). */
+void pool_worker_start(struct worker *w);
+/* Starts the watchdog's timer. */
+void pool_watch_start(struct pool *p);
+
+/* ---- pool_worker.c ---- */
+
+/* Forks worker w's process from the zygote: 0 or -errno (the caller
+ * counts a failure: pool_worker_start). */
 int pool_worker_spawn(struct worker *w);
 /* Sends sig to worker w's process, if it has one. */
 void pool_worker_kill(struct worker *w, int sig);
 /* Hands every completion in w's ring to the sink. */
 void pool_worker_drain(struct worker *w);
+/* Puts WORK_EXIT on w's command ring, behind the items it holds: it
+ * finishes those, then exits 0. */
+void pool_worker_send_exit(struct worker *w);
 void pool_drain_eventfd(int fd);
-/* Once no worker process is left while stopping, closes every handle. */
+/* Once no worker process is left while stopping, closes every handle;
+ * life.stopped follows. */
 void pool_check_stopped(struct pool *p);
-
-/* ---- pool_supervise.c ---- */
-
-/* Forking the worker failed with rc (-errno): it counts as failing to start. */
-void pool_spawn_failed(struct worker *w, int rc);
-/* Starts the watchdog's timer. */
-void pool_watch_start(struct pool *p);
 
 #endif

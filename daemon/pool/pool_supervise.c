@@ -22,7 +22,7 @@ static void on_retry_timer(uv_timer_t *t)
 	struct worker *w = t->data;
 	if (w->pool->stopping || w->state != WORKER_BACKOFF)
 		return;
-	pool_worker_spawn(w);
+	pool_worker_start(w);
 }
 
 /* Whether any worker is running or on its way up. */
@@ -93,7 +93,7 @@ static void worker_closed(struct worker *w)
 		return;
 	}
 	if (w->quick_failures == 0) {
-		pool_worker_spawn(w);
+		pool_worker_start(w);
 		return;
 	}
 	unsigned long long delay = POOL_BACKOFF_FIRST_MS << (w->quick_failures - 1 < 20 ? w->quick_failures - 1 : 20);
@@ -190,7 +190,8 @@ static void on_spawn_failed_timer(uv_timer_t *t)
 	worker_closed(t->data);
 }
 
-void pool_spawn_failed(struct worker *w, int rc)
+/* Forking the worker failed with rc (-errno): it counts as failing to start. */
+static void pool_spawn_failed(struct worker *w, int rc)
 {
 	snprintf(w->last_exit, sizeof(w->last_exit), "spawn failed: %s", strerror(-rc));
 	w->ready_this_run = false;
@@ -302,4 +303,11 @@ void pool_watch_start(struct pool *p)
 	p->watch_timer.data = p;
 	uint64_t period = watch_period_ms(p->cfg);
 	uv_timer_start(&p->watch_timer, on_watch_timer, period, period);
+}
+
+void pool_worker_start(struct worker *w)
+{
+	int rc = pool_worker_spawn(w);
+	if (rc < 0)
+		pool_spawn_failed(w, rc);
 }

@@ -104,37 +104,6 @@ static void server_refuse_fd(int fd, int code, const char *text)
 	close(fd);
 }
 
-static void server_handshake_push(struct server *srv, struct conn *c)
-{
-	c->handshaking = true;
-	c->hs_next = NULL;
-	c->hs_prev = srv->hs_tail;
-	if (srv->hs_tail)
-		srv->hs_tail->hs_next = c;
-	else
-		srv->hs_head = c;
-	srv->hs_tail = c;
-	srv->n_handshakes++;
-}
-
-void server_handshake_remove(struct conn *c)
-{
-	struct server *srv = c->srv;
-	if (!c->handshaking)
-		return;
-	c->handshaking = false;
-	if (c->hs_prev)
-		c->hs_prev->hs_next = c->hs_next;
-	else
-		srv->hs_head = c->hs_next;
-	if (c->hs_next)
-		c->hs_next->hs_prev = c->hs_prev;
-	else
-		srv->hs_tail = c->hs_prev;
-	c->hs_next = c->hs_prev = NULL;
-	srv->n_handshakes--;
-}
-
 static void server_on_hs_timer(uv_timer_t *t);
 
 /* Arms the timer for the oldest connection's deadline. */
@@ -397,16 +366,6 @@ void server_accept_stop(struct server *srv)
 	if (srv->spare_fd >= 0)
 		close(srv->spare_fd);
 	srv->spare_fd = -1;
-}
-
-void server_describe_connections(struct server *srv, struct status_text *t)
-{
-	const struct server_counts *n = &srv->counts;
-	status_printf(t, "connections: handshaking %u max_handshakes %u timed_out %" PRIu64 " evicted %"
-		      PRIu64 " unidentified %" PRIu64 " shed %" PRIu64 " accept_pauses %" PRIu64
-		      " accepting %s\n", srv->n_handshakes, srv->cfg->max_handshakes, n->timed_out,
-		      n->evicted, n->unidentified, n->shed, n->accept_pauses,
-		      srv->accept_paused ? "paused" : "yes");
 }
 
 void server_raise_fd_limit(const struct config *cfg)

@@ -1,12 +1,16 @@
 /*
- * server_impl.h: what the two halves of the server share; no other module
- * includes it (daemon/server/server.h is the interface).
+ * server_impl.h: what the server's files share; no other module includes
+ * it (daemon/server/server.h is the interface). Each file calls only those
+ * below it:
  *
- *   server.c         sessions: frames in and out, HELLO/RELEASE/BYE,
- *                    STATUS_REQ/RELOAD_REQ, the socket's start and shutdown
+ *   server.c         the listening socket: start (bind, owner, mode,
+ *                    listen) and shutdown
  *   server_accept.c  connections: accept, the peer's identity, the queue of
  *                    connections that have not sent their first frame
  *                    (timeout, cap), running out of descriptors
+ *   server_conn.c    sessions: frames in and out, HELLO/RELEASE/BYE,
+ *                    STATUS_REQ/RELOAD_REQ, closing; the handshake queue's
+ *                    links and the connections' status line
  *
  * Everything here runs on the loop thread.
  */
@@ -77,7 +81,7 @@ struct server {
 	uv_timer_t hs_timer;     /* the head's handshake deadline */
 	uv_timer_t accept_timer; /* ends a pause of accepting */
 	uv_timer_t log_timer;    /* writes the log's suppressed-lines summaries */
-	uv_timer_t group_timer;  /* the next group's deadline for its members (server.c) */
+	uv_timer_t group_timer;  /* the next group's deadline for its members (server_conn.c) */
 	bool timers_started;
 	bool accept_paused;      /* the listen poll is stopped until accept_timer */
 	bool in_episode;         /* accept has failed and not succeeded since */
@@ -87,7 +91,14 @@ struct server {
 	struct server_counts counts;
 };
 
-/* server.c */
+/* ---- server_accept.c ---- */
+
+void server_accept_start(struct server *srv);
+void server_accept_stop(struct server *srv);
+void server_on_listen_readable(uv_poll_t *h, int status, int events);
+
+/* ---- server_conn.c ---- */
+
 void conn_close(struct conn *c);
 void conn_error(struct conn *c, uint64_t request_id, int code, const char *text);
 /* Reads and handles the frames waiting on c (all of them when the peer is
@@ -96,12 +107,9 @@ void conn_read(struct conn *c, bool peer_gone);
 void on_conn_event(uv_poll_t *h, int status, int events);
 /* Fills srv->tx with the STATUS answering request_id: 0 or -ENOMEM. */
 int server_status_frame(struct server *srv, uint64_t request_id);
-
-/* server_accept.c */
-void server_accept_start(struct server *srv);
-void server_accept_stop(struct server *srv);
-void server_on_listen_readable(uv_poll_t *h, int status, int events);
-/* c has sent its first frame, or is closing: it leaves the queue. */
+/* c, just accepted, joins the handshake queue (newest last)... */
+void server_handshake_push(struct server *srv, struct conn *c);
+/* ...and leaves it when it has sent its first frame, or is closing. */
 void server_handshake_remove(struct conn *c);
 void server_describe_connections(struct server *srv, struct status_text *t);
 

@@ -39,16 +39,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/tarpattern.h" /* tar_pattern_expand: the pattern's braces */
 #include "daemon/source/imagefolder.h"
-
-#define TAR_SHARDS_MAX 1000000u /* shards one pattern may name */
-
-/* Expands pattern into *out (n_out paths, each malloc'ed, the array too).
- * 0, or -EINVAL with err naming the fault (an unclosed or nested brace, an
- * empty list item, a bad range, more than TAR_SHARDS_MAX names) or
- * -ENOMEM. */
-int tar_pattern_expand(const char *pattern, char ***out, size_t *n_out, char *err, size_t err_cap);
-void tar_pattern_free(char **paths, size_t n);
 
 /* Indexes every shard pattern names. 0, or -errno with err naming the
  * shard, offset and reason. */

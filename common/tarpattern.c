@@ -1,5 +1,5 @@
-/* tarpattern: brace expansion of a tar source's shard pattern (tarshard.h). */
-#include "daemon/source/tarshard.h"
+/* tarpattern: brace expansion of a shard pattern (tarpattern.h). */
+#include "common/tarpattern.h"
 
 #include <errno.h>
 #include <stdio.h>
