@@ -104,10 +104,15 @@ static void direct_start(struct sched *s, struct sched_client *c)
 		s->ops.fail(c->conn, ENOMEM, "loaderd is out of memory");
 		return;
 	}
-	for (uint32_t i = 0; i < ds->pos.rows; i++)
-		offsets[i] = src->desc.split_base[c->split] +
-			     sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i) *
-			     src->desc.sample_stride;
+	for (uint32_t i = 0; i < ds->pos.rows; i++) {
+		/* a direct pipeline's samples are each one range of its file
+		 * (daemon/gpu/direct.h) */
+		struct source_place at;
+		source_locate(src, c->split, ds->pos.epoch,
+			      sampler_sample(&c->sampler, ds->pos.epoch, ds->pos.g, ds->pos.first + i),
+			      &at);
+		offsets[i] = at.offset;
+	}
 	ds->state = DEV_COPYING;
 	ds->generation++;
 	ds->pos.t_filled = ds->pos.t_handed = ds->pos.t_pick; /* no workers, no order */

@@ -568,22 +568,7 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		const struct source *src = &s->sources[i];
 		if (!status_item_begin(t, &l))
 			continue;
-		if (src->n_members) {
-			source_blend_describe(src, t);
-			status_item_end(t, &l);
-			continue;
-		}
-		status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
-			      "drop_last %d", src->cfg->name,
-			      config_source_name(src->cfg->kind), src->cfg->path,
-			      src->n_samples, src->cfg->batch_size, src->cfg->shuffle, src->cfg->drop_last);
-		/* samples is the train split's; each split's sequences and samples */
-		for (uint32_t k = 0; src->has_splits && k < SPLIT_COUNT; k++)
-			status_printf(t, " split %s sequences %" PRIu64 "..%" PRIu64 " samples %" PRIu64,
-				      split_name(k), src->splits[k].first_seq,
-				      src->splits[k].first_seq + src->splits[k].n_seqs,
-				      src->splits[k].n_samples);
-		status_printf(t, "\n");
+		source_describe(src, t);
 		status_item_end(t, &l);
 	}
 	status_list_end(t, &l);
