@@ -1,8 +1,9 @@
 /*
  * batchfail: what goes wrong with a client's batches, decided and logged
  * here, once (sched_impl.h): bad images (counted, each file logged once),
- * a batch whose item failed (the client's ERROR names the pipeline, file,
- * sample and policy), a stream past its last epoch, workers that cannot run.
+ * a batch whose item failed (the client's ERROR, whose text the source
+ * writes: source_batch_error), a stream past its last epoch, workers that
+ * cannot run.
  */
 #include <errno.h>
 #include <inttypes.h>
