@@ -33,10 +33,29 @@
  * slot and no worker: each batch starts straight in a free device slot as
  * the list of its samples' file offsets.
  *
- * The files: sched.c (slots, items, fairness, delivery), session.c
- * (attach, detach, release, WELCOME), devpath.c (device slots and the GPU
- * side of a batch), batchfail.c (bad samples, failed batches and streams);
- * sched_impl.h is what they share.
+ * The folder's contract:
+ *  - It owns: the clients' sessions (attach, detach, RELEASE, resume,
+ *    groups), the staging slots and their shares, the work items and
+ *    their queue, the order of delivery, device rings on the loop side,
+ *    and the texts of bad samples and failed batches and streams.
+ *  - It may call: daemon/source (counts, where a sample lives, the texts
+ *    that name a sample or a failed batch, status lines), daemon/core
+ *    (status text), and below the daemon common/ (the sampler, positions),
+ *    shm/ and proto/. The worker pool, the GPU thread and the server are
+ *    reached only through the callbacks they hand it (struct
+ *    sched_workers, struct gpu_requests in daemon/gpu/gpuseam.h, struct
+ *    sched_ops), never by their headers' calls.
+ *  - It is called by: the server (attach, detach, release, status), the
+ *    worker pool (item done or lost, pump, workers unable), the GPU
+ *    thread's answers on the loop (sched_gpu_answers), start-up (create,
+ *    wiring, free).
+ *  - Inside, its files are layers that call one way, top to bottom
+ *    (sched_impl.h): sched.c, session.c, gpuanswer.c (entry points);
+ *    fill.c (the engine: slots, items, fairness, delivery); devpath.c
+ *    (device slots and the GPU side of a batch); sched_blend.c (a blend's
+ *    batches); batchfail.c (bad samples, failed batches and streams);
+ *    group.c (tensor-parallel groups); batch.c (a client's batches, slots,
+ *    stage figures). No cycle is left.
  *
  * Runs entirely on the loop thread.
  */

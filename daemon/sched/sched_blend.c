@@ -22,10 +22,12 @@ int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client
 	sl->n_items = 0;
 	for (uint32_t r = 0; r < sl->pos.rows; r++) {
 		uint64_t index = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + r);
-		uint32_t m;
-		source_blend_sample(src, c->split, sl->pos.epoch, index, &m, &sl->blend_sample[r],
-				    &sl->blend_epoch[r]);
+		struct source_place at;
+		source_locate(src, c->split, sl->pos.epoch, index, &at);
+		uint32_t m = at.member;
 		sl->blend_member[r] = m;
+		sl->blend_sample[r] = at.sample;
+		sl->blend_epoch[r] = at.epoch;
 		const struct source_member *mb = &src->members[m];
 		const struct arena_doc_params *dp = &arena_pipeline(s->arena, mb->arena_index)->docs;
 		if (dp->n_documents) {

@@ -1,8 +1,28 @@
 /*
- * sched_impl.h: the scheduler's state, shared by its files: sched.c
- * (slots, items, fairness, delivery), session.c (attach, detach, release),
- * devpath.c (device slots, the GPU side) and batchfail.c (bad samples,
- * failed batches and streams). Nothing else includes it.
+ * sched_impl.h: the scheduler's state and the calls its files make to
+ * one another; nothing outside daemon/sched includes it.
+ *
+ * The files are layers; a file calls only the files below it (and its
+ * own), never one above:
+ *
+ *   sched.c       create, wire, free; status lines        \
+ *   session.c     attach, detach, RELEASE (the server)     > entry points
+ *   gpuanswer.c   the GPU thread's answers                /
+ *   fill.c        the engine: slots to clients, items to workers,
+ *                 completions (the pool), delivery in order
+ *   devpath.c     device rings, batches handed to the GPU thread,
+ *                 direct batches
+ *   sched_blend.c a blend's batches: rows traced to members' samples
+ *   batchfail.c   bad samples, failed batches and streams
+ *   group.c       tensor-parallel groups
+ *   batch.c       a client's next batch, slots freed and found, the
+ *                 stages' figures, samples named
+ *
+ * After anything that may free a slot or a client's room, an entry
+ * point calls sched_fill; a lower file never does (devpath_release says
+ * whether it freed one). Calls back up leave the scheduler only through
+ * its callbacks to the server and the GPU thread (struct sched_ops,
+ * struct gpu_requests), which answer later, never from inside the call.
  */
 #ifndef LDR_DAEMON_SCHED_IMPL_H
 #define LDR_DAEMON_SCHED_IMPL_H
@@ -185,7 +205,7 @@ struct sched {
 	struct docorder_cache docorder; /* epochs' document orders (daemon/source/docorder.h) */
 };
 
-/* ---- sched.c ---- */
+/* ---- batch.c ---- */
 
 /* The monotonic clock, in ns: stage timestamps. */
 uint64_t sched_now_ns(void);
@@ -193,10 +213,6 @@ uint64_t sched_now_ns(void);
 void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to);
 /* " fill_us F order_us O gpu_us G held_us H": c's means per batch. */
 int sched_stage_text(const struct sched_client *c, char *buf, size_t cap);
-
-/* Starts batches for clients that can take one, then hands items to the
- * workers. Called after anything that may free a slot or a client's room. */
-void sched_fill(struct sched *s);
 void sched_slot_free(struct sched *s, struct slot *sl);
 /* The slot holding client c's finished batch `seq`, or NULL. */
 struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq);
@@ -205,31 +221,11 @@ struct batch_pos sched_batch_next(struct sched_client *c);
 /* READY for the batch at pos, in the given slot. */
 struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
 				  uint64_t slot_offset);
+/* Client c has been handed every batch of its last epoch. */
+bool sched_stream_ended(const struct sched_client *c);
 /* sched_describe_sample for a sample of a known split. */
 void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
 				 uint64_t sample, char *buf, size_t cap);
-/* Clients that take staging slots: every attached one but direct clients. */
-bool sched_uses_staging(const struct sched_client *c);
-/* Client c has been handed every batch of its last epoch (batchfail.c). */
-bool sched_stream_ended(const struct sched_client *c);
-
-/* ---- session.c ---- */
-
-/* Status line of each client. */
-void session_describe(const struct sched *s, struct status_text *t);
-
-/* ---- devpath.c ---- */
-
-/* Hands, in seq order, every finished batch of device client c that is
- * next in line to the GPU thread, each into a free device slot. */
-void devpath_flush(struct sched *s, struct sched_client *c);
-/* A direct client's next batches, while it has room. */
-void devpath_fill_direct(struct sched *s, struct sched_client *c);
-/* Asks the GPU thread for c's ring. */
-void devpath_attach(struct sched *s, struct sched_client *c);
-/* c is detached; its ring goes once no process can touch it. */
-void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed);
-void devpath_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
 
 /* ---- group.c ---- */
 
@@ -274,17 +270,6 @@ uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns);
 /* " group KEY size N members M/N" for c's status line, "" for none. */
 int group_status_text(const struct sched_client *c, char *buf, size_t cap);
 
-/* ---- sched_blend.c: a blend's batches ---- */
-/* Plans sl's batch of blend client c: each row's member sample (and
- * where its window starts, for a document-shuffled member), and the
- * items, each rows of one member in one order, at most chunk of them.
- * 0 or -errno (docorder_locate's). */
-int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client *c);
-/* Item it of blend batch sl as cmd: its member's table entry, epoch and
- * samples. */
-void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
-		     struct work_cmd *cmd);
-
 /* ---- batchfail.c ---- */
 
 /* Bad images a work item met (counted; the first logged once per file). */
@@ -298,5 +283,47 @@ void batchfail_stream_end(struct sched *s, struct sched_client *c);
 void batchfail_docorder(struct sched *s, struct slot *sl, int err);
 /* Fails client c because no worker can run (s->unable). */
 void batchfail_unable(struct sched *s, struct sched_client *c);
+
+/* ---- sched_blend.c: a blend's batches ---- */
+/* Plans sl's batch of blend client c: each row's member sample (and
+ * where its window starts, for a document-shuffled member), and the
+ * items, each rows of one member in one order, at most chunk of them.
+ * 0 or -errno (docorder_locate's). */
+int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client *c);
+/* Item it of blend batch sl as cmd: its member's table entry, epoch and
+ * samples. */
+void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
+		     struct work_cmd *cmd);
+
+/* ---- devpath.c ---- */
+
+/* Hands, in seq order, every finished batch of device client c that is
+ * next in line to the GPU thread, each into a free device slot. */
+void devpath_flush(struct sched *s, struct sched_client *c);
+/* A direct client's next batches, while it has room. */
+void devpath_fill_direct(struct sched *s, struct sched_client *c);
+/* Asks the GPU thread for c's ring. */
+void devpath_attach(struct sched *s, struct sched_client *c);
+/* c is detached; its ring goes once no process can touch it. */
+void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed);
+/* A RELEASE of a device slot: true when it freed one (the caller then
+ * calls sched_fill), false for a stale or duplicate one. */
+bool devpath_release(struct sched_client *c, const struct proto_release *r);
+
+/* ---- fill.c ---- */
+
+/* Starts batches for clients that can take one, then hands items to the
+ * workers. Called by the entry points after anything that may free a
+ * slot or a client's room. */
+void sched_fill(struct sched *s);
+/* Clients that take staging slots: every attached one but direct clients. */
+bool sched_uses_staging(const struct sched_client *c);
+/* The most staging slots a client may have in use (sched.h). */
+uint32_t sched_slot_share(const struct sched *s);
+
+/* ---- session.c ---- */
+
+/* Status line of each client. */
+void session_describe(const struct sched *s, struct status_text *t);
 
 #endif

@@ -275,7 +275,8 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r)
 {
 	if (c->device) {
-		devpath_release(s, c, r);
+		if (devpath_release(c, r))
+			sched_fill(s);
 		return;
 	}
 	if (c->group) {

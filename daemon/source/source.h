@@ -1,14 +1,59 @@
 /*
- * source: a pipeline's data source as the master sees it: the data file
- * checked against the declared layout, the number of samples, and the
- * layout of one batch in a staging slot (named tensors).
+ * source: a pipeline's data source as the master sees it. Every kind of
+ * source (raw, tokens, megatron, llmc, imagefolder, tar, and a blend of
+ * token sources) is one implementation of one interface, struct
+ * source_ops, in a file of its own; this header is the interface and
+ * the calls the rest of the daemon makes, which dispatch on the source's
+ * ops (source.c).
  *
- * source_open runs at start (and for --check-config); it reads file
- * metadata and headers only (a Megatron index, tar member headers, llm.c
- * shard headers), never a sample. Workers do the reading, using the
- * struct arena_pipeline this module fills in. The sample lists it builds
- * go into the arena's index area (source_arena.c), from which samples
- * are named in messages.
+ * The folder's contract:
+ *  - It owns: checking a pipeline's data at start (source_open: file
+ *    metadata and headers only, never a sample), the sample counts of
+ *    each split, the layout of a batch in a staging slot (named tensors),
+ *    the description workers read (struct arena_pipeline, shm/layout.h)
+ *    and the sample lists in the arena's index area (source_arena.c),
+ *    where a sample lives (source_locate), the texts that name a sample
+ *    or a failed batch, the data identity a position token names
+ *    (source_id.c), the status line, and a blend's members and table.
+ *  - It may call: daemon/config (the pipeline's config), daemon/core
+ *    (status text), and below the daemon common/, shm/, proto/, image/
+ *    (the transform chain) and worker/worker.h (what a worker reports).
+ *    Never daemon/sched, daemon/gpu, daemon/pool or daemon/server.
+ *  - It is called by: start-up (daemon/preflight.c opens the sources,
+ *    daemon/main.c fills the arena), the scheduler (daemon/sched: counts,
+ *    locate, texts, status), the GPU threads (daemon/gpu: the layout and
+ *    the texts). Workers never call it: they read the arena's copy.
+ *  - Threads: source_open and source_fill_arena at start, the rest on
+ *    the loop thread or the GPU threads, reading what start-up built
+ *    (nothing here changes after source_fill_arena).
+ *
+ * The files: source.c (the table of kinds, the dispatch, what every kind
+ * shares: the batch layout, the data file, the texts), source_arena.c
+ * (the index area), source_id.c (the data identity), one file a kind:
+ * source_raw.c, source_tokens.c, source_megatron.c (with the index
+ * reader megatron.c), source_llmc.c (with the shard reader llmc.c),
+ * source_image.c (imagefolder and tar, with the scanners imagefolder.c
+ * and tarshard.c; a shard pattern's braces are common/tarpattern.h),
+ * source_blend.c; docorder.c (the epochs'
+ * document orders the scheduler computes); source_impl.h is what the
+ * kinds' files share, included by nothing outside this folder.
+ *
+ * Adding a kind of source (say parquet:PATH):
+ *  1. daemon/config: its enum source_kind value (config.h), its word in
+ *     config_source_name and the `source =` parser (config_source.c) and
+ *     the keys it takes (config_keys.c, config_check.c). The config stays below the
+ *     sources, so the text of `source = KIND:...` is mapped there.
+ *  2. daemon/source/source_parquet.c: a `const struct source_ops
+ *     source_parquet` with at least open, identify and where (and the
+ *     other operations it needs: a sample list in the arena, its own
+ *     failure text, locate for a data file's byte range); its reader
+ *     beside it when it has one. Helpers every kind may use are in
+ *     source_impl.h.
+ *  3. The table in source.c (source_kinds[]), its extern in
+ *     source_impl.h, and the file in daemon/CMakeLists.txt.
+ * Nothing in the scheduler, the GPU threads or start-up changes. A
+ * source whose samples a worker cannot read as raw records, token
+ * windows or JPEGs (arena_pipeline.kind) also needs a reader in worker/.
  */
 #ifndef LDR_DAEMON_SOURCE_H
 #define LDR_DAEMON_SOURCE_H
@@ -42,6 +87,9 @@ struct source_split {
 };
 
 struct source_member;
+struct source_ops;
+struct source_id;
+struct status_text;
 
 /* A blend's samples of one split (common/blend.h): sample i is
  * member[i]'s member_sample[i]-th of the epoch; taken[d] of them from
@@ -54,6 +102,7 @@ struct source_blend_split {
 
 struct source {
 	const struct pipeline_cfg *cfg;
+	const struct source_ops *ops; /* its kind's implementation (source_open sets it) */
 	/* a blend (cfg->n_members > 0): its members, each opened as a lone
 	 * source and given a table entry of its own in the arena (after the
 	 * configured pipelines'), which work items name; the blend's own
@@ -96,25 +145,93 @@ struct source_member {
 	uint32_t arena_index;    /* its table entry in the arena */
 };
 
+/* Where a sample lives (source_locate): the source that holds it (a
+ * blend's member, or the source itself), its index and epoch there, and,
+ * for a sample that is one byte range of the data file (raw, tokens, a
+ * megatron source without document_shuffle), that range. */
+struct source_place {
+	uint32_t member;   /* a blend: the member (its index in members); else 0 */
+	uint64_t sample;   /* the sample in that source's split */
+	uint64_t epoch;    /* the epoch of that source's order */
+	uint64_t offset;   /* its bytes in the data file, when bytes > 0 */
+	uint64_t bytes;    /* 0: not one range of a file (images, llm.c, document order) */
+};
+
+/* A batch whose item failed, as the scheduler knows it (source_batch_error). */
+struct source_failure {
+	uint32_t entry;    /* the pipeline's table entry in the arena */
+	uint32_t split;    /* the split the client streams */
+	uint64_t epoch;
+	uint64_t index;    /* the failed row's sample, in the split's order */
+	int error;         /* the worker's -errno */
+	uint64_t detail;   /* the worker's detail (worker/worker.h) */
+};
+
+/*
+ * One kind of source. Every operation takes the source that open filled.
+ * Operations marked optional may be NULL: the dispatch then does what the
+ * comment says.
+ */
+struct source_ops {
+	/* Checks the pipeline's data and fills out (already zeroed, cfg and
+	 * ops set): splits[] (each split's sample count; a source without
+	 * splits has only train, present), n_samples (train's), has_splits,
+	 * the tensors (source_add_tensor), desc (what workers read: kind,
+	 * the read and stride of a sample, the kind's parameters), file_bytes,
+	 * data_path and its sample list (index, doc_tokens) if it has one.
+	 * 0, or -errno with err = `pipeline "NAME": PATH: reason`, naming the
+	 * file at fault (source_fail). source.c then checks the count against
+	 * the batch, picks the chunk and fills the common fields of desc; a
+	 * source with members (a blend) does all of that itself. */
+	int (*open)(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
+	/* Mixes into x what decides which sample each index is (source_id.c):
+	 * source_id_file first, then what the kind read at start. */
+	void (*identify)(const struct source *s, struct source_id *x);
+	/* Optional (NULL: 0, none): bytes its sample list takes in the
+	 * arena's index area. */
+	uint64_t (*index_bytes)(const struct source *s);
+	/* Optional (NULL: only its table entry): copies its table entry, and
+	 * its sample list to index_at[entry] in the index area, into the arena;
+	 * logs the list's start-up lines; frees the list. */
+	void (*fill_arena)(struct source *s, uint32_t entry, const uint64_t *index_at,
+			   struct arena *arena);
+	/* Optional (NULL: the sample is itself, and no one byte range):
+	 * where sample `index` of `split` in `epoch` lives. */
+	void (*locate)(const struct source *s, uint32_t split, uint64_t epoch, uint64_t index,
+		       struct source_place *out);
+	/* Names sample `index` of `split` (SPLIT_COUNT: not known) for a
+	 * message, from the arena's copy of its list where it has one (the
+	 * source's table entry is `entry`). Returns buf. */
+	const char *(*where)(const struct source *s, const struct arena *arena, uint32_t entry,
+			     uint32_t split, uint64_t index, char *buf, size_t cap);
+	/* Optional (NULL: source_file_error): the ERROR text of a batch whose
+	 * item failed; returns the ERROR's positive errno. */
+	int (*batch_error)(const struct source *s, const struct arena *arena,
+			   const struct source_failure *f, char *text, size_t cap);
+	/* Optional (NULL: source_describe_line): its lines of `loaderd status`. */
+	void (*describe)(const struct source *s, struct status_text *t);
+	/* Optional: frees what open allocated beyond index and doc_tokens
+	 * (which source_close frees); takes a half-opened source. */
+	void (*close)(struct source *s);
+};
+
+/*
+ * Opens the pipeline's source with its kind's ops: checks its data and
+ * computes its layout. Never blocks on a FIFO or opens a device
+ * (common/regfile.h). Returns 0, or -errno with err = `pipeline "NAME":
+ * PATH: reason` (missing file, not a regular file: "not a regular file (a
+ * FIFO)", size not fitting the layout, fewer samples than one batch).
+ */
+int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
+/* source_open of a blend's member: it may have fewer samples than a batch. */
+int source_open_member(const struct pipeline_cfg *cfg, struct source *out, char *err,
+		       size_t err_cap);
+/* Frees what source_open allocated; takes a half-opened or closed source. */
+void source_close(struct source *s);
+
 /* The file a raw, tokens or megatron pipeline's samples are read from:
  * its path, or PREFIX.bin for megatron:PREFIX. Returns buf. */
 const char *source_data_path(const struct pipeline_cfg *cfg, char *buf, size_t cap);
-
-/*
- * Checks the pipeline's file (an imagefolder's tree: daemon/source/imagefolder.h;
- * tar shards: daemon/source/tarshard.h) and computes its layout. Never blocks on
- * a FIFO or opens a device (common/regfile.h). Returns 0, or -errno
- * with err = `pipeline "NAME": PATH: reason` (missing file, not a regular
- * file: "not a regular file (a FIFO)", size not fitting the layout, fewer
- * samples than one batch).
- */
-int source_open(const struct pipeline_cfg *cfg, struct source *out, char *err, size_t err_cap);
-void source_close(struct source *s);
-
-/* source_open of one source; a blend's member (member true) may have
- * fewer samples than a batch. */
-int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool member, char *err,
-		    size_t err_cap);
 
 /*
  * The source's data identity (source_id.c): a hash of what decides which
@@ -127,43 +244,38 @@ int source_open_one(const struct pipeline_cfg *cfg, struct source *out, bool mem
  */
 uint64_t source_data_id(const struct source *s);
 
-/* ---- blends (source_blend.c) ---- */
+/* The split a client asks for by name (HELLO's `split`, "" for train):
+ * 0 with *id, or -EINVAL with err naming the split and the pipeline (an
+ * unknown name, a split the pipeline does not have, an empty one). */
+int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
+		      size_t cap);
 
-/* source_open of a blend: every member opened and checked (errors name
- * the member's file), their token layouts the same, the blend's table of
- * each split built. 0 or -errno with err. */
-int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *err,
-		      size_t err_cap);
-void source_blend_close(struct source *s);
+/* Where sample `index` of `split` in `epoch` lives (struct source_place). */
+void source_locate(const struct source *src, uint32_t split, uint64_t epoch, uint64_t index,
+		   struct source_place *out);
 
-/* Table entries the sources' members take after the n configured
- * pipelines: each member's arena_index set, counted from n. Returns the
- * total of entries. */
-uint32_t source_blend_number(struct source *sources, size_t n);
+/* Names sample `index` of pipeline `pipeline` (its table entry) for
+ * messages: an image pipeline's file (ROOT/CLASS/NAME.jpg) or tar shard,
+ * member and data offset, read from the arena's copy of the list; an
+ * llm.c pipeline's shard and window; a blend's member and its sample;
+ * another pipeline's data file and byte range within `split`
+ * (SPLIT_COUNT: not known, the range is then not given for a pipeline
+ * with splits). Returns buf. */
+const char *source_sample_where(const struct source *src, const struct arena *arena,
+				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
+				size_t cap);
 
-/* Blended sample `index` of `split` in `epoch`: the member (its index
- * in src->members), the member's sample in its split and the epoch of
- * the member's order it is read in (common/blend.h). */
-void source_blend_sample(const struct source *src, uint32_t split, uint64_t epoch, uint64_t index,
-			 uint32_t *member, uint64_t *sample, uint64_t *member_epoch);
+/* The ERROR text of a batch whose item failed (the pipeline, the file or
+ * sample, why, and for images the on_error policy); returns the ERROR's
+ * positive errno. */
+int source_batch_error(const struct source *src, const struct arena *arena,
+		       const struct source_failure *f, char *text, size_t cap);
 
-/* Names blended sample `index` of `split` (SPLIT_COUNT: train) for
- * messages: its member, the member's file and the member's sample count.
- * Returns buf. */
-const char *source_blend_where(const struct source *src, uint32_t split, uint64_t index, char *buf,
-			       size_t cap);
+/* The pipeline's lines of `loaderd status`. */
+void source_describe(const struct source *src, struct status_text *t);
 
-/* A blend's lines of `loaderd status`: the pipeline, then each member
- * with its weight (normalised), its samples and those the blend takes
- * from it an epoch, per split. */
-struct status_text;
-void source_blend_describe(const struct source *src, struct status_text *t);
-
-/* The member whose arena table entry is arena_index, and its blend
- * (*owner, *owner_index); NULL when none is. */
-const struct source_member *source_member_at(const struct source *sources, size_t n,
-					     uint32_t arena_index, const struct source **owner,
-					     uint32_t *owner_index);
+/* Why an image is bad, from the worker's -errno for it (source_image.c). */
+const char *source_image_why(int status);
 
 /* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
@@ -172,40 +284,28 @@ const struct source_member *source_member_at(const struct source *sources, size_
  * area at start, where workers read them; the master names samples from
  * that copy. */
 
-/* Bytes the sample list takes in the index area: the entries, the shards
- * and the paths, each ARENA_ALIGN-aligned, in that order; a
- * document-shuffled megatron pipeline's document table. 0 for a source
- * without one. */
+/* Bytes the sample list takes in the index area (0 for a source without
+ * one; a blend's members count on their own). */
 uint64_t source_index_bytes(const struct source *src);
 
-/* Copies every pipeline's table entry (and an image pipeline's sample
- * list, at index_at[i] into the arena's index area) into the arena, logs
- * each image list's start-up lines, and frees the lists (the arena holds
- * them from here on). */
+/* Copies every pipeline's table entry (and its sample list, at
+ * index_at[i] in the arena's index area) into the arena, logs each list's
+ * start-up lines, and frees the lists (the arena holds them from here
+ * on). */
 void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
 		       struct arena *arena);
 
-/* Names sample `index` of pipeline `pipeline` for messages: an image
- * pipeline's file (ROOT/CLASS/NAME.jpg) or tar shard, member and data
- * offset, read from the arena's copy of the list; another pipeline's data
- * file and byte range within `split` (SPLIT_COUNT: not known, the range
- * is then not given for a pipeline with splits). Returns buf. */
-const char *source_sample_where(const struct source *src, const struct arena *arena,
-				uint32_t pipeline, uint32_t split, uint64_t index, char *buf,
-				size_t cap);
+/* ---- a blend's members (source_blend.c) ---- */
 
-/* The split a client asks for by name (HELLO's `split`, "" for train):
- * 0 with *id, or -EINVAL with err naming the split and the pipeline (an
- * unknown name, a split the pipeline does not have, an empty one). */
-int source_split_find(const struct source *src, const char *name, uint32_t *id, char *err,
-		      size_t cap);
+/* Table entries the sources' members take after the n configured
+ * pipelines: each member's arena_index set, counted from n. Returns the
+ * total of entries. */
+uint32_t source_blend_number(struct source *sources, size_t n);
 
-/* Why an image is bad, from the worker's -errno for it. */
-const char *source_image_why(int status);
-
-/* The tar shard of image sample `index`: its path into buf and its sample
- * count; false for an imagefolder or a sample the list does not hold. */
-bool source_image_shard(const struct arena *arena, uint32_t pipeline, uint64_t index, char *buf,
-			size_t cap, uint64_t *n_samples);
+/* The member whose arena table entry is arena_index, and its blend
+ * (*owner, *owner_index); NULL when none is. */
+const struct source_member *source_member_at(const struct source *sources, size_t n,
+					     uint32_t arena_index, const struct source **owner,
+					     uint32_t *owner_index);
 
 #endif

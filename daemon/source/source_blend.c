@@ -2,7 +2,11 @@
  * source_blend: a pipeline that blends token sources (docs/config.md,
  * "Blending"; common/blend.h): its members opened as lone sources, the
  * blend's table of each split, and a blended sample traced to the member
- * sample it is (source.h).
+ * sample it is (struct source_ops, source.h). A blend is no kind of the
+ * config's: a pipeline with members (cfg->n_members > 0) is one, its kind
+ * the first member's. Its members are lone sources opened through their
+ * own kinds' ops, each with a table entry in the arena of its own, which
+ * work items name; the blend's own entry is never read by a worker.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,8 +15,9 @@
 #include <string.h>
 
 #include "common/blend.h"
-#include "daemon/source/source.h"
+#include "common/log.h"
 #include "daemon/core/status.h"
+#include "daemon/source/source_impl.h"
 
 static const char *member_path(const struct pipeline_cfg *cfg, uint32_t m)
 {
@@ -103,15 +108,16 @@ static int blend_split(struct source *s, uint32_t k, const double *w, char *err,
 	return 0;
 }
 
-int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *err,
+/* Every member opened and checked (errors name the member's file), their
+ * token layouts the same, the blend's table of each split built, and
+ * its own layout: the first member's. */
+static int blend_open(const struct pipeline_cfg *cfg, struct source *out, char *err,
 		      size_t err_cap)
 {
 	double raw[CONFIG_BLEND_MAX], w[CONFIG_BLEND_MAX];
-	memset(out, 0, sizeof(*out));
-	out->cfg = cfg;
 	for (uint32_t m = 0; m < cfg->n_members; m++)
 		raw[m] = cfg->members[m].weight;
-	if (blend_normalise(raw, cfg->n_members, w) < 0) { /* config_blend.c checked each */
+	if (blend_normalise(raw, cfg->n_members, w) < 0) { /* config_source.c checked each */
 		snprintf(err, err_cap, "pipeline \"%s\": the blend's weights do not sum to a finite "
 			 "number", cfg->name);
 		return -EINVAL;
@@ -128,7 +134,7 @@ int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *
 		mb->weight = w[m];
 		mb->key = blend_member_key(cfg->seed, m);
 		char why[PATH_MAX + 256];
-		rc = source_open_one(&mb->cfg, &mb->src, true, why, sizeof(why));
+		rc = source_open_member(&mb->cfg, &mb->src, why, sizeof(why));
 		if (rc < 0)
 			snprintf(err, err_cap, "%s (blend member %u)", why, m + 1);
 		else
@@ -138,10 +144,8 @@ int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *
 		rc = members_alike(out, err, err_cap);
 	for (uint32_t k = 0; k < SPLIT_COUNT && rc == 0; k++)
 		rc = blend_split(out, k, w, err, err_cap);
-	if (rc < 0) {
-		source_close(out);
-		return rc;
-	}
+	if (rc < 0)
+		return rc; /* source_open closes what is open */
 	const struct source *first = &out->members[0].src;
 	out->n_samples = out->splits[SPLIT_TRAIN].n_samples;
 	out->has_splits = out->splits[SPLIT_VALID].present;
@@ -165,11 +169,10 @@ int source_blend_open(const struct pipeline_cfg *cfg, struct source *out, char *
 	}
 	snprintf(out->desc.name, sizeof(out->desc.name), "%s", cfg->name);
 	snprintf(out->data_path, sizeof(out->data_path), "%s", first->data_path);
-	out->data_id = source_data_id(out);
 	return 0;
 }
 
-void source_blend_close(struct source *s)
+static void blend_close(struct source *s)
 {
 	for (uint32_t m = 0; m < s->n_members; m++)
 		source_close(&s->members[m].src);
@@ -193,17 +196,20 @@ uint32_t source_blend_number(struct source *sources, size_t n)
 	return next;
 }
 
-void source_blend_sample(const struct source *src, uint32_t split, uint64_t epoch, uint64_t index,
-			 uint32_t *member, uint64_t *sample, uint64_t *member_epoch)
+/* Blended sample `index` of `split` in `epoch`: the member, the member's
+ * sample in its split and the epoch of the member's order it is read in
+ * (common/blend.h). */
+static void blend_locate(const struct source *src, uint32_t split, uint64_t epoch, uint64_t index,
+			 struct source_place *out)
 {
 	const struct source_blend_split *b = &src->blend[split];
 	uint32_t d = b->member[index];
 	uint64_t k = b->member_sample[index];
 	const struct source_member *mb = &src->members[d];
 	uint64_t size = mb->src.splits[split].n_samples;
-	*member = d;
-	*member_epoch = blend_member_epoch(size, b->taken[d], epoch, k);
-	*sample = blend_member_sample(size, b->taken[d], mb->key, epoch, k, src->cfg->shuffle);
+	out->member = d;
+	out->epoch = blend_member_epoch(size, b->taken[d], epoch, k);
+	out->sample = blend_member_sample(size, b->taken[d], mb->key, epoch, k, src->cfg->shuffle);
 }
 
 const struct source_member *source_member_at(const struct source *sources, size_t n,
@@ -220,9 +226,13 @@ const struct source_member *source_member_at(const struct source *sources, size_
 	return NULL;
 }
 
-const char *source_blend_where(const struct source *src, uint32_t split, uint64_t index, char *buf,
+/* A blended sample: its member, the member's file and its sample there
+ * (split SPLIT_COUNT: train). */
+static const char *blend_where(const struct source *src, const struct arena *arena,
+			       uint32_t entry, uint32_t split, uint64_t index, char *buf,
 			       size_t cap)
 {
+	(void)arena, (void)entry;
 	uint32_t k = split < SPLIT_COUNT ? split : SPLIT_TRAIN;
 	const struct source_blend_split *b = &src->blend[k];
 	if (!b->member || index >= src->splits[k].n_samples) {
@@ -237,7 +247,9 @@ const char *source_blend_where(const struct source *src, uint32_t split, uint64_
 	return buf;
 }
 
-void source_blend_describe(const struct source *src, struct status_text *t)
+/* The pipeline, then each member with its weight (normalised), its
+ * samples and those the blend takes from it an epoch, per split. */
+static void blend_describe(const struct source *src, struct status_text *t)
 {
 	const struct pipeline_cfg *cfg = src->cfg;
 	status_printf(t, "  pipeline %s source blend samples %" PRIu64 " batch_size %u shuffle %d "
@@ -254,3 +266,44 @@ void source_blend_describe(const struct source *src, struct status_text *t)
 		status_printf(t, "\n");
 	}
 }
+
+/* The members' identities and normalised weights, blend_samples. */
+static void blend_identify(const struct source *s, struct source_id *x)
+{
+	for (uint32_t m = 0; m < s->n_members; m++) {
+		const struct source_member *mb = &s->members[m];
+		uint64_t w;
+		memcpy(&w, &mb->weight, sizeof(w)); /* normalised the same way each start */
+		source_id_u64(x, mb->src.data_id);
+		source_id_u64(x, w);
+	}
+	source_id_u64(x, s->cfg->blend_samples);
+}
+
+/* The members' lists and entries; the blend keeps its table (the
+ * scheduler's). */
+static void blend_fill_arena(struct source *src, uint32_t entry, const uint64_t *index_at,
+			     struct arena *arena)
+{
+	for (uint32_t m = 0; m < src->n_members; m++) {
+		struct source_member *mb = &src->members[m];
+		if (mb->src.ops->fill_arena)
+			mb->src.ops->fill_arena(&mb->src, mb->arena_index, index_at, arena);
+		else
+			*arena_pipeline(arena, mb->arena_index) = mb->src.desc;
+	}
+	log_info("pipeline \"%s\": a blend of %u sources, %" PRIu64 " samples an epoch (train)",
+		 src->cfg->name, src->n_members, src->n_samples);
+	*arena_pipeline(arena, entry) = src->desc;
+}
+
+const struct source_ops source_blend = {
+	.open = blend_open,
+	.identify = blend_identify,
+	.fill_arena = blend_fill_arena,
+	.locate = blend_locate,
+	.where = blend_where,
+	.batch_error = source_where_error,
+	.describe = blend_describe,
+	.close = blend_close,
+};

@@ -1,6 +1,7 @@
 /*
  * source_id: a pipeline's data identity (source.h, source_data_id), the
- * DATA field of its position tokens (common/position.h).
+ * DATA field of its position tokens (common/position.h), and the hash
+ * the kinds' identify operations mix into (source_impl.h).
  *
  * A token says "the k-th sample of epoch e"; the identity is a 64-bit hash
  * of what decides which sample that is, apart from the seed and the sample
@@ -32,116 +33,70 @@
 #include <string.h>
 
 #include "common/hash.h"
+#include "daemon/source/source_impl.h"
 
 #define SOURCE_ID_TAG 0x6c6472646174610aull /* "ldrdata\n": the hash's start */
 
-/* The hash over a canonical description: each value mixed in turn. */
-struct source_id {
-	uint64_t h;
-};
-
-static void id_u64(struct source_id *x, uint64_t v)
+void source_id_u64(struct source_id *x, uint64_t v)
 {
 	x->h = hash_mix64(x->h ^ v);
 }
 
 /* A string: its length, then its bytes, 8 to a word (the last word
  * zero-padded), so that no two strings or sequences of them mix alike. */
-static void id_str(struct source_id *x, const char *s)
+void source_id_str(struct source_id *x, const char *s)
 {
 	size_t len = strlen(s);
-	id_u64(x, len);
+	source_id_u64(x, len);
 	for (size_t i = 0; i < len; i += 8) {
 		uint64_t w = 0;
 		for (size_t b = 0; b < 8 && i + b < len; b++)
 			w |= (uint64_t)(unsigned char)s[i + b] << (8 * b);
-		id_u64(x, w);
+		source_id_u64(x, w);
 	}
 }
 
-static void id_images(struct source_id *x, const struct image_index *ix)
+void source_id_file(struct source_id *x, const struct source *s)
 {
-	id_u64(x, ix->n);
+	source_id_u64(x, (uint64_t)s->cfg->kind);
+	source_id_str(x, s->cfg->path);
+}
+
+void source_id_images(struct source_id *x, const struct image_index *ix)
+{
+	source_id_u64(x, ix->n);
 	for (uint64_t i = 0; i < ix->n; i++) {
 		const struct arena_image *e = &ix->entries[i];
-		id_str(x, ix->paths + e->path_offset);
-		id_u64(x, e->file_bytes);
-		id_u64(x, (uint64_t)e->label);
-		id_u64(x, e->data_offset);
-		id_u64(x, e->shard);
+		source_id_str(x, ix->paths + e->path_offset);
+		source_id_u64(x, e->file_bytes);
+		source_id_u64(x, (uint64_t)e->label);
+		source_id_u64(x, e->data_offset);
+		source_id_u64(x, e->shard);
 	}
 }
 
-static void id_shards(struct source_id *x, const struct image_index *ix)
+void source_id_shards(struct source_id *x, const struct image_index *ix)
 {
-	id_u64(x, ix->n_shards);
+	source_id_u64(x, ix->n_shards);
 	for (uint32_t i = 0; i < ix->n_shards; i++) {
 		const struct arena_shard *sh = &ix->shards[i];
-		id_str(x, ix->paths + sh->path_offset);
-		id_u64(x, sh->first_sample);
-		id_u64(x, sh->n_samples);
+		source_id_str(x, ix->paths + sh->path_offset);
+		source_id_u64(x, sh->first_sample);
+		source_id_u64(x, sh->n_samples);
 	}
 }
 
-static void id_one(struct source_id *x, const struct source *s)
-{
-	const struct pipeline_cfg *cfg = s->cfg;
-	id_u64(x, (uint64_t)cfg->kind);
-	id_str(x, cfg->path);
-	switch (cfg->kind) {
-	case SOURCE_RAW:
-		id_u64(x, s->file_bytes);
-		id_u64(x, cfg->record_bytes);
-		break;
-	case SOURCE_TOKENS:
-		id_u64(x, s->file_bytes);
-		id_u64(x, cfg->token_bytes);
-		id_u64(x, cfg->seq_len);
-		break;
-	case SOURCE_MEGATRON:
-		id_u64(x, s->file_bytes);
-		id_u64(x, cfg->seq_len);
-		id_u64(x, cfg->document_shuffle);
-		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
-			const struct source_split *sp = &s->splits[k];
-			id_u64(x, sp->first_seq);
-			id_u64(x, sp->n_seqs);
-			id_u64(x, sp->first_token);
-			id_u64(x, sp->n_tokens);
-		}
-		break;
-	case SOURCE_LLMC:
-		id_u64(x, cfg->seq_len);
-		id_shards(x, &s->index);
-		break;
-	case SOURCE_IMAGEFOLDER:
-	case SOURCE_TAR:
-		id_images(x, &s->index);
-		id_shards(x, &s->index);
-		break;
-	}
-}
-
+/* What every source ends with: how many members it has before its kind's
+ * part (none for a lone source), then its order and splits. */
 uint64_t source_data_id(const struct source *s)
 {
 	struct source_id x = {SOURCE_ID_TAG};
-	id_u64(&x, s->n_members);
-	if (s->n_members) {
-		for (uint32_t m = 0; m < s->n_members; m++) {
-			const struct source_member *mb = &s->members[m];
-			uint64_t w;
-			memcpy(&w, &mb->weight, sizeof(w)); /* normalised the same way each start */
-			id_u64(&x, mb->src.data_id);
-			id_u64(&x, w);
-		}
-		id_u64(&x, s->cfg->blend_samples);
-	} else {
-		id_one(&x, s);
-	}
-	id_u64(&x, s->cfg->shuffle);
+	source_id_u64(&x, s->n_members);
+	s->ops->identify(s, &x);
+	source_id_u64(&x, s->cfg->shuffle);
 	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
-		id_u64(&x, s->splits[k].present);
-		id_u64(&x, s->splits[k].n_samples);
+		source_id_u64(&x, s->splits[k].present);
+		source_id_u64(&x, s->splits[k].n_samples);
 	}
 	return x.h;
 }

@@ -1,5 +1,5 @@
 /*
- * Unit tests for a blend's configuration (daemon/config/config_blend.c): the list
+ * Unit tests for a blend's configuration (daemon/config/config_source.c): the list
  * "SOURCE WEIGHT, ..." parsed into members (kinds, paths resolved against
  * the file's directory, weights as written), a comma inside a pattern's
  * braces or in a path not taken for a list, the keys of every member's

@@ -1,0 +1,117 @@
+/*
+ * batch: the scheduler's bottom layer (sched_impl.h): a client's stream
+ * of batches (the next batch, where it sits, its READY), the staging
+ * slots' freeing and lookup, the stages' clock and figures, and samples
+ * named for messages. Calls nothing else of daemon/sched.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <stdio.h>
+
+#include "common/clock.h"
+#include "common/position.h"
+#include "daemon/sched/sched_impl.h"
+
+void sched_slot_free(struct sched *s, struct slot *sl)
+{
+	if (sl->client) {
+		assert(sl->client->staging > 0);
+		sl->client->staging--;
+	}
+	sl->state = SLOT_FREE;
+	sl->client = NULL;
+	sl->group = NULL;
+	sl->holders = 0;
+	sl->pins = 0;
+	s->free_slots++;
+}
+
+uint64_t sched_now_ns(void)
+{
+	return clock_mono_ns();
+}
+
+void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to)
+{
+	c->stages.ns[st] += to > from ? to - from : 0;
+	c->stages.n[st]++;
+}
+
+int sched_stage_text(const struct sched_client *c, char *buf, size_t cap)
+{
+	double us[STAGE_COUNT];
+	for (int i = 0; i < STAGE_COUNT; i++)
+		us[i] = c->stages.n[i] ? (double)c->stages.ns[i] / (double)c->stages.n[i] / 1e3 : 0.0;
+	return snprintf(buf, cap, " fill_us %.1f order_us %.1f gpu_us %.1f held_us %.1f",
+			us[STAGE_FILL], us[STAGE_ORDER], us[STAGE_GPU], us[STAGE_HELD]);
+}
+
+struct batch_pos sched_batch_next(struct sched_client *c)
+{
+	if (c->next_batch >= c->segment_batches) {
+		c->epoch++;
+		c->g = 0;
+		c->next_batch = 0;
+		c->segment_batches = sampler_batches(&c->sampler, 0);
+	}
+	struct batch_pos pos = {
+		.seq = c->next_seq++, .epoch = c->epoch, .g = c->g, .batch = c->next_batch++,
+	};
+	pos.first = pos.batch * c->sampler.batch_size;
+	pos.rows = sampler_batch_rows(&c->sampler, c->g, pos.batch);
+	pos.last = pos.batch + 1 == c->segment_batches;
+	pos.t_pick = sched_now_ns();
+	c->in_flight++;
+	return pos;
+}
+
+struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
+				  uint64_t slot_offset)
+{
+	return (struct proto_ready){
+		.seq = pos->seq, .epoch = pos->epoch, .epoch_offset = pos->g, .batch = pos->batch,
+		.first = pos->first, .slot_offset = slot_offset, .slot = slot, .generation = generation,
+		.rows = pos->rows, .flags = pos->last ? PROTO_READY_LAST_IN_EPOCH : 0,
+	};
+}
+
+/* Client c has been handed every batch of epoch POSITION_EPOCHS - 1: its
+ * stream ends there, rather than wrapping (common/position.h). */
+bool sched_stream_ended(const struct sched_client *c)
+{
+	return c->next_batch >= c->segment_batches && c->epoch + 1 >= POSITION_EPOCHS;
+}
+
+struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq)
+{
+	for (uint32_t i = 0; i < s->n_slots; i++) {
+		struct slot *sl = &s->slots[i];
+		if (sl->client == c && sl->state == SLOT_DONE && sl->pos.seq == seq)
+			return sl;
+	}
+	return NULL;
+}
+
+void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
+				 uint64_t sample, char *buf, size_t cap)
+{
+	if (pipeline >= s->n_sources) { /* a blend's member (a worker's last sample) */
+		const struct source *owner;
+		uint32_t at;
+		const struct source_member *mb = source_member_at(s->sources, s->n_sources, pipeline,
+								  &owner, &at);
+		char where[2200];
+		if (!mb)
+			snprintf(buf, cap, "pipeline %u (none such) sample %" PRIu64, pipeline, sample);
+		else
+			snprintf(buf, cap, "pipeline \"%s\" blend member %u sample %" PRIu64 ": %s",
+				 owner->cfg->name, (uint32_t)(mb - owner->members) + 1, sample,
+				 source_sample_where(&mb->src, s->arena, pipeline, split, sample, where,
+						     sizeof(where)));
+		return;
+	}
+	const struct source *src = &s->sources[pipeline];
+	char where[2200];
+	snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %s", src->cfg->name, sample,
+		 source_sample_where(src, s->arena, pipeline, split, sample, where, sizeof(where)));
+}

@@ -1,0 +1,209 @@
+/*
+ * source_megatron: `source = megatron:PREFIX`, a Megatron indexed dataset
+ * (PREFIX.idx read by megatron.c, the tokens in PREFIX.bin), packed
+ * GPTDataset-style into windows of seq_len + 1 tokens; with `split`, the
+ * train/valid/test ranges of its sequences; with document_shuffle, the
+ * documents each split's epochs order, copied into the arena (struct
+ * source_ops, source.h).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/docorder.h"
+#include "daemon/source/megatron.h"
+#include "daemon/source/source_impl.h"
+
+/* The first token of sequence q of a checked index; n_tokens for q =
+ * n_sequences. */
+static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
+{
+	return q < ix->n_sequences ? (uint64_t)ix->pointers[q] / ix->token_bytes : ix->n_tokens;
+}
+
+/*
+ * document_shuffle: the documents each split's epochs order (desc.docs).
+ * Without `split`, the index's documents. With it, the splits are ranges
+ * of sequences (idx) and an end may fall inside a document: the document
+ * is then cut there, its sequences before the end ordered with the split
+ * before, those after with the next, each part a document of that
+ * split's. A document holds a place in the split its first sequence is
+ * in (an empty one, where the sequence after it is); those from idx[3]
+ * on are in none. So each split orders exactly its sequences' tokens,
+ * and a split that ends on document boundaries orders whole documents.
+ * 0, or -ENOMEM with reason.
+ */
+static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_index *ix,
+			      const int64_t idx[SPLIT_COUNT + 1], struct source *out, char *reason,
+			      size_t cap)
+{
+	/* at most two cuts inside documents (the third end stops the table),
+	 * and the end of the last */
+	uint64_t *tokens = malloc((ix->n_documents + 3) * sizeof(*tokens));
+	if (!tokens) {
+		snprintf(reason, cap, "out of memory for the table of %" PRIu64 " documents",
+			 ix->n_documents);
+		return -ENOMEM;
+	}
+	uint64_t first[SPLIT_COUNT + 1] = {0}; /* each split's first entry, then the end */
+	uint64_t n = 0;
+	uint32_t k = 0; /* the split at hand; SPLIT_COUNT: past the last */
+	bool cut = out->has_splits;
+	for (uint64_t d = 0; d < ix->n_documents && k < SPLIT_COUNT; d++) {
+		uint64_t from = (uint64_t)ix->doc_index[d], to = (uint64_t)ix->doc_index[d + 1];
+		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] <= from)
+			first[++k] = n;
+		if (k == SPLIT_COUNT)
+			break;
+		tokens[n++] = megatron_seq_token(ix, from);
+		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] < to) {
+			first[++k] = n;
+			if (k < SPLIT_COUNT)
+				tokens[n++] = megatron_seq_token(ix, (uint64_t)idx[k]);
+		}
+	}
+	while (k < SPLIT_COUNT)
+		first[++k] = n;
+	tokens[n] = megatron_seq_token(ix, cut ? (uint64_t)idx[SPLIT_COUNT] : ix->n_sequences);
+	out->doc_tokens = tokens;
+	out->n_documents = n;
+	struct arena_doc_params *dp = &out->desc.docs;
+	dp->n_documents = n;
+	for (k = 0; k < SPLIT_COUNT; k++) {
+		dp->key[k] = docorder_key(cfg->seed, k);
+		dp->first_doc[k] = first[k];
+		dp->n_docs[k] = first[k + 1] - first[k];
+	}
+	return 0;
+}
+
+/* The train/valid/test sequence ranges of `split` (common/split.h), or
+ * train alone, all sequences, without it; with document_shuffle, the
+ * documents each orders. 0, or -errno with reason. */
+static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index *ix,
+			   struct source *out, char *reason, size_t cap)
+{
+	int64_t idx[SPLIT_COUNT + 1] = {0, (int64_t)ix->n_sequences, (int64_t)ix->n_sequences,
+					(int64_t)ix->n_sequences};
+	out->has_splits = cfg->split[0] + cfg->split[1] + cfg->split[2] > 0;
+	if (out->has_splits && split_ranges(cfg->split, ix->n_sequences, idx) < 0) {
+		snprintf(reason, cap, "split = %g,%g,%g over the index's %" PRIu64 " sequences gives "
+			 "ranges that are not ranges of its sequences (megatron-core's rounding would "
+			 "end the last past them)", cfg->split[0], cfg->split[1], cfg->split[2],
+			 ix->n_sequences);
+		return -EINVAL;
+	}
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		struct source_split *sp = &out->splits[k];
+		if (k != SPLIT_TRAIN && !out->has_splits)
+			break;
+		sp->present = true;
+		sp->first_seq = (uint64_t)idx[k];
+		sp->n_seqs = (uint64_t)(idx[k + 1] - idx[k]);
+		sp->first_token = megatron_seq_token(ix, sp->first_seq);
+		sp->n_tokens = megatron_seq_token(ix, sp->first_seq + sp->n_seqs) - sp->first_token;
+		sp->n_samples = sp->n_tokens > cfg->seq_len ? (sp->n_tokens - 1) / cfg->seq_len : 0;
+	}
+	if (!cfg->document_shuffle)
+		return 0;
+	return megatron_doc_table(cfg, ix, idx, out, reason, cap);
+}
+
+/* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/source/megatron.h),
+ * the stored token type and the delivered one, the splits. 0, or -errno
+ * with reason. */
+static int open_megatron(const struct pipeline_cfg *cfg, struct source *out,
+			 uint64_t *token_bytes, uint32_t *out_dtype, char *reason, size_t cap)
+{
+	struct mg_index ix;
+	int rc = mg_index_open(cfg->path, &ix, reason, cap);
+	if (rc < 0)
+		return rc;
+	uint32_t stored = ix.dtype_code == MG_UINT16 ? PROTO_DTYPE_UINT16 :
+			  ix.dtype_code == MG_INT32 ? PROTO_DTYPE_INT32 : 0;
+	if (!stored) {
+		snprintf(reason, cap, "the index's tokens are %s; loaderd reads uint16 and int32 tokens "
+			 "(what Megatron's preprocessing writes for vocabularies up to 65,500 and beyond)",
+			 mg_dtype_name(ix.dtype_code));
+		mg_index_free(&ix);
+		return -EINVAL;
+	}
+	*token_bytes = ix.token_bytes;
+	rc = megatron_splits(cfg, &ix, out, reason, cap);
+	mg_index_free(&ix);
+	if (rc < 0)
+		return rc;
+	*out_dtype = cfg->token_out_dtype ? cfg->token_out_dtype : stored;
+	uint64_t out_bytes = proto_dtype_bytes(*out_dtype);
+	if (out_bytes < *token_bytes) {
+		snprintf(reason, cap, "token_output %s is narrower than the index's %s tokens",
+			 proto_dtype_name(*out_dtype), proto_dtype_name(stored));
+		return -EINVAL;
+	}
+	if (cfg->direct && out_bytes != *token_bytes) {
+		snprintf(reason, cap, "direct = on needs tokens delivered as stored (%s), but "
+			 "token_output is %s", proto_dtype_name(stored), proto_dtype_name(*out_dtype));
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int megatron_open(const struct pipeline_cfg *cfg, struct source *out, char *err,
+			 size_t err_cap)
+{
+	char reason[1024];
+	uint64_t tb;
+	uint32_t out_dtype;
+	int rc = open_megatron(cfg, out, &tb, &out_dtype, reason, sizeof(reason));
+	if (rc < 0)
+		return source_fail(err, err_cap, cfg, rc, reason);
+	rc = source_data_file(cfg, out, err, err_cap);
+	if (rc < 0)
+		return rc;
+	return source_token_file(cfg, out, tb, out_dtype, err, err_cap);
+}
+
+static void megatron_identify(const struct source *s, struct source_id *x)
+{
+	source_id_file(x, s);
+	source_id_u64(x, s->file_bytes);
+	source_id_u64(x, s->cfg->seq_len);
+	source_id_u64(x, s->cfg->document_shuffle);
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		const struct source_split *sp = &s->splits[k];
+		source_id_u64(x, sp->first_seq);
+		source_id_u64(x, sp->n_seqs);
+		source_id_u64(x, sp->first_token);
+		source_id_u64(x, sp->n_tokens);
+	}
+}
+
+/* document_shuffle: the document table in the index area (desc.docs). */
+static uint64_t megatron_index_bytes(const struct source *s)
+{
+	return s->doc_tokens ? arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) : 0;
+}
+
+static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
+				struct arena *arena)
+{
+	if (s->doc_tokens) {
+		s->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[entry];
+		memcpy(arena->base + s->desc.docs.docs_offset, s->doc_tokens,
+		       (s->n_documents + 1) * sizeof(*s->doc_tokens));
+		source_close(s); /* the arena holds the table from here on */
+	}
+	*arena_pipeline(arena, entry) = s->desc;
+}
+
+const struct source_ops source_megatron = {
+	.open = megatron_open,
+	.identify = megatron_identify,
+	.index_bytes = megatron_index_bytes,
+	.fill_arena = megatron_fill_arena,
+	.locate = source_file_locate,
+	.where = source_file_where,
+};
