@@ -6,7 +6,7 @@
  * batch's tensors into the client's device slot and on the client's
  * stream:
  *
- *   the GPU's hardware JPEG engines decode the images (daemon/gpu/nvjd.h,
+ *   the GPU's hardware JPEG engines decode the images (gpudecode/nvjd.h,
  *   whole images: a region of interest was no faster on the engines, and
  *   nvJPEG 13.0 decodes one differently from a whole image at the image's
  *   right and bottom edges) into a buffer set of the lane -> images the
@@ -14,7 +14,7 @@
  *   made as small by block means (imgk_shrink_launch; not under
  *   decode_scale = full), so that both paths resample nearly the same
  *   pixels -> one imgkernel launch per batch
- *   (image/imgkernel.h) crops, resizes, flips and converts them into their
+ *   (gpudecode/imgkernel.h) crops, resizes, flips and converts them into their
  *   rows of the device slot, as the workers would have -> the client's
  *   stream waits for that work, then the batch's ready event, as for any
  *   batch.
@@ -114,10 +114,10 @@
 #include "common/hash.h"
 #include "common/paths.h"
 #include "daemon/gpu/decoder_proto.h"
-#include "image/imgkernel.h"
+#include "gpudecode/imgkernel.h"
 #include "image/jpeg.h"
 #include "image/jpeghdr.h"
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
 

@@ -21,9 +21,9 @@
 #include "common/gpu_uuid.h"
 #include "common/log.h"
 #include "daemon/gpu/copyteam.h"
-#include "daemon/core/cudaerr.h"
+#include "common/cudaerr.h"
 #include "daemon/gpu/direct.h"
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "daemon/gpu/pinner.h"
 
 #define PINNER_DEVICES_MAX 16
@@ -214,7 +214,7 @@ struct pinner {
 	uint8_t *registered;      /* pin = register: the staging slots' range */
 	size_t registered_bytes;
 	struct direct_source *direct; /* one per source; .ok where registered */
-	bool nvjd_loaded;         /* nvJPEG (daemon/gpu/nvjd.h) loaded, for GPU decoding */
+	bool nvjd_loaded;         /* nvJPEG (gpudecode/nvjd.h) loaded, for GPU decoding */
 	char nvjd_why[TEXT_MAX];  /* why not */
 	struct decode_count decode_counts[ARENA_PIPELINES_MAX][PINNER_DEVICES_MAX];
 	/* a bit per sample of each pipeline, under lanes_mu: the bad images

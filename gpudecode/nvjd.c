@@ -4,9 +4,9 @@
  * images of a failed batch. nvJPEG is called only through the table `nvjd_lib`
  * that nvjd_load fills (nvjd_lib.c). nvJPEG statuses become an errno at
  * each call, their text through nvjd_status_name; CUDA errors through
- * daemon/core/cudaerr.h.
+ * common/cudaerr.h.
  */
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -18,8 +18,8 @@
 
 #include "common/clock.h"
 #include "common/errtext.h"
-#include "daemon/core/cudaerr.h"
-#include "daemon/gpu/nvjd_impl.h"
+#include "common/cudaerr.h"
+#include "gpudecode/nvjd_impl.h"
 #include "image/jpeghdr.h"
 
 struct nvjd {

@@ -1,10 +1,10 @@
 /*
- * nvjd_impl: what nvjd.c and nvjd_lib.c share (internal to daemon/): the
+ * nvjd_impl: what nvjd.c and nvjd_lib.c share (internal to gpudecode/): the
  * table of nvJPEG's functions that nvjd_load fills (nvjd_lib.c) and the
  * decoder calls through, and nvJPEG's statuses in words.
  */
-#ifndef LDR_DAEMON_NVJD_IMPL_H
-#define LDR_DAEMON_NVJD_IMPL_H
+#ifndef LDR_GPUDECODE_NVJD_IMPL_H
+#define LDR_GPUDECODE_NVJD_IMPL_H
 
 #include <stdbool.h>
 
