@@ -1,7 +1,9 @@
 /*
  * pinner_impl.h: the GPU threads' internals, shared by pinner.c (start-up,
- * the threads and the loop side), pinner_client.c (attach, retire) and
- * pinner_batch.c (one batch's way to the GPU). Nothing else includes it.
+ * the threads and the loop side), pinner_client.c (attach, retire),
+ * pinner_batch.c (one batch's way to the GPU), pinner_decode.c and
+ * pinner_dechelp.c (GPU decoding). Nothing else includes it; README.md
+ * says which of them calls which (top to bottom, no circle).
  *
  * struct pinner is what every GPU thread shares: the GPUs found, the
  * page-locked memory, the registered files, the queue of answers to the
@@ -40,7 +42,7 @@
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
 
-struct lane_decode; /* pinner_decode.c */
+struct lane_decode; /* dechelp.h */
 
 struct gpu {
 	char uuid[GPU_UUID_TEXT_MAX];
@@ -321,7 +323,7 @@ void pinner_client_free(struct lane *l, struct pinner_client *pc);
  * recorded but never run), so nothing on pc's stream waits forever. */
 cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
 
-/* ---- GPU decoding (pinner_decode.c), on the lane's thread ---- */
+/* ---- GPU decoding (pinner_decode.c, through gpudecode/), on the lane's thread ---- */
 
 /* Whether a pipeline's device clients may have their JPEGs decoded on the GPU. */
 static inline bool pinner_decodes(const struct pipeline_cfg *cfg)
