@@ -403,9 +403,6 @@ static int decode_parts(struct gd *dc, struct gd_batch *b, char *text, size_t ca
 	int rc;
 	for (uint32_t i = 0; i < b->n; i++) {
 		struct gd_image *g = &b->imgs[i];
-		g->status = GD_UNDONE;
-		g->cpu_rc = 0;
-		g->err[0] = '\0';
 		/* The workers' DCT scale for this box: the image shrunk as much
 		 * (none under decode_scale = full) */
 		uint32_t chroma = 0;
@@ -475,6 +472,11 @@ void gd_abandon(struct gd *dc, const struct gd_share *share)
 int gd_decode_batch(struct gd *dc, struct gd_batch *b, char *text, size_t cap)
 {
 	dc->used = 0;
+	for (uint32_t i = 0; i < b->n; i++) {
+		b->imgs[i].status = GD_UNDONE;
+		b->imgs[i].cpu_rc = 0;
+		b->imgs[i].err[0] = '\0';
+	}
 	cudaError_t e = cudaEventRecord(dc->copied, b->stream);
 	if (cudaerr_failed(e, text, cap, "cudaEventRecord behind the batch's copy"))
 		return cudaerr_errno(e);
