@@ -14,7 +14,7 @@
  *                     decoder the workers use (image/jpeg.h: jd_decode_box
  *                     with the image's own box and size, so DCT scale 1);
  *   decode+transform  each file through the worker's per-sample code,
- *                     image_sample() (worker/image_sample.h: header, the
+ *                     image_sample() (image/image_sample.h: header, the
  *                     chain's plan, region decode at a reduced DCT scale,
  *                     antialiased resize, flip, uint8 NCHW row), with TEXT
  *                     as the pipeline's transform (default
@@ -50,7 +50,7 @@
 #include "image/transform.h"
 #include "proto/proto.h"
 #include "shm/layout.h"
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 #define EXIT_USAGE 2
 #define ERR_TEXT 256

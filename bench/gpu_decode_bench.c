@@ -4,14 +4,14 @@
  * run: for each JPEG, the header read without libjpeg (image/jpeghdr.h)
  * and the hardware decoder's rule, the transform chain's plan for
  * (seed, epoch 0, index), the image decoded on the GPU's hardware JPEG
- * engines (daemon/gpu/nvjd.h), shrunk by block means where the workers would
+ * engines (gpudecode/nvjd.h), shrunk by block means where the workers would
  * decode at a reduced DCT scale (imgk_shrink_launch), then crop, antialiased
  * resize, flip, layout, dtype and normalisation by one kernel launch per
- * batch (image/imgkernel.h).
+ * batch (gpudecode/imgkernel.h).
  *
  * Prints, for each number of host threads (one decoder and stream each):
  * images/s of the GPU path and its CPU cost per image; the CPU path's
- * images/s on one core (worker/image_sample.h: region decode at the DCT
+ * images/s on one core (image/image_sample.h: region decode at the DCT
  * scale the output needs, resize, conversion); how many files the
  * hardware decoder takes; and, on the first --check images, how far the
  * GPU path's uint8 output is from the CPU path's for the same sample
@@ -35,13 +35,13 @@
 #include <string.h>
 #include <time.h>
 
-#include "daemon/gpu/nvjd.h"
-#include "image/imgkernel.h"
+#include "gpudecode/nvjd.h"
+#include "gpudecode/imgkernel.h"
 #include "image/jpeg.h"
 #include "image/jpeghdr.h"
 #include "image/transform.h"
 #include "proto/proto.h"
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 #define EXIT_SKIP 77
 #define SEED 1

@@ -1,5 +1,5 @@
 /*
- * loaderd-nvjd-bench: how fast daemon/gpu/nvjd decodes JPEGs on one GPU's
+ * loaderd-nvjd-bench: how fast gpudecode/nvjd decodes JPEGs on one GPU's
  * hardware engines, whole and as RandomResizedCrop regions, from several
  * host threads (one decoder each, as the daemon would have one per GPU
  * thread). Informational: it prints figures and asserts nothing.
@@ -79,7 +79,7 @@
 #define CUDA_PROG_NAME "loaderd-nvjd-bench"
 #include "tools/cuda_prog.h"
 
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 #ifndef NVJD_BENCH_LIBRARY
 #define NVJD_BENCH_LIBRARY NULL /* libnvjpeg.so.N from the search path */

@@ -9,7 +9,7 @@
  *
  * Sample i is the i-th JPEG (from 0), drawn for (seed, epoch, i) as a
  * pipeline with that seed draws its sample i, and made as
- * image_sample() makes it (worker/image_sample.c: header, tf_plan_sample,
+ * image_sample() makes it (image/image_sample.c: header, tf_plan_sample,
  * jd_decode_box with the pipeline's decode_scale, rs_resize_rgb with the
  * plan's flip), kept as uint8 RGB, height x width x 3, before any layout
  * or dtype. The samples are written one after another to FILE.rgb, and

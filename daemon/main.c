@@ -40,7 +40,7 @@
 #include "daemon/pool/pool.h"
 #include "daemon/preflight.h"
 #if LOADERD_HAVE_CUDA
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "daemon/gpu/pinner.h"
 #endif
 #include "daemon/reload.h"
@@ -92,7 +92,7 @@ static void print_version(void)
 #if LOADERD_HAVE_CUDA
 	pinner_print_system(stdout);
 	/* Whether JPEGs could be decoded on the GPU's engines: nvJPEG found
-	 * by its soname (daemon/gpu/nvjd.h), or why not. */
+	 * by its soname (gpudecode/nvjd.h), or why not. */
 	char text[256];
 	int rc = nvjd_load(NULL, text, sizeof text);
 	printf("gpu decode: %s%s\n", rc ? "unavailable: " : "", text);

@@ -174,7 +174,7 @@ int jd_check_entropy(const uint8_t *data, size_t len, uint64_t max_pixels, uint3
  * triangle of radius r = max(1, span * s / out) reaches r/2 + 1/2 pixels
  * past the box; never less than 2 pixels), rounded out to whole pixels and
  * clipped to [0, n); a box wholly outside keeps the pixel on the nearest
- * edge. For decoders of their own (image/imgkernel.h) that must decode
+ * edge. For decoders of their own (gpudecode/imgkernel.h) that must decode
  * what the resampler reads. Pure; start finite, span, s > 0, out > 0.
  */
 void jd_box_range(double start, double span, double s, uint32_t out, uint32_t n, uint32_t *lo,

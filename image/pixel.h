@@ -1,7 +1,7 @@
 /*
  * pixel: how a resampled uint8 RGB value becomes an element of an image
  * pipeline's float output, (x / 255 - mean) / std, shared by the worker
- * (worker/image_sample.c) and the GPU kernel (image/imgkernel.h) so that
+ * (image/image_sample.c) and the GPU kernel (gpudecode/imgkernel.h) so that
  * both compute it with the same float operations: x * scale + shift, the
  * product and the sum each rounded to float (no fused multiply-add), then,
  * for float16, IEEE half rounding to nearest even.

@@ -5,7 +5,7 @@
  * libjpeg itself by tests/unit/test_jpeg.c.
  *
  * The GPU's engines give the planes at the image's chroma subsampling
- * (daemon/gpu/nvjd.h, NVJD_OUTPUT_YUV); the workers' libjpeg-turbo decodes the
+ * (gpudecode/nvjd.h, NVJD_OUTPUT_YUV); the workers' libjpeg-turbo decodes the
  * same planes (up to its IDCT) and then, at full size (scale 8/8):
  *   - upsamples chroma by its "fancy" triangle filter: 4:2:2 across
  *     (h2v1_fancy_upsample), 4:2:0 across and down (h2v2), 4:4:0 down

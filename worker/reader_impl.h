@@ -13,7 +13,7 @@
 
 #include "shm/arena.h"
 #include "shm/layout.h"
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 /* A pipeline table entry, checked once and copied: the worker acts only on
  * fields it has validated, and the table is read-only after start. */

@@ -25,7 +25,7 @@
 #include <cuda_runtime_api.h>
 
 #include "daemon/gpu/decoder_proto.h"
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "shm/arena.h"
 
 static int die(const char *what)

@@ -36,7 +36,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 #define DECODER_MAGIC 0x6c64726465636f32ull /* "ldrdeco2" */
 #define DECODER_SETS_MAX 4

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "daemon/core/cudaerr.h"
+#include "common/cudaerr.h"
 
 static bool refuse(struct direct_source *d, const char *fmt, const char *detail)
 {

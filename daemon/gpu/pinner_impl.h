@@ -1,7 +1,9 @@
 /*
  * pinner_impl.h: the GPU threads' internals, shared by pinner.c (start-up,
- * the threads and the loop side), pinner_client.c (attach, retire) and
- * pinner_batch.c (one batch's way to the GPU). Nothing else includes it.
+ * the threads and the loop side), pinner_client.c (attach, retire),
+ * pinner_batch.c (one batch's way to the GPU), pinner_decode.c and
+ * pinner_dechelp.c (GPU decoding). Nothing else includes it; README.md
+ * says which of them calls which (top to bottom, no circle).
  *
  * struct pinner is what every GPU thread shares: the GPUs found, the
  * page-locked memory, the registered files, the queue of answers to the
@@ -21,9 +23,9 @@
 #include "common/gpu_uuid.h"
 #include "common/log.h"
 #include "daemon/gpu/copyteam.h"
-#include "daemon/core/cudaerr.h"
+#include "common/cudaerr.h"
 #include "daemon/gpu/direct.h"
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "daemon/gpu/pinner.h"
 
 #define PINNER_DEVICES_MAX 16
@@ -40,7 +42,7 @@
 _Static_assert(sizeof(cudaIpcMemHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC handle size");
 _Static_assert(sizeof(cudaIpcEventHandle_t) == PROTO_IPC_HANDLE_BYTES, "IPC event size");
 
-struct lane_decode; /* pinner_decode.c */
+struct lane_decode; /* dechelp.h */
 
 struct gpu {
 	char uuid[GPU_UUID_TEXT_MAX];
@@ -214,7 +216,7 @@ struct pinner {
 	uint8_t *registered;      /* pin = register: the staging slots' range */
 	size_t registered_bytes;
 	struct direct_source *direct; /* one per source; .ok where registered */
-	bool nvjd_loaded;         /* nvJPEG (daemon/gpu/nvjd.h) loaded, for GPU decoding */
+	bool nvjd_loaded;         /* nvJPEG (gpudecode/nvjd.h) loaded, for GPU decoding */
 	char nvjd_why[TEXT_MAX];  /* why not */
 	struct decode_count decode_counts[ARENA_PIPELINES_MAX][PINNER_DEVICES_MAX];
 	/* a bit per sample of each pipeline, under lanes_mu: the bad images
@@ -321,7 +323,7 @@ void pinner_client_free(struct lane *l, struct pinner_client *pc);
  * recorded but never run), so nothing on pc's stream waits forever. */
 cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
 
-/* ---- GPU decoding (pinner_decode.c), on the lane's thread ---- */
+/* ---- GPU decoding (pinner_decode.c, through gpudecode/), on the lane's thread ---- */
 
 /* Whether a pipeline's device clients may have their JPEGs decoded on the GPU. */
 static inline bool pinner_decodes(const struct pipeline_cfg *cfg)

@@ -1,5 +1,5 @@
 /*
- * Unit tests for image/imgkernel's host side, which needs the CUDA toolkit
+ * Unit tests for gpudecode/imgkernel's host side, which needs the CUDA toolkit
  * to build but no GPU to run: imgk_plan's checks of formats and items and
  * the scratch offsets it hands out, imgk_launch refusing bad arguments
  * before anything reaches the GPU, imgk_row_bytes, and imgk_region being
@@ -16,7 +16,7 @@
 
 #include <cmocka.h>
 
-#include "image/imgkernel.h"
+#include "gpudecode/imgkernel.h"
 #include "image/jpeg.h"
 #include "proto/proto.h"
 

@@ -1,7 +1,7 @@
 /*
- * imgkernel_check: the GPU resample and store (image/imgkernel.h) against
+ * imgkernel_check: the GPU resample and store (gpudecode/imgkernel.h) against
  * the worker's CPU path, on a real GPU: rs_resize_rgb over the decoded
- * region, as worker/image_sample.c calls it, then image/pixel.h's
+ * region, as image/image_sample.c calls it, then image/pixel.h's
  * conversion into the layout and dtype.
  *
  *   imgkernel_check [--seed N]
@@ -44,7 +44,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "image/imgkernel.h"
+#include "gpudecode/imgkernel.h"
 #include "image/jpeg.h"
 #include "image/pixel.h"
 #include "image/resize.h"

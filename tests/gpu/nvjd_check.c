@@ -1,5 +1,5 @@
 /*
- * nvjd_check: daemon/gpu/nvjd on a real GPU's JPEG engines, against libjpeg.
+ * nvjd_check: gpudecode/nvjd on a real GPU's JPEG engines, against libjpeg.
  *
  *   nvjd_check --mkjpeg PATH --dir DIR [--lib LIBNVJPEG] [--device N] [--files-only]
  *
@@ -78,7 +78,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "image/jpeg.h"
 #include "image/jpeghdr.h"
 #include "image/yuv.h"

@@ -32,7 +32,7 @@ refuses.
     the same rows, and logs no file again. How many of the small damaged
     files the engines refused is printed: on an H200 none, they decoded
     them without an error (the damage nvJPEG does not promise to report,
-    daemon/gpu/nvjd.h), and what they made of such a file differed between
+    gpudecode/nvjd.h), and what they made of such a file differed between
     runs. So the second run must give the same bytes in every row but
     those of the damaged files (a large one's substitute may be a copy of
     a small one's row); rows that differ are printed (sample, file, mean

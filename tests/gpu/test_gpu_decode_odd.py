@@ -36,7 +36,7 @@ import client_harness as ch  # noqa: E402
 
 BATCH, SEED, EPOCHS, LIMIT = 4, 11, 2, 1.0
 # Pure noise at a reduced DCT scale: the worst case for the block mean that
-# stands in for libjpeg's reduced IDCT on the GPU path (image/imgkernel.h),
+# stands in for libjpeg's reduced IDCT on the GPU path (gpudecode/imgkernel.h),
 # energy at every frequency of every block. Measured on an H200: up to 1.19
 # levels at 4:2:0, 0.42 at 4:2:2 and 4:4:0; photos 0.1-0.85.
 NOISE_LIMIT = 1.5

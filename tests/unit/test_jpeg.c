@@ -54,7 +54,7 @@
 #include "image/jpeg.h"
 #include "image/yuv.h"
 #include "proto/proto.h"
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 /* ---- deterministic randomness ---- */
 
@@ -253,7 +253,7 @@ static uint8_t *ref_decode(const uint8_t *data, size_t len, int m, uint32_t *w, 
 /* ---- image/yuv.h: pixels from decoded planes, against libjpeg ---- */
 
 /* The planes libjpeg decodes the file to (raw_data_out): what the GPU's
- * engines give (daemon/gpu/nvjd.h, NVJD_OUTPUT_YUV), up to their IDCT. The
+ * engines give (gpudecode/nvjd.h, NVJD_OUTPUT_YUV), up to their IDCT. The
  * planes' memory in *mem, for the caller to free. */
 static void raw_planes(const uint8_t *data, size_t len, struct yuv_planes *p, uint8_t **mem)
 {
@@ -941,7 +941,7 @@ static void test_sampler_decode_scale(void **state)
 	free(jpg);
 }
 
-/* The workers' choice of the GPU's decoder (worker/image_sample.h) for
+/* The workers' choice of the GPU's decoder (image/image_sample.h) for
  * one file under each gpu_check: structure lets a restart interval cut
  * short through (the engines' blind spot), entropy does not. */
 static void test_gpu_route(void **state)

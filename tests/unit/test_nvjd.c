@@ -1,5 +1,5 @@
 /*
- * Unit tests for daemon/gpu/nvjd, the parts that need no GPU:
+ * Unit tests for gpudecode/nvjd, the parts that need no GPU:
  *
  *   - jh_check_scan, the structural check that catches a file cut short
  *     inside its scan (nvJPEG decodes such a file as far as it goes and
@@ -34,7 +34,7 @@
 #include <cmocka.h>
 
 #if LOADERD_HAVE_CUDA
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 #include "image/jpeghdr.h"
 
 /* A baseline file's skeleton: SOI, DQT, SOF0, SOS, entropy-coded data with

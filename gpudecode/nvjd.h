@@ -1,7 +1,7 @@
 /*
  * nvjd: batches of JPEGs decoded on a GPU's hardware JPEG engines (nvJPEG's
  * NVJPEG_BACKEND_HARDWARE: A100, H100 and later), with a status per image,
- * for the daemon's GPU thread.
+ * for the daemon's GPU threads and any program that links gpudecode/.
  *
  * nvJPEG is loaded at run time (nvjd_load: dlopen of libnvjpeg.so.N, N the
  * major version of the nvjpeg.h the build used), never linked, so a daemon
@@ -39,8 +39,8 @@
  * Messages never name a file; the caller, which knows the path, prefixes it
  * and logs once. Nothing here logs.
  */
-#ifndef LDR_DAEMON_NVJD_H
-#define LDR_DAEMON_NVJD_H
+#ifndef LDR_GPUDECODE_NVJD_H
+#define LDR_GPUDECODE_NVJD_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,5 +1,5 @@
 /* image_sample: one image sample into its slot row (image_sample.h). */
-#include "worker/image_sample.h"
+#include "image/image_sample.h"
 
 #include <errno.h>
 #include <math.h>

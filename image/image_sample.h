@@ -11,8 +11,8 @@
  * (image/jpeg.h's codes) the reader turns into a substitution or a failed
  * item. The scratch buffers grow to the largest image met and are reused.
  */
-#ifndef LDR_WORKER_IMAGE_SAMPLE_H
-#define LDR_WORKER_IMAGE_SAMPLE_H
+#ifndef LDR_IMAGE_IMAGE_SAMPLE_H
+#define LDR_IMAGE_IMAGE_SAMPLE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -4,7 +4,7 @@
  * daemon says why GPU JPEG decoding is unavailable: nvjd_load fails, and so
  * does everything that needs it.
  */
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 #include <errno.h>
 

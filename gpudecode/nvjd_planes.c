@@ -4,7 +4,7 @@
  * fits there. Pure: the daemon's checks of a decoder process's answer
  * (decoder_msg.c) use it as nvjd itself does, without CUDA.
  */
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 static uint64_t round_up(uint64_t v, uint64_t a)
 {

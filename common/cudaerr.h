@@ -1,10 +1,11 @@
 /*
- * cudaerr: the one place the daemon's CUDA code (pinner.c, pinner_batch.c,
- * direct.c, nvjd.c) turns a cudaError_t into the text of a message and into
- * an errno. Only files that already call CUDA include it.
+ * cudaerr: the one place CUDA code (the daemon's GPU threads, daemon/gpu/;
+ * the GPU decoding library, gpudecode/) turns a cudaError_t into the text
+ * of a message and into an errno. Header only, so that common/ links no
+ * CUDA: only files that already call CUDA include it.
  */
-#ifndef LDR_DAEMON_CUDAERR_H
-#define LDR_DAEMON_CUDAERR_H
+#ifndef LDR_COMMON_CUDAERR_H
+#define LDR_COMMON_CUDAERR_H
 
 #include <cuda_runtime_api.h>
 #include <errno.h>

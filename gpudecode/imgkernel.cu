@@ -33,7 +33,7 @@
  * fails: a damaged item costs its own row at most. Taps never leave the
  * region (clipped to it in imgk__tables).
  */
-#include "image/imgkernel.h"
+#include "gpudecode/imgkernel.h"
 
 #include <errno.h>
 #include <math.h>

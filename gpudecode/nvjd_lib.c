@@ -5,7 +5,7 @@
  * every call against the header the build used; and nvJPEG's statuses in
  * words.
  */
-#include "daemon/gpu/nvjd.h"
+#include "gpudecode/nvjd.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "common/errtext.h"
-#include "daemon/gpu/nvjd_impl.h"
+#include "gpudecode/nvjd_impl.h"
 
 static const struct {
 	const char *name;

@@ -2,7 +2,7 @@
  * imgkernel: the GPU half of an image sample, for images decoded on the
  * GPU: from a batch of decoded RGB regions in device memory to the
  * pipeline's output rows, on a CUDA stream. Per image it does what the
- * worker does after jd_decode_box (worker/image_sample.c): resample the
+ * worker does after jd_decode_box (image/image_sample.c): resample the
  * plan's box (image/resize.h: antialiased triangle filter, black outside
  * the image, optional mirror), then store the uint8 result in the
  * pipeline's layout (NCHW, NHWC) and dtype (uint8, or (x / 255 - mean) /
@@ -167,7 +167,7 @@ int imgk_plan(struct imgk_item *items, uint32_t n, const struct imgk_format *fmt
  * format or a misaligned buffer (nothing enqueued); -EIO when a launch
  * failed (the kernels enqueued before it still run, and the rows are not
  * all written), with the error in *cuda_err (when cuda_err is not NULL)
- * for the caller to name and convert (daemon/core/cudaerr.h). Enqueued work
+ * for the caller to name and convert (common/cudaerr.h). Enqueued work
  * that fails later shows on the stream, as any kernel's does.
  */
 int imgk_launch(const struct imgk_item *items_dev, uint32_t n, const struct imgk_format *fmt,
