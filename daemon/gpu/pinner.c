@@ -372,7 +372,7 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 	p->gpu_threads = (int)cfg->gpu_threads;
 	p->lanes_per_gpu = p->gpu_threads;
 	for (size_t i = 0; i < n_sources; i++)
-		if (pinner_decodes(sources[i].cfg))
+		if (pinner_decodes(&sources[i]))
 			p->lanes_per_gpu = p->gpu_threads + 1;
 	for (int i = 0; i < PINNER_LANES_MAX; i++) {
 		struct lane *l = &p->lanes[i];
@@ -533,14 +533,14 @@ static void describe_decode(struct pinner *p, struct status_text *t)
 {
 	uint32_t n = 0;
 	for (size_t i = 0; i < p->n_sources; i++)
-		n += pinner_decodes(p->sources[i].cfg) ? (uint32_t)p->n_gpus : 0;
+		n += pinner_decodes(&p->sources[i]) ? (uint32_t)p->n_gpus : 0;
 	if (n == 0) {
 		status_printf(t, "decode: 0\n");
 		return;
 	}
 	status_printf(t, "decode: %u (%s)\n", n, p->nvjd_loaded ? "nvJPEG" : p->nvjd_why);
 	for (size_t i = 0; i < p->n_sources; i++) {
-		if (!pinner_decodes(p->sources[i].cfg))
+		if (!pinner_decodes(&p->sources[i]))
 			continue;
 		for (int k = 0; k < p->n_gpus; k++) {
 			struct gpu *g = &p->gpus[k];

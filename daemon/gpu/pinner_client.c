@@ -67,7 +67,7 @@ struct lane *pinner_attach_lane(struct pinner *p, struct msg *m)
 	/* A decoding client: the GPU's decoding lane; another: the least busy
 	 * of the others. */
 	bool decoding = m->pipeline < p->n_sources && p->lanes_per_gpu > p->gpu_threads &&
-			pinner_decodes(p->sources[m->pipeline].cfg);
+			pinner_decodes(&p->sources[m->pipeline]);
 	int first = decoding ? p->gpu_threads : 0, end = decoding ? p->lanes_per_gpu : p->gpu_threads;
 	struct lane *best = NULL;
 	for (int k = first; k < end; k++) {

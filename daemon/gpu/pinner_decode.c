@@ -201,7 +201,7 @@ bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *
 {
 	struct pinner *p = l->p;
 	const struct pipeline_cfg *cfg = p->sources[pc->pipeline].cfg;
-	if (!pinner_decodes(cfg))
+	if (!pinner_decodes(&p->sources[pc->pipeline]))
 		return true;
 	char why[TEXT_MAX];
 	int rc = decode_open(l, why, sizeof(why));
@@ -434,8 +434,7 @@ bool pinner_decode_attach(struct lane *l, struct pinner_client *pc, struct msg *
 {
 	struct pinner *p = l->p;
 	const struct pipeline_cfg *cfg = p->sources[pc->pipeline].cfg;
-	if ((cfg->kind != SOURCE_IMAGEFOLDER && cfg->kind != SOURCE_TAR) ||
-	    cfg->decode != DECODE_GPU)
+	if (p->sources[pc->pipeline].desc.kind != ARENA_SOURCE_IMAGES || cfg->decode != DECODE_GPU)
 		return true;
 	m->rc = -ENOTSUP;
 	snprintf(m->text, sizeof(m->text), "decode = gpu, but this loaderd was built without GPU JPEG "

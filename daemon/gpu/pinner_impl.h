@@ -325,11 +325,12 @@ cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
 
 /* ---- GPU decoding (pinner_decode.c, through gpudecode/), on the lane's thread ---- */
 
-/* Whether a pipeline's device clients may have their JPEGs decoded on the GPU. */
-static inline bool pinner_decodes(const struct pipeline_cfg *cfg)
+/* Whether a pipeline's device clients may have their JPEGs decoded on the
+ * GPU: its samples are JPEGs (whatever kind of source lists them) and its
+ * decode is not cpu. */
+static inline bool pinner_decodes(const struct source *src)
 {
-	return (cfg->kind == SOURCE_IMAGEFOLDER || cfg->kind == SOURCE_TAR) &&
-	       cfg->decode != DECODE_CPU;
+	return src->desc.kind == ARENA_SOURCE_IMAGES && src->cfg->decode != DECODE_CPU;
 }
 
 /* At attach: whether pc's images are decoded on its GPU (pc->decode), the
