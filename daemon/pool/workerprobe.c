@@ -23,6 +23,7 @@
 #include "common/escape.h"
 #include "common/regfile.h"
 #include "shm/layout.h"
+#include "daemon/pool/spawnattr.h"
 
 #define PROBE_KEEP_BYTES 512 /* of each stream; more is read and dropped */
 #define PROBE_QUOTE_BYTES 100 /* of a line quoted in a message */
@@ -115,24 +116,13 @@ static int probe_spawn(const char *program, const char *path, int out_fd, int er
 	int rc = posix_spawn_file_actions_init(&fa);
 	if (rc != 0)
 		return -rc;
-	rc = posix_spawnattr_init(&attr);
+	rc = pool_spawnattr_init(&attr, true);
 	if (rc != 0)
 		goto destroy_actions;
-	sigset_t none, defaults;
-	sigemptyset(&none);
-	sigemptyset(&defaults);
-	static const int reset[] = {SIGPIPE, SIGHUP, SIGINT, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
-		sigaddset(&defaults, reset[i]);
 	char *argv[] = {(char *)program, "--probe", NULL};
 	if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
 	    (rc = posix_spawn_file_actions_adddup2(&fa, out_fd, 1)) != 0 ||
-	    (rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2)) != 0 ||
-	    (rc = posix_spawnattr_setsigmask(&attr, &none)) != 0 ||
-	    (rc = posix_spawnattr_setsigdefault(&attr, &defaults)) != 0 ||
-	    (rc = posix_spawnattr_setpgroup(&attr, 0)) != 0 ||
-	    (rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |
-					   POSIX_SPAWN_SETSIGDEF)) != 0)
+	    (rc = posix_spawn_file_actions_adddup2(&fa, err_fd, 2)) != 0)
 		goto destroy_attr;
 	rc = posix_spawn(pid, path, &fa, &attr, argv, environ);
 destroy_attr:

@@ -17,6 +17,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "daemon/pool/spawnattr.h"
 #include "worker/zygote.h"
 
 extern char **environ;
@@ -78,24 +79,15 @@ static int spawn(struct zygote *z, int arena_fd, int req_child, int exits_child)
 		goto close_high;
 	if ((rc = posix_spawn_file_actions_init(&fa)) != 0)
 		goto close_high;
-	if ((rc = posix_spawnattr_init(&attr)) != 0)
+	if ((rc = pool_spawnattr_init(&attr, false)) != 0)
 		goto destroy_actions;
-	sigset_t none, defaults;
-	sigemptyset(&none);
-	sigemptyset(&defaults);
-	static const int reset[] = {SIGPIPE, SIGHUP, SIGINT, SIGTERM, SIGCHLD, SIGUSR1, SIGUSR2};
-	for (size_t i = 0; i < sizeof(reset) / sizeof(reset[0]); i++)
-		sigaddset(&defaults, reset[i]);
 	char parent[24];
 	snprintf(parent, sizeof(parent), "%d", (int)getpid());
 	char *argv[] = {z->program, "--zygote", "--parent", parent, NULL};
 	if ((rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0)) != 0 ||
 	    (rc = posix_spawn_file_actions_adddup2(&fa, high[0], ZYGOTE_FD_ARENA)) != 0 ||
 	    (rc = posix_spawn_file_actions_adddup2(&fa, high[1], ZYGOTE_FD_REQUESTS)) != 0 ||
-	    (rc = posix_spawn_file_actions_adddup2(&fa, high[2], ZYGOTE_FD_EXITS)) != 0 ||
-	    (rc = posix_spawnattr_setsigmask(&attr, &none)) != 0 ||
-	    (rc = posix_spawnattr_setsigdefault(&attr, &defaults)) != 0 ||
-	    (rc = posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF)) != 0)
+	    (rc = posix_spawn_file_actions_adddup2(&fa, high[2], ZYGOTE_FD_EXITS)) != 0)
 		goto destroy_attr;
 	rc = posix_spawn(&z->pid, z->program, &fa, &attr, argv, environ);
 destroy_attr:
