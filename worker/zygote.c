@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "shm/arena.h"
 #include "worker/worker.h"
@@ -89,36 +90,17 @@ static void zygote_child(struct zygote *z, uint32_t index, int cmd_fd, int done_
  * comes back as rc -EINVAL in *bad (its fds closed). */
 static int zygote_receive(struct zygote_fork *req, int fds[2], bool *bad)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 4)];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = req, .iov_len = sizeof(*req)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-	ssize_t n = recvmsg(ZYGOTE_FD_REQUESTS, &msg, MSG_CMSG_CLOEXEC);
+	int got[FDPASS_MAX], flags;
+	size_t n_got;
+	ssize_t n = fdpass_recv(ZYGOTE_FD_REQUESTS, req, sizeof(*req), got, &n_got, &flags);
 	if (n < 0)
-		return errno == EINTR || errno == EAGAIN ? -EAGAIN : -errno;
+		return n == -EAGAIN ? -EAGAIN : (int)n;
 	if (n == 0)
 		return 0;
-	int got[4], n_got = 0;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (n_got < 4)
-				got[n_got++] = fd;
-			else
-				close(fd);
-		}
-	}
-	*bad = n != (ssize_t)sizeof(*req) || (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	*bad = n != (ssize_t)sizeof(*req) || (flags & (MSG_TRUNC | MSG_CTRUNC)) ||
 	       req->magic != ZYGOTE_MAGIC || n_got != 2;
 	if (*bad) {
-		for (int i = 0; i < n_got; i++)
+		for (size_t i = 0; i < n_got; i++)
 			close(got[i]);
 		return 1;
 	}
@@ -130,27 +112,8 @@ static int zygote_receive(struct zygote_fork *req, int fds[2], bool *bad)
 /* Answers a request; a pidfd goes with it when there is one. */
 static int zygote_answer(const struct zygote_forked *ans, int pidfd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = (void *)ans, .iov_len = sizeof(*ans)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-	if (pidfd >= 0) {
-		memset(&ctl, 0, sizeof(ctl));
-		msg.msg_control = ctl.buf;
-		msg.msg_controllen = sizeof(ctl.buf);
-		struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-		c->cmsg_level = SOL_SOCKET;
-		c->cmsg_type = SCM_RIGHTS;
-		c->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(c), &pidfd, sizeof(int));
-	}
-	while (sendmsg(ZYGOTE_FD_REQUESTS, &msg, MSG_NOSIGNAL) < 0) {
-		if (errno != EINTR)
-			return -errno;
-	}
-	return 0;
+	ssize_t n = fdpass_send(ZYGOTE_FD_REQUESTS, ans, sizeof(*ans), &pidfd, pidfd >= 0 ? 1 : 0);
+	return n < 0 ? (int)n : 0;
 }
 
 /* One request: fork the worker it names and answer. 0, or -errno when the

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/fdpass.h"
 #include "common/log.h"
 #include "daemon/pool/spawnattr.h"
 #include "worker/zygote.h"
@@ -241,41 +242,18 @@ free_zygote:
 /* Reads the answer to a request: the message and an optional pidfd. */
 static int receive_answer(struct zygote *z, struct zygote_forked *ans, int *pidfd)
 {
-	union {
-		char buf[CMSG_SPACE(sizeof(int) * 2)];
-		struct cmsghdr align;
-	} ctl;
-	struct iovec iov = {.iov_base = ans, .iov_len = sizeof(*ans)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-	ssize_t n;
-	while ((n = recvmsg(z->req_fd, &msg, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
-		;
+	int fds[FDPASS_MAX], flags;
+	size_t n_fds;
+	ssize_t n = fdpass_recv(z->req_fd, ans, sizeof(*ans), fds, &n_fds, &flags);
 	if (n < 0)
-		return -errno;
+		return (int)n;
 	if (n == 0)
 		return -EPIPE;
-	*pidfd = -1;
-	for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t i = 0; i < k; i++) {
-			int fd;
-			memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-			if (*pidfd < 0)
-				*pidfd = fd;
-			else
-				close(fd);
-		}
-	}
-	if (n != (ssize_t)sizeof(*ans) || ans->magic != ZYGOTE_MAGIC) {
-		if (*pidfd >= 0)
-			close(*pidfd);
-		*pidfd = -1;
-		return -EPROTO;
-	}
-	return 0;
+	bool bad = n != (ssize_t)sizeof(*ans) || ans->magic != ZYGOTE_MAGIC || n_fds > 1;
+	*pidfd = !bad && n_fds == 1 ? fds[0] : -1;
+	for (size_t i = *pidfd >= 0 ? 1 : 0; i < n_fds; i++)
+		close(fds[i]);
+	return bad ? -EPROTO : 0;
 }
 
 int zygote_fork(struct zygote *z, uint32_t index, int cmd_efd, int done_efd, pid_t *pid,
@@ -284,25 +262,10 @@ int zygote_fork(struct zygote *z, uint32_t index, int cmd_efd, int done_efd, pid
 	if (z->pid == 0 || z->closing)
 		return -EPIPE;
 	struct zygote_fork req = {.magic = ZYGOTE_MAGIC, .index = index};
-	int fds[2] = {cmd_efd, done_efd};
-	union {
-		char buf[CMSG_SPACE(sizeof(fds))];
-		struct cmsghdr align;
-	} ctl;
-	memset(&ctl, 0, sizeof(ctl));
-	struct iovec iov = {.iov_base = &req, .iov_len = sizeof(req)};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-			     .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf)};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(fds));
-	memcpy(CMSG_DATA(c), fds, sizeof(fds));
-	ssize_t n;
-	while ((n = sendmsg(z->req_fd, &msg, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-		;
+	const int fds[2] = {cmd_efd, done_efd};
+	ssize_t n = fdpass_send(z->req_fd, &req, sizeof(req), fds, 2);
 	if (n < 0)
-		return errno == ECONNRESET ? -EPIPE : -errno;
+		return n == -ECONNRESET ? -EPIPE : (int)n;
 	int rc = wait_readable(z->req_fd, z->timeout_ms);
 	struct zygote_forked ans;
 	if (rc == 0)
