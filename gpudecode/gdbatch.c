@@ -43,7 +43,6 @@
 #include "gpudecode/imgkernel.h"
 #include "image/image_sample.h"
 #include "image/jpeg.h"
-#include "image/jpeghdr.h"
 
 #define DECODE_ALIGN 256u /* each decoded image's start in the buffer */
 
@@ -365,24 +364,17 @@ static int decode_wait(struct gd *dc, struct gd_batch *b, char *text, size_t cap
 
 /*
  * The factor the workers' fast decode would shrink the image of *g by
- * (8 / jd_fast_scale, from the JPEG's header: 4:2:2 and 4:4:0 one DCT
- * scale up), and into *chroma the subsampling the shrink kernel models
- * (imgk_shrink's sh, sv) as across | down << 16. A header that does not
- * read here is the engines' to refuse; it is taken as 4:4:4.
+ * (8 / jd_fast_scale, from the sampling its header gave: 4:2:2 and 4:4:0
+ * one DCT scale up), and into *chroma the subsampling the shrink kernel
+ * models (imgk_shrink's sh, sv) as across | down << 16.
  */
 static uint32_t shrink_factor(const struct gd_image *g, const struct arena_image_params *ip,
 			      uint32_t *chroma)
 {
+	const uint32_t hs = g->luma_h == 2 ? 2 : 1, vs = g->luma_v == 2 ? 2 : 1;
+	*chroma = hs | vs << 16;
 	int m0 = jd_pick_scale(g->w, g->h, ip->out_w, ip->out_h);
-	*chroma = 1u | 1u << 16;
-	if (m0 == 8)
-		return 1;
-	struct jh_info info;
-	char why[8];
-	if (jh_parse(g->jpeg, g->len, &info, why, sizeof(why)) != 0 || info.components != 3)
-		return 8 / (uint32_t)m0;
-	*chroma = (info.h[0] == 2 ? 2u : 1u) | (info.v[0] == 2 ? 2u : 1u) << 16;
-	return 8 / (uint32_t)jd_fast_scale(m0, info.h[0], info.v[0]);
+	return m0 == 8 ? 1 : 8 / (uint32_t)jd_fast_scale(m0, hs, vs);
 }
 
 /* The batch's images into its parts, each decoded and resized on its set's

@@ -146,6 +146,9 @@ struct gd_image {
 	bool flip;
 	uint64_t epoch, sample; /* the CPU path plans from them as a worker does */
 	uint64_t dst_offset;    /* its row in dst */
+	uint8_t luma_h, luma_v; /* the first component's sampling factors from the header (1 or
+				 * 2; 1, 1 for gray; the others 1x1, as the engines take them):
+				 * the workers' DCT scale for it and the chroma the shrink copies */
 
 	enum gd_status status;  /* out */
 	int cpu_rc;             /* out, GD_BAD: image_sample's -errno */

@@ -116,6 +116,10 @@ struct arena_gpu_image {
 				* row * gpu_data_stride */
 	uint32_t width, height; /* ROUTE_GPU: the image's, from its header */
 	double x, y, w, h;     /* ROUTE_GPU: the transform plan's box, source pixels */
+	uint8_t luma_h, luma_v; /* ROUTE_GPU: the first component's sampling factors from
+				 * its header (1 or 2; 1, 1 for gray), the others being 1x1:
+				 * the workers' DCT scale and chroma that the GPU path copies */
+	uint8_t pad[6];        /* 0 */
 };
 
 /* A token pipeline's document-aware outputs, computed by the worker from
@@ -296,7 +300,7 @@ _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(str
 	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 48 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
-_Static_assert(sizeof(struct arena_gpu_image) == 72, "arena_gpu_image layout");
+_Static_assert(sizeof(struct arena_gpu_image) == 80, "arena_gpu_image layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
 _Static_assert(sizeof(struct worker_beat) == 64, "worker_beat layout");

@@ -284,7 +284,9 @@ static bool image_to_gpu(struct reader_read *rd)
 	*rd->gpu_desc = (struct arena_gpu_image){
 		.route = ARENA_ROUTE_GPU, .flip = plan.flip, .sample = rd->sample,
 		.epoch = rd->item->epoch, .len = rd->len, .width = info.width, .height = info.height,
-		.x = plan.x, .y = plan.y, .w = plan.w, .h = plan.h};
+		.x = plan.x, .y = plan.y, .w = plan.w, .h = plan.h,
+		.luma_h = info.components == 3 ? info.h[0] : 1,
+		.luma_v = info.components == 3 ? info.v[0] : 1};
 	return true;
 }
 

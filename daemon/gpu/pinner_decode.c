@@ -326,7 +326,8 @@ static bool decode_job(struct lane *l, struct msg *m, const uint8_t *slot, uint3
 			.jpeg = slot + ip->gpu_data_offset + (uint64_t)r * ip->gpu_data_stride,
 			.len = g.len, .width = g.width, .height = g.height, .x = g.x, .y = g.y,
 			.w = g.w, .h = g.h, .flip = g.flip != 0, .epoch = g.epoch, .sample = g.sample,
-			.dst_offset = src->tensors[0].offset + (uint64_t)r * src->row_bytes[0]};
+			.dst_offset = src->tensors[0].offset + (uint64_t)r * src->row_bytes[0],
+			.luma_h = g.luma_h, .luma_v = g.luma_v};
 	}
 	atomic_fetch_add(&p->decode_counts[pc->pipeline][l->dev].cpu, cpu);
 	*n_out = n;

@@ -155,7 +155,9 @@ int main(int argc, char **argv)
 		imgs[i] = (struct gd_image){.jpeg = jpegs[i], .len = len, .width = info.width,
 					    .height = info.height, .x = plan.x, .y = plan.y,
 					    .w = plan.w, .h = plan.h, .flip = plan.flip, .epoch = 1,
-					    .sample = (uint64_t)i, .dst_offset = (uint64_t)i * row_bytes};
+					    .sample = (uint64_t)i, .dst_offset = (uint64_t)i * row_bytes,
+					    .luma_h = info.components == 3 ? info.h[0] : 1,
+					    .luma_v = info.components == 3 ? info.v[0] : 1};
 	}
 	uint8_t *dst = NULL, *host = malloc(N_FILES * row_bytes), *ref = malloc(row_bytes);
 	cudaStream_t stream = NULL;
