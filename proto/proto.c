@@ -200,7 +200,7 @@ static const char *const type_names[PROTO_TYPE_MAX + 1] = {
 	[PROTO_READY] = "READY",     [PROTO_RELEASE] = "RELEASE",
 	[PROTO_BYE] = "BYE",         [PROTO_ERROR] = "ERROR",
 	[PROTO_STATUS_REQ] = "STATUS_REQ", [PROTO_STATUS] = "STATUS",
-	[PROTO_RELOAD_REQ] = "RELOAD_REQ",
+	[PROTO_RELOAD_REQ] = "RELOAD_REQ", [PROTO_DECODED] = "DECODED",
 };
 
 size_t proto_dtype_bytes(uint32_t dtype)
@@ -233,6 +233,7 @@ static void proto_put_hello(struct proto_writer *w, const struct proto_hello *m)
 	proto_wr_str(w, m->split);
 	proto_wr_str(w, m->group);
 	proto_wr_u32(w, m->group_size);
+	proto_wr_u32(w, m->flags);
 }
 
 static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
@@ -249,6 +250,7 @@ static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
 	proto_rd_str(r, "split", m->split, sizeof(m->split));
 	proto_rd_str(r, "group", m->group, sizeof(m->group));
 	proto_rd_u32(r, "group_size", &m->group_size);
+	proto_rd_u32(r, "flags", &m->flags);
 }
 
 static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome *m)
@@ -289,6 +291,9 @@ static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome
 			proto_wr_bytes(w, d->released[i], PROTO_IPC_HANDLE_BYTES);
 	}
 	proto_wr_u64(w, m->data);
+	proto_wr_u32(w, m->decode);
+	proto_wr_u32(w, m->pipeline);
+	proto_wr_u64(w, m->decode_memory);
 }
 
 static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
@@ -343,6 +348,9 @@ static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
 				       PROTO_IPC_HANDLE_BYTES);
 	}
 	proto_rd_u64(r, "data", &m->data);
+	proto_rd_u32(r, "decode", &m->decode);
+	proto_rd_u32(r, "pipeline", &m->pipeline);
+	proto_rd_u64(r, "decode_memory", &m->decode_memory);
 }
 
 static void proto_put_ready(struct proto_writer *w, const struct proto_ready *m)
@@ -357,6 +365,9 @@ static void proto_put_ready(struct proto_writer *w, const struct proto_ready *m)
 	proto_wr_u32(w, m->generation);
 	proto_wr_u32(w, m->rows);
 	proto_wr_u32(w, m->flags);
+	proto_wr_u64(w, m->staging_offset);
+	proto_wr_u32(w, m->staging_slot);
+	proto_wr_u32(w, m->staging_generation);
 }
 
 static void proto_get_ready(struct proto_reader *r, struct proto_ready *m)
@@ -372,6 +383,9 @@ static void proto_get_ready(struct proto_reader *r, struct proto_ready *m)
 	proto_rd_u32(r, "generation", &m->generation);
 	proto_rd_u32(r, "rows", &m->rows);
 	proto_rd_u32(r, "flags", &m->flags);
+	proto_rd_u64(r, "staging_offset", &m->staging_offset);
+	proto_rd_u32(r, "staging_slot", &m->staging_slot);
+	proto_rd_u32(r, "staging_generation", &m->staging_generation);
 }
 
 static void proto_put_release(struct proto_writer *w, const struct proto_release *m)
@@ -379,6 +393,7 @@ static void proto_put_release(struct proto_writer *w, const struct proto_release
 	proto_wr_u64(w, m->seq);
 	proto_wr_u32(w, m->slot);
 	proto_wr_u32(w, m->generation);
+	proto_wr_u64(w, m->wait_ns);
 }
 
 static void proto_get_release(struct proto_reader *r, struct proto_release *m)
@@ -387,6 +402,34 @@ static void proto_get_release(struct proto_reader *r, struct proto_release *m)
 	proto_rd_u64(r, "seq", &m->seq);
 	proto_rd_u32(r, "slot", &m->slot);
 	proto_rd_u32(r, "generation", &m->generation);
+	proto_rd_u64(r, "wait_ns", &m->wait_ns);
+}
+
+static void proto_put_decoded(struct proto_writer *w, const struct proto_decoded *m)
+{
+	proto_wr_u64(w, m->seq);
+	proto_wr_u32(w, m->staging_slot);
+	proto_wr_u32(w, m->staging_generation);
+	proto_wr_u32(w, m->gpu);
+	proto_wr_u32(w, m->cpu);
+	proto_wr_u32(w, m->bad);
+	proto_wr_u32(w, m->reserved);
+	proto_wr_u64(w, m->bad_sample);
+	proto_wr_u64(w, m->submit_ns);
+}
+
+static void proto_get_decoded(struct proto_reader *r, struct proto_decoded *m)
+{
+	memset(m, 0, sizeof(*m));
+	proto_rd_u64(r, "seq", &m->seq);
+	proto_rd_u32(r, "staging_slot", &m->staging_slot);
+	proto_rd_u32(r, "staging_generation", &m->staging_generation);
+	proto_rd_u32(r, "gpu", &m->gpu);
+	proto_rd_u32(r, "cpu", &m->cpu);
+	proto_rd_u32(r, "bad", &m->bad);
+	proto_rd_u32(r, "reserved", &m->reserved);
+	proto_rd_u64(r, "bad_sample", &m->bad_sample);
+	proto_rd_u64(r, "submit_ns", &m->submit_ns);
 }
 
 static void proto_put_error(struct proto_writer *w, const struct proto_error *m)
@@ -451,6 +494,7 @@ int proto_encode(const struct proto_msg *msg, uint8_t *buf, size_t cap)
 	case PROTO_WELCOME: proto_put_welcome(&w, &msg->u.welcome); break;
 	case PROTO_READY: proto_put_ready(&w, &msg->u.ready); break;
 	case PROTO_RELEASE: proto_put_release(&w, &msg->u.release); break;
+	case PROTO_DECODED: proto_put_decoded(&w, &msg->u.decoded); break;
 	case PROTO_ERROR: proto_put_error(&w, &msg->u.error); break;
 	case PROTO_STATUS: proto_put_status(&w, &msg->u.status); break;
 	default: break; /* BYE, STATUS_REQ, RELOAD_REQ: empty payload */
@@ -509,6 +553,7 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg,
 	case PROTO_WELCOME: proto_get_welcome(&r, &msg->u.welcome); break;
 	case PROTO_READY: proto_get_ready(&r, &msg->u.ready); break;
 	case PROTO_RELEASE: proto_get_release(&r, &msg->u.release); break;
+	case PROTO_DECODED: proto_get_decoded(&r, &msg->u.decoded); break;
 	case PROTO_ERROR: proto_get_error(&r, &msg->u.error); break;
 	case PROTO_STATUS: proto_get_status(&r, &msg->u.status); break;
 	default: break; /* BYE, STATUS_REQ, RELOAD_REQ: empty payload */

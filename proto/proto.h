@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 5
+#define PROTO_VERSION 6
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
@@ -53,7 +53,9 @@ enum proto_type {
 	PROTO_STATUS = 8,     /* daemon -> loaderctl, human-readable status text */
 	PROTO_RELOAD_REQ = 9, /* loaderctl -> daemon, first frame of a control session:
 			       * reload the configuration; answered by STATUS or ERROR */
-	PROTO_TYPE_MAX = PROTO_RELOAD_REQ,
+	PROTO_DECODED = 10,   /* client -> daemon, a decoding client is done with a
+			       * batch's compressed images (its staging slot) */
+	PROTO_TYPE_MAX = PROTO_DECODED,
 };
 
 /* Header flags. */
@@ -112,7 +114,15 @@ struct proto_hello {
 	 * group_size 1..PROTO_GROUP_SIZE_MAX, 1 = no group. */
 	char group[PROTO_GROUP_MAX];
 	uint32_t group_size;
+	uint32_t flags; /* PROTO_HELLO_*; last on the wire */
 };
+
+/* HELLO flags. DECODE (device delivery only): this client can decode on its
+ * own GPU, in its own process, the JPEGs the daemon leaves to the GPU; the
+ * daemon then stages them and their plans and lets the client decode them
+ * (WELCOME.decode, READY's staging slot, DECODED). */
+#define PROTO_HELLO_DECODE 0x1u
+#define PROTO_HELLO_FLAGS_KNOWN PROTO_HELLO_DECODE
 
 struct proto_tensor {
 	char name[PROTO_TENSOR_NAME_MAX]; /* non-empty */
@@ -155,10 +165,24 @@ struct proto_welcome {
 	uint32_t delivery;    /* enum proto_delivery: host carries the arena fd */
 	struct proto_device device; /* delivery device only; zero otherwise */
 	uint64_t data;        /* the pipeline's data identity, for its position tokens
-			       * (common/position.h); last on the wire */
+			       * (common/position.h) */
+	/* 1: the client decodes (it asked with PROTO_HELLO_DECODE, device
+	 * delivery, an image pipeline whose GPU takes JPEGs). The arena fd
+	 * then rides along as with host delivery, `pipeline` is the pipeline's
+	 * index in the arena's table (shm/layout.h: the image parameters, the
+	 * paths, the slot's rows) and decode_memory the device memory the
+	 * client's decoder may take. 0: neither is used. */
+	uint32_t decode;
+	uint32_t pipeline;
+	uint64_t decode_memory; /* last on the wire */
 };
 
 #define PROTO_READY_LAST_IN_EPOCH 0x1u
+/* The batch has rows for the client to decode (WELCOME.decode): their JPEGs
+ * and plans are in the staging slot at staging_offset of the arena, held for
+ * the client until its DECODED. The device slot's other rows are copied. */
+#define PROTO_READY_DECODE 0x2u
+#define PROTO_READY_FLAGS_KNOWN (PROTO_READY_LAST_IN_EPOCH | PROTO_READY_DECODE)
 
 struct proto_ready {
 	uint64_t seq;        /* 0, 1, 2, ... per session, delivered in order */
@@ -171,12 +195,35 @@ struct proto_ready {
 	uint32_t generation; /* slot generation, echoed by RELEASE */
 	uint32_t rows;       /* samples in this batch, 1..batch_size */
 	uint32_t flags;      /* PROTO_READY_* */
+	/* PROTO_READY_DECODE: the staging slot with the batch's JPEGs; else 0 */
+	uint64_t staging_offset;
+	uint32_t staging_slot;
+	uint32_t staging_generation;
 };
 
 struct proto_release {
 	uint64_t seq;
 	uint32_t slot;
 	uint32_t generation;
+	/* How long the client's call for this batch (ldr_next) waited, the
+	 * batch not being ready: its data wait, in nanoseconds. */
+	uint64_t wait_ns;
+};
+
+/* A decoding client is done reading the staging slot of batch seq (READY's
+ * staging_slot, staging_generation): the daemon may reuse it. What became
+ * of its rows, for status: decoded on the engines, decoded on the client's
+ * CPU because the engines refused them, bad (neither took them; the first
+ * such sample is bad_sample, else UINT64_MAX); and the host time the
+ * client's decoding thread spent submitting them. */
+struct proto_decoded {
+	uint64_t seq;
+	uint32_t staging_slot;
+	uint32_t staging_generation;
+	uint32_t gpu, cpu, bad;
+	uint32_t reserved; /* 0 */
+	uint64_t bad_sample;
+	uint64_t submit_ns;
 };
 
 struct proto_error {
@@ -196,6 +243,7 @@ struct proto_msg {
 		struct proto_welcome welcome;
 		struct proto_ready ready;
 		struct proto_release release;
+		struct proto_decoded decoded;
 		struct proto_error error;
 		struct proto_status status;
 	} u; /* BYE and STATUS_REQ have no payload */

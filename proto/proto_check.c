@@ -69,6 +69,12 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 	if (m->group_size > 1 && !m->group[0])
 		return errtext(why, cap, -EPROTO, "HELLO: group_size %u without a group key",
 			       m->group_size);
+	if (m->flags & ~PROTO_HELLO_FLAGS_KNOWN)
+		return errtext(why, cap, -EPROTO, "HELLO: unknown flag bits 0x%x",
+			       m->flags & ~PROTO_HELLO_FLAGS_KNOWN);
+	if ((m->flags & PROTO_HELLO_DECODE) && m->delivery != PROTO_DELIVERY_DEVICE)
+		return errtext(why, cap, -EPROTO, "HELLO: DECODE with host delivery (a client "
+			       "decodes only for its GPU)");
 	return 0;
 }
 
@@ -159,6 +165,12 @@ static int proto_check_welcome(const struct proto_welcome *m, char *why, size_t 
 			       m->delivery);
 	if (m->delivery == PROTO_DELIVERY_DEVICE && proto_check_device(m, why, cap) < 0)
 		return -EPROTO;
+	if (m->decode > 1)
+		return errtext(why, cap, -EPROTO, "WELCOME: decode %u not 0 or 1", m->decode);
+	if (m->decode && m->delivery != PROTO_DELIVERY_DEVICE)
+		return errtext(why, cap, -EPROTO, "WELCOME: decode with host delivery");
+	if (!m->decode && (m->pipeline || m->decode_memory))
+		return errtext(why, cap, -EPROTO, "WELCOME: pipeline or decode_memory without decode");
 	for (uint32_t t = 0; t < m->n_tensors; t++) {
 		int rc = proto_check_tensor(m, t, why, cap);
 		if (rc < 0)
@@ -171,9 +183,24 @@ static int proto_check_ready(const struct proto_ready *m, char *why, size_t cap)
 {
 	if (m->rows < 1)
 		return errtext(why, cap, -EPROTO, "READY: rows 0, must be >= 1");
-	if (m->flags & ~PROTO_READY_LAST_IN_EPOCH)
+	if (m->flags & ~PROTO_READY_FLAGS_KNOWN)
 		return errtext(why, cap, -EPROTO, "READY: unknown flag bits 0x%x",
-			       m->flags & ~PROTO_READY_LAST_IN_EPOCH);
+			       m->flags & ~PROTO_READY_FLAGS_KNOWN);
+	if (!(m->flags & PROTO_READY_DECODE) &&
+	    (m->staging_offset || m->staging_slot || m->staging_generation))
+		return errtext(why, cap, -EPROTO, "READY: a staging slot without the DECODE flag");
+	return 0;
+}
+
+static int proto_check_decoded(const struct proto_decoded *m, char *why, size_t cap)
+{
+	if (m->reserved != 0)
+		return errtext(why, cap, -EPROTO, "DECODED: reserved %u, must be 0", m->reserved);
+	if ((uint64_t)m->gpu + m->cpu + m->bad > UINT32_MAX)
+		return errtext(why, cap, -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	if ((m->bad == 0) != (m->bad_sample == UINT64_MAX))
+		return errtext(why, cap, -EPROTO, "DECODED: bad %u with bad_sample %llu (UINT64_MAX "
+			       "exactly when bad is 0)", m->bad, (unsigned long long)m->bad_sample);
 	return 0;
 }
 
@@ -205,6 +232,7 @@ int proto_check_payload(uint32_t type, const struct proto_msg *msg, char *why, s
 	case PROTO_HELLO: return proto_check_hello(&msg->u.hello, why, cap);
 	case PROTO_WELCOME: return proto_check_welcome(&msg->u.welcome, why, cap);
 	case PROTO_READY: return proto_check_ready(&msg->u.ready, why, cap);
+	case PROTO_DECODED: return proto_check_decoded(&msg->u.decoded, why, cap);
 	case PROTO_ERROR: return proto_check_error(&msg->u.error, why, cap);
 	case PROTO_STATUS: return proto_check_status(&msg->u.status, why, cap);
 	default: return 0; /* RELEASE: any values; BYE, STATUS_REQ, RELOAD_REQ: no payload */
