@@ -10,8 +10,10 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/errtext.h"
 
 _Static_assert(LDR_POSITION_MAX == POSITION_TEXT_MAX, "position token sizes agree");
@@ -27,13 +29,14 @@ static struct client_held_batch *client_find_held(struct ldr_client *c, uint32_t
 	return NULL;
 }
 
-/* Checks a READY's numbers before any pointer is formed from them. */
-static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd)
+/* Checks a READY's numbers before any pointer is formed from them: seq
+ * must be `seq`. */
+static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd, uint64_t seq)
 {
 	uint64_t end;
-	if (rd->seq != c->next_seq)
+	if (rd->seq != seq)
 		return client_error(c, -EPROTO, "bad READY: seq %" PRIu64 ", expected %" PRIu64, rd->seq,
-				    c->next_seq);
+				    seq);
 	if (c->ring) {
 		const struct proto_device *dev = &c->welcome.device;
 		if (rd->slot >= dev->slots || rd->slot_offset != (uint64_t)rd->slot * dev->slot_bytes)
@@ -58,14 +61,21 @@ static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd
 		return client_error(c, -EPROTO, "bad READY: rows %" PRIu64 "..+%" PRIu32 " of the segment "
 				    "at %" PRIu64 " are outside the rank's share", rd->first, rd->rows,
 				    rd->epoch_offset);
-	if (client_find_held(c, rd->slot))
+	bool pending = false;
+	for (uint32_t i = 0; i < c->n_pending; i++)
+		pending |= c->pending[(c->pending_head + i) % PROTO_DEVICE_SLOTS_MAX].slot == rd->slot;
+	if (client_find_held(c, rd->slot) || pending)
 		return client_error(c, -EPROTO, "bad READY: slot %" PRIu32 " is still held by this client",
 				    rd->slot);
+	if ((rd->flags & PROTO_READY_DECODE) && !c->decoder)
+		return client_error(c, -EPROTO, "bad READY: rows to decode for a client that does not");
 	return 0;
 }
 
-/* Holds the slot of READY rd (checked) and describes its batch in b. */
-static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, struct ldr_batch *b)
+/* Holds the slot of READY rd (checked) and describes its batch in b; the
+ * call waited wait_ns for it. */
+static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, struct ldr_batch *b,
+			    uint64_t wait_ns)
 {
 	struct client_held_batch *hb = NULL;
 	for (uint32_t i = 0; i < c->depth && !hb; i++)
@@ -75,9 +85,12 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 		.used = true, .seq = rd->seq, .epoch = rd->epoch, .epoch_offset = rd->epoch_offset,
 		.first = rd->first, .slot = rd->slot, .generation = rd->generation,
 		.rows = rd->rows, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
+		.decoded = (rd->flags & PROTO_READY_DECODE) != 0, .wait_ns = wait_ns,
 	};
 	c->n_held++;
 	c->next_seq++;
+	c->stats.batches++;
+	c->stats.wait_ns += wait_ns;
 
 	memset(b, 0, sizeof *b);
 	b->seq = rd->seq;
@@ -106,6 +119,134 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 	b->priv_generation = rd->generation;
 }
 
+/* ---- a client that decodes (decode.h) ---- */
+
+/* Milliseconds left of timeout_ms (< 0: for ever) since t0. */
+static int remaining_ms(int timeout_ms, uint64_t t0)
+{
+	if (timeout_ms < 0)
+		return -1;
+	uint64_t spent = (clock_mono_ns() - t0) / 1000000;
+	return spent >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int)spent;
+}
+
+/* The frame in c->msg, read by a client that decodes: a READY is checked
+ * and its rows queued for the decoding thread; a failure behind pending
+ * batches is kept for when they are handed out. 0 or a fatal -errno. */
+static int take_frame(struct ldr_client *c)
+{
+	struct proto_msg *msg = &c->msg;
+	int r;
+	if (msg->hdr.type == PROTO_ERROR || msg->hdr.type == PROTO_BYE) {
+		if (msg->hdr.type == PROTO_ERROR) {
+			r = client_daemon_error(c);
+			r = r == -ETIMEDOUT || r == -EINTR ? -ECONNABORTED : r;
+		} else {
+			r = client_error(c, -ECONNRESET, "daemon closed the connection");
+		}
+		c->deferred = r;
+		snprintf(c->deferred_text, sizeof c->deferred_text, "%s", c->error);
+		return 0;
+	}
+	if (msg->hdr.type != PROTO_READY)
+		return client_error(c, -EPROTO, "unexpected %s frame from the daemon",
+				    proto_type_name(msg->hdr.type));
+	const struct proto_ready *rd = &msg->u.ready;
+	if (c->n_pending + c->n_held >= c->depth)
+		return client_error(c, -EPROTO, "bad READY: batch %" PRIu64 " beyond the depth of %"
+				    PRIu32, rd->seq, c->depth);
+	r = client_check_ready(c, rd, c->recv_seq);
+	if (r == 0 && (rd->flags & PROTO_READY_DECODE))
+		r = decoder_submit(c->decoder, rd->seq, rd->slot,
+				   (void *)device_ptr(c->ring, rd->slot_offset), rd->staging_offset,
+				   rd->rows, c->error, sizeof c->error);
+	if (r < 0)
+		return r;
+	c->pending[(c->pending_head + c->n_pending++) % PROTO_DEVICE_SLOTS_MAX] = *rd;
+	c->recv_seq++;
+	return 0;
+}
+
+/* Reads frames: the first within timeout_ms, then all that are there.
+ * 0, -ETIMEDOUT or -EINTR (none read), or a fatal -errno. */
+static int pump(struct ldr_client *c, int timeout_ms)
+{
+	int r = client_recv_frame(c, timeout_ms, NULL);
+	if (r == -ETIMEDOUT || r == -EINTR)
+		return r;
+	while (r == 0 && !c->deferred) {
+		r = take_frame(c);
+		if (r == 0 && !c->deferred) {
+			r = client_recv_frame(c, 0, NULL);
+			if (r == -ETIMEDOUT || r == -EINTR)
+				return 0;
+		}
+	}
+	return r;
+}
+
+/* Tells the daemon the staging slot of rd is read: DECODED. */
+static int send_decoded(struct ldr_client *c, const struct proto_ready *rd,
+			const struct decoder_result *res)
+{
+	struct proto_msg *msg = &c->msg;
+	msg->hdr = (struct proto_header){.type = PROTO_DECODED};
+	msg->u.decoded = (struct proto_decoded){
+		.seq = rd->seq, .staging_slot = rd->staging_slot,
+		.staging_generation = rd->staging_generation, .gpu = res->gpu, .cpu = res->cpu,
+		.bad = res->bad, .bad_sample = res->bad ? res->bad_sample : UINT64_MAX,
+		.submit_ns = res->submit_ns,
+	};
+	return client_send_frame(c, "DECODED");
+}
+
+static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
+{
+	uint64_t t0 = clock_mono_ns(), waited = 0;
+	int r = c->deferred ? 0 : pump(c, 0);
+	if (r < 0 && r != -ETIMEDOUT && r != -EINTR)
+		return client_fail(c, r);
+	while (c->n_pending == 0) {
+		if (c->deferred) {
+			snprintf(c->error, sizeof c->error, "%s", c->deferred_text);
+			return client_fail(c, c->deferred);
+		}
+		r = pump(c, remaining_ms(timeout_ms, t0));
+		if (r == -ETIMEDOUT)
+			client_error(c, r, "no batch within %d ms", timeout_ms);
+		if (r == -ETIMEDOUT || r == -EINTR)
+			return r; /* nothing consumed: the caller may wait again */
+		if (r < 0)
+			return client_fail(c, r);
+		waited = clock_mono_ns() - t0;
+	}
+	const struct proto_ready *rd = &c->pending[c->pending_head];
+	if (rd->flags & PROTO_READY_DECODE) {
+		struct decoder_result res;
+		bool ready = decoder_done(c->decoder, rd->seq);
+		r = decoder_take(c->decoder, rd->seq, remaining_ms(timeout_ms, t0), &res, c->error,
+				 sizeof c->error);
+		if (r == -ETIMEDOUT) {
+			client_error(c, r, "batch %" PRIu64 " not decoded within %d ms", rd->seq, timeout_ms);
+			return r; /* the next call waits for it again */
+		}
+		if (r < 0)
+			return client_fail(c, r);
+		if (!ready)
+			waited = clock_mono_ns() - t0;
+		r = send_decoded(c, rd, &res); /* the slot is read, whatever became of the batch */
+		if (res.rc < 0)
+			return client_fail(c, res.rc); /* c->error names the image or call */
+		if (r < 0)
+			return client_fail(c, r);
+	}
+	struct proto_ready out = *rd;
+	c->pending_head = (c->pending_head + 1) % PROTO_DEVICE_SLOTS_MAX;
+	c->n_pending--;
+	client_hand_out(c, &out, b, waited);
+	return 0;
+}
+
 int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 {
 	if (c->failed)
@@ -115,7 +256,10 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	if (c->n_held >= c->depth)
 		return client_error(c, -EBUSY, "%" PRIu32 " batches held, the depth is %" PRIu32
 				    ": release one first", c->n_held, c->depth);
+	if (c->decoder)
+		return next_decoding(c, b, timeout_ms);
 	struct proto_msg *msg = &c->msg;
+	uint64_t t0 = clock_mono_ns();
 	int r = client_recv_frame(c, timeout_ms, NULL);
 	if (r == -ETIMEDOUT)
 		client_error(c, r, "no batch within %d ms", timeout_ms);
@@ -134,10 +278,10 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	if (msg->hdr.type != PROTO_READY)
 		return client_fail(c, client_error(c, -EPROTO, "unexpected %s frame from the daemon",
 						   proto_type_name(msg->hdr.type)));
-	r = client_check_ready(c, &msg->u.ready);
+	r = client_check_ready(c, &msg->u.ready, c->next_seq);
 	if (r < 0)
 		return client_fail(c, r);
-	client_hand_out(c, &msg->u.ready, b);
+	client_hand_out(c, &msg->u.ready, b, clock_mono_ns() - t0);
 	return 0;
 }
 
@@ -165,7 +309,10 @@ int ldr_stream_wait(struct ldr_client *c, const struct ldr_batch *b, void *cuda_
 	if (!c->ring)
 		return client_error(c, -EINVAL, "ldr_stream_wait: the client is not attached with "
 				    "device delivery");
-	return device_wait(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+	int r = device_wait(c->ring, hb->slot, cuda_stream, c->error, sizeof c->error);
+	if (r == 0 && hb->decoded)
+		r = decoder_stream_wait(c->decoder, hb->slot, cuda_stream, c->error, sizeof c->error);
+	return r;
 }
 
 int ldr_copy_to_host(struct ldr_client *c, const struct ldr_batch *b, unsigned tensor, void *dst)
@@ -179,6 +326,11 @@ int ldr_copy_to_host(struct ldr_client *c, const struct ldr_batch *b, unsigned t
 	if (!c->ring) {
 		memcpy(dst, t->data, t->bytes);
 		return 0;
+	}
+	if (hb->decoded) {
+		int r = decoder_slot_sync(c->decoder, hb->slot, c->error, sizeof c->error);
+		if (r < 0)
+			return r;
 	}
 	return device_copy_to_host(c->ring, hb->slot, t->data, dst, t->bytes, c->error,
 				   sizeof c->error);
@@ -238,7 +390,7 @@ int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *c
 	struct proto_msg *msg = &c->msg; /* only the fields RELEASE uses: the union is 64 KiB */
 	msg->hdr = (struct proto_header){.type = PROTO_RELEASE};
 	msg->u.release = (struct proto_release){
-		.seq = hb->seq, .slot = hb->slot, .generation = hb->generation,
+		.seq = hb->seq, .slot = hb->slot, .generation = hb->generation, .wait_ns = hb->wait_ns,
 	};
 	hb->used = false;
 	c->n_held--;
@@ -254,6 +406,24 @@ uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b,
 	if (!c || !c->attached || row >= b->rows || b->priv_epoch_offset >= c->welcome.n_samples)
 		return UINT64_MAX;
 	return sampler_sample(&c->sampler, b->epoch, b->priv_epoch_offset, b->priv_first + row);
+}
+
+int ldr_get_stats(const struct ldr_client *c, struct ldr_stats *out)
+{
+	if (!c || !c->attached)
+		return -EINVAL;
+	*out = c->stats;
+	out->decoding = c->decoder != NULL;
+	snprintf(out->decode_why_not, sizeof out->decode_why_not, "%s",
+		 c->ring && !c->decoder ? c->decode_why_not : "");
+	if (c->decoder)
+		decoder_stats(c->decoder, out);
+	return 0;
+}
+
+size_t ldr_sizeof_stats(void)
+{
+	return sizeof(struct ldr_stats);
 }
 
 size_t ldr_sizeof_batch(void)

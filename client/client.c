@@ -294,6 +294,29 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 	return 0;
 }
 
+/* The decoder of a client the daemon lets decode (decode.h). */
+static int client_open_decoder(struct ldr_client *c, const struct proto_welcome *w)
+{
+	struct decoder_config cfg = {
+		.device = c->device_ordinal, .arena = c->arena, .arena_bytes = c->arena_bytes,
+		.staging_bytes = w->slot_bytes, .pipeline = w->pipeline,
+		.memory_bytes = w->decode_memory, .batch_size = w->batch_size,
+		.slots = w->device.slots, .slot_bytes = w->device.slot_bytes,
+		.n_tensors = w->n_tensors,
+	};
+	for (uint32_t i = 0; i < w->n_tensors; i++) {
+		cfg.tensor_offset[i] = w->tensors[i].offset;
+		cfg.tensor_row_bytes[i] = c->tensor_row_bytes[i];
+	}
+	char why[CLIENT_ERROR_MAX - 200];
+	int r = decoder_open(&cfg, &c->decoder, why, sizeof why);
+	if (r < 0)
+		return client_error(c, r, "this process could not start decoding its GPU's JPEGs, which "
+				    "the daemon leaves to it: %s (LOADERD_CLIENT_DECODE=0 before attaching "
+				    "has the daemon decode them)", why);
+	return 0;
+}
+
 int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 {
 	if (c->failed)
@@ -319,6 +342,9 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 			return r;
 		h->delivery = PROTO_DELIVERY_DEVICE;
 		memcpy(h->device_uuid, uuid, sizeof uuid);
+		/* This process decodes its GPU's JPEGs when it can (decode.h) */
+		if (decoder_available(c->decode_why_not, sizeof c->decode_why_not))
+			h->flags |= PROTO_HELLO_DECODE;
 	}
 	h->rank = opts->rank;
 	h->world = world;
@@ -331,6 +357,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	if (h->group_size > 1)
 		snprintf(h->group, sizeof h->group, "%s", opts->group);
 	uint32_t h_group_size = h->group_size;
+	bool asked_decode = (h->flags & PROTO_HELLO_DECODE) != 0;
 	uint64_t request_id = msg->hdr.request_id;
 	r = client_send_frame(c, "HELLO");
 	if (r < 0)
@@ -352,10 +379,11 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	}
 	const struct proto_welcome *w = &msg->u.welcome;
 	if (w->delivery != (device ? PROTO_DELIVERY_DEVICE : PROTO_DELIVERY_HOST) ||
-	    (fd < 0) != device) {
-		r = client_error(c, -EPROTO, "bad WELCOME: %s delivery %s an arena fd, asked for %s "
-				 "delivery", w->delivery == PROTO_DELIVERY_DEVICE ? "device" : "host",
-				 fd < 0 ? "without" : "with", device ? "device" : "host");
+	    (fd < 0) != (device && !w->decode) || (w->decode && !asked_decode)) {
+		r = client_error(c, -EPROTO, "bad WELCOME: %s delivery%s %s an arena fd, asked for %s "
+				 "delivery%s", w->delivery == PROTO_DELIVERY_DEVICE ? "device" : "host",
+				 w->decode ? " with decoding" : "", fd < 0 ? "without" : "with",
+				 device ? "device" : "host", asked_decode ? " with decoding" : "");
 		goto close_fd;
 	}
 	r = client_check_welcome(c, w, opts->rank, world);
@@ -369,6 +397,18 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	if (device) {
 		r = device_open(c->device_ordinal, &w->device, &c->ring, c->error, sizeof c->error);
 		gpu_uuid_format(uuid, c->device_uuid);
+		if (w->decode) {
+			if (r == 0)
+				r = client_map_arena(c, fd, w->arena_bytes); /* closes fd */
+			else
+				close(fd);
+			if (r == 0)
+				r = client_open_decoder(c, w);
+		} else if (asked_decode) {
+			snprintf(c->decode_why_not, sizeof c->decode_why_not, "pipeline \"%s\": the daemon "
+				 "does not leave JPEGs to its GPU for this client (decode = cpu, not an "
+				 "image pipeline, or a tensor-parallel group)", opts->pipeline);
+		}
 	} else {
 		r = client_map_arena(c, fd, w->arena_bytes); /* closes fd */
 	}
@@ -462,7 +502,9 @@ void ldr_close(struct ldr_client *c)
 {
 	if (!c)
 		return;
-	/* BYE tells the daemon our IPC handles are closed: its ring can go. */
+	/* BYE tells the daemon our IPC handles are closed: its ring can go.
+	 * The decoder writes into the ring: it stops first. */
+	decoder_close(c->decoder);
 	device_close(c->ring);
 	if (c->sock >= 0 && c->attached && !c->failed) {
 		memset(&c->msg, 0, sizeof c->msg);

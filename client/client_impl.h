@@ -7,6 +7,8 @@
  *   batch.c    batches: next, release, the device calls on a batch, sample
  *              indices, position tokens
  *   control.c  control requests without a handle: status, reload
+ *   device.c   the GPU side through the driver API (device.h)
+ *   decode.c   the client's own GPU JPEG decoding, on a thread (decode.h)
  *
  * A handle owns one SOCK_SEQPACKET connection and, once attached, one
  * read-only mapping of the daemon's arena (host delivery) or one device
@@ -30,6 +32,7 @@
 #include "common/position.h"
 #include "common/sampler.h"
 #include "common/split.h"
+#include "decode.h"
 #include "device.h"
 #include "loaderd.h"
 #include "proto/wire.h"
@@ -47,6 +50,8 @@ struct client_held_batch {
 	uint32_t generation;
 	uint32_t rows;
 	bool last;
+	bool decoded;     /* its rows were decoded here (decode.h) */
+	uint64_t wait_ns; /* how long ldr_next waited for it: RELEASE's wait_ns */
 };
 
 struct ldr_client {
@@ -76,6 +81,20 @@ struct ldr_client {
 	bool grouped;               /* a member of a group (ldr_attach_opts.group) */
 	bool released_any;
 	uint64_t position_seq;
+
+	/* A client that decodes its GPU's JPEGs (decode.h): READYs are read
+	 * as soon as they arrive and their rows queued for the decoding thread;
+	 * pending holds them, in order, until ldr_next hands them out. An ERROR
+	 * or BYE read behind them waits until they are handed out. */
+	struct decoder *decoder;
+	char decode_why_not[256];   /* device delivery without it: why */
+	struct proto_ready pending[PROTO_DEVICE_SLOTS_MAX];
+	uint32_t pending_head, n_pending;
+	uint64_t recv_seq;          /* seq the next READY read must carry */
+	int deferred;               /* 0, or the failure read behind pending batches */
+	char deferred_text[CLIENT_ERROR_MAX];
+
+	struct ldr_stats stats;     /* batches and wait_ns; the rest from the decoder */
 
 	struct proto_msg msg;       /* the frame being sent or received (~64 KiB) */
 };

@@ -261,6 +261,29 @@ int ldr_position_parse(const char *token, struct ldr_position *out, char *err, s
  * are: whether the daemon resumes at the token is its call at attach. */
 int ldr_position_format(const struct ldr_position *p, char *buf, size_t cap);
 
+/* What a client has done so far: its data wait, and, when it decodes its
+ * GPU's JPEGs itself (device delivery of an image pipeline whose GPU takes
+ * JPEGs, with nvJPEG loadable here: docs/gpu-decoding.md), what that cost
+ * this process. */
+struct ldr_stats {
+	uint64_t batches;        /* batches ldr_next handed out */
+	uint64_t wait_ns;        /* time ldr_next waited, no batch being ready: the data wait */
+	int decoding;            /* 1: this client decodes its GPU's JPEGs itself */
+	char decode_why_not[256]; /* decoding 0 with device delivery: why not ("" otherwise) */
+	uint64_t decoded_batches; /* batches with rows it decoded */
+	uint64_t images_gpu;     /* images decoded on the GPU's hardware engines */
+	uint64_t images_cpu;     /* refused by the engines: decoded on this process's CPU */
+	uint64_t images_bad;     /* refused by both (on_error applied) */
+	uint64_t submit_ns;      /* the decoding thread's host time submitting to nvJPEG */
+	uint64_t thread_cpu_ns;  /* CPU time of the decoding thread (never the caller's) */
+};
+
+/* Fills *out. 0, or -EINVAL when c is not attached. */
+int ldr_get_stats(const struct ldr_client *c, struct ldr_stats *out);
+
+/* sizeof(struct ldr_stats) as this library was built, for the binding's check. */
+size_t ldr_sizeof_stats(void);
+
 /* sizeof(struct ldr_batch) as this library was built: a binding that lays
  * the struct out itself (the Python package, through ctypes) checks its
  * layout against it. */

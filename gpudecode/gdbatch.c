@@ -40,6 +40,7 @@
 
 #include "common/clock.h"
 #include "common/cudaerr.h"
+#include "common/hash.h"
 #include "gpudecode/imgkernel.h"
 #include "image/image_sample.h"
 #include "image/jpeg.h"
@@ -484,4 +485,23 @@ int gd_decode_batch(struct gd *dc, struct gd_batch *b, char *text, size_t cap)
 	if (rc < 0)
 		gd_abandon(dc, b->share);
 	return rc;
+}
+
+/* Rows tried as a bad row's replacement, per row of the batch */
+#define SUBSTITUTE_ATTEMPTS 8
+
+uint32_t gd_substitute_row(uint64_t seed, uint64_t epoch, uint64_t sample, uint32_t row,
+			   uint32_t rows, const uint32_t *bad, uint32_t n_bad)
+{
+	uint32_t from = row;
+	for (uint32_t a = 0; a < SUBSTITUTE_ATTEMPTS * rows && from == row; a++) {
+		uint32_t c = (uint32_t)(hash_mix64(hash_sample(seed, 0x5b57ull, epoch, sample) ^ a) %
+					rows);
+		bool is_bad = false;
+		for (uint32_t k = 0; k < n_bad && !is_bad; k++)
+			is_bad = bad[k] == c;
+		if (!is_bad)
+			from = c;
+	}
+	return from;
 }

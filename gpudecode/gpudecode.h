@@ -194,6 +194,17 @@ struct gd_batch {
  */
 int gd_decode_batch(struct gd *g, struct gd_batch *b, char *text, size_t cap);
 
+/*
+ * on_error = substitute: the row of a batch of `rows` rows whose copy
+ * replaces bad row `row` (of sample `sample` of `epoch`), chosen from
+ * (seed, epoch, sample) among the rows not in bad[0..n_bad), so that the
+ * batch stays full and the same in every run; `row` itself when none of
+ * the rows tried is good. The daemon and a client that decodes choose
+ * alike.
+ */
+uint32_t gd_substitute_row(uint64_t seed, uint64_t epoch, uint64_t sample, uint32_t row,
+			   uint32_t rows, const uint32_t *bad, uint32_t n_bad);
+
 /* For a batch the caller fails after gd_decode_batch succeeded (or that
  * failed): waits until nothing of it is queued (share's too, when not
  * NULL), and clears the sets it used, so that the caller may reuse the

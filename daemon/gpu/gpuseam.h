@@ -35,10 +35,12 @@ struct gpu_requests {
 	struct pinner *gpu;
 	/* Allocates a ring of `slots` device slots of slot_bytes on the GPU
 	 * with this UUID for a client of `pipeline`, and exports it:
-	 * answered by `attached`. */
+	 * answered by `attached`. client_decodes: the client decodes the
+	 * images its GPU takes itself, in its own process (the GPU thread
+	 * only copies its batches and opens no decoder for it). */
 	void (*attach)(struct pinner *gpu, struct sched_client *c,
 		       const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline, uint32_t slots,
-		       uint64_t slot_bytes);
+		       uint64_t slot_bytes, bool client_decodes);
 	/* Copies `bytes` of staging slot `staging_slot` (a batch of `rows`
 	 * rows) into device slot d: `landed`, and `staging_free` once the
 	 * staging slot is read. */

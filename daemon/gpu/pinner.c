@@ -417,11 +417,12 @@ int pinner_start(uv_loop_t *loop, const struct config *cfg, struct arena *arena,
 
 static void pinner_attach(struct pinner *p, struct sched_client *tag,
 			  const uint8_t uuid[PROTO_UUID_BYTES], uint32_t pipeline, uint32_t slots,
-			  uint64_t slot_bytes)
+			  uint64_t slot_bytes, bool client_decodes)
 {
 	struct msg *m = msg_new(M_ATTACH);
 	m->tag = tag;
 	m->pipeline = pipeline;
+	m->client_decodes = client_decodes;
 	memcpy(m->uuid, uuid, PROTO_UUID_BYTES);
 	m->slots = slots;
 	m->bytes = slot_bytes;

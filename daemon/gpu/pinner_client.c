@@ -67,7 +67,7 @@ struct lane *pinner_attach_lane(struct pinner *p, struct msg *m)
 	/* A decoding client: the GPU's decoding lane; another: the least busy
 	 * of the others. */
 	bool decoding = m->pipeline < p->n_sources && p->lanes_per_gpu > p->gpu_threads &&
-			pinner_decodes(&p->sources[m->pipeline]);
+			!m->client_decodes && pinner_decodes(&p->sources[m->pipeline]);
 	int first = decoding ? p->gpu_threads : 0, end = decoding ? p->lanes_per_gpu : p->gpu_threads;
 	struct lane *best = NULL;
 	for (int k = first; k < end; k++) {
@@ -164,7 +164,7 @@ struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m)
 		if (cudaerr_failed(e, m->text, sizeof(m->text), "creating and exporting the ring's events"))
 			goto fail;
 	}
-	if (!pinner_decode_attach(l, pc, m)) {
+	if (!m->client_decodes && !pinner_decode_attach(l, pc, m)) {
 		pinner_client_free(l, pc);
 		return NULL;
 	}

@@ -107,12 +107,8 @@
 
 #if LOADERD_HAVE_GPUDECODE_BATCH
 
-#include "common/hash.h"
 #include "daemon/gpu/dechelp.h"
 #include "image/image_sample.h"
-
-/* on_error = substitute: rows of the batch tried as a bad row's replacement */
-#define SUBSTITUTE_ATTEMPTS 8
 
 static void decode_free(struct lane_decode *dc)
 {
@@ -348,16 +344,9 @@ static bool substitute_bad(struct lane *l, struct msg *m, uint8_t *dst, char *te
 	const uint8_t *slot = p->arena->base + arena_slot_offset(p->arena, m->slot);
 	const struct arena_gpu_image *desc = (const void *)(slot + ip->gpu_desc_offset);
 	for (uint32_t b = 0; b < dc->n_bad; b++) {
-		uint32_t r = dc->bad_rows[b], from = r;
-		for (uint32_t a = 0; a < SUBSTITUTE_ATTEMPTS * m->rows && from == r; a++) {
-			uint32_t c = (uint32_t)(hash_mix64(hash_sample(ip->seed, 0x5b57ull, desc[r].epoch,
-								       desc[r].sample) ^ a) % m->rows);
-			bool bad = false;
-			for (uint32_t k = 0; k < dc->n_bad && !bad; k++)
-				bad = dc->bad_rows[k] == c;
-			if (!bad)
-				from = c;
-		}
+		uint32_t r = dc->bad_rows[b];
+		uint32_t from = gd_substitute_row(ip->seed, desc[r].epoch, desc[r].sample, r, m->rows,
+						  dc->bad_rows, dc->n_bad);
 		if (from == r) {
 			char where[1200];
 			source_sample_where(src, p->arena, pc->pipeline, SPLIT_TRAIN, desc[r].sample,

@@ -132,6 +132,7 @@ struct msg {
 	uint32_t pipeline;  /* M_ATTACH */
 	bool direct;        /* R_ATTACHED: batches come from the registered file */
 	bool decode;        /* R_ATTACHED: its GPU decodes images (pinner_decode.c) */
+	bool client_decodes; /* M_ATTACH: the client decodes them itself: copies only */
 	uint64_t *offsets;  /* M_COPY_DIRECT: each sample's file offset, `rows` of them */
 	uint32_t rows;
 	uint64_t t_request, t_issue; /* M_COPY, M_COPY_DIRECT: when asked, when issued (ns) */

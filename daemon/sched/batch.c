@@ -23,6 +23,8 @@ void sched_slot_free(struct sched *s, struct slot *sl)
 	sl->group = NULL;
 	sl->holders = 0;
 	sl->pins = 0;
+	sl->decode_hold = false;
+	sl->decoded_early = false;
 	s->free_slots++;
 }
 

@@ -42,8 +42,24 @@ static uint32_t free_dev_slot(const struct sched_client *c)
 	return d;
 }
 
+/* Whether the batch in staging slot sl has a row the workers left to the
+ * GPU (shm/layout.h, struct arena_gpu_image). */
+static bool has_gpu_rows(const struct sched *s, const struct sched_client *c,
+			 const struct slot *sl)
+{
+	const struct arena_image_params *ip = &arena_pipeline(s->arena, c->pipeline)->image;
+	const uint8_t *base = s->arena->base + arena_slot_offset(s->arena, (uint32_t)(sl - s->slots));
+	const struct arena_gpu_image *desc = (const void *)(base + ip->gpu_desc_offset);
+	for (uint32_t r = 0; r < sl->pos.rows; r++)
+		if (desc[r].route == ARENA_ROUTE_GPU)
+			return true;
+	return false;
+}
+
 /* Asks the GPU thread to copy the batch in staging slot sl into a free
- * device slot of client c. */
+ * device slot of client c. A client that decodes gets the JPEGs the
+ * workers left to its GPU from the staging slot itself, which is kept for
+ * it once copied (devpath_staging_read) until its DECODED. */
 static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
 {
 	uint32_t d = free_dev_slot(c);
@@ -51,6 +67,11 @@ static void hand_copy(struct sched *s, struct sched_client *c, struct slot *sl)
 	ds->state = DEV_COPYING;
 	ds->generation++;
 	ds->pos = sl->pos;
+	ds->decode = c->client_decode && !sl->group && has_gpu_rows(s, c, sl);
+	ds->staging = (uint32_t)(sl - s->slots);
+	ds->staging_generation = sl->generation;
+	sl->decode_hold = ds->decode;
+	sl->decoded_early = false;
 	ds->pos.t_handed = sched_now_ns();
 	if (group_follower(c)) /* its epoch is the leader's batch's; the leader's own runs ahead */
 		c->epoch = sl->pos.epoch;
@@ -140,7 +161,8 @@ void devpath_attach(struct sched *s, struct sched_client *c)
 	log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" on GPU %s: %u "
 		 "device slots of %" PRIu64 " bytes", c->session, (int)c->pid, c->name[0] ? ", " : "",
 		 c->name, src->cfg->name, uuid, c->depth, c->dev_slot_bytes);
-	s->gpu.attach(s->gpu.gpu, c, c->uuid, c->pipeline, c->depth, c->dev_slot_bytes);
+	s->gpu.attach(s->gpu.gpu, c, c->uuid, c->pipeline, c->depth, c->dev_slot_bytes,
+		      c->client_decode);
 }
 
 /* The process of a detached device client has exited: its ring can go. */
@@ -167,6 +189,48 @@ void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed
 			 (int)c->pid);
 		s->ops.watch_exit(s->ops.exits, c->pid, retire_on_exit, c);
 	}
+}
+
+bool devpath_staging_read(struct slot *sl)
+{
+	if (!sl->decode_hold || !sl->client || sl->decoded_early)
+		return true;
+	sl->state = SLOT_DECODING;
+	return false;
+}
+
+bool devpath_decoded(struct sched *s, struct sched_client *c, const struct proto_decoded *d)
+{
+	struct slot *sl = d->staging_slot < s->n_slots ? &s->slots[d->staging_slot] : NULL;
+	if (!sl || sl->client != c || !sl->decode_hold || sl->generation != d->staging_generation ||
+	    sl->pos.seq != d->seq || (sl->state != SLOT_DECODING && sl->state != SLOT_PINNING)) {
+		log_debug("client %" PRIu64 ": stale or duplicate DECODED of staging slot %u "
+			  "generation %u seq %" PRIu64 "; ignored", c->session, d->staging_slot,
+			  d->staging_generation, d->seq);
+		return false;
+	}
+	c->decoded.batches++;
+	c->decoded.gpu += d->gpu;
+	c->decoded.cpu += d->cpu;
+	c->decoded.bad += d->bad;
+	c->decoded.submit_ns += d->submit_ns;
+	if (d->bad > 0) {
+		char where[1200];
+		const struct source *src = &s->sources[c->pipeline];
+		source_sample_where(src, s->arena, c->pipeline, c->split, d->bad_sample, where,
+				    sizeof(where));
+		log_warning("client %" PRIu64 " (pid %d): pipeline \"%s\": %u bad image%s in batch %"
+			    PRIu64 " that neither its GPU's decoder nor the CPU's took, the first %s "
+			    "(on_error = %s)", c->session, (int)c->pid, src->cfg->name, d->bad,
+			    d->bad == 1 ? "" : "s", d->seq, where,
+			    src->cfg->on_error == ON_ERROR_FAIL ? "fail" : "substitute");
+	}
+	if (sl->state == SLOT_PINNING) { /* the GPU thread's read is yet to be answered */
+		sl->decoded_early = true;
+		return false;
+	}
+	sched_slot_free(s, sl);
+	return true;
 }
 
 bool devpath_release(struct sched_client *c, const struct proto_release *r)

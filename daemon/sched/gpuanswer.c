@@ -32,7 +32,7 @@ static void gpu_attached(struct sched *s, struct sched_client *c, struct pinner_
 	c->attaching = false;
 	c->pc = pc;
 	c->direct = direct;
-	c->gpu_decode = decode;
+	c->gpu_decode = decode || c->client_decode;
 	char group_why[PROTO_ERROR_TEXT_MAX];
 	if (rc == 0 && direct && c->group) {
 		snprintf(group_why, sizeof(group_why), "group \"%s\": the pipeline's file is "
@@ -82,6 +82,12 @@ static void gpu_landed(struct sched *s, struct sched_client *c, uint32_t d)
 	sched_stage(c, STAGE_GPU, ds->pos.t_handed, ds->pos.t_ready);
 	struct proto_ready r = sched_ready_of(&ds->pos, d, ds->generation,
 					      (uint64_t)d * c->dev_slot_bytes);
+	if (ds->decode) {
+		r.flags |= PROTO_READY_DECODE;
+		r.staging_slot = ds->staging;
+		r.staging_generation = ds->staging_generation;
+		r.staging_offset = arena_slot_offset(s->arena, ds->staging);
+	}
 	c->send_seq++;
 	s->ops.ready(c->conn, &r);
 }
@@ -98,6 +104,8 @@ static void gpu_staging_free(struct sched *s, uint32_t slot, uint32_t generation
 		sl->pins--;
 		return;
 	}
+	if (!devpath_staging_read(sl)) /* the client decodes from it */
+		return;
 	sched_slot_free(s, sl);
 	sched_fill(s);
 }

@@ -154,6 +154,11 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed);
  * at debug level). */
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r);
 
+/* A DECODED from a client that decodes its GPU's images: the staging slot
+ * it names is free again. Stale or duplicate ones are ignored (logged at
+ * debug level). */
+void sched_decoded(struct sched *s, struct sched_client *c, const struct proto_decoded *d);
+
 /* From the worker pool (daemon/pool/pool.h). A lost item is issued again; one
  * lost as suspect SCHED_ITEM_STRIKES times (its worker crashed or was
  * killed as stuck each time) fails its batch instead, with an error that

@@ -43,6 +43,8 @@ enum slot_state {
 	SLOT_HELD,    /* READY sent; the client's until RELEASE (host delivery) */
 	SLOT_ORPHAN,  /* its client left while it was filling */
 	SLOT_PINNING, /* the GPU thread reads it (device delivery); client may be NULL */
+	SLOT_DECODING, /* copied, and its JPEGs the client's to decode until its DECODED
+			* (device delivery to a client that decodes: devpath.c) */
 };
 
 enum dev_state { DEV_FREE, DEV_COPYING, DEV_HELD };
@@ -77,6 +79,10 @@ struct dev_slot {
 	enum dev_state state;
 	uint32_t generation;
 	struct batch_pos pos;
+	/* a client that decodes: the staging slot holding the batch's JPEGs,
+	 * which READY names (decode: it has rows the GPU takes) */
+	bool decode;
+	uint32_t staging, staging_generation;
 };
 
 enum item_state { ITEM_PENDING, ITEM_DISPATCHED, ITEM_DONE };
@@ -113,6 +119,9 @@ struct slot {
 	 * sample and the epoch of its order; room for the largest blend batch */
 	bool blend;
 	uint64_t *blend_member, *blend_sample, *blend_epoch;
+	/* a decoding client's batch with rows for its GPU: kept for the client
+	 * once copied (SLOT_DECODING), unless its DECODED came first */
+	bool decode_hold, decoded_early;
 };
 
 struct sched_client {
@@ -137,6 +146,10 @@ struct sched_client {
 	bool attaching;     /* waiting for the GPU thread's ring */
 	bool direct;        /* batches come from the page-locked file, not staging */
 	bool gpu_decode;    /* its GPU decodes the images it takes (WORK_CMD_GPU_DECODE) */
+	bool client_decode; /* ... in the client's own process (HELLO's DECODE flag) */
+	struct {
+		uint64_t batches, gpu, cpu, bad, submit_ns;
+	} decoded;          /* what its DECODEDs said, summed */
 	bool gone;          /* detached while attaching: retire once the ring exists */
 	struct pinner_client *pc; /* the GPU thread's client, NULL until attached */
 	uint64_t pin_seq;   /* seq of the next batch to hand to the GPU thread */
@@ -309,6 +322,11 @@ void devpath_detach(struct sched *s, struct sched_client *c, bool handles_closed
 /* A RELEASE of a device slot: true when it freed one (the caller then
  * calls sched_fill), false for a stale or duplicate one. */
 bool devpath_release(struct sched_client *c, const struct proto_release *r);
+/* A decoding client's DECODED: true when it freed a staging slot. */
+bool devpath_decoded(struct sched *s, struct sched_client *c, const struct proto_decoded *d);
+/* The GPU thread has read staging slot sl: false when it stays the
+ * decoding client's (SLOT_DECODING), true when it is to be freed. */
+bool devpath_staging_read(struct slot *sl);
 
 /* ---- fill.c ---- */
 

@@ -212,8 +212,17 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 		free(c);
 		return rc;
 	}
+	/* Not a group's member: its members share one staging slot, which
+	 * each would decode from on its own. */
+	c->client_decode = device && (hello->flags & PROTO_HELLO_DECODE) && !c->group &&
+			   src->desc.kind == ARENA_SOURCE_IMAGES && src->cfg->decode != DECODE_CPU;
 	s->clients[s->n_clients++] = c;
 	welcome_fill(s, c, src, hello, w);
+	if (c->client_decode) {
+		w->decode = 1;
+		w->pipeline = index;
+		w->decode_memory = s->cfg->gpu_decode_memory;
+	}
 	*out = c;
 	if (device) {
 		memcpy(c->uuid, hello->device_uuid, sizeof(c->uuid));
@@ -301,6 +310,12 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 	sched_fill(s);
 }
 
+void sched_decoded(struct sched *s, struct sched_client *c, const struct proto_decoded *d)
+{
+	if (c->device && devpath_decoded(s, c, d))
+		sched_fill(s);
+}
+
 void session_describe(const struct sched *s, struct status_text *t)
 {
 	struct status_list l;
@@ -323,6 +338,11 @@ void session_describe(const struct sched *s, struct status_text *t)
 		status_printf(t, "%s%s", group, stages);
 		if (c->device && c->pc)
 			s->gpu.describe_client(c->pc, t);
+		if (c->client_decode)
+			status_printf(t, " client_decode batches %" PRIu64 " gpu %" PRIu64 " cpu %" PRIu64
+				      " bad %" PRIu64 " submit_us %" PRIu64, c->decoded.batches,
+				      c->decoded.gpu, c->decoded.cpu, c->decoded.bad,
+				      c->decoded.submit_ns / 1000);
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}

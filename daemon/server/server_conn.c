@@ -143,7 +143,9 @@ void server_attached(struct conn *c, int rc, const struct proto_welcome *welcome
 	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = c->hello_request_id};
 	out.u.welcome = *welcome;
 	c->state = CONN_DATA;
-	conn_send(c, &out, -1); /* device delivery: the ring's handles are in the frame */
+	/* device delivery: the ring's handles are in the frame; a client that
+	 * decodes reads its JPEGs from the arena, read-only (shm/arena.h) */
+	conn_send(c, &out, welcome->decode ? c->srv->arena->client_fd : -1);
 }
 
 /* The STATUS frame in srv->tx: text (len bytes, at most
@@ -249,6 +251,9 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 	switch (type) {
 	case PROTO_RELEASE:
 		sched_release(c->srv->sched, c->client, &m->u.release);
+		return;
+	case PROTO_DECODED:
+		sched_decoded(c->srv->sched, c->client, &m->u.decoded);
 		return;
 	case PROTO_BYE:
 		c->said_bye = true;

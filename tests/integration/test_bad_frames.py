@@ -2,7 +2,7 @@
 """Malformed frames get an ERROR frame or a closed connection, never a hang.
 
 Frames are built by hand over SOCK_SEQPACKET, following proto/PROTOCOL.md:
-a 24-byte little-endian header {magic 0x4452444c, version 5, type, flags,
+a 24-byte little-endian header {magic 0x4452444c, version 6, type, flags,
 length, request_id} and the typed payload (strings as u16 length + bytes).
 Two well-formed frames first prove the encoding right (STATUS_REQ gets
 STATUS, a valid HELLO gets WELCOME); then random bytes, a 70,000-byte
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 5
+MAGIC, VERSION = 0x4452444C, 6
 HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
 N, RECORD, BATCH = 1001, 64, 32
 ANSWER_TIMEOUT_S = 5
@@ -41,10 +41,10 @@ def string(text):
 
 
 def hello_payload(pipeline, rank=0, world=1, depth=0, name="bad-frames", resume="", split="",
-                  group="", group_size=1):
+                  group="", group_size=1, flags=0):
     return (struct.pack("<IIII", 0, rank, world, depth) + bytes(16)
             + string(pipeline) + string(name) + string(resume) + string(split)
-            + string(group) + struct.pack("<I", group_size))
+            + string(group) + struct.pack("<II", group_size, flags))
 
 
 def exchange(path, packet):
@@ -112,9 +112,9 @@ def body(env):
     bad = [
         ("random bytes", rng.randbytes(100)),
         ("a 70,000-byte packet", frame(HELLO, bytes(70000 - 24))),
-        ("version 4", frame(STATUS_REQ, version=4)),
-        ("version 6", frame(STATUS_REQ, version=6)),
-        ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QII", 0, 0, 0))),
+        ("version 5", frame(STATUS_REQ, version=5)),
+        ("version 7", frame(STATUS_REQ, version=7)),
+        ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QIIQ", 0, 0, 0, 0))),
         ("HELLO with rank 2 of world 2", frame(HELLO, hello_payload("p", rank=2, world=2))),
         ("HELLO with world 0", frame(HELLO, hello_payload("p", rank=0, world=0))),
         ("HELLO for an unknown pipeline", frame(HELLO, hello_payload("nope"))),

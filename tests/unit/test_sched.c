@@ -122,10 +122,11 @@ struct pinner {
 static struct pinner gpu_fake;
 
 static void gpu_attach(struct pinner *g, struct sched_client *c, const uint8_t uuid[PROTO_UUID_BYTES],
-		       uint32_t pipeline, uint32_t slots, uint64_t slot_bytes)
+		       uint32_t pipeline, uint32_t slots, uint64_t slot_bytes, bool client_decodes)
 {
 	(void)uuid;
 	(void)pipeline;
+	assert_false(client_decodes); /* raw records: nothing to decode */
 	assert_true(slots >= 1 && slot_bytes >= (uint64_t)BATCH * RECORD);
 	g->attach_c = c;
 	g->attaches++;
