@@ -72,7 +72,7 @@ from gpu_bench import (EXIT_SKIP, Failed, Notes, loaderd_gpus, nvidia_smi, raise
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 EXAMPLE = os.path.join(ROOT, "examples", "train_resnet.py")
-MODELS = ("resnet18", "resnet50")
+MODELS = ("resnet18", "resnet50", "vit_b_16")  # any of these; the first two by default
 LOADERS = ("synthetic", "loaderd", "torch")
 PIPELINE = "train"
 GOAL_SYNTHETIC = 0.97
@@ -149,6 +149,13 @@ def measure(ctx, daemon, model, loader):
     ctx.log.say("%s: %.1f images/s, data wait %.1f%% (%s, amp %s, %.1f s timed)"
                 % (what, f["images_per_s"], 100 * f["data_wait_fraction"], f.get("device"), f.get("amp"),
                    f.get("seconds", 0)))
+    st = f.get("loader_stats")
+    if st:  # the whole run, warm-up included
+        ctx.log.say("%s: the client %s; %d images decoded on the GPU in the training's process, %d on "
+                    "its CPU; its decoding thread: %.2f s of CPU, %.2f s submitting"
+                    % (what, "decoded its GPU's JPEGs" if st["decoding"] else
+                       "did not decode (%s)" % (st["decode_why_not"] or "no GPU decoding"),
+                       st["images_gpu"], st["images_cpu"], st["decode_thread_cpu_s"], st["submit_s"]))
     ctx.runs.append(f)
     return f
 
@@ -225,7 +232,7 @@ def parse_args():
     image_bench.add_tree_args(ap, "loaderd's log", ", as image_bench")
     ap.add_argument("--steps", type=int, default=200, help="timed steps of every run (default 200)")
     ap.add_argument("--warmup", type=int, default=50, help="untimed steps before them (default 50)")
-    ap.add_argument("--models", default=",".join(MODELS), help="default %s" % ",".join(MODELS))
+    ap.add_argument("--models", default="resnet18,resnet50", help="of %s (default resnet18,resnet50)" % ",".join(MODELS))
     ap.add_argument("--loaders", default=",".join(LOADERS), help="default %s" % ",".join(LOADERS))
     ap.add_argument("--workers", type=int, default=15,
                     help="loaderd's workers and the DataLoader's (default 15)")

@@ -89,8 +89,10 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 	};
 	c->n_held++;
 	c->next_seq++;
+	hb->wait_ns += c->wait_carry;
+	c->wait_carry = 0;
 	c->stats.batches++;
-	c->stats.wait_ns += wait_ns;
+	c->stats.wait_ns += hb->wait_ns;
 
 	memset(b, 0, sizeof *b);
 	b->seq = rd->seq;
@@ -214,8 +216,10 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 		r = pump(c, remaining_ms(timeout_ms, t0));
 		if (r == -ETIMEDOUT)
 			client_error(c, r, "no batch within %d ms", timeout_ms);
-		if (r == -ETIMEDOUT || r == -EINTR)
+		if (r == -ETIMEDOUT || r == -EINTR) {
+			c->wait_carry += clock_mono_ns() - t0;
 			return r; /* nothing consumed: the caller may wait again */
+		}
 		if (r < 0)
 			return client_fail(c, r);
 		waited = clock_mono_ns() - t0;
@@ -228,6 +232,7 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 				 sizeof c->error);
 		if (r == -ETIMEDOUT) {
 			client_error(c, r, "batch %" PRIu64 " not decoded within %d ms", rd->seq, timeout_ms);
+			c->wait_carry += clock_mono_ns() - t0;
 			return r; /* the next call waits for it again */
 		}
 		if (r < 0)
@@ -263,8 +268,10 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	int r = client_recv_frame(c, timeout_ms, NULL);
 	if (r == -ETIMEDOUT)
 		client_error(c, r, "no batch within %d ms", timeout_ms);
-	if (r == -ETIMEDOUT || r == -EINTR)
+	if (r == -ETIMEDOUT || r == -EINTR) {
+		c->wait_carry += clock_mono_ns() - t0;
 		return r; /* nothing consumed: the caller may wait again */
+	}
 	if (r < 0)
 		return client_fail(c, r);
 	if (msg->hdr.type == PROTO_ERROR) {

@@ -95,6 +95,8 @@ struct ldr_client {
 	char deferred_text[CLIENT_ERROR_MAX];
 
 	struct ldr_stats stats;     /* batches and wait_ns; the rest from the decoder */
+	uint64_t wait_carry;        /* waited by calls that timed out or were interrupted:
+				     * counted to the batch the next call hands out */
 
 	struct proto_msg msg;       /* the frame being sent or received (~64 KiB) */
 };

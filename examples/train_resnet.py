@@ -368,6 +368,11 @@ def loaderd_batches(args, device, prog):
                 for batch in loader:
                     yield nchw_view(batch["image"], notes), batch["label"]
         finally:
+            # what the loader did, for the JSON line: its data wait and, when
+            # this process decoded its GPU's JPEGs, what that cost it
+            st = loader.stats()
+            notes["loader_stats"] = {k: (round(v, 4) if isinstance(v, float) else v)
+                                     for k, v in st.items()}
             loader.close()
 
     say(prog, "loaderd: pipeline %s, %d images, batch %d, delivered to %s"

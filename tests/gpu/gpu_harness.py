@@ -32,6 +32,13 @@ _CUDA_RE = re.compile(r"^cuda: .*$", re.M)
 
 MIB = 1 << 20
 
+# A device client of an image pipeline decodes its GPU's JPEGs in its own
+# process when it can (client/decode.h). The tests of the daemon's own GPU
+# decoding (its decoding thread, helpers, decoder processes, its counts)
+# run with the daemon decoding, as a client that cannot decode gets; the
+# tests of the client's decoding (test_gpu_client_decode*.py) set this to 1.
+os.environ.setdefault("LOADERD_CLIENT_DECODE", "0")
+
 
 def proc_env(overrides=None):
     """os.environ with overrides applied; a value of None removes the

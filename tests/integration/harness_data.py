@@ -239,7 +239,8 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
                         r" fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
                         r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-(?:gpu|dec)[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
-                        r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?$")
+                        r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?"
+                        r"(?: client_decode batches (\d+) gpu (\d+) cpu (\d+) bad (\d+) submit_us (\d+))?$")
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
     r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
@@ -362,7 +363,10 @@ def parse_status(text):
                           "queue": None if g[25] is None else float(g[25]),
                           "copy": None if g[26] is None else float(g[26])},
             "gpu": g[20], "thread": g[21], "stream_depth": None if g[22] is None else int(g[22]),
-            "bytes_moved": None if g[23] is None else int(g[23]), "path": g[24]})
+            "bytes_moved": None if g[23] is None else int(g[23]), "path": g[24],
+            # a client that decodes its GPU's JPEGs itself: what its DECODEDs said
+            "client_decode": None if g[27] is None else dict(zip(
+                ("batches", "gpu", "cpu", "bad", "submit_us"), (int(x) for x in g[27:32])))})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),

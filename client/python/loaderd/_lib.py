@@ -52,6 +52,13 @@ class CPosition(ctypes.Structure):
                 ("pipeline", ctypes.c_char * 64)]
 
 
+class CStats(ctypes.Structure):
+    _fields_ = [("batches", _u64), ("wait_ns", _u64), ("decoding", _int),
+                ("decode_why_not", ctypes.c_char * 256), ("decoded_batches", _u64),
+                ("images_gpu", _u64), ("images_cpu", _u64), ("images_bad", _u64),
+                ("submit_ns", _u64), ("thread_cpu_ns", _u64)]
+
+
 # enum ldr_dtype -> (name, itemsize, DLPack type code: 0 int, 1 uint, 2 float)
 DTYPES = {
     1: ("uint8", 1, 1),
@@ -86,6 +93,8 @@ _SIGNATURES = {
     "ldr_position_format": (ctypes.c_int, [_P(CPosition), ctypes.c_char_p, ctypes.c_size_t]),
     "ldr_sizeof_batch": (ctypes.c_size_t, []),
     "ldr_sizeof_position": (ctypes.c_size_t, []),
+    "ldr_get_stats": (ctypes.c_int, [_CLIENT, _P(CStats)]),
+    "ldr_sizeof_stats": (ctypes.c_size_t, []),
     "ldr_error": (ctypes.c_char_p, [_CLIENT]),
     "ldr_close": (None, [_CLIENT]),
     "ldr_status": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
@@ -130,7 +139,8 @@ def load():
                                   (lib._name, name)) from None
             f.restype, f.argtypes = restype, argtypes
         for struct, ours, theirs in (("ldr_batch", CBatch, lib.ldr_sizeof_batch()),
-                                     ("ldr_position", CPosition, lib.ldr_sizeof_position())):
+                                     ("ldr_position", CPosition, lib.ldr_sizeof_position()),
+                                     ("ldr_stats", CStats, lib.ldr_sizeof_stats())):
             if theirs != ctypes.sizeof(ours):
                 raise ImportError("loaderd: %s lays out struct %s in %d bytes, this package in %d:"
                                   " they come from different versions" %

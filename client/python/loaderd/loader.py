@@ -426,6 +426,23 @@ class Loader:
         self._current = Batch(self, cbatch)
         return self._current
 
+    def stats(self):
+        """What this loader has done so far, as a dict: `batches`, `wait_s`
+        (the time the training waited for data in next(), summed), and, with
+        GPU delivery of JPEGs, whether this process decodes them itself
+        (`decoding`, else `decode_why_not`), the images decoded on the GPU's
+        engines (`images_gpu`), on this process's CPU because the engines
+        refused them (`images_cpu`), bad (`images_bad`), and what the
+        decoding thread cost this process (`submit_s`, `decode_thread_cpu_s`:
+        never the caller's thread)."""
+        s = _lib.CStats()
+        self._check(self._lib.ldr_get_stats(self._live(), ctypes.byref(s)), "ldr_get_stats")
+        return {"batches": s.batches, "wait_s": s.wait_ns / 1e9, "decoding": bool(s.decoding),
+                "decode_why_not": s.decode_why_not.decode(errors="replace"),
+                "decoded_batches": s.decoded_batches, "images_gpu": s.images_gpu,
+                "images_cpu": s.images_cpu, "images_bad": s.images_bad,
+                "submit_s": s.submit_ns / 1e9, "decode_thread_cpu_s": s.thread_cpu_ns / 1e9}
+
     def synchronize(self):
         """GPU delivery: blocks until the work ordered before every release
         so far is done."""
