@@ -9,7 +9,9 @@
  *
  * Random bytes rarely make a valid frame, so with LOADERD_FUZZ_SEED_DIR=DIR
  * in the environment the harness first writes one valid frame of every type
- * into DIR, and a WELCOME of each delivery; pass DIR as the corpus:
+ * into DIR, a WELCOME of each delivery, and the frames of a decoding client
+ * (HELLO with DECODE, WELCOME with decode, READY with a staging slot, a
+ * DECODED without bad rows); pass DIR as the corpus:
  *   LOADERD_FUZZ_SEED_DIR=corpus fuzz_proto -max_total_time=60 corpus
  */
 #include <fcntl.h>
@@ -35,6 +37,7 @@ static int same_msg(const struct proto_msg *a, const struct proto_msg *b)
 	case PROTO_WELCOME: return !memcmp(&a->u.welcome, &b->u.welcome, sizeof(a->u.welcome));
 	case PROTO_READY: return !memcmp(&a->u.ready, &b->u.ready, sizeof(a->u.ready));
 	case PROTO_RELEASE: return !memcmp(&a->u.release, &b->u.release, sizeof(a->u.release));
+	case PROTO_DECODED: return !memcmp(&a->u.decoded, &b->u.decoded, sizeof(a->u.decoded));
 	case PROTO_ERROR: return !memcmp(&a->u.error, &b->u.error, sizeof(a->u.error));
 	case PROTO_STATUS:
 		/* text[text_len] is the terminating NUL, compared too */
@@ -127,7 +130,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 				.flags = PROTO_READY_LAST_IN_EPOCH};
 			break;
 		case PROTO_RELEASE:
-			m->u.release = (struct proto_release){.seq = 1, .slot = 1, .generation = 3};
+			m->u.release = (struct proto_release){.seq = 1, .slot = 1, .generation = 3,
+				.wait_ns = 2500000};
+			break;
+		case PROTO_DECODED:
+			m->u.decoded = (struct proto_decoded){.seq = 1, .staging_slot = 5,
+				.staging_generation = 2, .gpu = 2, .cpu = 1, .bad = 1,
+				.bad_sample = 17, .submit_ns = 120000};
 			break;
 		case PROTO_ERROR:
 			m->u.error.code = 71;
@@ -143,6 +152,31 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	}
 	make_device_welcome(m);
 	write_seed(dir, "WELCOME-device", m);
+	m->u.welcome.decode = 1;
+	m->u.welcome.pipeline = 2;
+	m->u.welcome.decode_memory = 256 << 20;
+	write_seed(dir, "WELCOME-decode", m);
+
+	/* The other frames of a client that decodes its GPU's JPEGs. */
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = PROTO_HELLO;
+	m->hdr.request_id = PROTO_HELLO;
+	m->u.hello = (struct proto_hello){.delivery = PROTO_DELIVERY_DEVICE, .world = 1,
+		.depth = 4, .group_size = 1, .flags = PROTO_HELLO_DECODE};
+	memset(m->u.hello.device_uuid, 0xa5, sizeof(m->u.hello.device_uuid));
+	strcpy(m->u.hello.pipeline, "images");
+	write_seed(dir, "HELLO-decode", m);
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = PROTO_READY;
+	m->u.ready = (struct proto_ready){.seq = 1, .batch = 1, .first = 4, .slot_offset = 8192,
+		.slot = 1, .generation = 3, .rows = 4, .flags = PROTO_READY_DECODE,
+		.staging_offset = 5 << 20, .staging_slot = 5, .staging_generation = 2};
+	write_seed(dir, "READY-decode", m);
+	memset(m, 0, sizeof(*m));
+	m->hdr.type = PROTO_DECODED;
+	m->u.decoded = (struct proto_decoded){.seq = 1, .staging_slot = 5, .staging_generation = 2,
+		.gpu = 3, .cpu = 1, .bad_sample = UINT64_MAX, .submit_ns = 90000};
+	write_seed(dir, "DECODED-clean", m);
 	return 0;
 }
 

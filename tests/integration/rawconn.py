@@ -17,7 +17,7 @@ import time
 import harness
 
 MAGIC, VERSION = 0x4452444C, 6
-HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
+HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ, DECODED = range(1, 11)
 
 
 def frame(ftype, payload=b"", request_id=7):

@@ -6,8 +6,8 @@ a 24-byte little-endian header {magic 0x4452444c, version 6, type, flags,
 length, request_id} and the typed payload (strings as u16 length + bytes).
 Two well-formed frames first prove the encoding right (STATUS_REQ gets
 STATUS, a valid HELLO gets WELCOME); then random bytes, a 70,000-byte
-packet, versions 4 and 6, a RELEASE before HELLO, a HELLO with rank >= world and a
-few more must each be answered with ERROR (type 6) and a close, or a plain
+packet, versions 5 and 7, a RELEASE or a DECODED before HELLO, a HELLO with
+rank >= world, one asking to decode with host delivery and a few more must each be answered with ERROR (type 6) and a close, or a plain
 close. A consumer attached throughout must be unaffected, the daemon must
 stay up, and a normal consume afterwards must deliver correct data.
 """
@@ -24,7 +24,8 @@ import harness  # noqa: E402
 from harness import check  # noqa: E402
 
 MAGIC, VERSION = 0x4452444C, 6
-HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ = range(1, 10)
+HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ, DECODED = range(1, 11)
+HELLO_DECODE = 0x1
 N, RECORD, BATCH = 1001, 64, 32
 ANSWER_TIMEOUT_S = 5
 
@@ -115,16 +116,19 @@ def body(env):
         ("version 5", frame(STATUS_REQ, version=5)),
         ("version 7", frame(STATUS_REQ, version=7)),
         ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QIIQ", 0, 0, 0, 0))),
+        ("DECODED before HELLO", frame(DECODED, struct.pack("<QIIIIIIQQ", 0, 0, 0, 1, 0, 0, 0,
+                                                              2**64 - 1, 0))),
         ("HELLO with rank 2 of world 2", frame(HELLO, hello_payload("p", rank=2, world=2))),
         ("HELLO with world 0", frame(HELLO, hello_payload("p", rank=0, world=0))),
         ("HELLO for an unknown pipeline", frame(HELLO, hello_payload("nope"))),
-        ("HELLO with a string past the payload", frame(HELLO, hello_payload("p")[:-2] + b"\xff\xff")),
+        ("HELLO with a string past the payload", frame(HELLO, hello_payload("p")[:-10] + b"\xff\xff")),
+        ("HELLO asking to decode with host delivery", frame(HELLO, hello_payload("p", flags=HELLO_DECODE))),
         ("a 10-byte packet", frame(STATUS_REQ)[:10]),
         ("a bad magic", frame(STATUS_REQ, magic=0x12345678)),
         ("an unknown type", frame(99)),
         ("a length over the payload", frame(STATUS_REQ, length=100)),
         ("an unknown flag", frame(STATUS_REQ, flags=0x80)),
-        ("READY sent by a client", frame(READY, bytes(64))),
+        ("READY sent by a client", frame(READY, bytes(80))),
         ("a garbage resume token", frame(HELLO, hello_payload("p", resume="ldr2:x"))),
         ("a RELOAD_REQ with a payload", frame(RELOAD_REQ, b"\x00")),
     ]

@@ -74,7 +74,7 @@ static inline void welcome_stream(struct proto_welcome *w)
 }
 
 /* A WELCOME of n_tensors tensors of ndim dimensions, every field set (a
- * single tensor makes a payload of exactly 134 bytes with ndim 2). */
+ * single tensor makes a payload of exactly 150 bytes with ndim 2). */
 static inline void make_welcome(struct proto_welcome *w, uint32_t n_tensors, uint32_t ndim)
 {
 	welcome_stream(w);

@@ -24,17 +24,22 @@
 #include "proto/wire.h"
 #include "proto_frames.h"
 
+/* S_HELLO_MAX: device delivery, the DECODE flag, every string at its
+ * maximum. S_READY_DECODE: a batch with rows for the client to decode.
+ * S_DECODED: some rows bad; S_DECODED_CLEAN: none. */
 enum sample {
-	S_HELLO_MAX, S_HELLO_MIN, S_WELCOME_MAX, S_WELCOME_MIN, S_READY, S_RELEASE, S_BYE,
-	S_ERROR_MAX, S_STATUS_REQ, S_STATUS_MAX, S_STATUS_SMALL, S_STATUS_EMPTY, S_RELOAD_REQ, S_COUNT
+	S_HELLO_MAX, S_HELLO_MIN, S_WELCOME_MAX, S_WELCOME_MIN, S_READY, S_READY_DECODE,
+	S_RELEASE, S_DECODED, S_DECODED_CLEAN, S_BYE, S_ERROR_MAX, S_STATUS_REQ, S_STATUS_MAX,
+	S_STATUS_SMALL, S_STATUS_EMPTY, S_RELOAD_REQ, S_COUNT
 };
 
 static void make_sample(enum sample s, struct proto_msg *m)
 {
 	static const uint16_t types[S_COUNT] = {
 		PROTO_HELLO, PROTO_HELLO, PROTO_WELCOME, PROTO_WELCOME, PROTO_READY,
-		PROTO_RELEASE, PROTO_BYE, PROTO_ERROR, PROTO_STATUS_REQ, PROTO_STATUS,
-		PROTO_STATUS, PROTO_STATUS, PROTO_RELOAD_REQ};
+		PROTO_READY, PROTO_RELEASE, PROTO_DECODED, PROTO_DECODED, PROTO_BYE,
+		PROTO_ERROR, PROTO_STATUS_REQ, PROTO_STATUS, PROTO_STATUS, PROTO_STATUS,
+		PROTO_RELOAD_REQ};
 	memset(m, 0, sizeof(*m));
 	m->hdr.type = types[s];
 	m->hdr.request_id = 0x8877665544332211ull + (uint64_t)s;
@@ -52,8 +57,9 @@ static void make_sample(enum sample s, struct proto_msg *m)
 		memset(m->u.hello.split, 's', PROTO_SPLIT_MAX - 1);
 		memset(m->u.hello.group, 'g', PROTO_GROUP_MAX - 1);
 		m->u.hello.group_size = PROTO_GROUP_SIZE_MAX;
+		m->u.hello.flags = PROTO_HELLO_DECODE;
 		break;
-	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2), "" (2), "" (2), "" (2), 1 (4) = 47 bytes */
+	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2) x 4, group_size (4), flags (4) = 51 bytes */
 		m->u.hello.rank = 1;
 		m->u.hello.world = 2;
 		m->u.hello.group_size = 1;
@@ -66,7 +72,26 @@ static void make_sample(enum sample s, struct proto_msg *m)
 			.batch = 9, .first = 576, .slot_offset = 1ull << 33, .slot = 15,
 			.generation = UINT32_MAX, .rows = 7, .flags = PROTO_READY_LAST_IN_EPOCH};
 		break;
-	case S_RELEASE: m->u.release = (struct proto_release){.seq = 42, .slot = 3, .generation = 9}; break;
+	case S_READY_DECODE:
+		m->u.ready = (struct proto_ready){.seq = 11, .epoch = 2, .batch = 11, .first = 704,
+			.slot_offset = 3ull << 24, .slot = 3, .generation = 5, .rows = 64,
+			.flags = PROTO_READY_LAST_IN_EPOCH | PROTO_READY_DECODE,
+			.staging_offset = (1ull << 40) - (1ull << 30), .staging_slot = 1023,
+			.staging_generation = UINT32_MAX};
+		break;
+	case S_RELEASE:
+		m->u.release = (struct proto_release){.seq = 42, .slot = 3, .generation = 9,
+			.wait_ns = UINT64_MAX - 1};
+		break;
+	case S_DECODED:
+		m->u.decoded = (struct proto_decoded){.seq = UINT64_MAX, .staging_slot = 1023,
+			.staging_generation = UINT32_MAX, .gpu = 200, .cpu = 50, .bad = 6,
+			.bad_sample = 1000002, .submit_ns = 1ull << 40};
+		break;
+	case S_DECODED_CLEAN:
+		m->u.decoded = (struct proto_decoded){.seq = 3, .staging_slot = 0,
+			.staging_generation = 1, .gpu = 64, .bad_sample = UINT64_MAX};
+		break;
 	case S_ERROR_MAX:
 		m->u.error.code = EIO;
 		memset(m->u.error.text, 'e', PROTO_ERROR_TEXT_MAX - 1);
@@ -115,6 +140,7 @@ static void assert_msg_equal(const struct proto_msg *a, const struct proto_msg *
 	case PROTO_WELCOME: assert_memory_equal(&a->u.welcome, &b->u.welcome, sizeof(a->u.welcome)); break;
 	case PROTO_READY: assert_memory_equal(&a->u.ready, &b->u.ready, sizeof(a->u.ready)); break;
 	case PROTO_RELEASE: assert_memory_equal(&a->u.release, &b->u.release, sizeof(a->u.release)); break;
+	case PROTO_DECODED: assert_memory_equal(&a->u.decoded, &b->u.decoded, sizeof(a->u.decoded)); break;
 	case PROTO_ERROR: assert_memory_equal(&a->u.error, &b->u.error, sizeof(a->u.error)); break;
 	case PROTO_STATUS:
 		assert_int_equal(a->u.status.text_len, b->u.status.text_len);
@@ -145,24 +171,54 @@ static void test_round_trip(void **state)
 	assert_int_equal(out.hdr.flags, PROTO_FLAG_FD);
 }
 
-/* The exact bytes of two frames, as PROTOCOL.md spells them out. */
+/* The exact bytes of the frames PROTOCOL.md spells out (§5.8). */
 static void test_golden_bytes(void **state)
 {
 	static const uint8_t release[] = {
-		'L', 'D', 'R', 'D', 5, 0, 4, 0, 0, 0, 0, 0, 16, 0, 0, 0,
-		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0};
+		'L', 'D', 'R', 'D', 6, 0, 4, 0, 0, 0, 0, 0, 24, 0, 0, 0,
+		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0,
+		0x60, 0xe3, 0x16, 0, 0, 0, 0, 0};
 	static const uint8_t hello_payload[] = {
 		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0, 5, 0, 'v', 'a', 'l', 'i', 'd',
-		3, 0, 't', 'p', '0', 2, 0, 0, 0};
+		3, 0, 't', 'p', '0', 2, 0, 0, 0, 0, 0, 0, 0};
+	static const uint8_t ready_payload[] = {
+		5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,
+		0x40, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x20, 0, 0, 0, 0, 0,
+		2, 0, 0, 0, 7, 0, 0, 0, 64, 0, 0, 0, 2, 0, 0, 0,
+		0, 0, 0, 0x0a, 0, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0, 0};
+	static const uint8_t decoded[] = {
+		'L', 'D', 'R', 'D', 6, 0, 10, 0, 0, 0, 0, 0, 48, 0, 0, 0,
+		0, 0, 0, 0, 0, 0, 0, 0,
+		5, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0, 0,
+		60, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
+		0x92, 0x10, 0, 0, 0, 0, 0, 0, 0x50, 0xf8, 0x0c, 0, 0, 0, 0, 0};
 	(void)state;
 	memset(&in, 0, sizeof(in));
 	in.hdr.type = PROTO_RELEASE;
 	in.hdr.request_id = 42;
-	in.u.release = (struct proto_release){.seq = 0x0102030405060708ull, .slot = 9, .generation = 10};
+	in.u.release = (struct proto_release){.seq = 0x0102030405060708ull, .slot = 9, .generation = 10,
+		.wait_ns = 1500000};
 	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), sizeof(release));
 	assert_memory_equal(frame, release, sizeof(release));
+
+	memset(&in, 0, sizeof(in));
+	in.hdr.type = PROTO_READY;
+	in.u.ready = (struct proto_ready){.seq = 5, .epoch = 1, .batch = 5, .first = 320,
+		.slot_offset = 2ull << 20, .slot = 2, .generation = 7, .rows = 64,
+		.flags = PROTO_READY_DECODE, .staging_offset = 0x0a000000, .staging_slot = 9,
+		.staging_generation = 3};
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), 24 + sizeof(ready_payload));
+	assert_memory_equal(frame + 24, ready_payload, sizeof(ready_payload));
+
+	memset(&in, 0, sizeof(in));
+	in.hdr.type = PROTO_DECODED;
+	in.u.decoded = (struct proto_decoded){.seq = 5, .staging_slot = 9, .staging_generation = 3,
+		.gpu = 60, .cpu = 3, .bad = 1, .bad_sample = 4242, .submit_ns = 850000};
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), sizeof(decoded));
+	assert_memory_equal(frame, decoded, sizeof(decoded));
 
 	memset(&in, 0, sizeof(in));
 	in.hdr.type = PROTO_HELLO;
@@ -188,6 +244,9 @@ static void test_names(void **state)
 	assert_string_equal(proto_dtype_name(99), "invalid");
 	assert_string_equal(proto_type_name(PROTO_STATUS_REQ), "STATUS_REQ");
 	assert_string_equal(proto_type_name(PROTO_RELOAD_REQ), "RELOAD_REQ");
+	assert_string_equal(proto_type_name(PROTO_DECODED), "DECODED");
+	assert_int_equal(PROTO_DECODED, 10);
+	assert_int_equal(PROTO_TYPE_MAX, PROTO_DECODED);
 	assert_string_equal(proto_type_name(0), "invalid");
 	assert_string_equal(proto_type_name(PROTO_TYPE_MAX + 1), "invalid");
 }
@@ -201,11 +260,17 @@ static void test_bad_header(void **state)
 		expect(frames_decode(n), -EBADMSG, "short frame");
 	frame[0] ^= 1;
 	expect(frames_decode(len), -EBADMSG, "magic");
-	for (uint16_t v = 2; v < 8; v += 2) { /* 2, 4 and 6: only PROTO_VERSION (5) is spoken */
+	static const uint16_t bad_versions[] = {0, 4, 5, 7, 0xffff}; /* only PROTO_VERSION (6) is spoken */
+	for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]); i++) {
 		len = encode_sample(S_RELEASE);
-		put_le(frame + 4, v, 2);
+		put_le(frame + 4, bad_versions[i], 2);
 		expect(frames_decode(len), -EPROTONOSUPPORT, "version");
 	}
+	len = encode_sample(S_RELEASE);
+	assert_int_equal(get_le(frame + 4, 2), 6);
+	put_le(frame + 4, 5, 2);
+	expect(frames_decode(len), -EPROTONOSUPPORT, NULL);
+	assert_string_equal(why, "protocol version 5 not supported (this side speaks 6)");
 	len = encode_sample(S_RELEASE);
 	expect(frames_decode(len - 1), -EBADMSG, "disagrees"); /* length says more than received */
 	frame[len] = 0;
@@ -284,6 +349,40 @@ static void test_bad_hello(void **state)
 	expect(cut(S_HELLO_MIN, 43, 4, 43, 0, 0), -EPROTO, NULL);
 }
 
+/* HELLO's flags, the last field: at 47 of S_HELLO_MIN (host delivery), at
+ * 441 of S_HELLO_MAX (device delivery, DECODE set). */
+static void test_hello_flags(void **state)
+{
+	size_t len;
+	(void)state;
+	assert_int_equal(encode_sample(S_HELLO_MIN), PROTO_HEADER_BYTES + 51);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 47, 4), 0);
+	assert_int_equal(encode_sample(S_HELLO_MAX), PROTO_HEADER_BYTES + 445);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 441, 4), PROTO_HELLO_DECODE);
+	/* bits other than DECODE */
+	expect(patched(S_HELLO_MIN, 47, 2, 4), -EPROTO, NULL);
+	assert_string_equal(why, "HELLO: unknown flag bits 0x2");
+	expect(patched(S_HELLO_MAX, 441, 0x80000001u, 4), -EPROTO, "HELLO: unknown flag bits 0x80000000");
+	expect(patched(S_HELLO_MAX, 441, UINT32_MAX, 4), -EPROTO, "HELLO: unknown flag bits 0xfffffffe");
+	/* DECODE only with device delivery; unknown bits are named first */
+	expect(patched(S_HELLO_MIN, 47, PROTO_HELLO_DECODE, 4), -EPROTO, NULL);
+	assert_string_equal(why, "HELLO: DECODE with host delivery (a client decodes only for its GPU)");
+	expect(patched(S_HELLO_MIN, 47, PROTO_HELLO_DECODE | 4, 4), -EPROTO, "HELLO: unknown flag bits 0x4");
+	expect(patched(S_HELLO_MAX, 0, PROTO_DELIVERY_HOST, 4), -EPROTO, "HELLO: DECODE with host delivery");
+	expect(patched(S_HELLO_MAX, 441, 0, 4), 0, NULL);
+	assert_int_equal(out.u.hello.flags, 0);
+	expect(patched(S_HELLO_MAX, 441, PROTO_HELLO_DECODE, 4), 0, NULL);
+	assert_int_equal(out.u.hello.flags, PROTO_HELLO_DECODE);
+	/* the flags are checked after group_size */
+	len = encode_sample(S_HELLO_MAX);
+	put_le(frame + PROTO_HEADER_BYTES + 437, 0, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 441, 2, 4);
+	expect(frames_decode(len), -EPROTO, "HELLO: group_size 0");
+	/* a HELLO of version 5 (no flags) is short of them */
+	expect(cut(S_HELLO_MIN, 47, 4, 0, 0, 0), -EPROTO, NULL);
+	assert_string_equal(why, "HELLO: payload truncated in flags: need 4 bytes at offset 47, 0 left");
+}
+
 /* HELLO's pipeline, resume and split hold 0x21..0x7e only; client_name is
  * free text (escaped where the daemon shows it). S_HELLO_MAX: pipeline
  * bytes at 34..96, client_name bytes at 99..161, resume bytes at 164..354,
@@ -318,8 +417,8 @@ static void test_hello_words(void **state)
 
 /* S_WELCOME_MIN payload (host delivery): fixed fields 0..83, n_tensors at 80,
  * then tensor 0: name length 84, "data" 86, dtype 90, ndim 94, shape 98 and
- * 106, offset 114; then delivery 122, data 126. Device delivery:
- * test_proto_device.c. */
+ * 106, offset 114; then delivery 122, data 126, decode 134, pipeline 138,
+ * decode_memory 142; 150 bytes. Device delivery: test_proto_device.c. */
 static void test_bad_welcome(void **state)
 {
 	(void)state;
@@ -351,11 +450,53 @@ static void test_bad_welcome(void **state)
 	expect(patched(S_WELCOME_MIN, 114, (1ull << 30) - 64 * 96, 8), 0, NULL); /* exactly fits */
 }
 
+/* WELCOME's decode, pipeline and decode_memory with host delivery: all 0. */
+static void test_welcome_decode_host(void **state)
+{
+	size_t len;
+	(void)state;
+	len = encode_sample(S_WELCOME_MIN);
+	assert_int_equal(len, PROTO_HEADER_BYTES + 150);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 126, 8), in.u.welcome.data);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 134, 8), 0);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 142, 8), 0);
+	expect(patched(S_WELCOME_MIN, 134, 1, 4), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: decode with host delivery");
+	expect(patched(S_WELCOME_MIN, 134, 2, 4), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: decode 2 not 0 or 1");
+	expect(patched(S_WELCOME_MIN, 134, UINT32_MAX, 4), -EPROTO, "WELCOME: decode 4294967295 not 0 or 1");
+	expect(patched(S_WELCOME_MIN, 138, 1, 4), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: pipeline or decode_memory without decode");
+	expect(patched(S_WELCOME_MIN, 138, UINT32_MAX, 4), -EPROTO, "or decode_memory without decode");
+	expect(patched(S_WELCOME_MIN, 142, 1, 8), -EPROTO, "pipeline or decode_memory without decode");
+	expect(patched(S_WELCOME_MIN, 142, 1ull << 63, 8), -EPROTO, "or decode_memory without decode");
+	/* checked after the stream's fields and before the tensors */
+	len = encode_sample(S_WELCOME_MIN);
+	put_le(frame + PROTO_HEADER_BYTES + 72, 2, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 134, 2, 4);
+	expect(frames_decode(len), -EPROTO, "WELCOME: shuffle 2");
+	len = encode_sample(S_WELCOME_MIN);
+	put_le(frame + PROTO_HEADER_BYTES + 90, 0, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 138, 1, 4);
+	expect(frames_decode(len), -EPROTO, "WELCOME: pipeline or decode_memory without decode");
+	/* a WELCOME of version 5 ends at data */
+	expect(cut(S_WELCOME_MIN, 134, 16, 0, 0, 0), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: payload truncated in decode: need 4 bytes at offset 134, 0 left");
+	expect(cut(S_WELCOME_MIN, 146, 4, 0, 0, 0), -EPROTO,
+	       "WELCOME: payload truncated in decode_memory: need 8 bytes at offset 142, 4 left");
+}
+
 static void test_bad_ready_error_status(void **state)
 {
 	(void)state;
 	expect(patched(S_READY, 56, 0, 4), -EPROTO, "READY: rows 0");
-	expect(patched(S_READY, 60, 2, 4), -EPROTO, "READY: unknown flag bits 0x2");
+	expect(patched(S_READY, 60, 4, 4), -EPROTO, NULL);
+	assert_string_equal(why, "READY: unknown flag bits 0x4");
+	expect(patched(S_READY, 60, UINT32_MAX, 4), -EPROTO, "READY: unknown flag bits 0xfffffffc");
+	expect(patched(S_READY_DECODE, 60, PROTO_READY_DECODE | 0x100, 4), -EPROTO,
+	       "READY: unknown flag bits 0x100");
+	expect(patched(S_READY, 60, 0, 4), 0, NULL);
+	expect(patched(S_READY, 60, PROTO_READY_LAST_IN_EPOCH | PROTO_READY_DECODE, 4), 0, NULL);
 	expect(patched(S_ERROR_MAX, 0, 0, 4), -EPROTO, "ERROR: code 0");
 	expect(patched(S_ERROR_MAX, 0, (uint32_t)-5, 4), -EPROTO, "ERROR: code -5");
 	expect(patched(S_ERROR_MAX, 4, PROTO_ERROR_TEXT_MAX, 2), -EPROTO, "text length 1024 over maximum 1023");
@@ -371,6 +512,139 @@ static void test_bad_ready_error_status(void **state)
 	put_le(frame + 12, len + 1 - PROTO_HEADER_BYTES, 4);
 	put_le(frame + PROTO_HEADER_BYTES, PROTO_STATUS_TEXT_MAX + 1, 4);
 	expect(frames_decode(len + 1), -EPROTO, "over maximum");
+}
+
+/* READY's staging slot: staging_offset at 64, staging_slot at 72,
+ * staging_generation at 76; 80 bytes. Only with the DECODE flag (bit 1 of
+ * flags, at 60), where any values are well-formed. */
+static void test_ready_staging(void **state)
+{
+	const uint8_t *p = frame + PROTO_HEADER_BYTES;
+	size_t len;
+	(void)state;
+	assert_int_equal(encode_sample(S_READY), PROTO_HEADER_BYTES + 80);
+	assert_int_equal(get_le(p + 64, 8), 0);
+	assert_int_equal(get_le(p + 72, 8), 0);
+	encode_sample(S_READY_DECODE);
+	assert_int_equal(get_le(p + 60, 4), PROTO_READY_LAST_IN_EPOCH | PROTO_READY_DECODE);
+	assert_int_equal(get_le(p + 64, 8), in.u.ready.staging_offset);
+	assert_int_equal(get_le(p + 72, 4), 1023);
+	assert_int_equal(get_le(p + 76, 4), UINT32_MAX);
+	/* each field without the flag */
+	expect(patched(S_READY, 64, 1, 8), -EPROTO, NULL);
+	assert_string_equal(why, "READY: a staging slot without the DECODE flag");
+	expect(patched(S_READY, 64, 1ull << 63, 8), -EPROTO, "READY: a staging slot without the DECODE flag");
+	expect(patched(S_READY, 72, 1, 4), -EPROTO, "READY: a staging slot without the DECODE flag");
+	expect(patched(S_READY, 76, 1, 4), -EPROTO, "READY: a staging slot without the DECODE flag");
+	expect(patched(S_READY_DECODE, 60, PROTO_READY_LAST_IN_EPOCH, 4), -EPROTO,
+	       "READY: a staging slot without the DECODE flag");
+	expect(patched(S_READY_DECODE, 60, 0, 4), -EPROTO, "READY: a staging slot without the DECODE flag");
+	/* with the flag, slot 0 at offset 0 of generation 0 is a staging slot too */
+	make_sample(S_READY_DECODE, &in);
+	in.u.ready.staging_offset = 0;
+	in.u.ready.staging_slot = 0;
+	in.u.ready.staging_generation = 0;
+	len = frames_encode();
+	expect(frames_decode(len), 0, NULL);
+	assert_int_equal(out.u.ready.flags, PROTO_READY_LAST_IN_EPOCH | PROTO_READY_DECODE);
+	expect(patched(S_READY_DECODE, 64, UINT64_MAX, 8), 0, NULL);
+	assert_true(out.u.ready.staging_offset == UINT64_MAX);
+	/* rows, then the flags, then the staging slot */
+	len = encode_sample(S_READY);
+	put_le(frame + PROTO_HEADER_BYTES + 56, 0, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 72, 1, 4);
+	expect(frames_decode(len), -EPROTO, "READY: rows 0");
+	len = encode_sample(S_READY);
+	put_le(frame + PROTO_HEADER_BYTES + 60, 8, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 72, 1, 4);
+	expect(frames_decode(len), -EPROTO, "READY: unknown flag bits 0x8");
+	/* a READY of version 5 ends at flags */
+	expect(cut(S_READY, 64, 16, 0, 0, 0), -EPROTO, NULL);
+	assert_string_equal(why,
+			    "READY: payload truncated in staging_offset: need 8 bytes at offset 64, 0 left");
+}
+
+/* RELEASE's wait_ns at 16, 24 bytes: any value. */
+static void test_release_wait(void **state)
+{
+	(void)state;
+	assert_int_equal(encode_sample(S_RELEASE), PROTO_HEADER_BYTES + 24);
+	assert_true(get_le(frame + PROTO_HEADER_BYTES + 16, 8) == UINT64_MAX - 1);
+	expect(patched(S_RELEASE, 16, 0, 8), 0, NULL);
+	assert_true(out.u.release.wait_ns == 0);
+	expect(patched(S_RELEASE, 16, UINT64_MAX, 8), 0, NULL);
+	assert_true(out.u.release.wait_ns == UINT64_MAX);
+	/* a RELEASE of version 5 ends at generation */
+	expect(cut(S_RELEASE, 16, 8, 0, 0, 0), -EPROTO, NULL);
+	assert_string_equal(why, "RELEASE: payload truncated in wait_ns: need 8 bytes at offset 16, 0 left");
+}
+
+/* DECODED: seq 0, staging_slot 8, staging_generation 12, gpu 16, cpu 20,
+ * bad 24, reserved 28, bad_sample 32, submit_ns 40; 48 bytes. S_DECODED
+ * has gpu 200, cpu 50, bad 6, bad_sample 1000002. */
+static void test_bad_decoded(void **state)
+{
+	size_t len;
+	(void)state;
+	assert_int_equal(encode_sample(S_DECODED), PROTO_HEADER_BYTES + 48);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 16, 4), 200);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 24, 4), 6);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 32, 8), 1000002);
+	/* reserved */
+	expect(patched(S_DECODED, 28, 1, 4), -EPROTO, NULL);
+	assert_string_equal(why, "DECODED: reserved 1, must be 0");
+	expect(patched(S_DECODED_CLEAN, 28, 0x80000000u, 4), -EPROTO,
+	       "DECODED: reserved 2147483648, must be 0");
+	/* gpu + cpu + bad fits 32 bits, computed without wrapping */
+	expect(patched(S_DECODED, 16, UINT32_MAX - 55, 4), -EPROTO, NULL);
+	assert_string_equal(why, "DECODED: gpu + cpu + bad overflows");
+	expect(patched(S_DECODED, 16, UINT32_MAX - 56, 4), 0, NULL); /* exactly UINT32_MAX */
+	expect(patched(S_DECODED, 20, UINT32_MAX, 4), -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	expect(patched(S_DECODED, 24, UINT32_MAX, 4), -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	len = encode_sample(S_DECODED);
+	for (size_t off = 16; off <= 24; off += 4)
+		put_le(frame + PROTO_HEADER_BYTES + off, UINT32_MAX, 4); /* 3 x (2^32 - 1) */
+	expect(frames_decode(len), -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	len = encode_sample(S_DECODED);
+	put_le(frame + PROTO_HEADER_BYTES + 16, 0x80000000u, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 20, 0x80000000u, 4); /* wraps to 6 in 32 bits */
+	expect(frames_decode(len), -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	/* bad_sample is UINT64_MAX exactly when bad is 0 */
+	expect(patched(S_DECODED, 32, UINT64_MAX, 8), -EPROTO, NULL);
+	assert_string_equal(why, "DECODED: bad 6 with bad_sample 18446744073709551615 "
+			    "(UINT64_MAX exactly when bad is 0)");
+	expect(patched(S_DECODED, 24, 0, 4), -EPROTO, "DECODED: bad 0 with bad_sample 1000002");
+	expect(patched(S_DECODED_CLEAN, 32, 0, 8), -EPROTO, "DECODED: bad 0 with bad_sample 0 ");
+	expect(patched(S_DECODED_CLEAN, 32, UINT64_MAX - 1, 8), -EPROTO,
+	       "DECODED: bad 0 with bad_sample 18446744073709551614");
+	expect(patched(S_DECODED_CLEAN, 24, 1, 4), -EPROTO,
+	       "DECODED: bad 1 with bad_sample 18446744073709551615");
+	expect(patched(S_DECODED, 32, 0, 8), 0, NULL); /* sample 0 can be bad */
+	assert_int_equal(out.u.decoded.bad_sample, 0);
+	/* the other fields take any value */
+	expect(patched(S_DECODED, 0, 0, 8), 0, NULL);
+	expect(patched(S_DECODED, 8, UINT64_MAX, 8), 0, NULL);
+	assert_int_equal(out.u.decoded.staging_slot, UINT32_MAX);
+	expect(patched(S_DECODED_CLEAN, 40, UINT64_MAX, 8), 0, NULL);
+	assert_true(out.u.decoded.submit_ns == UINT64_MAX);
+	/* all zero is not a DECODED: bad_sample 0 says a bad row */
+	expect(patched(S_DECODED_CLEAN, 16, 0, 4), 0, NULL);
+	len = encode_sample(S_DECODED_CLEAN);
+	memset(frame + PROTO_HEADER_BYTES, 0, 48);
+	expect(frames_decode(len), -EPROTO, "DECODED: bad 0 with bad_sample 0");
+	/* reserved, then the sum, then bad_sample */
+	len = encode_sample(S_DECODED);
+	put_le(frame + PROTO_HEADER_BYTES + 16, UINT32_MAX, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 28, 7, 4);
+	put_le(frame + PROTO_HEADER_BYTES + 32, UINT64_MAX, 8);
+	expect(frames_decode(len), -EPROTO, "DECODED: reserved 7");
+	put_le(frame + PROTO_HEADER_BYTES + 28, 0, 4);
+	expect(frames_decode(len), -EPROTO, "DECODED: gpu + cpu + bad overflows");
+	/* cut short in each field */
+	expect(cut(S_DECODED, 47, 1, 0, 0, 0), -EPROTO,
+	       "DECODED: payload truncated in submit_ns: need 8 bytes at offset 40, 7 left");
+	expect(cut(S_DECODED, 28, 20, 0, 0, 0), -EPROTO, "DECODED: payload truncated in reserved");
+	expect(cut(S_DECODED, 10, 38, 0, 0, 0), -EPROTO, "DECODED: payload truncated in staging_slot");
 }
 
 /* The encoder refuses what the decoder refuses, and short buffers. */
@@ -395,6 +669,10 @@ static void test_encode_rejects(void **state)
 	REJECT(S_HELLO_MAX, in.u.hello.group[PROTO_GROUP_MAX - 1] = 'g');
 	REJECT(S_HELLO_MAX, in.u.hello.group_size = 1);
 	REJECT(S_HELLO_MIN, in.u.hello.group_size = 0);
+	REJECT(S_HELLO_MIN, in.u.hello.flags = PROTO_HELLO_DECODE);
+	REJECT(S_HELLO_MIN, in.u.hello.flags = 0x2);
+	REJECT(S_HELLO_MAX, in.u.hello.flags = PROTO_HELLO_DECODE | 0x80000000u);
+	REJECT(S_HELLO_MAX, in.u.hello.delivery = PROTO_DELIVERY_HOST);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = 0);
 	REJECT(S_WELCOME_MAX, in.u.welcome.n_tensors = PROTO_TENSORS_MAX + 1);
 	REJECT(S_WELCOME_MAX, in.u.welcome.batch_size = 0);
@@ -412,8 +690,22 @@ static void test_encode_rejects(void **state)
 	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].shape[2] = 1); /* unused dim not 0 */
 	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].shape[0] = 63);
 	REJECT(S_WELCOME_MIN, in.u.welcome.tensors[0].offset = in.u.welcome.slot_bytes);
+	REJECT(S_WELCOME_MIN, in.u.welcome.decode = 1);
+	REJECT(S_WELCOME_MIN, in.u.welcome.decode = 2);
+	REJECT(S_WELCOME_MAX, in.u.welcome.pipeline = 1);
+	REJECT(S_WELCOME_MAX, in.u.welcome.decode_memory = 1);
 	REJECT(S_READY, in.u.ready.rows = 0);
-	REJECT(S_READY, in.u.ready.flags = 0x2);
+	REJECT(S_READY, in.u.ready.flags = 0x4);
+	REJECT(S_READY, in.u.ready.staging_offset = 1);
+	REJECT(S_READY, in.u.ready.staging_slot = 1);
+	REJECT(S_READY, in.u.ready.staging_generation = 1);
+	REJECT(S_READY_DECODE, in.u.ready.flags = PROTO_READY_LAST_IN_EPOCH);
+	REJECT(S_DECODED, in.u.decoded.reserved = 1);
+	REJECT(S_DECODED, in.u.decoded.gpu = UINT32_MAX);
+	REJECT(S_DECODED, in.u.decoded.bad = 0);
+	REJECT(S_DECODED, in.u.decoded.bad_sample = UINT64_MAX);
+	REJECT(S_DECODED_CLEAN, in.u.decoded.bad_sample = 0);
+	REJECT(S_DECODED_CLEAN, in.u.decoded.bad = 1);
 	REJECT(S_ERROR_MAX, in.u.error.code = 0);
 	REJECT(S_ERROR_MAX, in.u.error.code = -1);
 	REJECT(S_ERROR_MAX, in.u.error.text[0] = 0);
@@ -626,8 +918,13 @@ int main(void)
 		cmocka_unit_test(test_truncated_and_trailing),
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_hello_words),
+		cmocka_unit_test(test_hello_flags),
 		cmocka_unit_test(test_bad_welcome),
+		cmocka_unit_test(test_welcome_decode_host),
 		cmocka_unit_test(test_bad_ready_error_status),
+		cmocka_unit_test(test_ready_staging),
+		cmocka_unit_test(test_release_wait),
+		cmocka_unit_test(test_bad_decoded),
 		cmocka_unit_test(test_encode_rejects),
 		cmocka_unit_test(test_wire_fd_passing),
 		cmocka_unit_test(test_wire_peer_close),

@@ -1,7 +1,8 @@
 /*
  * test_proto_device: WELCOME with device delivery (proto/proto.c) against
- * proto/PROTOCOL.md §5.2: the device block's layout, its rules, and the
- * decoder's order of checks. test_proto.c covers everything else.
+ * proto/PROTOCOL.md §5.2: the device block's layout, its rules, the fields
+ * of a decoding client (decode, pipeline, decode_memory), and the decoder's
+ * order of checks. test_proto.c covers everything else.
  *
  * As there, malformed frames are made by encoding a valid message and then
  * editing its bytes at the documented offsets, so these tests also pin the
@@ -22,9 +23,9 @@
 
 static size_t frame_len; /* bytes of frame in use, header included */
 
-/* D_MAX: 32 slots, 8 tensors of 4 dims with 31-byte names (the largest
- * WELCOME). D_MIN: 1 slot, one 1-dim tensor named "x" (the smallest device
- * WELCOME). */
+/* D_MAX: 32 slots, 8 tensors of 4 dims with 31-byte names, a decoding
+ * client (the largest WELCOME). D_MIN: 1 slot, one 1-dim tensor named "x",
+ * decode 0 (the smallest device WELCOME). */
 enum sample { D_MAX, D_MIN, D_COUNT };
 
 /* Payload offsets (PROTOCOL.md §5.2), and sizes. */
@@ -38,7 +39,10 @@ enum {
 	MIN_READY = 199,
 	MIN_RELEASED = 263,
 	MIN_DATA = 327,
-	MIN_PAYLOAD = 335,
+	MIN_DECODE = 335,
+	MIN_PIPELINE = 339,
+	MIN_DECODE_MEMORY = 343,
+	MIN_PAYLOAD = 351,
 	MIN_DEVICE_BLOCK = MIN_DATA - MIN_SLOTS, /* 84 + 128 x 1 */
 	MAX_DELIVERY = 732,                         /* 84 + 8 x 81 */
 	MAX_SLOTS = 736,
@@ -48,7 +52,10 @@ enum {
 	MAX_READY = 820,
 	MAX_RELEASED = 2868,
 	MAX_DATA = 4916,
-	MAX_PAYLOAD = 4924, /* the largest WELCOME (of version 5) */
+	MAX_DECODE = 4924,
+	MAX_PIPELINE = 4928,
+	MAX_DECODE_MEMORY = 4932,
+	MAX_PAYLOAD = 4940, /* the largest WELCOME (of version 6) */
 };
 
 #define MIN_STAGING_BYTES 8192u
@@ -56,6 +63,8 @@ enum {
 #define MAX_DEVICE_SLOT_BYTES (8ull << 20)
 #define RING_2MIB (2ull << 20)
 #define TENSOR7_BYTES 84480u /* uint8 [64, 10, 11, 12], at offset 7 MiB */
+#define MAX_PIPELINE_INDEX 63u
+#define MAX_DECODE_MEMORY_BYTES (6ull << 30)
 
 /* A recognisable handle: tag names which one (mem, ready d, released d). */
 static void fill_handle(uint8_t *h, uint8_t tag)
@@ -106,6 +115,9 @@ static void make_sample(enum sample s, struct proto_msg *m)
 	w->rank = 7;
 	make_device(w, PROTO_DEVICE_SLOTS_MAX, MAX_DEVICE_SLOT_BYTES,
 		    PROTO_DEVICE_SLOTS_MAX * MAX_DEVICE_SLOT_BYTES);
+	w->decode = 1;
+	w->pipeline = MAX_PIPELINE_INDEX;
+	w->decode_memory = MAX_DECODE_MEMORY_BYTES;
 }
 
 static size_t encode_sample(enum sample s)
@@ -179,6 +191,12 @@ static void test_round_trip(void **state)
 	frame_len = (size_t)proto_encode(&in, frame, sizeof(frame));
 	expect(decode(), 0, NULL);
 	assert_int_equal(out.u.hello.delivery, PROTO_DELIVERY_DEVICE);
+	assert_int_equal(out.u.hello.flags, 0);
+	/* and one that asks to decode */
+	in.u.hello.flags = PROTO_HELLO_DECODE;
+	frame_len = (size_t)proto_encode(&in, frame, sizeof(frame));
+	expect(decode(), 0, NULL);
+	assert_memory_equal(&in.u.hello, &out.u.hello, sizeof(in.u.hello));
 }
 
 static void expect_handle(size_t off, uint8_t tag)
@@ -188,9 +206,9 @@ static void expect_handle(size_t off, uint8_t tag)
 	assert_memory_equal(frame + PROTO_HEADER_BYTES + off, want, sizeof(want));
 }
 
-/* The device block sits where PROTOCOL.md says, `data` after it, and a
- * host WELCOME is the same bytes up to and including `delivery`, then
- * `data`. */
+/* The device block sits where PROTOCOL.md says, `data`, `decode`,
+ * `pipeline` and `decode_memory` after it, and a host WELCOME is the same
+ * bytes up to and including `delivery`, then those. */
 static void test_layout(void **state)
 {
 	const uint8_t *p = frame + PROTO_HEADER_BYTES;
@@ -206,6 +224,9 @@ static void test_layout(void **state)
 	expect_handle(MIN_RELEASED, TAG_RELEASED(0));
 	assert_int_equal(get_le(p + MIN_DATA, 8), in.u.welcome.data);
 	assert_true(in.u.welcome.data != 0);
+	assert_int_equal(get_le(p + MIN_DECODE, 4), 0);
+	assert_int_equal(get_le(p + MIN_PIPELINE, 4), 0);
+	assert_int_equal(get_le(p + MIN_DECODE_MEMORY, 8), 0);
 
 	encode_sample(D_MAX);
 	assert_int_equal(get_le(p + MAX_DELIVERY, 4), PROTO_DELIVERY_DEVICE);
@@ -218,6 +239,9 @@ static void test_layout(void **state)
 		expect_handle(MAX_RELEASED + d * PROTO_IPC_HANDLE_BYTES, (uint8_t)TAG_RELEASED(d));
 	}
 	assert_int_equal(get_le(p + MAX_DATA, 8), in.u.welcome.data);
+	assert_int_equal(get_le(p + MAX_DECODE, 4), 1);
+	assert_int_equal(get_le(p + MAX_PIPELINE, 4), MAX_PIPELINE_INDEX);
+	assert_int_equal(get_le(p + MAX_DECODE_MEMORY, 8), MAX_DECODE_MEMORY_BYTES);
 
 	/* Without its device block and with delivery 0, D_MIN is a host WELCOME. */
 	expect(cut(D_MIN, MIN_SLOTS, MIN_DEVICE_BLOCK, MIN_DELIVERY, PROTO_DELIVERY_HOST, 4), 0, NULL);
@@ -227,6 +251,60 @@ static void test_layout(void **state)
 	assert_int_equal(out.u.welcome.data, in.u.welcome.data);
 	static const struct proto_device zero;
 	assert_memory_equal(&out.u.welcome.device, &zero, sizeof(zero));
+}
+
+/* decode (0 or 1, 1 only with device delivery), then pipeline and
+ * decode_memory (0 unless decode). */
+static void test_decode(void **state)
+{
+	(void)state;
+	/* D_MIN asks for no decoding: either field set is refused */
+	expect(patched(D_MIN, MIN_PIPELINE, 1, 4), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: pipeline or decode_memory without decode");
+	expect(patched(D_MIN, MIN_DECODE_MEMORY, 1, 8), -EPROTO,
+	       "WELCOME: pipeline or decode_memory without decode");
+	expect(patched(D_MAX, MAX_DECODE, 0, 4), -EPROTO,
+	       "WELCOME: pipeline or decode_memory without decode");
+	encode_sample(D_MAX);
+	poke(MAX_DECODE, 0, 4);
+	poke(MAX_PIPELINE, 0, 4);
+	expect(decode(), -EPROTO, "WELCOME: pipeline or decode_memory without decode");
+	poke(MAX_DECODE_MEMORY, 0, 8);
+	expect(decode(), 0, NULL);
+	assert_int_equal(out.u.welcome.decode, 0);
+	/* with decode 1, any pipeline and decode_memory, 0 included */
+	expect(patched(D_MIN, MIN_DECODE, 1, 4), 0, NULL);
+	assert_int_equal(out.u.welcome.decode, 1);
+	assert_int_equal(out.u.welcome.pipeline, 0);
+	assert_int_equal(out.u.welcome.decode_memory, 0);
+	expect(patched(D_MAX, MAX_PIPELINE, UINT32_MAX, 4), 0, NULL);
+	expect(patched(D_MAX, MAX_DECODE_MEMORY, UINT64_MAX, 8), 0, NULL);
+	/* decode is 0 or 1 */
+	expect(patched(D_MAX, MAX_DECODE, 2, 4), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: decode 2 not 0 or 1");
+	expect(patched(D_MIN, MIN_DECODE, UINT32_MAX, 4), -EPROTO, "WELCOME: decode 4294967295 not 0 or 1");
+	/* decode 1 with host delivery: D_MAX without its device block */
+	encode_sample(D_MAX);
+	drop(MAX_SLOTS, MAX_DATA - MAX_SLOTS);
+	poke(MAX_DELIVERY, PROTO_DELIVERY_HOST, 4);
+	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + MAX_SLOTS + 8, 4), 1);
+	expect(decode(), -EPROTO, NULL);
+	assert_string_equal(why, "WELCOME: decode with host delivery");
+	poke(MAX_SLOTS + 8, 2, 4);
+	expect(decode(), -EPROTO, "WELCOME: decode 2 not 0 or 1");
+	poke(MAX_SLOTS + 8, 0, 4);
+	expect(decode(), -EPROTO, "WELCOME: pipeline or decode_memory without decode");
+	/* the device block is checked first, the tensors after */
+	encode_sample(D_MAX);
+	poke(68, 31, 4);
+	poke(MAX_DECODE, 2, 4);
+	expect(decode(), -EPROTO, "WELCOME: device slots 32 differ from depth 31");
+	encode_sample(D_MIN);
+	poke(MIN_TENSOR_OFFSET, UINT64_MAX, 8);
+	poke(MIN_PIPELINE, 1, 4);
+	expect(decode(), -EPROTO, "WELCOME: pipeline or decode_memory without decode");
+	poke(MIN_PIPELINE, 0, 4);
+	expect(decode(), -EPROTO, "WELCOME: tensor 0");
 }
 
 static void test_bad_delivery(void **state)
@@ -326,11 +404,16 @@ static void test_truncated_and_trailing(void **state)
 		{D_MIN, MIN_READY + 63, "in device ready event"},
 		{D_MIN, MIN_RELEASED, "in device released event"},
 		{D_MIN, MIN_DATA - 1, "in device released event: need 64 bytes at offset 263, 63 left"},
-		{D_MIN, MIN_PAYLOAD - 1, "in data: need 8 bytes at offset 327, 7 left"},
+		{D_MIN, MIN_DECODE - 1, "in data: need 8 bytes at offset 327, 7 left"},
+		{D_MIN, MIN_DECODE + 3, "in decode: need 4 bytes at offset 335, 3 left"},
+		{D_MIN, MIN_PIPELINE, "in pipeline: need 4 bytes at offset 339, 0 left"},
+		{D_MIN, MIN_PAYLOAD - 1, "in decode_memory: need 8 bytes at offset 343, 7 left"},
 		{D_MAX, MAX_RELEASED - 1, "in device ready event"},
 		{D_MAX, MAX_RELEASED + 64, "in device released event"},
 		{D_MAX, MAX_DATA - 64, "in device released event: need 64 bytes at offset 4852, 0 left"},
 		{D_MAX, MAX_DATA, "in data: need 8 bytes at offset 4916, 0 left"},
+		{D_MAX, MAX_DECODE, "in decode: need 4 bytes at offset 4924, 0 left"},
+		{D_MAX, MAX_DECODE_MEMORY + 4, "in decode_memory: need 8 bytes at offset 4932, 4 left"},
 	};
 	(void)state;
 	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
@@ -369,6 +452,11 @@ static void test_encode_rejects(void **state)
 	REJECT(D_MIN, in.u.welcome.device.slot_bytes = MIN_STAGING_BYTES + 1);
 	REJECT(D_MIN, in.u.welcome.tensors[0].offset = MIN_DEVICE_SLOT_BYTES - 63);
 	REJECT(D_MAX, in.u.welcome.device.slot_bytes = 7ull << 20);
+	REJECT(D_MIN, in.u.welcome.decode = 2);
+	REJECT(D_MAX, in.u.welcome.decode = 0);
+	REJECT(D_MAX, in.u.welcome.delivery = PROTO_DELIVERY_HOST); /* decode with host delivery */
+	REJECT(D_MIN, in.u.welcome.pipeline = 1);
+	REJECT(D_MIN, in.u.welcome.decode_memory = 1);
 	for (enum sample s = 0; s < D_COUNT; s++) {
 		size_t len = encode_sample(s);
 		for (size_t cap = 0; cap < len; cap += 1 + cap / 16)
@@ -383,6 +471,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_layout),
+		cmocka_unit_test(test_decode),
 		cmocka_unit_test(test_bad_delivery),
 		cmocka_unit_test(test_bad_slots),
 		cmocka_unit_test(test_bad_sizes),
