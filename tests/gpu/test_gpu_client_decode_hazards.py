@@ -55,8 +55,9 @@ def body(env):
     datas = [torchvision.io.read_file(f) for f in files]
     pipelines = {"p": {"source": "imagefolder:" + root, "batch_size": BATCH, "seed": SEED,
                        "transform": "random_resized_crop(160) hflip(0.5)", "decode": "gpu",
-                       "layout": "nchw", "max_image_bytes": "1M"}}
-    cfg = gpu_harness.gpu_config(env, "hazards", pipelines, workers=4, device_slots=4)
+                       "layout": "nchw", "max_image_bytes": "256K"}}
+    cfg = gpu_harness.gpu_config(env, "hazards", pipelines, workers=4, device_slots=4,
+                                 staging_slots=8)
     d = gpu_harness.start_daemon(env, cfg)
     gpu_harness.check_delivery(d, "register")
 
