@@ -363,7 +363,11 @@ int decoder_open(const struct decoder_config *cfg, struct decoder **out, char *e
 		return errtext(err, cap, -ENOMEM, "out of memory");
 	d->cfg = *cfg;
 	pthread_mutex_init(&d->mu, NULL);
-	pthread_cond_init(&d->cv, NULL);
+	pthread_condattr_t ca; /* decoder_take's deadlines are CLOCK_MONOTONIC's */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cv, &ca);
+	pthread_condattr_destroy(&ca);
 	int rc = check_pipeline(d, err, cap);
 	uint64_t row_bytes = 0;
 	if (rc == 0 && (cfg->slots == 0 || cfg->batch_size == 0))

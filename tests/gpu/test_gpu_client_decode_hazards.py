@@ -65,7 +65,7 @@ def body(env):
     ref = loaderd.Loader("p", socket=d.socket, device="cpu")
     per_epoch = len(ref)
     order = []
-    need = 10 + (len(PHASES) + 1) * STEPS
+    need = 10 + (PHASES + 1) * STEPS
     for _ in range(-(-need // per_epoch)):
         order.extend(list(b.sample_indices()) for b in ref)
     ref.close()
