@@ -88,7 +88,8 @@ def body(env):
 
     # The client decodes: its thread is a copying lane, its stats and status say so.
     os.environ["LOADERD_CLIENT_DECODE"] = "1"
-    x = loaderd.Loader("gpu", socket=d.socket, device=0)
+    # a bounded wait (timeout), as a training's, waits for a batch being decoded
+    x = loaderd.Loader("gpu", socket=d.socket, device=0, timeout=60)
     it = iter(x)
     for _ in range(3):
         next(it)
