@@ -264,7 +264,7 @@ static void test_decode_keys(void **state)
 	assert_int_equal(load_text(img), 0);
 	const struct pipeline_cfg *pl = &cfg->pipelines[0];
 	assert_int_equal(pl->decode, DECODE_AUTO);
-	assert_int_equal(pl->gpu_decode_percent, GPU_DECODE_PERCENT_DEFAULT);
+	assert_int_equal(pl->gpu_decode_percent, 100);
 	assert_int_equal(pl->max_image_bytes, 0);
 	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_STRUCTURE);
 	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
