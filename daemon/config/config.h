@@ -61,6 +61,7 @@ enum on_error {
 };
 
 #define CONFIG_TRANSFORM_MAX 512
+#define WORKER_NICE_DEFAULT 10 /* below the GPU threads and the training's */
 #define CONFIG_KEYS_MAX 32
 #define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */
 #define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */
@@ -196,6 +197,8 @@ struct config {
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
+	uint32_t worker_nice;      /* the workers' nice value (setpriority), 0..19, default
+				    * WORKER_NICE_DEFAULT */
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
