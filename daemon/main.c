@@ -311,8 +311,8 @@ static int start_zygote(struct daemon *d, const char *worker_program)
 	char err[PATH_MAX + 512];
 	struct zygote_ops ops = {.ctx = d, .exited = on_worker_exited, .lost = on_zygote_lost};
 	const char *program = d->cfg.worker_program[0] ? d->cfg.worker_program : worker_program;
-	int rc = zygote_start(&d->loop, program, d->arena.fd, d->cfg.worker_timeout_ms, &ops,
-			      &d->zygote, err, sizeof(err));
+	int rc = zygote_start(&d->loop, program, d->arena.fd, d->cfg.worker_timeout_ms,
+			      (int)d->cfg.worker_nice, &ops, &d->zygote, err, sizeof(err));
 	if (rc < 0) {
 		log_error("%s", err);
 		return rc;

@@ -25,7 +25,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 8
+#define ARENA_VERSION 9
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -83,9 +83,9 @@ struct arena_image_params {
 	 * gpu_data_stride (a JPEG over gpu_data_stride bytes is decoded by the
 	 * worker). By default that is the row's own place in the image tensor,
 	 * which the GPU overwrites with the decoded image. A work item with
-	 * WORK_CMD_GPU_DECODE leaves the rows the GPU takes undecoded (0
-	 * gpu_desc_offset: the pipeline decodes on the CPU only). */
-	float gpu_share;        /* of the images the GPU takes, the part sent to it */
+	 * WORK_CMD_GPU_DECODE leaves the rows the GPU takes undecoded, up to its
+	 * gpu_share (0 gpu_desc_offset: the pipeline decodes on the CPU only). */
+	uint32_t reserved;      /* 0 */
 	uint32_t gpu_check;     /* enum arena_gpu_check: what a worker checks first */
 	uint32_t decode_scale;  /* enum jd_scale (image/jpeg.h): the workers' DCT scale rule */
 	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
@@ -218,8 +218,12 @@ struct arena_header {
 };
 
 /* work_cmd.flags: the batch is for a client whose GPU decodes images: rows
- * the GPU takes are left as compressed bytes (struct arena_gpu_image). */
+ * the GPU takes are left as compressed bytes (struct arena_gpu_image), as
+ * many as work_cmd.gpu_share allows. */
 #define WORK_CMD_GPU_DECODE 0x1u
+
+/* work_cmd.gpu_share: 1 is all of them. */
+#define WORK_GPU_SHARE_ONE 65536u
 
 enum work_op {
 	WORK_READ = 1, /* produce `count` samples into a staging slot */
@@ -237,6 +241,16 @@ struct work_cmd {
 	uint32_t flags;       /* WORK_CMD_* */
 	uint32_t split;       /* tokens: the split sample_index counts in (arena_pipeline) */
 	uint64_t epoch;       /* for per-sample randomness */
+	/* WORK_CMD_GPU_DECODE: of the rows the GPU could take, the share it
+	 * gets, in 1/WORK_GPU_SHARE_ONE (0..WORK_GPU_SHARE_ONE): a row is a
+	 * candidate when its sample's hash (seed, "gpudecod", sample) is below
+	 * gpu_share * 2^48, so a larger share takes every sample a smaller one
+	 * took, and more. The scheduler sets it per item from the client's
+	 * data wait (daemon/sched/gpushare.h); it never changes which sample
+	 * is in a row, its label, crop or flip, only which decoder makes its
+	 * bytes. */
+	uint32_t gpu_share;
+	uint32_t reserved;    /* 0 */
 	uint64_t sample_index[WORK_CHUNK_MAX];
 	/* document-shuffled megatron pipelines (struct arena_doc_params):
 	 * where each window starts in the epoch's document order */
@@ -299,7 +313,8 @@ _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(str
 	       sizeof(struct arena_image_params) +
 	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
-_Static_assert(sizeof(struct work_cmd) == 48 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(sizeof(struct work_cmd) == 56 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
+_Static_assert(offsetof(struct work_cmd, sample_index) == 56, "work_cmd layout");
 _Static_assert(sizeof(struct arena_gpu_image) == 80, "arena_gpu_image layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");

@@ -81,14 +81,11 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	out->img = img;
 	if (ip->gpu_desc_offset) { /* each row's places are checked in image_plan */
 		if (ip->gpu_data_stride == 0 || ip->gpu_data_stride > ARENA_IMAGE_FILE_MAX ||
-		    !(ip->gpu_share >= 0 && ip->gpu_share <= 1) ||
 		    ip->gpu_check > ARENA_GPU_CHECK_ENTROPY)
 			return -EINVAL;
 		out->gpu_desc_offset = ip->gpu_desc_offset;
 		out->gpu_data_offset = ip->gpu_data_offset;
 		out->gpu_data_stride = ip->gpu_data_stride;
-		out->gpu_threshold = ip->gpu_share >= 1.0f ? UINT64_MAX :
-				     (uint64_t)((double)ip->gpu_share * 18446744073709551616.0);
 	}
 	return 0;
 }
@@ -127,6 +124,8 @@ int image_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 		return -EINVAL;
 	*rd = (struct reader_read){.item = it, .dst = dst, .label = label, .fd = -1,
 				   .sample = sample, .asked = sample, .row = (uint32_t)row};
+	if (it->gpu_decode && it->gpu_share > WORK_GPU_SHARE_ONE)
+		return -EINVAL;
 	if (it->gpu_decode && p->gpu_desc_offset) {
 		uint64_t desc, data;
 		if (__builtin_mul_overflow(row, sizeof(struct arena_gpu_image), &desc) ||
@@ -261,18 +260,23 @@ bool image_start(struct reader_read *rd)
 }
 
 /* GPU decoding: whether the GPU decodes rd's image, a function of the
- * image (its header, its bytes' structure, its size) and of the sample and
- * the config, never of load; if so, its JPEG and its plan are left in the
- * row's places for the daemon's GPU thread. */
+ * image (its header, its bytes' structure, its size), of the sample and
+ * of the item's share (work_cmd.gpu_share, which the scheduler sets from
+ * the client's data wait); if so, its JPEG and its plan are left in the
+ * row's places for the daemon's GPU thread. Which sample is in the row,
+ * its label, crop and flip never depend on it. */
 static bool image_to_gpu(struct reader_read *rd)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
 	const struct arena_image_params *ip = &p->img->params;
-	/* The share: by sample, the same in every epoch. */
+	uint32_t share = rd->item->gpu_share;
+	/* The share by sample: a sample whose hash is below share * 2^48 is a
+	 * candidate, so a larger share keeps every candidate of a smaller one
+	 * (and one of WORK_GPU_SHARE_ONE takes every sample). */
 	if (!rd->gpu_desc || rd->len > p->gpu_data_stride ||
-	    (p->gpu_threshold != UINT64_MAX &&
+	    (share < WORK_GPU_SHARE_ONE &&
 	     hash_sample(ip->seed, 0x6770756465636f64ull /* "gpudecod" */, 0, rd->sample) >=
-	     p->gpu_threshold))
+	     (uint64_t)share << 48))
 		return false;
 	struct jh_info info;
 	if (!image_gpu_takes(ip, rd->buf, rd->len, p->gpu_data_stride, &info))

@@ -125,6 +125,7 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 {
 	*it = (struct reader_item){.item_id = cmd->item_id, .epoch = cmd->epoch, .beat = r->beat,
 				   .gpu_decode = (cmd->flags & WORK_CMD_GPU_DECODE) != 0,
+				   .gpu_share = cmd->gpu_share,
 				   .pipeline = cmd->pipeline};
 	if (cmd->op != WORK_READ || cmd->count == 0 || cmd->count > WORK_CHUNK_MAX ||
 	    !reader_slot_valid(r, cmd->slot_offset)) {

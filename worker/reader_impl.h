@@ -36,7 +36,6 @@ struct reader_pipeline {
 	struct image_sampler *img;
 	/* GPU decoding (struct arena_image_params): 0 gpu_desc_offset for none */
 	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
-	uint64_t gpu_threshold; /* a sample goes to the GPU when its hash is below this */
 	uint32_t in_elem_bytes;
 	uint32_t out_elem_bytes;
 	uint64_t n_samples;
@@ -109,6 +108,7 @@ struct reader_item {
 	uint64_t bad_index;
 	uint64_t epoch;
 	bool gpu_decode;  /* WORK_CMD_GPU_DECODE: leave the GPU's rows undecoded */
+	uint32_t gpu_share; /* of those, the share it takes (work_cmd.gpu_share) */
 	struct reader_read reads[WORK_CHUNK_MAX];
 };
 

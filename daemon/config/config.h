@@ -43,7 +43,7 @@ enum decode_mode {
 	DECODE_CPU = 1,  /* the workers */
 	DECODE_GPU = 2,  /* the GPU's hardware decoder; no decoder is an error at attach */
 };
-#define GPU_DECODE_PERCENT_DEFAULT 80
+#define GPU_DECODE_PERCENT_DEFAULT 100 /* up to all: the share follows the client's wait */
 /* What the workers check of a JPEG before they leave it to the GPU. */
 enum gpu_decode_check {
 	GPU_CHECK_STRUCTURE = 0, /* header and the scan's markers (image/jpeghdr.h) */
@@ -61,6 +61,7 @@ enum on_error {
 };
 
 #define CONFIG_TRANSFORM_MAX 512
+#define WORKER_NICE_DEFAULT 10 /* below the GPU threads and the training's */
 #define CONFIG_KEYS_MAX 32
 #define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */
 #define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */
@@ -133,8 +134,10 @@ struct pipeline_cfg {
 	uint64_t max_image_pixels; /* default IMAGE_PIXELS_DEFAULT */
 	uint32_t max_decode_ms;    /* CPU time per image decode, default MAX_DECODE_MS_DEFAULT */
 	uint32_t decode;           /* enum decode_mode, default auto */
-	uint32_t gpu_decode_percent; /* decode = auto: of the images the GPU takes, the percent
-				      * sent to it; default GPU_DECODE_PERCENT_DEFAULT */
+	uint32_t gpu_decode_percent; /* decode = auto: of the images the GPU takes, the most
+				      * percent sent to it (the share follows the client's data
+				      * wait, daemon/sched/gpushare.h); default
+				      * GPU_DECODE_PERCENT_DEFAULT */
 	uint32_t gpu_decode_check; /* enum gpu_decode_check, default structure */
 	uint32_t decode_scale;     /* enum decode_scale, default fast */
 	uint64_t max_image_bytes;  /* GPU decoding: a bigger JPEG is decoded by the workers;
@@ -194,6 +197,8 @@ struct config {
 	uint32_t device_slots;     /* device ring slots per client (its depth cap), default 4 */
 	uint32_t worker_timeout_ms; /* a worker holding items with no progress this long is
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
+	uint32_t worker_nice;      /* the workers' nice value (setpriority), 0..19, default
+				    * WORKER_NICE_DEFAULT */
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];

@@ -102,6 +102,8 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 				      HANDSHAKES_MAX, 0, NULL},
 	[CONFIG_DK_GROUP_TIMEOUT_MS] = {"group_timeout_ms", CONFIG_VALUE_UINT, DAEMON(group_timeout_ms),
 					0, GROUP_TIMEOUT_MS_MAX, 0, NULL},
+	[CONFIG_DK_WORKER_NICE] = {"worker_nice", CONFIG_VALUE_UINT, DAEMON(worker_nice), 0, 19, 0,
+				   NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -229,6 +231,7 @@ void config_defaults(struct config *c)
 	c->gpu_decode_helpers = GPU_DECODE_HELPERS_AUTO;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
+	c->worker_nice = WORKER_NICE_DEFAULT;
 }
 
 void config_pipeline_defaults(struct pipeline_cfg *pl)

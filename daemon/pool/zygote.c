@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -104,6 +105,25 @@ close_high:
 	return -rc;
 }
 
+/* Lowers the zygote's priority to nice, before it forks any worker: each
+ * worker inherits it. Never raises it (a daemon started at a higher nice
+ * value keeps its workers there); one that cannot be set is said once. */
+static void lower_priority(const struct zygote *z, int nice)
+{
+	errno = 0;
+	int now = getpriority(PRIO_PROCESS, (id_t)z->pid);
+	if (now == -1 && errno != 0) {
+		log_warning("the workers run at their normal priority: getpriority of the worker "
+			    "zygote (pid %d): %s", (int)z->pid, strerror(errno));
+		return;
+	}
+	if (now >= nice)
+		return;
+	if (setpriority(PRIO_PROCESS, (id_t)z->pid, nice) < 0)
+		log_warning("the workers run at nice %d, not %d (worker_nice): setpriority of the "
+			    "worker zygote (pid %d): %s", now, nice, (int)z->pid, strerror(errno));
+}
+
 /* Waits until fd is readable, at most timeout_ms. 0, -ETIMEDOUT or -errno. */
 static int wait_readable(int fd, uint32_t timeout_ms)
 {
@@ -161,7 +181,8 @@ static void on_exits(uv_poll_t *h, int status, int events)
 }
 
 int zygote_start(uv_loop_t *loop, const char *program, int arena_fd, uint32_t timeout_ms,
-		 const struct zygote_ops *ops, struct zygote **out, char *err, size_t err_cap)
+		 int nice, const struct zygote_ops *ops, struct zygote **out, char *err,
+		 size_t err_cap)
 {
 	struct zygote *z = calloc(1, sizeof(*z));
 	if (!z)
@@ -192,6 +213,7 @@ int zygote_start(uv_loop_t *loop, const char *program, int arena_fd, uint32_t ti
 		snprintf(err, err_cap, "the worker zygote: %s --zygote: %s", program, strerror(-rc));
 		goto close_ours;
 	}
+	lower_priority(z, nice);
 	struct zygote_ready ready;
 	ssize_t n = 0;
 	rc = wait_readable(z->req_fd, timeout_ms);

@@ -4,9 +4,12 @@
  * arena after it is sealed against new writable mappings (shm/arena.h).
  *
  * At start, before the seal: zygote_start runs `PROGRAM --zygote --parent
- * PID` with fork+exec, the arena's read-write fd on its descriptor 3, and
- * waits (blocking, at most timeout_ms) until it says it has mapped the
- * arena. Then the master seals the arena. From then on:
+ * PID` with fork+exec, the arena's read-write fd on its descriptor 3,
+ * lowers its priority to the workers' nice value before it can fork
+ * (every worker inherits it, so each gets it exactly once, and the
+ * daemon's own threads keep theirs), and waits (blocking, at most
+ * timeout_ms) until it says it has mapped the arena. Then the master
+ * seals the arena. From then on:
  *  - zygote_fork asks it for worker `index` and waits for the answer (it
  *    forks at once): the pid, and a pidfd to signal it by (no pid reuse
  *    can redirect a kill: the master is not the worker's parent).
@@ -39,12 +42,15 @@ struct zygote_ops {
 	void (*lost)(void *ctx, const char *why);
 };
 
-/* Starts the zygote from program (its argv[0] in logs) with arena_fd, and
- * waits for it to hold its mapping; then watches it on loop. 0, or -errno
- * with err (-ETIMEDOUT: not ready in timeout_ms; -ECHILD: it exited first,
- * err says how). */
+/* Starts the zygote from program (its argv[0] in logs) with arena_fd at
+ * nice value `nice` (config worker_nice; one already lower in priority is
+ * left as it is, and one that cannot be lowered is logged once and goes
+ * on), and waits for it to hold its mapping; then watches it on loop. 0,
+ * or -errno with err (-ETIMEDOUT: not ready in timeout_ms; -ECHILD: it
+ * exited first, err says how). */
 int zygote_start(uv_loop_t *loop, const char *program, int arena_fd, uint32_t timeout_ms,
-		 const struct zygote_ops *ops, struct zygote **out, char *err, size_t err_cap);
+		 int nice, const struct zygote_ops *ops, struct zygote **out, char *err,
+		 size_t err_cap);
 
 /* Forks worker `index` with its two eventfds (command, completion). 0 with
  * *pid and *pidfd (-1 without pidfd_open: signal by pid then), or -errno

@@ -1,14 +1,16 @@
 /*
  * batch: the scheduler's bottom layer (sched_impl.h): a client's stream
  * of batches (the next batch, where it sits, its READY), the staging
- * slots' freeing and lookup, the stages' clock and figures, and samples
- * named for messages. Calls nothing else of daemon/sched.
+ * slots' freeing and lookup, the stages' clock and figures, its data wait
+ * and GPU share (gpushare.h), and samples named for messages. Calls
+ * nothing else of daemon/sched but gpushare.c.
  */
 #include <assert.h>
 #include <inttypes.h>
 #include <stdio.h>
 
 #include "common/clock.h"
+#include "common/log.h"
 #include "common/position.h"
 #include "daemon/sched/sched_impl.h"
 
@@ -116,4 +118,70 @@ void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t sp
 	char where[2200];
 	snprintf(buf, cap, "pipeline \"%s\" sample %" PRIu64 ": %s", src->cfg->name, sample,
 		 source_sample_where(src, s->arena, pipeline, split, sample, where, sizeof(where)));
+}
+
+void sched_share_init(const struct sched *s, struct sched_client *c)
+{
+	const struct pipeline_cfg *cfg = s->sources[c->pipeline].cfg;
+	enum gpushare_mode mode = cfg->decode == DECODE_GPU ? GPUSHARE_GPU :
+				  cfg->decode == DECODE_CPU ? GPUSHARE_CPU : GPUSHARE_AUTO;
+	gpushare_init(&c->share, mode, cfg->gpu_decode_percent / 100.0, c->depth, sched_now_ns());
+}
+
+/* c's own share: none while its GPU does not decode its images. */
+static double client_share(const struct sched_client *c)
+{
+	return c->gpu_decode ? c->share.share : 0.0;
+}
+
+void sched_share_note(const struct sched *s, struct sched_client *c, uint64_t wait_ns)
+{
+	double was = client_share(c);
+	enum gpushare_event ev = gpushare_release(&c->share, wait_ns, sched_now_ns(), c->gpu_decode);
+	const struct gpushare *g = &c->share;
+	double now = client_share(c);
+	if (ev == GPUSHARE_SAME)
+		return;
+	const char *name = s->sources[c->pipeline].cfg->name;
+	double window_s = (double)g->window_ns / 1e9;
+	if (ev == GPUSHARE_UNDONE && now < was)
+		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f, "
+			 "at most %.2f for a while: more share did not shorten its data wait (%.1f%% of "
+			 "its time at %.2f, %.1f%% at %.2f): the GPU's engines, not the workers, are what "
+			 "it waits for", c->session, (int)c->pid, name, was, now, g->ceiling,
+			 100 * g->judged_frac, now, 100 * g->frac, was);
+	else if (ev == GPUSHARE_UNDONE)
+		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f: "
+			 "less share did not shorten its data wait either (%.1f%% of its time at %.2f, "
+			 "%.1f%% at %.2f)", c->session, (int)c->pid, name, was, now, 100 * g->frac, was,
+			 100 * g->judged_frac, now);
+	else if (ev == GPUSHARE_RAISED && (was == 0.0 || now >= g->max))
+		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f%s: "
+			 "it waited for data %.1f%% of its last %.2f s, the workers fall behind it",
+			 c->session, (int)c->pid, name, was, now,
+			 now >= g->max ? ", the most (gpu_decode_percent)" : "", 100 * g->frac, window_s);
+	else if (ev == GPUSHARE_LOWERED && now == 0.0)
+		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share back to 0: it "
+			 "has not waited for data for %.1f s; the workers decode all its images",
+			 c->session, (int)c->pid, name, (double)g->quiet_ns / 1e9);
+	else
+		log_debug("client %" PRIu64 " (pid %d): GPU decoding share %.2f -> %.2f (data wait %.1f%% "
+			  "of %.2f s)", c->session, (int)c->pid, was, now, 100 * g->frac, window_s);
+}
+
+uint32_t sched_share_units(const struct sched_client *c)
+{
+	double share = client_share(c);
+	for (uint32_t i = 0; c->group && i < c->group->size; i++) {
+		const struct sched_client *m = c->group->members[i];
+		if (m && client_share(m) > share)
+			share = client_share(m);
+	}
+	return gpushare_units(share);
+}
+
+int sched_share_text(const struct sched_client *c, char *buf, size_t cap)
+{
+	return snprintf(buf, cap, " gpu_share %.2f wait_ms %" PRIu64 " wait_pct %.1f", client_share(c),
+			c->share.wait_ns / 1000000, 100 * gpushare_wait_fraction(&c->share, sched_now_ns()));
 }

@@ -179,6 +179,8 @@ void sched_pump(struct sched *s)
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
 		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
+		cmd.gpu_share = sched_share_units(c); /* of now: the client's latest wait */
+		cmd.reserved = 0;
 		cmd.split = c->split;
 		cmd.epoch = sl->pos.epoch;
 		for (uint32_t i = 0; !sl->blend && i < it->count; i++) {

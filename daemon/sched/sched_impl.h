@@ -16,7 +16,9 @@
  *   batchfail.c   bad samples, failed batches and streams
  *   group.c       tensor-parallel groups
  *   batch.c       a client's next batch, slots freed and found, the
- *                 stages' figures, samples named
+ *                 stages' figures, its data wait and GPU share, samples
+ *                 named
+ *   gpushare.c    the GPU share's rule (pure; gpushare.h)
  *
  * After anything that may free a slot or a client's room, an entry
  * point calls sched_fill; a lower file never does (devpath_release says
@@ -34,6 +36,7 @@
 #include "common/escape.h"
 #include "common/sampler.h"
 #include "daemon/source/docorder.h"
+#include "daemon/sched/gpushare.h"
 #include "daemon/sched/sched.h"
 
 enum slot_state {
@@ -140,6 +143,7 @@ struct sched_client {
 	uint32_t in_flight; /* batches started and not yet released */
 	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
 	struct stage_sums stages;
+	struct gpushare share; /* its data wait, and the GPU's share of its images (batch.c) */
 	bool failed;
 	/* device delivery (devpath.c) */
 	bool device;
@@ -239,6 +243,21 @@ bool sched_stream_ended(const struct sched_client *c);
 /* sched_describe_sample for a sample of a known split. */
 void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
 				 uint64_t sample, char *buf, size_t cap);
+/* Client c's GPU share, by its pipeline's decode and gpu_decode_percent
+ * (gpushare.h), from its attach on. */
+void sched_share_init(const struct sched *s, struct sched_client *c);
+/* A RELEASE of c's that waited wait_ns (proto_release.wait_ns): into c's
+ * share, which adapts while c's GPU decodes its images (c->gpu_decode); a
+ * notable change is logged (leaving 0, reaching the most, back to 0, taken
+ * back), the others at debug. */
+void sched_share_note(const struct sched *s, struct sched_client *c, uint64_t wait_ns);
+/* The share c's work items carry (work_cmd.gpu_share): c's own, 0 while
+ * its GPU does not decode; a group's, the largest of its members' (each
+ * member's follows its own waits). */
+uint32_t sched_share_units(const struct sched_client *c);
+/* " gpu_share S wait_ms W wait_pct P" for c's status line: its share now,
+ * its data wait in all and as a percent of its time attached. */
+int sched_share_text(const struct sched_client *c, char *buf, size_t cap);
 
 /* ---- group.c ---- */
 

@@ -207,6 +207,7 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 	c->epoch = epoch;
 	c->g = g;
 	c->segment_batches = sampler_batches(&smp, g);
+	sched_share_init(s, c);
 	rc = group_join(s, c, hello, err, cap);
 	if (rc < 0) {
 		free(c);
@@ -263,15 +264,16 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 			break;
 		}
 	}
-	char stages[128];
+	char stages[128], share[96];
 	sched_stage_text(c, stages, sizeof(stages));
+	sched_share_text(c, share, sizeof(share));
 	struct status_text *gpu = NULL; /* the GPU thread's figures of a device client */
 	if (c->device && c->pc && (gpu = malloc(sizeof(*gpu)))) {
 		status_init(gpu);
 		s->gpu.describe_client(c->pc, gpu);
 	}
-	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches; per batch:%s%.300s",
-		 c->session, (int)c->pid, c->released, stages, gpu ? gpu->buf : "");
+	log_info("client %" PRIu64 " (pid %d) detached after %" PRIu64 " batches; per batch:%s%.300s%s",
+		 c->session, (int)c->pid, c->released, stages, gpu ? gpu->buf : "", share);
 	free(gpu);
 	c->conn = NULL;
 	if (c->device)
@@ -284,16 +286,20 @@ void sched_detach(struct sched *s, struct sched_client *c, bool handles_closed)
 void sched_release(struct sched *s, struct sched_client *c, const struct proto_release *r)
 {
 	if (c->device) {
-		if (devpath_release(c, r))
+		if (devpath_release(c, r)) {
+			sched_share_note(s, c, r->wait_ns);
 			sched_fill(s);
+		}
 		return;
 	}
 	if (c->group) {
-		if (group_release(s, c, r))
+		if (group_release(s, c, r)) {
+			sched_share_note(s, c, r->wait_ns);
 			sched_fill(s);
-		else
+		} else {
 			log_debug("client %" PRIu64 ": stale or duplicate RELEASE of slot %u generation "
 				  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
+		}
 		return;
 	}
 	struct slot *sl = r->slot < s->n_slots ? &s->slots[r->slot] : NULL;
@@ -307,6 +313,7 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 	sched_slot_free(s, sl);
 	c->in_flight--;
 	c->released++;
+	sched_share_note(s, c, r->wait_ns);
 	sched_fill(s);
 }
 
@@ -332,6 +339,9 @@ void session_describe(const struct sched *s, struct status_text *t)
 			      s->sources[c->pipeline].cfg->name, splits ? " split " : "",
 			      splits ? split_name(c->split) : "", c->sampler.rank, c->sampler.world,
 			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
+		char share[96];
+		sched_share_text(c, share, sizeof(share));
+		status_printf(t, "%s", share);
 		char stages[128], group[ESCAPE_SIZE(PROTO_GROUP_MAX - 1) + 64];
 		group_status_text(c, group, sizeof(group));
 		sched_stage_text(c, stages, sizeof(stages));

@@ -70,8 +70,6 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, bool 
 		/* After the tensors, a descriptor per row; each row's JPEG in the
 		 * row itself, or, when max_image_bytes is more than a row holds,
 		 * after the descriptors. */
-		ip->gpu_share = cfg->decode == DECODE_GPU ? 1.0f :
-				(float)cfg->gpu_decode_percent / 100.0f;
 		ip->gpu_check = cfg->gpu_decode_check == GPU_CHECK_ENTROPY ?
 					ARENA_GPU_CHECK_ENTROPY : ARENA_GPU_CHECK_STRUCTURE;
 		ip->gpu_desc_offset = out->batch_bytes;

@@ -234,7 +234,7 @@ _US = r"(\d+\.\d)"  # a stage's mean, in microseconds
 _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" pipeline (\S+)"
                         r"(?: split \w+)? rank (\d+) "
                         r"world (\d+) depth (\d+) epoch (\d+) sent (\d+) released (\d+) in_flight (\d+) "
-                        r"staging (\d+)"
+                        r"staging (\d+) gpu_share (\d\.\d\d) wait_ms (\d+) wait_pct (\d+\.\d)"
                         r"(?: group \"((?:[^\"\\]|\\.)*)\" group_size (\d+) joined (\d+)(?: (waiting|ended))?)?"
                         r" fill_us " + _US + " order_us " + _US + " gpu_us " + _US +
                         " held_us " + _US +
@@ -350,7 +350,9 @@ def parse_status(text):
         if left_out("clients", k, n_clients):
             break
         m = expect(_CLIENT_RE, "client")
-        g = m.groups()
+        g = list(m.groups())
+        share = g[12:15]  # gpu_share, wait_ms, wait_pct: after staging
+        del g[12:15]
         st["clients"].append({
             "id": int(g[0]), "pid": int(g[1]), "name": g[2], "pipeline": g[3], "rank": int(g[4]),
             "world": int(g[5]), "depth": int(g[6]), "epoch": int(g[7]), "sent": int(g[8]),
@@ -364,6 +366,7 @@ def parse_status(text):
                           "copy": None if g[26] is None else float(g[26])},
             "gpu": g[20], "thread": g[21], "stream_depth": None if g[22] is None else int(g[22]),
             "bytes_moved": None if g[23] is None else int(g[23]), "path": g[24],
+            "gpu_share": float(share[0]), "wait_ms": int(share[1]), "wait_pct": float(share[2]),
             # a client that decodes its GPU's JPEGs itself: what its DECODEDs said
             "client_decode": None if g[27] is None else dict(zip(
                 ("batches", "gpu", "cpu", "bad", "submit_us"), (int(x) for x in g[27:32])))})

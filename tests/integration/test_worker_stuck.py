@@ -117,7 +117,9 @@ def strike_out(env):
     cfg = env.config("strike", {"p": {"source": "imagefolder:" + root, "batch_size": 1, "chunk": 1,
                                       "shuffle": "false", "transform": "resize(16) center_crop(16)",
                                       "max_decode_ms": TIMEOUT_MS - 100}},
-                     workers=2, worker_timeout_ms=TIMEOUT_MS)
+                     # at normal priority: at the default worker_nice, a machine busy with
+                     # other tests can slow a 0.1 s decode past the 1 s watchdog
+                     workers=2, worker_timeout_ms=TIMEOUT_MS, worker_nice=0)
     d = env.start_daemon(cfg)
     halt = threading.Event()
     stopped = set()

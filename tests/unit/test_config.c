@@ -56,6 +56,7 @@ static void test_defaults(void **state)
 		assert_int_equal(cfg->handshake_timeout_ms, 5000);
 		assert_int_equal(cfg->max_handshakes, 64);
 		assert_int_equal(cfg->group_timeout_ms, 600000);
+		assert_int_equal(cfg->worker_nice, 10);
 		assert_string_equal(cfg->worker_program, "");
 		assert_int_equal(cfg->log_level, LOG_LEVEL_INFO);
 		assert_int_equal(cfg->n_pipelines, 0);
@@ -264,7 +265,7 @@ static void test_decode_keys(void **state)
 	assert_int_equal(load_text(img), 0);
 	const struct pipeline_cfg *pl = &cfg->pipelines[0];
 	assert_int_equal(pl->decode, DECODE_AUTO);
-	assert_int_equal(pl->gpu_decode_percent, GPU_DECODE_PERCENT_DEFAULT);
+	assert_int_equal(pl->gpu_decode_percent, 100);
 	assert_int_equal(pl->max_image_bytes, 0);
 	assert_int_equal(pl->gpu_decode_check, GPU_CHECK_STRUCTURE);
 	assert_int_equal(cfg->gpu_decode_memory, 512ull << 20);
@@ -314,6 +315,23 @@ static void test_decode_keys(void **state)
 	snprintf(text, sizeof(text), "[daemon]\ngpu = off\n%s", img);
 	assert_int_equal(load_text(text), 0);
 	assert_int_equal(cfg->pipelines[0].decode, DECODE_CPU);
+}
+
+/* worker_nice: 0..19, 10 by default; a value outside names the key and
+ * its line. */
+static void test_worker_nice(void **state)
+{
+	(void)state;
+	assert_int_equal(load_text("[daemon]\nworker_nice = 0\n"), 0);
+	assert_int_equal(cfg->worker_nice, 0);
+	assert_int_equal(load_text("[daemon]\nworkers = 2\nworker_nice = 19\n"), 0);
+	assert_int_equal(cfg->worker_nice, 19);
+	assert_int_equal(config_key_line(cfg, NULL, "worker_nice"), 3);
+	expect_error("[daemon]\nworkers = 2\nworker_nice = 20\n", 3, "[daemon] worker_nice: ");
+	expect_error("[daemon]\nworker_nice = -1\n", 2, "[daemon] worker_nice: ");
+	expect_error("[daemon]\nworker_nice = low\n", 2, "[daemon] worker_nice: ");
+	expect_error("[pipeline.r]\nsource = raw:/r\nbatch_size = 1\nrecord_bytes = 4\n"
+		     "worker_nice = 5\n", 5, "worker_nice");
 }
 
 /* A default default_depth yields to a smaller max_depth; an explicit one
@@ -850,6 +868,7 @@ int main(void)
 		cmocka_unit_test(test_images),
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_decode_keys),
+		cmocka_unit_test(test_worker_nice),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
 		cmocka_unit_test(test_diff),

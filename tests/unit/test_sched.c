@@ -14,7 +14,8 @@
  * epoch while batches of the next epoch have started (device path and a
  * group's leader); groups (one read
  * for all members, refcounted slots, agreement, a member that dies or
- * says BYE, a group on the device path).
+ * says BYE, a group on the device path); the GPU share the items carry,
+ * from the data wait RELEASEs report, and the status line that shows both.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -782,6 +783,99 @@ static void test_group_device_refused(void **state)
 	world_free(w);
 }
 
+/* A client's GPU share and data wait, from its status line. */
+static void client_share(struct world *w, int id, double *share, unsigned long long *wait_ms)
+{
+	struct status_text *t = malloc(sizeof(*t));
+	status_init(t);
+	sched_describe(w->s, t);
+	char key[32];
+	snprintf(key, sizeof(key), "  client %d ", id);
+	const char *line = strstr(t->buf, key);
+	assert_non_null(line);
+	const char *at = strstr(line, " gpu_share ");
+	assert_non_null(at);
+	double pct;
+	assert_int_equal(sscanf(at, " gpu_share %lf wait_ms %llu wait_pct %lf", share, wait_ms, &pct),
+			 3);
+	assert_true(pct >= 0 && pct <= 100);
+	free(t);
+}
+
+/* Batches of client sc: items completed (k: those done so far), copies
+ * landed (device; copy: those landed), each READY released (r: those
+ * released) step_us later, saying it waited wait_ns. */
+static void steps(struct world *w, struct sched_client *sc, struct conn *a, int *k, int *copy,
+		  int *r, int batches, long step_us, uint64_t wait_ns)
+{
+	for (int b = 0; b < batches; b++) {
+		while (*k < pool_fake.n)
+			complete(w, (*k)++);
+		for (; *copy < gpu_fake.copies; (*copy)++) {
+			w->answers.landed(w->answers.sched, sc, gpu_fake.copy[*copy].d);
+			w->answers.staging_free(w->answers.sched, gpu_fake.copy[*copy].slot,
+						gpu_fake.copy[*copy].gen);
+		}
+		assert_true(*r < a->n_ready);
+		usleep((useconds_t)step_us);
+		const struct proto_ready *ready = &a->ready[(*r)++];
+		struct proto_release rel = {.seq = ready->seq, .slot = ready->slot,
+					    .generation = ready->generation, .wait_ns = wait_ns};
+		sched_release(w->s, sc, &rel);
+	}
+}
+
+/* The GPU share the work items carry: a device client whose GPU decodes
+ * starts at 0; RELEASEs that say it waited half its time raise it, the
+ * items after carry it, and its status line shows it with its wait. A host
+ * client's waits show, but its items never leave rows to a GPU. */
+static void test_gpu_share(void **state)
+{
+	struct world *w = world_new(SLOTS, true);
+	w->cfg.pipelines[0].gpu_decode_percent = 100; /* decode = auto, up to all */
+	struct conn a = {0};
+	struct sched_client *sc = attach(w, &a, 0, 1, 2, true);
+	struct proto_device dev = {.slots = 2, .slot_bytes = 4096, .ring_bytes = 2 * 4096};
+	w->answers.attached(w->answers.sched, sc, &gpu_fake.pcs[0], 0, NULL, &dev, false, true);
+	assert_int_equal(a.attached, 1);
+	assert_true(pool_fake.n > 0);
+	for (int i = 0; i < pool_fake.n; i++)
+		assert_true(pool_fake.cmds[i].flags == WORK_CMD_GPU_DECODE &&
+			    pool_fake.cmds[i].gpu_share == 0);
+	int k = 0, copy = 0, r = 0, first_raised = -1;
+	for (int b = 0; b < 40 && first_raised < 0; b++) {
+		steps(w, sc, &a, &k, &copy, &r, 1, 6000, 3000000);
+		for (int i = 0; i < pool_fake.n && first_raised < 0; i++)
+			if (pool_fake.cmds[i].gpu_share > 0)
+				first_raised = i;
+	}
+	assert_true(first_raised > 0);
+	/* f = 50% (less on a busy machine): the share that keeps up is about 0.5 */
+	assert_true(pool_fake.cmds[first_raised].gpu_share > WORK_GPU_SHARE_ONE / 10 &&
+		    pool_fake.cmds[first_raised].gpu_share < WORK_GPU_SHARE_ONE * 3 / 4);
+	double share;
+	unsigned long long wait_ms;
+	client_share(w, 1, &share, &wait_ms);
+	assert_true(share > 0.1 && share < 0.75);
+	assert_true(wait_ms >= 10);
+	sched_detach(w->s, sc, false);
+	w->answers.retired(w->answers.sched, sc);
+	world_free(w);
+
+	w = world_new(SLOTS, false);
+	struct conn h = {0};
+	sc = attach(w, &h, 0, 1, 2, false);
+	k = copy = r = 0;
+	steps(w, sc, &h, &k, &copy, &r, 30, 6000, 3000000);
+	for (int i = 0; i < pool_fake.n; i++)
+		assert_true(pool_fake.cmds[i].flags == 0 && pool_fake.cmds[i].gpu_share == 0);
+	client_share(w, 1, &share, &wait_ms);
+	assert_true(share == 0.0);
+	assert_int_equal(wait_ms, 30 * 3);
+	sched_detach(w->s, sc, true);
+	world_free(w);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -797,6 +891,7 @@ int main(void)
 		cmocka_unit_test(test_group_bye),
 		cmocka_unit_test(test_group_device),
 		cmocka_unit_test(test_group_device_refused),
+		cmocka_unit_test(test_gpu_share),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

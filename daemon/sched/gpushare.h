@@ -1,0 +1,129 @@
+/*
+ * gpushare: how much of a client's JPEG decoding its GPU takes, driven by
+ * the client's data wait (docs/config.md, "The split between the workers
+ * and the engines").
+ *
+ * The workers decode what they keep up with; the GPU's engines take a
+ * share of the rows only while the client waits for data, because every
+ * image the engines decode costs the training beside them GPU time. Each
+ * RELEASE says how long the client's call for that batch waited, no batch
+ * being ready (proto_release.wait_ns); the controller turns those waits
+ * into the share of the client's next work items (work_cmd.gpu_share).
+ *
+ * The rule, per client (decode = auto; the constants are gpushare.c's):
+ *  - It starts at 0. The first RELEASE only starts the clock (its batch
+ *    was the pipeline's first: a latency, not a rate), and the next
+ *    2 x depth are not measured either (batches begun together at attach).
+ *  - Waits and the time between RELEASEs are summed over a window of at
+ *    least max(8, depth) RELEASEs and 50 ms; the window's wait fraction
+ *    is f = waits / time. An interval longer than max(1 s, 8 x the usual
+ *    one) is a pause of the client (evaluation, a checkpoint, a debugger):
+ *    neither its time nor its wait counts, and nothing changes; a client
+ *    that sends no RELEASE changes nothing either.
+ *  - f above 1%: the workers fall behind the model by f of its rate. With
+ *    the workers' rate C spread over the rows left to them, a share s
+ *    delivers C / (1 - s), so the share that would just keep up is
+ *    s + f (1 - s); the share is raised to that at once, plus 0.02 of
+ *    headroom, capped at the most (gpu_decode_percent). The batches
+ *    already begun (depth of them) carry the old share, and those after
+ *    them start from an empty queue: the next 2 x depth RELEASEs are not
+ *    measured, and a share raised to is measured over two windows, so
+ *    each step is judged on its own effect.
+ *  - Raises in a row that do not shorten the wait (after two of them, or
+ *    one stopped by a cap of the rule below: the wait is not under 85% of
+ *    the shortest measured in the row, that shortest being 5% or more;
+ *    the wait that started the row counts for 90% of itself, as a window
+ *    is taken for its high wait) mean the engines, not the workers, are
+ *    what the client waits for (a GPU busy training decodes slowly). The
+ *    share goes back to where the wait was shortest and stays below the
+ *    middle of that and the next share tried for 60 s (that cap then
+ *    rises by 0.1 a minute). When the shortest wait was where the raises
+ *    began, half a step below is tried, in case that was past the best
+ *    already: kept (and the cap brought down to the middle) when the wait
+ *    there is no longer (within 1%), else taken back. Repeated, the steps
+ *    halve, and the share settles near where the engines and the workers
+ *    together deliver most (the waits of a window are noisy: within a few
+ *    points of the best wait, never above that with no GPU decoding, in
+ *    tests/unit/test_gpushare.c). A single raise is not judged: it may
+ *    answer a wait not yet seen whole (the batches ahead were still
+ *    running out when it was measured). A raise under 0.01 is not made.
+ *  - f at most 0.25% for 2 s in a row (the measured windows): the share is
+ *    lowered by 0.02 per second after that, so a model slower than the
+ *    workers returns to none, and one faster keeps only its excess (the
+ *    batches prepared ahead hide the slow descent until the wait shows
+ *    again, which raises it back: a sawtooth of a few hundredths).
+ *    Between 0.25% and 1% nothing changes.
+ * decode = cpu: 0, and decode = gpu: 1, always, whatever the waits.
+ *
+ * Pure: no clock, no log, no allocation; the caller passes the time.
+ */
+#ifndef LDR_DAEMON_GPUSHARE_H
+#define LDR_DAEMON_GPUSHARE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+enum gpushare_mode {
+	GPUSHARE_CPU,  /* decode = cpu: 0 */
+	GPUSHARE_GPU,  /* decode = gpu: 1 */
+	GPUSHARE_AUTO, /* decode = auto: adapted, 0..max */
+};
+
+/* What a RELEASE did to the share. */
+enum gpushare_event {
+	GPUSHARE_SAME,
+	GPUSHARE_RAISED,  /* the client waited: frac of window_ns */
+	GPUSHARE_LOWERED, /* no wait for a while */
+	GPUSHARE_UNDONE,  /* raises, or a share tried below them, that did not
+			   * shorten the wait (judged_frac before, frac after):
+			   * taken back */
+};
+
+struct gpushare {
+	enum gpushare_mode mode;
+	double max;        /* the most it may be */
+	uint32_t depth;    /* the client's batches prepared ahead */
+	double share;      /* now: of the rows the GPU could take, those it gets */
+	/* all of the client's RELEASEs, for status */
+	uint64_t start_ns;
+	uint64_t wait_ns;
+	uint64_t releases;
+	/* the controller */
+	uint64_t last_ns;      /* previous RELEASE, 0 before the first */
+	uint64_t interval_ns;  /* usual time between RELEASEs (moving mean), 0 unknown */
+	uint32_t settle;       /* RELEASEs still not measured */
+	uint32_t win_n;
+	uint64_t win_wait_ns, win_ns;
+	uint64_t quiet_ns;     /* measured time without a wait, in a row */
+	uint32_t streak;       /* raises in a row, the wait not shortened yet */
+	double streak_from;    /* the share before the first */
+	double best_share, best_frac; /* of its shares, the one with the shortest wait */
+	double above_best;     /* the share tried after that one, < 0 none */
+	bool probing;          /* a share below probe_from, tried after raises from there */
+	double probe_from, probe_frac;
+	double ceiling;        /* a raise goes at most to this (max when none) ... */
+	uint64_t ceiling_until_ns; /* ... until then, when it rises a step */
+	/* the last window measured, for messages */
+	double frac;
+	double judged_frac;    /* GPUSHARE_UNDONE: the shortest wait before */
+	uint64_t window_ns;
+};
+
+/* A client attached at now_ns. max: decode = auto's cap (gpu_decode_percent
+ * / 100), clamped to 0..1; the other modes fix their own. depth >= 1. */
+void gpushare_init(struct gpushare *g, enum gpushare_mode mode, double max, uint32_t depth,
+		   uint64_t now_ns);
+
+/* A RELEASE at now_ns whose batch the client waited wait_ns for. adapt:
+ * the client's GPU decodes what the workers leave it; when false the share
+ * is not changed (the waits are still counted). */
+enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns,
+				     bool adapt);
+
+/* The share in 1/WORK_GPU_SHARE_ONE (work_cmd.gpu_share) of a share 0..1. */
+uint32_t gpushare_units(double share);
+
+/* Of the time since the client attached, the part it waited for data. */
+double gpushare_wait_fraction(const struct gpushare *g, uint64_t now_ns);
+
+#endif
