@@ -731,8 +731,8 @@ def parse_args():
     ap.add_argument("--decode", default="cpu,gpu,auto",
                     help="the pipeline's decode values to measure, each a daemon of its own "
                     "(default cpu,gpu,auto; --host: cpu)")
-    ap.add_argument("--gpu-decode-percent", type=int, default=80,
-                    help="the pipeline's gpu_decode_percent, for --decode auto (default 80)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=100,
+                    help="the pipeline's gpu_decode_percent, for --decode auto (default 100, the config's)")
     ap.add_argument("--gpu-decode-threads", type=int,
                     help="the daemon's gpu_decode_threads (default: the daemon's)")
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),

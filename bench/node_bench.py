@@ -324,7 +324,7 @@ def parse_args(gpus):
     ap.add_argument("--models", default="resnet50", help="from %s (default resnet50)" % ",".join(train_bench.MODELS))
     ap.add_argument("--loaders", default=",".join(train_bench.LOADERS), help="default %s" % ",".join(train_bench.LOADERS))
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="gpu", help="loaderd's decode (default gpu)")
-    ap.add_argument("--gpu-decode-percent", type=int, default=80, help="with --decode auto (default 80)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=100, help="with --decode auto (default 100, the config's)")
     ap.add_argument("--gpu-decode-memory", help="loaderd's gpu_decode_memory (default: the daemon's)")
     ap.add_argument("--gpu-decode-threads", type=int, help="loaderd's gpu_decode_threads (default: the daemon's)")
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"),

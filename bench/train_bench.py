@@ -239,8 +239,8 @@ def parse_args():
     ap.add_argument("--device", type=int, default=0, help="CUDA device ordinal (default 0)")
     ap.add_argument("--decode", choices=("cpu", "gpu", "auto"), default="auto",
                     help="the loaderd pipeline's decode (default auto, loaderd's default)")
-    ap.add_argument("--gpu-decode-percent", type=int, default=80,
-                    help="its gpu_decode_percent with --decode auto (default 80)")
+    ap.add_argument("--gpu-decode-percent", type=int, default=100,
+                    help="its gpu_decode_percent with --decode auto (default 100, the config's)")
     a = ap.parse_args()
     a.model_list = [x.strip() for x in a.models.split(",") if x.strip()]
     a.loader_list = [x.strip() for x in a.loaders.split(",") if x.strip()]
