@@ -321,7 +321,7 @@ def parse_args():
     ap.add_argument("--size", type=int, default=224, help="random_resized_crop's size (default 224)")
     ap.add_argument("--workers", type=int, default=15, help="loaderd's workers (default 15)")
     ap.add_argument("--gpu-decode-percent", type=int, default=100,
-                    help="its gpu_decode_percent with --decode auto (default 80)")
+                    help="its gpu_decode_percent with --decode auto (default 100, the config's)")
     ap.add_argument("--gpu-decode-threads", type=int, default=4, help="default 4")
     ap.add_argument("--gpu-decode-helpers", choices=("threads", "processes"), default="processes",
                     help="default processes")
