@@ -28,6 +28,8 @@ enum job_state { JOB_FREE, JOB_QUEUED, JOB_DONE };
 struct job {
 	enum job_state state;
 	uint64_t seq;
+	uint64_t order;     /* its place among the batches queued (not every batch has rows
+			     * to decode: seqs have gaps) */
 	uint32_t slot, rows;
 	uint8_t *dst;
 	uint64_t staging_offset;
@@ -57,7 +59,8 @@ struct decoder {
 	int open_rc;                       /* the thread's open: 1 pending, then 0 or -errno */
 	char open_err[DECODE_TEXT_MAX];
 	struct job *jobs;                  /* cfg.slots of them, job seq % slots */
-	uint64_t next_run;                 /* the seq the thread takes next */
+	uint64_t queued;                   /* jobs queued so far */
+	uint64_t next_run;                 /* the order of the job the thread takes next */
 	clockid_t thread_clock;
 	bool have_clock;
 
@@ -320,8 +323,11 @@ static void *decoder_main(void *arg)
 	snprintf(d->open_err, sizeof(d->open_err), "%s", err);
 	pthread_cond_broadcast(&d->cv);
 	while (rc == 0 && !d->stop) {
-		struct job *j = &d->jobs[d->next_run % d->cfg.slots];
-		if (j->state != JOB_QUEUED || j->seq != d->next_run) {
+		struct job *j = NULL;
+		for (uint32_t k = 0; k < d->cfg.slots && !j; k++)
+			if (d->jobs[k].state == JOB_QUEUED && d->jobs[k].order == d->next_run)
+				j = &d->jobs[k];
+		if (!j) {
 			pthread_cond_wait(&d->cv, &d->mu);
 			continue;
 		}
@@ -433,8 +439,8 @@ int decoder_submit(struct decoder *d, uint64_t seq, uint32_t slot, void *dst,
 		rc = errtext(err, cap, -EPROTO, "bad READY: batch %" PRIu64 " to decode while batch %"
 			     PRIu64 " is not taken yet", seq, j->seq);
 	} else {
-		*j = (struct job){.state = JOB_QUEUED, .seq = seq, .slot = slot, .rows = rows,
-				  .dst = dst, .staging_offset = staging_offset};
+		*j = (struct job){.state = JOB_QUEUED, .seq = seq, .order = d->queued++, .slot = slot,
+				  .rows = rows, .dst = dst, .staging_offset = staging_offset};
 		pthread_cond_broadcast(&d->cv);
 	}
 	pthread_mutex_unlock(&d->mu);

@@ -122,7 +122,7 @@ MEAN = (0.485, 0.456, 0.406)
 STD = (0.229, 0.224, 0.225)
 LOSS_EVERY = 50          # steps between loss.item() calls
 DEFAULT_CLASSES = 1000   # when neither the data nor --classes says
-MODELS = ("resnet18", "resnet50")
+MODELS = ("resnet18", "resnet50", "vit_b_16")
 
 
 class ExampleError(Exception):

@@ -153,6 +153,28 @@ def body(env):
                  "client decode %s with 2 workers against 4" % name)
     print("client decode: byte-identical across two runs (4 workers, then 2)")
 
+    # Batches with no row for the GPU between ones with rows (seqs with gaps
+    # among those the client decodes): a class of progressive files, which
+    # the workers decode, read first, in order.
+    mixed = env.path("mixed")
+    mkjpeg = harness.binary("mkjpeg")
+    for c, extra in (("a", ["--progressive"]), ("b", [])):
+        os.makedirs(os.path.join(mixed, c))
+        for i in range(24):
+            subprocess.run([mkjpeg, os.path.join(mixed, c, "%02d.jpg" % i), "--seed", str(i),
+                            "--width", "160", "--height", "120"] + extra, check=True)
+    d.stop()
+    mix = {"source": "imagefolder:" + mixed, "batch_size": 8, "seed": 3, "shuffle": "off",
+           "transform": "random_resized_crop(96) hflip(0.5)", "decode": "gpu", "layout": "nhwc",
+           "max_image_bytes": "256K"}
+    cfg = gpu_harness.gpu_config(env, "cdecode3", {"mixed": mix}, workers=2, device_slots=4)
+    d = gpu_harness.start_daemon(env, cfg)
+    os.environ["LOADERD_CLIENT_DECODE"] = "1"
+    dev = tgd.batches(loaderd, d.socket, "mixed", 0, torch)
+    host = tgd.batches(loaderd, d.socket, "mixed", "cpu", torch)
+    tgd.compare(torch, dev, host, "client decode, batches with and without rows to decode",
+                exact=False)
+
     # nvJPEG not loadable in a client (another process: this one has it
     # loaded for good): the daemon decodes, and the client says why not.
     script = env.path("no_nvjpeg_client.py")
