@@ -180,7 +180,7 @@ def body(env):
     script = env.path("no_nvjpeg_client.py")
     with open(script, "w") as f:
         f.write(NO_NVJPEG_CLIENT)
-    r = subprocess.run([sys.executable, script, d.socket, "gpu"], capture_output=True, text=True,
+    r = subprocess.run([sys.executable, script, d.socket, "mixed"], capture_output=True, text=True,
                        timeout=120, env=gpu_harness.proc_env({
                            "LOADERD_CLIENT_DECODE": "1",
                            "LOADERD_NVJPEG_LIBRARY": env.path("no-such-libnvjpeg.so.13")}))
