@@ -121,6 +121,30 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 	b->priv_generation = rd->generation;
 }
 
+/* The frame in c->msg when it ends the stream (ERROR, BYE): its -errno,
+ * with the text set; 0 for any other frame. -ETIMEDOUT and -EINTR say
+ * "nothing yet, call again": never the daemon's error, or a caller would
+ * call again for ever. */
+static int stream_end(struct ldr_client *c)
+{
+	if (c->msg.hdr.type == PROTO_BYE)
+		return client_error(c, -ECONNRESET, "daemon closed the connection");
+	if (c->msg.hdr.type != PROTO_ERROR)
+		return 0;
+	int r = client_daemon_error(c);
+	return r == -ETIMEDOUT || r == -EINTR ? -ECONNABORTED : r;
+}
+
+/* A wait of ldr_next that ended with nothing (-ETIMEDOUT, -EINTR): counted
+ * to the next batch handed out, and the caller may call again. */
+static int wait_ended_empty(struct ldr_client *c, int r, int timeout_ms, uint64_t t0)
+{
+	if (r == -ETIMEDOUT)
+		client_error(c, r, "no batch within %d ms", timeout_ms);
+	c->wait_carry += clock_mono_ns() - t0;
+	return r;
+}
+
 /* ---- a client that decodes (decode.h) ---- */
 
 /* Milliseconds left of timeout_ms (< 0: for ever) since t0. */
@@ -139,13 +163,7 @@ static int take_frame(struct ldr_client *c)
 {
 	struct proto_msg *msg = &c->msg;
 	int r;
-	if (msg->hdr.type == PROTO_ERROR || msg->hdr.type == PROTO_BYE) {
-		if (msg->hdr.type == PROTO_ERROR) {
-			r = client_daemon_error(c);
-			r = r == -ETIMEDOUT || r == -EINTR ? -ECONNABORTED : r;
-		} else {
-			r = client_error(c, -ECONNRESET, "daemon closed the connection");
-		}
+	if ((r = stream_end(c)) < 0) { /* handed out once the batches before it are */
 		c->deferred = r;
 		snprintf(c->deferred_text, sizeof c->deferred_text, "%s", c->error);
 		return 0;
@@ -214,12 +232,8 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 			return client_fail(c, c->deferred);
 		}
 		r = pump(c, remaining_ms(timeout_ms, t0));
-		if (r == -ETIMEDOUT)
-			client_error(c, r, "no batch within %d ms", timeout_ms);
-		if (r == -ETIMEDOUT || r == -EINTR) {
-			c->wait_carry += clock_mono_ns() - t0;
-			return r; /* nothing consumed: the caller may wait again */
-		}
+		if (r == -ETIMEDOUT || r == -EINTR)
+			return wait_ended_empty(c, r, timeout_ms, t0);
 		if (r < 0)
 			return client_fail(c, r);
 		waited = clock_mono_ns() - t0;
@@ -266,22 +280,12 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	struct proto_msg *msg = &c->msg;
 	uint64_t t0 = clock_mono_ns();
 	int r = client_recv_frame(c, timeout_ms, NULL);
-	if (r == -ETIMEDOUT)
-		client_error(c, r, "no batch within %d ms", timeout_ms);
-	if (r == -ETIMEDOUT || r == -EINTR) {
-		c->wait_carry += clock_mono_ns() - t0;
-		return r; /* nothing consumed: the caller may wait again */
-	}
+	if (r == -ETIMEDOUT || r == -EINTR)
+		return wait_ended_empty(c, r, timeout_ms, t0);
 	if (r < 0)
 		return client_fail(c, r);
-	if (msg->hdr.type == PROTO_ERROR) {
-		/* -ETIMEDOUT and -EINTR say "nothing yet, call again": never the
-		 * daemon's error, or a caller would call again for ever */
-		r = client_daemon_error(c);
-		return client_fail(c, r == -ETIMEDOUT || r == -EINTR ? -ECONNABORTED : r);
-	}
-	if (msg->hdr.type == PROTO_BYE)
-		return client_fail(c, client_error(c, -ECONNRESET, "daemon closed the connection"));
+	if ((r = stream_end(c)) < 0)
+		return client_fail(c, r);
 	if (msg->hdr.type != PROTO_READY)
 		return client_fail(c, client_error(c, -EPROTO, "unexpected %s frame from the daemon",
 						   proto_type_name(msg->hdr.type)));

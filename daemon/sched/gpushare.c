@@ -10,6 +10,7 @@
 #define RAISE_FRAC 0.01       /* a window's wait fraction above this raises the share */
 #define QUIET_FRAC 0.0025     /* at most this is a window without wait */
 #define HEADROOM 0.02         /* added to a raise, so the batches ahead fill again */
+#define RAISE_STEP_MAX 0.1    /* the most one raise adds (gpushare.h says why) */
 #define QUIET_NS 2000000000ull /* without wait this long before the share is lowered */
 #define LOWER_PER_S 0.02      /* then lowered this much per second */
 #define WINDOW_MIN 8u         /* RELEASEs a window holds at least ... */
@@ -113,6 +114,8 @@ static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_
 	}
 	g->quiet_ns = 0;
 	double next = g->share + f * (1.0 - g->share) + HEADROOM;
+	if (next > g->share + RAISE_STEP_MAX)
+		next = g->share + RAISE_STEP_MAX;
 	double cap = raise_cap(g, now_ns);
 	if (next > cap)
 		next = cap;

@@ -23,8 +23,14 @@
  *  - f above 1%: the workers fall behind the model by f of its rate. With
  *    the workers' rate C spread over the rows left to them, a share s
  *    delivers C / (1 - s), so the share that would just keep up is
- *    s + f (1 - s); the share is raised to that at once, plus 0.02 of
- *    headroom, capped at the most (gpu_decode_percent). The batches
+ *    s + f (1 - s); the share is raised to that, plus 0.02 of headroom,
+ *    but by at most 0.1 a step, and capped at the most
+ *    (gpu_decode_percent). Why the step is bounded: on an H100 beside
+ *    ResNet-18, the first windows after attach (the batches ahead still
+ *    filling) said 59% wait and a raise to 0.61 at once, where the engines
+ *    in the training's process, not the workers, became the limit, and
+ *    the share never came back down to the 0.15 the workers' shortfall
+ *    needed (bench/RESULTS.md, "Training-first GPU decoding"). The batches
  *    already begun (depth of them) carry the old share, and those after
  *    them start from an empty queue: the next 2 x depth RELEASEs are not
  *    measured, and a share raised to is measured over two windows, so

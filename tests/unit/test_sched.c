@@ -850,13 +850,14 @@ static void test_gpu_share(void **state)
 				first_raised = i;
 	}
 	assert_true(first_raised > 0);
-	/* f = 50% (less on a busy machine): the share that keeps up is about 0.5 */
-	assert_true(pool_fake.cmds[first_raised].gpu_share > WORK_GPU_SHARE_ONE / 10 &&
-		    pool_fake.cmds[first_raised].gpu_share < WORK_GPU_SHARE_ONE * 3 / 4);
+	/* f = 50% (less on a busy machine): the share that keeps up is about
+	 * 0.5, but one raise adds at most 0.1 (gpushare.h) */
+	assert_true(pool_fake.cmds[first_raised].gpu_share > WORK_GPU_SHARE_ONE / 20 &&
+		    pool_fake.cmds[first_raised].gpu_share <= WORK_GPU_SHARE_ONE / 10 + 1);
 	double share;
 	unsigned long long wait_ms;
 	client_share(w, 1, &share, &wait_ms);
-	assert_true(share > 0.1 && share < 0.75);
+	assert_true(share > 0.05 && share < 0.75);
 	assert_true(wait_ms >= 10);
 	sched_detach(w->s, sc, false);
 	w->answers.retired(w->answers.sched, sc);
