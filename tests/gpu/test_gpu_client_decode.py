@@ -18,6 +18,8 @@ float16 NCHW. With LOADERD_CLIENT_DECODE=1 the Python client decodes:
 - a client killed in the middle of decoding leaves the daemon and another
   client whole (its staging slots come back: a client after it runs
   through two epochs);
+- a decoder the client cannot open (gpu_decode_memory over the GPU's
+  memory) fails the attach, naming the key and LOADERD_CLIENT_DECODE=0;
 - with nvJPEG not loadable in the client (LOADERD_NVJPEG_LIBRARY pointing
   nowhere) the daemon decodes, and stats() says why.
 """
@@ -174,6 +176,22 @@ def body(env):
     host = tgd.batches(loaderd, d.socket, "mixed", "cpu", torch)
     tgd.compare(torch, dev, host, "client decode, batches with and without rows to decode",
                 exact=False)
+
+    # A decoder the training's process cannot open (more device memory than
+    # the GPU has): the attach fails, saying what and what to do.
+    d.stop()
+    cfg = gpu_harness.gpu_config(env, "cdecode4", {"mixed": mix}, workers=2, device_slots=4,
+                                 gpu_decode_memory="1T")
+    d = gpu_harness.start_daemon(env, cfg)
+    try:
+        x = loaderd.Loader("mixed", socket=d.socket, device=0)
+        next(iter(x))
+        raise harness.TestFailure("a client whose decoder cannot open was not refused")
+    except loaderd.LoaderdError as e:
+        print("a decoder that cannot open: %s" % e)
+        check("gpu_decode_memory" in str(e) and "LOADERD_CLIENT_DECODE=0" in str(e),
+              "a client whose decoder cannot open: %r; expected gpu_decode_memory and what to "
+              "do named" % str(e))
 
     # nvJPEG not loadable in a client (another process: this one has it
     # loaded for good): the daemon decodes, and the client says why not.
