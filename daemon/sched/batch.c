@@ -146,15 +146,14 @@ void sched_share_note(const struct sched *s, struct sched_client *c, uint64_t wa
 	double window_s = (double)g->window_ns / 1e9;
 	if (ev == GPUSHARE_UNDONE && now < was)
 		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f, "
-			 "at most %.2f for a while: more share did not shorten its data wait (%.1f%% of "
-			 "its time at %.2f, %.1f%% at %.2f): the GPU's engines, not the workers, are what "
-			 "it waits for", c->session, (int)c->pid, name, was, now, g->ceiling,
-			 100 * g->judged_frac, now, 100 * g->frac, was);
+			 "at most %.2f for a while: more share did not make it faster (%.0f batches/s at "
+			 "%.2f, %.0f at %.2f, waiting for data %.1f%% of its time): the GPU's engines, not "
+			 "the workers, are what it waits for", c->session, (int)c->pid, name, was, now,
+			 g->ceiling, 1e9 / g->judged_ns, now, 1e9 / g->batch_ns, was, 100 * g->frac);
 	else if (ev == GPUSHARE_UNDONE)
 		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f: "
-			 "less share did not shorten its data wait either (%.1f%% of its time at %.2f, "
-			 "%.1f%% at %.2f)", c->session, (int)c->pid, name, was, now, 100 * g->frac, was,
-			 100 * g->judged_frac, now);
+			 "less share made it slower (%.0f batches/s at %.2f, %.0f at %.2f)", c->session,
+			 (int)c->pid, name, was, now, 1e9 / g->batch_ns, was, 1e9 / g->judged_ns, now);
 	else if (ev == GPUSHARE_RAISED && (was == 0.0 || now >= g->max))
 		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f%s: "
 			 "it waited for data %.1f%% of its last %.2f s, the workers fall behind it",

@@ -17,12 +17,13 @@
 #define WINDOW_NS 50000000ull /* ... and time */
 #define PAUSE_MIN_NS 1000000000ull /* an interval over this and over ... */
 #define PAUSE_FACTOR 8u            /* ... this many usual ones is a pause */
-#define JUDGE_KEEP 0.85       /* more share helped when the wait is under this part of the
-			       * shortest at less */
-#define JUDGE_NOISE 0.01      /* less share is no worse when the wait is under that at more
-			       * plus this */
-#define JUDGE_START 0.9       /* the wait that starts raises counts for this part of it */
-#define JUDGE_MIN 0.05        /* raises are judged only against a wait of this much */
+#define JUDGE_KEEP 0.99       /* more share helped when the time per batch is under this
+			       * part of the shortest at less */
+#define JUDGE_NOISE 1.01      /* less share is no worse when the time per batch is under
+			       * this times that at more */
+#define JUDGE_START 1.01      /* the time per batch that starts raises counts as this
+			       * much of itself */
+#define JUDGE_MIN 0.05        /* raises are judged only after a wait of this much */
 #define JUDGE_WINDOWS 2u      /* a share raised to is measured over this many windows */
 #define CEILING_NS 60000000000ull  /* a cap from a raise taken back lasts this long, */
 #define CEILING_STEP 0.1           /* then rises by this, and so on */
@@ -72,28 +73,31 @@ static enum gpushare_event streak_undo(struct gpushare *g, uint64_t now_ns)
 {
 	double back = g->best_share, step = g->above_best - g->best_share;
 	lower_ceiling(g, back + step / 2, now_ns);
-	g->judged_frac = g->best_frac;
+	g->judged_ns = g->best_ns;
 	g->share = back;
 	g->streak = 0;
 	if (back > 0 && back == g->streak_from) {
 		g->share = back > step / 2 ? back - step / 2 : 0.0;
 		g->probing = true;
 		g->probe_from = back;
-		g->probe_frac = g->best_frac;
+		g->probe_ns = g->best_ns;
 	}
 	g->settle = SETTLE_FACTOR * g->depth;
 	return GPUSHARE_UNDONE;
 }
 
-/* A window measured: its wait fraction f over window_ns. */
-static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_ns, uint64_t now_ns)
+/* A window measured: its wait fraction f over window_ns, and its time per
+ * batch batch_ns (what raises are judged by: gpushare.h). */
+static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_ns, double batch_ns,
+				  uint64_t now_ns)
 {
 	g->frac = f;
 	g->window_ns = window_ns;
+	g->batch_ns = batch_ns;
 	if (g->probing) { /* a share below one a raise was taken back from */
 		g->probing = false;
-		if (f > RAISE_FRAC && f > g->probe_frac + JUDGE_NOISE) { /* no better: back */
-			g->judged_frac = g->probe_frac;
+		if (f > RAISE_FRAC && batch_ns > g->probe_ns * JUDGE_NOISE) { /* slower: back */
+			g->judged_ns = g->probe_ns;
 			g->share = g->probe_from;
 			g->settle = SETTLE_FACTOR * g->depth;
 			return GPUSHARE_UNDONE;
@@ -120,17 +124,17 @@ static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_
 	if (next > cap)
 		next = cap;
 	if (g->streak == 0) {
-		/* the window that starts a streak is one whose wait was high:
-		 * taken as a little lower, so noise does not make the next look
-		 * clearly shorter */
+		/* the window that starts a streak: taken as a little slower, so
+		 * noise does not make the next look clearly faster */
 		g->streak_from = g->best_share = g->share;
-		g->best_frac = f * JUDGE_START;
+		g->best_ns = batch_ns * JUDGE_START;
+		g->streak_frac = f;
 		g->above_best = -1.0;
 	} else if (g->share == g->best_share) { /* measured there again */
-		g->best_frac = (g->best_frac + f) / 2;
-	} else if (f < JUDGE_KEEP * g->best_frac) { /* clearly shorter: the best so far */
+		g->best_ns = (g->best_ns + batch_ns) / 2;
+	} else if (batch_ns < JUDGE_KEEP * g->best_ns) { /* clearly faster: the best so far */
 		g->best_share = g->share;
-		g->best_frac = f;
+		g->best_ns = batch_ns;
 		g->above_best = -1.0;
 	} else if (g->above_best < 0) {
 		g->above_best = g->share;
@@ -141,7 +145,7 @@ static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_
 	 * that is not clearly better is taken back. */
 	bool stuck = next < g->share + STEP_MIN; /* at the cap */
 	if (g->streak > 0 && (g->streak >= 2 || (stuck && cap < g->max)) && g->above_best >= 0 &&
-	    g->share > g->best_share && g->best_frac >= JUDGE_MIN)
+	    g->share > g->best_share && g->streak_frac >= JUDGE_MIN)
 		return streak_undo(g, now_ns);
 	if (stuck)
 		return GPUSHARE_SAME;
@@ -184,9 +188,10 @@ enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint6
 		return GPUSHARE_SAME;
 	double f = (double)g->win_wait_ns / (double)g->win_ns;
 	uint64_t window_ns = g->win_ns;
+	double batch_ns = (double)g->win_ns / g->win_n;
 	g->win_n = 0;
 	g->win_wait_ns = g->win_ns = 0;
-	return decide(g, f, window_ns, now_ns);
+	return decide(g, f, window_ns, batch_ns, now_ns);
 }
 
 uint32_t gpushare_units(double share)

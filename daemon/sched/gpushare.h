@@ -35,22 +35,28 @@
  *    them start from an empty queue: the next 2 x depth RELEASEs are not
  *    measured, and a share raised to is measured over two windows, so
  *    each step is judged on its own effect.
- *  - Raises in a row that do not shorten the wait (after two of them, or
- *    one stopped by a cap of the rule below: the wait is not under 85% of
- *    the shortest measured in the row, that shortest being 5% or more;
- *    the wait that started the row counts for 90% of itself, as a window
- *    is taken for its high wait) mean the engines, not the workers, are
- *    what the client waits for (a GPU busy training decodes slowly). The
- *    share goes back to where the wait was shortest and stays below the
- *    middle of that and the next share tried for 60 s (that cap then
- *    rises by 0.1 a minute). When the shortest wait was where the raises
- *    began, half a step below is tried, in case that was past the best
- *    already: kept (and the cap brought down to the middle) when the wait
- *    there is no longer (within 1%), else taken back. Repeated, the steps
- *    halve, and the share settles near where the engines and the workers
- *    together deliver most (the waits of a window are noisy: within a few
- *    points of the best wait, never above that with no GPU decoding, in
- *    tests/unit/test_gpushare.c). A single raise is not judged: it may
+ *  - Raises are judged by the client's rate, the time between its
+ *    RELEASEs, not by its wait: a training whose host thread runs ahead
+ *    of its GPU waits in next() for most of each step whenever the loader
+ *    is behind at all, by a little or by much (measured on an H100: 52%
+ *    of the time at share 0 and 50% at 0.2 beside ResNet-18, 56% with
+ *    decode = cpu at 0.85x its synthetic speed), so the wait says whether
+ *    the loader is behind, not by how much. Raises in a row that do not
+ *    make the client faster (after two of them, or one stopped by a cap of
+ *    the rule below: the time per batch is not under 99% of the shortest
+ *    measured in the row, the window that started the row counting as 1%
+ *    slower than it was; judged only after a wait of 5% or more) mean the
+ *    engines, not the workers, are what the client waits for (a GPU busy
+ *    training decodes slowly). The share goes back to where the client was
+ *    fastest and stays below the middle of that and the next share tried
+ *    for 60 s (that cap then rises by 0.1 a minute). When the fastest was
+ *    where the raises began, half a step below is tried, in case that was
+ *    past the best already: kept (and the cap brought down to the middle)
+ *    when the client is no slower there (within 1%), else taken back.
+ *    Repeated, the steps halve, and the share settles near where the
+ *    engines and the workers together deliver most (within a few points of
+ *    the best, in tests/unit/test_gpushare.c). A single raise is not
+ *    judged: it may
  *    answer a wait not yet seen whole (the batches ahead were still
  *    running out when it was measured). A raise under 0.01 is not made.
  *  - f at most 0.25% for 2 s in a row (the measured windows): the share is
@@ -81,8 +87,8 @@ enum gpushare_event {
 	GPUSHARE_RAISED,  /* the client waited: frac of window_ns */
 	GPUSHARE_LOWERED, /* no wait for a while */
 	GPUSHARE_UNDONE,  /* raises, or a share tried below them, that did not
-			   * shorten the wait (judged_frac before, frac after):
-			   * taken back */
+			   * make the client faster (judged_ns a batch before,
+			   * batch_ns after): taken back */
 };
 
 struct gpushare {
@@ -103,15 +109,17 @@ struct gpushare {
 	uint64_t quiet_ns;     /* measured time without a wait, in a row */
 	uint32_t streak;       /* raises in a row, the wait not shortened yet */
 	double streak_from;    /* the share before the first */
-	double best_share, best_frac; /* of its shares, the one with the shortest wait */
+	double streak_frac;    /* the wait fraction that started it */
+	double best_share, best_ns; /* of its shares, the one with the shortest time per batch */
 	double above_best;     /* the share tried after that one, < 0 none */
 	bool probing;          /* a share below probe_from, tried after raises from there */
-	double probe_from, probe_frac;
+	double probe_from, probe_ns;
 	double ceiling;        /* a raise goes at most to this (max when none) ... */
 	uint64_t ceiling_until_ns; /* ... until then, when it rises a step */
 	/* the last window measured, for messages */
 	double frac;
-	double judged_frac;    /* GPUSHARE_UNDONE: the shortest wait before */
+	double batch_ns;       /* its time per batch */
+	double judged_ns;      /* GPUSHARE_UNDONE: the shortest time per batch before */
 	uint64_t window_ns;
 };
 

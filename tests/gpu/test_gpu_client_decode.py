@@ -177,22 +177,6 @@ def body(env):
     tgd.compare(torch, dev, host, "client decode, batches with and without rows to decode",
                 exact=False)
 
-    # A decoder the training's process cannot open (more device memory than
-    # the GPU has): the attach fails, saying what and what to do.
-    d.stop()
-    cfg = gpu_harness.gpu_config(env, "cdecode4", {"mixed": mix}, workers=2, device_slots=4,
-                                 gpu_decode_memory="1T")
-    d = gpu_harness.start_daemon(env, cfg)
-    try:
-        x = loaderd.Loader("mixed", socket=d.socket, device=0)
-        next(iter(x))
-        raise harness.TestFailure("a client whose decoder cannot open was not refused")
-    except loaderd.LoaderdError as e:
-        print("a decoder that cannot open: %s" % e)
-        check("gpu_decode_memory" in str(e) and "LOADERD_CLIENT_DECODE=0" in str(e),
-              "a client whose decoder cannot open: %r; expected gpu_decode_memory and what to "
-              "do named" % str(e))
-
     # nvJPEG not loadable in a client (another process: this one has it
     # loaded for good): the daemon decodes, and the client says why not.
     script = env.path("no_nvjpeg_client.py")
@@ -208,6 +192,22 @@ def body(env):
           "without nvJPEG in the client: decoding %s, why %r; expected the daemon to decode, "
           "saying why" % (decoding, why))
     print("without nvJPEG in the client: %s" % why)
+
+    # A decoder the training's process cannot open (more device memory than
+    # the GPU has): the attach fails, saying what and what to do.
+    d.stop()
+    cfg = gpu_harness.gpu_config(env, "cdecode4", {"mixed": mix}, workers=2, device_slots=4,
+                                 gpu_decode_memory="1T")
+    d = gpu_harness.start_daemon(env, cfg)
+    try:
+        x = loaderd.Loader("mixed", socket=d.socket, device=0)
+        next(iter(x))
+        raise harness.TestFailure("a client whose decoder cannot open was not refused")
+    except loaderd.LoaderdError as e:
+        print("a decoder that cannot open: %s" % e)
+        check("gpu_decode_memory" in str(e) and "LOADERD_CLIENT_DECODE=0" in str(e),
+              "a client whose decoder cannot open: %r; expected gpu_decode_memory and what to "
+              "do named" % str(e))
     d.stop()
 
 

@@ -69,8 +69,11 @@ def body(env):
           "a second run of on_error = substitute gave other samples or labels")
 
     # (b) fail, in the client
+    x = loaderd.Loader("fail", socket=d.socket, device=0)
     try:
-        tgd.batches(loaderd, d.socket, "fail", 0, torch)
+        for _ in range(tgd.EPOCHS):
+            for b in x:
+                pass
         raise harness.TestFailure("on_error = fail: the client got every batch")
     except loaderd.LoaderdError as e:
         text = str(e)
@@ -79,6 +82,7 @@ def body(env):
               and any(p + ":" in text for p in large),
               "on_error = fail: the error does not name a damaged file, the bad image and the "
               "policy: %s" % text)
+    x.close()
     d.wait_status(lambda s: not s["clients"], 30, "the failed client to be gone")
     again = tgd.batches(loaderd, d.socket, "sub", 0, torch)
     check([(i, lab) for i, lab, _ in again] == [(i, lab) for i, lab, _ in first],

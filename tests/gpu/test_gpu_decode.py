@@ -26,8 +26,9 @@ thread (loaderd-dec0), one of a raw pipeline by loaderd-gpu0.
 
 Status: the decode lines name the pipelines that may decode on the GPU;
 after the runs, decode = gpu has images_gpu for every image the engines
-take and images_cpu for the others; decode = auto has both; none fell
-back. A client of a decode = gpu pipeline on a daemon whose nvjpeg_library
+take and images_cpu for the others; decode = auto has the workers' share
+and at most half the engines' (its share follows the client's data wait);
+none fell back. A client of a decode = gpu pipeline on a daemon whose nvjpeg_library
 does not load is refused at attach with a message naming the GPU.
 """
 
@@ -198,9 +199,14 @@ def body(env):
               % (name, by[name]["images_cpu"], EPOCHS * len(SPECIAL)))
         check(by[name]["images_gpu"] >= EPOCHS * (CLASSES * PER_CLASS - 2 * BATCH),
               "%s: only %d images decoded on the GPU" % (name, by[name]["images_gpu"]))
-    check(by["auto"]["images_gpu"] > 0 and by["auto"]["images_cpu"] > EPOCHS * len(SPECIAL),
-          "auto (gpu_decode_percent 50): images_gpu %d images_cpu %d; expected both"
-          % (by["auto"]["images_gpu"], by["auto"]["images_cpu"]))
+    # auto: the engines take a share only while a client waits for data
+    # (docs/config.md), so how many they took here depends on the machine;
+    # at most gpu_decode_percent of those the engines take.
+    check(by["auto"]["images_cpu"] > EPOCHS * len(SPECIAL) and
+          by["auto"]["images_gpu"] <= by["gpu"]["images_gpu"] * 0.5 + 2 * BATCH,
+          "auto (gpu_decode_percent 50): images_gpu %d images_cpu %d; expected the workers' "
+          "share and at most half the engines' of decode = gpu (%d)"
+          % (by["auto"]["images_gpu"], by["auto"]["images_cpu"], by["gpu"]["images_gpu"]))
     log = harness.read_text(d.log_path)
     check("JPEG decoding on" in log and "hardware engines" in log,
           "the daemon log does not say the decoder opened:\n%s" % log[-3000:])
