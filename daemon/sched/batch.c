@@ -134,38 +134,85 @@ static double client_share(const struct sched_client *c)
 	return c->gpu_decode ? c->share.share : 0.0;
 }
 
+/* Whether clients a and b are ranks of one data-parallel job, as far as
+ * the daemon can tell: the same pipeline, split and world size (> 1),
+ * both decoding on their GPUs under decode = auto. Their controllers are
+ * one (gpushare.h, gpushare_members). */
+static bool same_job(const struct sched_client *a, const struct sched_client *b)
+{
+	return a->conn && b->conn && a->gpu_decode && b->gpu_decode && !a->group && !b->group &&
+	       a->share.mode == GPUSHARE_AUTO && b->share.mode == GPUSHARE_AUTO &&
+	       a->pipeline == b->pipeline && a->split == b->split &&
+	       a->sampler.world > 1 && a->sampler.world == b->sampler.world;
+}
+
+/* The client whose controller decides c's share, the job's earliest
+ * attached rank (c itself when it is in no job), and the job's ranks
+ * attached now. */
+static struct sched_client *share_leader(const struct sched *s, struct sched_client *c,
+					 uint32_t *members)
+{
+	struct sched_client *lead = c;
+	uint32_t n = 1;
+	for (uint32_t k = 0; k < s->n_clients; k++) {
+		struct sched_client *m = s->clients[k];
+		if (m == c || !same_job(c, m))
+			continue;
+		n++;
+		if (m->session < lead->session)
+			lead = m;
+	}
+	*members = n;
+	return lead;
+}
+
 void sched_share_note(const struct sched *s, struct sched_client *c, uint64_t wait_ns)
 {
 	double was = client_share(c);
-	enum gpushare_event ev = gpushare_release(&c->share, wait_ns, sched_now_ns(), c->gpu_decode);
-	const struct gpushare *g = &c->share;
+	uint32_t members;
+	struct sched_client *lead = share_leader(s, c, &members);
+	enum gpushare_event ev;
+	gpushare_members(&lead->share, members);
+	if (lead == c) {
+		ev = gpushare_release(&c->share, wait_ns, sched_now_ns(), c->gpu_decode);
+	} else { /* counted as its own, decided by the job's */
+		gpushare_release(&c->share, wait_ns, sched_now_ns(), false);
+		ev = gpushare_feed(&lead->share, wait_ns, sched_now_ns());
+		c->share.share = lead->share.share;
+	}
+	const struct gpushare *g = &lead->share;
 	double now = client_share(c);
 	if (ev == GPUSHARE_SAME)
 		return;
 	const char *name = s->sources[c->pipeline].cfg->name;
 	double window_s = (double)g->window_ns / 1e9;
+	char who[96];
+	if (members > 1)
+		snprintf(who, sizeof(who), "the %" PRIu32 " ranks of world %" PRIu32 " (client %" PRIu64
+			 ", pid %d, and the others)", members, c->sampler.world, c->session, (int)c->pid);
+	else
+		snprintf(who, sizeof(who), "client %" PRIu64 " (pid %d)", c->session, (int)c->pid);
 	if (ev == GPUSHARE_UNDONE && now < was)
-		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f, "
-			 "at most %.2f for a while: more share did not make it faster (%.0f batches/s at "
-			 "%.2f, %.0f at %.2f, waiting for data %.1f%% of its time): the GPU's engines, not "
-			 "the workers, are what it waits for", c->session, (int)c->pid, name, was, now,
-			 g->ceiling, 1e9 / g->judged_ns, now, 1e9 / g->batch_ns, was, 100 * g->frac);
+		log_info("%s pipeline \"%s\": GPU decoding share %.2f -> %.2f, at most %.2f for a "
+			 "while: more share did not make it faster (%.0f batches/s at %.2f, %.0f at "
+			 "%.2f, waiting for data %.1f%% of its time): the GPU's engines, not the workers, "
+			 "are what it waits for", who, name, was, now, g->ceiling, 1e9 / g->judged_ns, now,
+			 1e9 / g->batch_ns, was, 100 * g->frac);
 	else if (ev == GPUSHARE_UNDONE)
-		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f: "
-			 "less share made it slower (%.0f batches/s at %.2f, %.0f at %.2f)", c->session,
-			 (int)c->pid, name, was, now, 1e9 / g->batch_ns, was, 1e9 / g->judged_ns, now);
+		log_info("%s pipeline \"%s\": GPU decoding share %.2f -> %.2f: less share made it "
+			 "slower (%.0f batches/s at %.2f, %.0f at %.2f)", who, name, was, now,
+			 1e9 / g->batch_ns, was, 1e9 / g->judged_ns, now);
 	else if (ev == GPUSHARE_RAISED && (was == 0.0 || now >= g->max))
-		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share %.2f -> %.2f%s: "
-			 "it waited for data %.1f%% of its last %.2f s, the workers fall behind it",
-			 c->session, (int)c->pid, name, was, now,
+		log_info("%s pipeline \"%s\": GPU decoding share %.2f -> %.2f%s: it waited for data "
+			 "%.1f%% of its last %.2f s, the workers fall behind it", who, name, was, now,
 			 now >= g->max ? ", the most (gpu_decode_percent)" : "", 100 * g->frac, window_s);
 	else if (ev == GPUSHARE_LOWERED && now == 0.0)
-		log_info("client %" PRIu64 " (pid %d) pipeline \"%s\": GPU decoding share back to 0: it "
-			 "has not waited for data for %.1f s; the workers decode all its images",
-			 c->session, (int)c->pid, name, (double)g->quiet_ns / 1e9);
+		log_info("%s pipeline \"%s\": GPU decoding share back to 0: it has not waited for "
+			 "data for %.1f s; the workers decode all its images", who, name,
+			 (double)g->quiet_ns / 1e9);
 	else
-		log_debug("client %" PRIu64 " (pid %d): GPU decoding share %.2f -> %.2f (data wait %.1f%% "
-			  "of %.2f s)", c->session, (int)c->pid, was, now, 100 * g->frac, window_s);
+		log_debug("%s: GPU decoding share %.2f -> %.2f (data wait %.1f%% of %.2f s)", who, was,
+			  now, 100 * g->frac, window_s);
 }
 
 uint32_t sched_share_units(const struct sched_client *c)

@@ -33,7 +33,9 @@
 void gpushare_init(struct gpushare *g, enum gpushare_mode mode, double max, uint32_t depth,
 		   uint64_t now_ns)
 {
-	*g = (struct gpushare){.mode = mode, .depth = depth ? depth : 1, .start_ns = now_ns};
+	*g = (struct gpushare){.mode = mode, .depth = depth ? depth : 1, .start_ns = now_ns,
+			       .members = 1};
+	g->client_depth = g->depth;
 	if (mode == GPUSHARE_GPU)
 		g->max = 1.0;
 	else if (mode == GPUSHARE_AUTO)
@@ -155,17 +157,15 @@ static enum gpushare_event decide(struct gpushare *g, double f, uint64_t window_
 	return GPUSHARE_RAISED;
 }
 
-enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns,
-				     bool adapt)
+/* The controller's step for one RELEASE (gpushare_release, gpushare_feed). */
+static enum gpushare_event step(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns)
 {
-	g->wait_ns += wait_ns;
-	g->releases++;
 	uint64_t last = g->last_ns;
 	g->last_ns = now_ns ? now_ns : 1;
-	if (g->mode != GPUSHARE_AUTO || !adapt || last == 0)
+	if (g->mode != GPUSHARE_AUTO || last == 0)
 		return GPUSHARE_SAME;
 	uint64_t dt = now_ns > last ? now_ns - last : 0;
-	uint64_t pause = (uint64_t)PAUSE_FACTOR * g->interval_ns;
+	uint64_t pause = (uint64_t)PAUSE_FACTOR * g->interval_ns * g->members;
 	if (dt > (pause > PAUSE_MIN_NS ? pause : PAUSE_MIN_NS))
 		return GPUSHARE_SAME; /* a pause: not a wait, and not time without one */
 	if (g->interval_ns == 0)
@@ -178,7 +178,10 @@ enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint6
 		g->settle--;
 		return GPUSHARE_SAME;
 	}
-	g->win_wait_ns += wait_ns < dt ? wait_ns : dt;
+	/* A wait is at most the time it was in: since the last RELEASE, or,
+	 * for members interleaved, one member's usual step. */
+	uint64_t span = g->members > 1 ? g->interval_ns * g->members : dt;
+	g->win_wait_ns += (wait_ns < span ? wait_ns : span) / g->members;
 	g->win_ns += dt;
 	g->win_n++;
 	uint32_t need = g->depth > WINDOW_MIN ? g->depth : WINDOW_MIN;
@@ -192,6 +195,39 @@ enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint6
 	g->win_n = 0;
 	g->win_wait_ns = g->win_ns = 0;
 	return decide(g, f, window_ns, batch_ns, now_ns);
+}
+
+enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns,
+				     bool adapt)
+{
+	g->wait_ns += wait_ns;
+	g->releases++;
+	if (!adapt) {
+		g->last_ns = now_ns ? now_ns : 1;
+		return GPUSHARE_SAME;
+	}
+	return step(g, wait_ns, now_ns);
+}
+
+enum gpushare_event gpushare_feed(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns)
+{
+	return step(g, wait_ns, now_ns);
+}
+
+void gpushare_members(struct gpushare *g, uint32_t members)
+{
+	if (members == 0)
+		members = 1;
+	if (members == g->members)
+		return;
+	g->members = members;
+	g->depth = g->client_depth * members;
+	g->settle = SETTLE_FACTOR * g->depth;
+	g->interval_ns = 0;
+	g->win_n = 0;
+	g->win_wait_ns = g->win_ns = 0;
+	g->streak = 0;
+	g->probing = false;
 }
 
 uint32_t gpushare_units(double share)

@@ -94,7 +94,9 @@ enum gpushare_event {
 struct gpushare {
 	enum gpushare_mode mode;
 	double max;        /* the most it may be */
-	uint32_t depth;    /* the client's batches prepared ahead */
+	uint32_t depth;    /* the batches prepared ahead: the client's, x members */
+	uint32_t client_depth; /* one client's */
+	uint32_t members;  /* clients whose RELEASEs feed it (the ranks of one job), >= 1 */
 	double share;      /* now: of the rows the GPU could take, those it gets */
 	/* all of the client's RELEASEs, for status */
 	uint64_t start_ns;
@@ -133,6 +135,24 @@ void gpushare_init(struct gpushare *g, enum gpushare_mode mode, double max, uint
  * is not changed (the waits are still counted). */
 enum gpushare_event gpushare_release(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns,
 				     bool adapt);
+
+/* The ranks of one data-parallel job step together: each waits for the
+ * slowest at every step, so one rank's rate is the job's, and a share
+ * raised for one rank alone makes no rank faster (measured on four H100s
+ * beside ResNet-18: each rank's own controller took its raises back, the
+ * job at 0.86x of decode = cpu). Their clients therefore share one
+ * controller: every member's RELEASE feeds it (gpushare_feed), its waits
+ * counted as 1/members of a wait, so the window's fraction is the
+ * members' mean; the window, the settling and the pause scale with the
+ * members; the share it decides is every member's. gpushare_members sets
+ * their number (a change restarts the measuring). */
+void gpushare_members(struct gpushare *g, uint32_t members);
+
+/* Counts a member's RELEASE into the shared controller g and adapts it,
+ * as gpushare_release does with adapt, without counting it into g's own
+ * totals (the member's own struct counts it: gpushare_release, adapt
+ * false). */
+enum gpushare_event gpushare_feed(struct gpushare *g, uint64_t wait_ns, uint64_t now_ns);
 
 /* The share in 1/WORK_GPU_SHARE_ONE (work_cmd.gpu_share) of a share 0..1. */
 uint32_t gpushare_units(double share);
