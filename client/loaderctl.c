@@ -304,7 +304,7 @@ close_client:
 static int ctl_control_run(const char *socket, bool reload)
 {
 	char *text;
-	char err[1280];
+	char err[4096]; /* a connect failure's explanation (client/connect_why.h) */
 	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
 		       : ldr_status(socket, &text, err, sizeof err);
 	if (r < 0) {

@@ -42,10 +42,10 @@ struct arena_sizing {
  * sources[]; its errors prefixed with the file and line of `source`), the
  * worker program, socket_group, the socket path (when not NULL: the
  * caller could not resolve it and said so), then (when the data is good)
- * the arena, sized into *sz. Logs each problem found, not only the first.
- * 0 or -EINVAL. */
-int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		  const char *socket_path, struct arena_sizing *sz);
+ * the arena, sized into *sz. Logs each problem found, not only the first,
+ * and returns how many: 0 when loaderd can start. */
+unsigned preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
+		       const char *socket_path, struct arena_sizing *sz);
 
 /* Sizes the arena for the sources (opened, their image lists in hand). */
 void preflight_arena_sizing(const struct config *cfg, const struct source *sources,

@@ -13,6 +13,7 @@
 #include "common/gpu_uuid.h"
 #include "common/log.h"
 #include "common/position.h"
+#include "common/suggest.h"
 #include "daemon/sched/sched_impl.h"
 #include "daemon/core/status.h"
 
@@ -86,18 +87,49 @@ static int resume_at(const struct source *src, uint32_t split, const char *token
 	return 0;
 }
 
-/* The pipeline a HELLO names, or NULL with err. */
+/* The pipeline a HELLO names, or NULL with err: the name, the closest
+ * pipeline's (common/suggest.h) and the daemon's pipelines, as many as
+ * fit in cap (PROTO_ERROR_TEXT_MAX: an ERROR frame's text). */
 static const struct source *find_pipeline(const struct sched *s, const char *name, uint32_t *index,
 					  char *err, size_t cap)
 {
+	struct suggest sg;
+	suggest_init(&sg, name, strlen(name));
 	for (size_t i = 0; i < s->n_sources; i++) {
 		if (strcmp(s->sources[i].cfg->name, name) == 0) {
 			*index = (uint32_t)i;
 			return &s->sources[i];
 		}
+		suggest_offer(&sg, s->sources[i].cfg->name);
 	}
 	char shown[ESCAPE_SIZE(PROTO_NAME_MAX - 1)];
-	errtext(err, cap, -ENOENT, "unknown pipeline \"%s\"", escape_str(name, shown, sizeof(shown)));
+	escape_str(name, shown, sizeof(shown));
+	if (s->n_sources == 0) {
+		errtext(err, cap, -ENOENT, "unknown pipeline \"%s\" (this loaderd serves no pipeline: "
+			"its configuration defines none)", shown);
+		return NULL;
+	}
+	char hint[PROTO_NAME_MAX + 32] = "";
+	if (suggest_best(&sg))
+		snprintf(hint, sizeof(hint), "did you mean \"%s\"? ", suggest_best(&sg));
+	int n = snprintf(err, cap, "unknown pipeline \"%s\" (%spipelines: ", shown, hint);
+	size_t len = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+	for (size_t i = 0; i < s->n_sources && len < cap; i++) {
+		const char *pl = s->sources[i].cfg->name;
+		char more[48];
+		size_t left = s->n_sources - i - 1;
+		snprintf(more, sizeof(more), ", and %zu more)", left);
+		/* this name, and room for ", and N more)" after it unless it is the last */
+		size_t need = (i ? 2 : 0) + strlen(pl) + (left ? strlen(more) : 1);
+		if (len + need >= cap) {
+			snprintf(err + len, cap - len, "%s%zu more)", i ? ", and " : "",
+				 s->n_sources - i);
+			return NULL;
+		}
+		len += (size_t)snprintf(err + len, cap - len, "%s%s", i ? ", " : "", pl);
+	}
+	if (len + 1 < cap)
+		snprintf(err + len, cap - len, ")");
 	return NULL;
 }
 
