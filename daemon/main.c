@@ -450,20 +450,27 @@ int main(int argc, char **argv)
 		log_error("%s", strerror(ENOMEM));
 		return 1;
 	}
+	char worker_program[PATH_MAX];
+	default_worker_program(worker_program, sizeof(worker_program));
 	if (config_load_problems(config_file, &d.cfg, problems) < 0) {
 		for (unsigned i = 0; i < problems->kept; i++)
 			log_error("%s", problems->text[i]);
 		if (problems->n > problems->kept)
 			log_error("%s: and %u more problems", config_file, problems->n - problems->kept);
-		report_problems(config_file, problems->n, check_only);
+		unsigned found = problems->n;
+		/* The sections without a problem are as the file says: check
+		 * their data too (not for a file that cannot be read). */
+		if (d.cfg.file[0] && problems->line[0] > 0)
+			found += preflight_sections(&d.cfg, problems->pipelines_with_problems,
+						    !problems->daemon_with_problems, d.sources,
+						    worker_program);
+		report_problems(config_file, found, check_only);
 		config_problems_free(problems);
 		free(problems);
 		return 1;
 	}
 	free(problems);
 	log_set_level(d.cfg.log_level);
-	char worker_program[PATH_MAX];
-	default_worker_program(worker_program, sizeof(worker_program));
 	int path_rc = 0;
 	if (d.cfg.socket[0])
 		snprintf(d.socket_path, sizeof(d.socket_path), "%s", d.cfg.socket);

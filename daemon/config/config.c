@@ -87,6 +87,7 @@ static void config_pipeline_begin(struct config_parse *p, const char *name, size
 		}
 	}
 	*p->bad = 0;
+	p->suggested = 0;
 	memset(pl, 0, sizeof(*pl));
 	memcpy(pl->name, name, len < sizeof(pl->name) ? len : sizeof(pl->name) - 1);
 	pl->line = p->lineno;
@@ -163,7 +164,10 @@ static void config_unknown_key(struct config_parse *p, const char *name)
 		}
 	}
 	char hint[128];
-	config_key_did_you_mean(name, p->keys, p->n_keys, hint, sizeof(hint));
+	size_t which;
+	config_key_did_you_mean(name, p->keys, p->n_keys, &which, hint, sizeof(hint));
+	if (which < p->n_keys)
+		p->suggested |= 1u << which;
 	config_fail(p, p->lineno, "unknown key \"%s\" in %s%s", name, p->label,
 		    hint[0] ? hint : " (docs/config.md lists every key)");
 }

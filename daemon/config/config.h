@@ -218,7 +218,13 @@ struct config_problems {
 	unsigned kept;                     /* in text[], in the order of their lines */
 	int line[CONFIG_PROBLEMS_MAX];     /* 0: the file as a whole ("FILE: reason") */
 	char *text[CONFIG_PROBLEMS_MAX];   /* "FILE:LINE: message", malloc'd */
+	/* Where they are: bit i for config.pipelines[i]'s section, and
+	 * [daemon]'s. The sections without one are as the file says, so that
+	 * --check-config can check their data too. */
+	uint64_t pipelines_with_problems;
+	bool daemon_with_problems;
 };
+_Static_assert(ARENA_PIPELINES_MAX <= 64, "a bit of pipelines_with_problems for each");
 
 /*
  * Defaults, then the file at path, every problem found into *pr

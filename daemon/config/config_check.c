@@ -88,8 +88,12 @@ static const char *config_required_example(size_t key)
 	return "...";
 }
 
+/* A required key left out; not when an unknown key of the section was
+ * taken for it (its message says "did you mean" already). */
 static void config_missing(struct config_parse *p, size_t key, const char *of)
 {
+	if (p->suggested >> key & 1u)
+		return;
 	config_fail(p, p->pipeline->line, "%s missing required key \"%s\"%s: add \"%s\"", p->label,
 		    config_pipeline_keys[key].name, of, config_required_example(key));
 }

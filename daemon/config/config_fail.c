@@ -43,6 +43,12 @@ static void config_problems_add(struct config_problems *pr, int line, const char
 
 void config_fail(struct config_parse *p, int line, const char *fmt, ...)
 {
+	struct pipeline_cfg *first = p->c->pipelines;
+	if (p->section == CONFIG_SECTION_PIPELINE && p->pipeline >= first &&
+	    p->pipeline < first + ARENA_PIPELINES_MAX)
+		p->problems->pipelines_with_problems |= 1ull << (p->pipeline - first);
+	else if (p->section == CONFIG_SECTION_DAEMON)
+		p->problems->daemon_with_problems = true;
 	char *text = malloc(CONFIG_PROBLEM_TEXT_MAX);
 	if (!text) {
 		p->problems->n++;
@@ -81,12 +87,16 @@ const char *config_did_you_mean(const char *word, size_t len, const char *const 
 }
 
 const char *config_key_did_you_mean(const char *word, const struct config_key *keys, size_t n,
-				    char *buf, size_t cap)
+				    size_t *which, char *buf, size_t cap)
 {
 	struct suggest s;
 	suggest_init(&s, word, strlen(word));
 	for (size_t i = 0; i < n; i++)
 		suggest_offer(&s, keys[i].name);
+	*which = n;
+	for (size_t i = 0; i < n; i++)
+		if (keys[i].name == suggest_best(&s))
+			*which = i;
 	if (suggest_best(&s))
 		snprintf(buf, cap, "; did you mean \"%s\"?", suggest_best(&s));
 	else if (cap)

@@ -145,6 +145,9 @@ struct config_parse {
 	 * bad name, one too many): its keys are checked here all the same. */
 	struct pipeline_cfg scratch;
 	uint32_t scratch_bad;
+	/* The current section's keys an unknown key was taken for ("did you
+	 * mean"): not reported again as missing. */
+	uint32_t suggested;
 	int long_value_line;       /* the line whose value is in long_value */
 	char long_value[CONFIG_LINE_MAX + 1];
 	char line[CONFIG_LINE_MAX + 1];
@@ -211,8 +214,9 @@ static inline unsigned config_problem_count(const struct config_parse *p)
  * (common/suggest.h); in buf, which it returns. */
 const char *config_did_you_mean(const char *word, size_t len, const char *const *names, char *buf,
 				size_t cap);
-/* The same over a key table's names. */
+/* The same over a key table's names; the index of the one suggested in
+ * *which (n when none). */
 const char *config_key_did_you_mean(const char *word, const struct config_key *keys, size_t n,
-				    char *buf, size_t cap);
+				    size_t *which, char *buf, size_t cap);
 
 #endif

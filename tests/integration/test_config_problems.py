@@ -8,7 +8,9 @@
   `configuration FILE: 5 problems found`, and exits 1; a real start prints
   the same, then `5 problems, not started`.
 - The start-up checks that open the data: two pipelines whose files are
-  missing and an unknown socket_group are all three reported, counted.
+  missing and an unknown socket_group are all three reported, counted;
+  with a misspelt key in one pipeline, the other's data and the group are
+  still checked in the same run.
 - A reload of a file with many problems is refused with as many as fit in
   an ERROR text, then "and N more"; the log has every one.
 - A client asking for an unknown pipeline is told the closest name and the
@@ -100,6 +102,21 @@ def preflight_problems(env):
                  "configuration %s: 3 problems found" % path]:
         check(text in r.stderr, "preflight: stderr lacks %r:\n%s" % (text, r.stderr))
     print("preflight: both pipelines' data and the group reported, 3 problems")
+
+    # a file with a problem: the sections without one are checked all the same
+    path = env.config("mixed", {
+        "train": {"source": "raw:" + env.path("no-train.bin"), "record_bytes": 64, "batch_size": 4},
+        "valid": {"source": "raw:" + env.path("no-valid.bin"), "record_bytes": 64, "batchsize": 4},
+    }, socket_group="no-such-group-here")
+    r = run_loaderd(["--check-config", "--config", path])
+    check(r.returncode == 1, "mixed: exit %d" % r.returncode)
+    for text in ['unknown key "batchsize" in [pipeline.valid]; did you mean "batch_size"?',
+                 'pipeline "train": %s: No such file or directory' % env.path("no-train.bin"),
+                 '[daemon] socket_group: "no-such-group-here" is not a group on this system',
+                 "configuration %s: 3 problems found" % path]:
+        check(text in r.stderr, "mixed: stderr lacks %r:\n%s" % (text, r.stderr))
+    check("no-valid.bin" not in r.stderr, "mixed: the data of a pipeline with a problem was checked")
+    print("mixed: the file's problem, the other pipeline's data and the group, 3 problems")
 
 
 def reload_and_clients(env):

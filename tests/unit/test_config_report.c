@@ -172,6 +172,29 @@ static void test_suggestions(void **state)
 	expect_error("[pipeline.a]\nshuffle = ture\n", 2, "did you mean \"true\"?");
 	expect_error("[pipeline.a]\ntoken_dtype = unit16\n", 2, "did you mean \"uint16\"?");
 	expect_error("[pipeline.a]\nlayout = nwhc\n", 2, "did you mean \"nhwc\"?");
+	/* the key a misspelt one was taken for is not reported missing too */
+	static const struct want taken_for[] = {
+		{3, "unknown key \"batchsize\" in [pipeline.a]; did you mean \"batch_size\"?"},
+	};
+	EXPECT_PROBLEMS("[pipeline.a]\nsource = raw:/d\nbatchsize = 4\nrecord_bytes = 1\n", taken_for, 1);
+	/* where each problem is, for the checks of the sections without one */
+	struct config_problems *pr = calloc(1, sizeof(*pr));
+	assert_non_null(pr);
+	static const char sections[] = "[daemon]\nwokers = 1\n[pipeline.a]\nsource = raw:/d\n"
+		"batch_size = 1\nrecord_bytes = 1\n[pipeline.b]\nsource = raw:/d\n[pipeline.c]\n"
+		"source = raw:/d\nbatch_size = 1\nrecord_bytes = 1\n";
+	write_file(conf_path, sections, strlen(sections));
+	assert_int_equal(config_load_problems(conf_path, cfg, pr), -EINVAL);
+	assert_true(pr->daemon_with_problems);
+	assert_int_equal(pr->pipelines_with_problems, 0x2); /* b's missing keys */
+	config_problems_free(pr);
+	static const char value[] = "[pipeline.a]\nsource = raw:/d\nbatch_size = x\n";
+	write_file(conf_path, value, strlen(value));
+	assert_int_equal(config_load_problems(conf_path, cfg, pr), -EINVAL);
+	assert_false(pr->daemon_with_problems);
+	assert_int_equal(pr->pipelines_with_problems, 0x1);
+	config_problems_free(pr);
+	free(pr);
 	/* nothing close: no suggestion */
 	load_text("[pipeline.a]\ndecode = tpu2\n");
 	assert_null(strstr(err, "did you mean"));
