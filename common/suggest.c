@@ -2,6 +2,7 @@
 #include "common/suggest.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 static char suggest_lower(char ch)
@@ -77,4 +78,43 @@ const char *suggest_among(const char *word, size_t word_len, const char *const *
 	for (size_t i = 0; candidates[i]; i++)
 		suggest_offer(&s, candidates[i]);
 	return suggest_best(&s);
+}
+
+const char *suggest_unknown_text(const char *what, const char *word, const char *shown,
+				 const char *const *names, size_t n, char *buf, size_t cap)
+{
+	if (cap == 0)
+		return buf;
+	struct suggest sg;
+	suggest_init(&sg, word, strlen(word));
+	for (size_t i = 0; i < n; i++)
+		suggest_offer(&sg, names[i]);
+	if (n == 0) {
+		snprintf(buf, cap, "unknown %s \"%s\" (no %ss)", what, shown, what);
+		return buf;
+	}
+	int head;
+	if (suggest_best(&sg))
+		head = snprintf(buf, cap, "unknown %s \"%s\" (did you mean \"%s\"? %ss: ", what,
+				shown, suggest_best(&sg), what);
+	else
+		head = snprintf(buf, cap, "unknown %s \"%s\" (%ss: ", what, shown, what);
+	size_t len = head < 0 ? 0 : (size_t)head < cap ? (size_t)head : cap - 1;
+	for (size_t i = 0; i < n; i++) {
+		char more[48];
+		size_t left = n - i - 1;
+		snprintf(more, sizeof(more), ", and %zu more)", left);
+		/* this name, and room for ", and N more)" after it unless it is the last */
+		size_t need = (i ? 2 : 0) + strlen(names[i]) + (left ? strlen(more) : 1);
+		if (len + need >= cap) {
+			snprintf(more, sizeof(more), "%s%zu more)", i ? ", and " : "", n - i);
+			if (len + strlen(more) < cap)
+				memcpy(buf + len, more, strlen(more) + 1);
+			return buf;
+		}
+		len += (size_t)snprintf(buf + len, cap - len, "%s%s", i ? ", " : "", names[i]);
+	}
+	if (len + 1 < cap)
+		memcpy(buf + len, ")", 2);
+	return buf;
 }

@@ -47,4 +47,12 @@ const char *suggest_best(const struct suggest *s);
 /* suggest_init and suggest_offer over a NULL-terminated list. */
 const char *suggest_among(const char *word, size_t word_len, const char *const *candidates);
 
+/* A refusal of a name that is none of names[0..n):
+ *   unknown WHAT "SHOWN" (did you mean "CLOSEST"? WHATs: A, B, C)
+ * ("did you mean" only when one is close to word; SHOWN is word as the
+ * message may show it, escaped by the caller), with as many names as fit
+ * in cap, then ", and N more)"; "(no WHATs)" for none. Returns buf. */
+const char *suggest_unknown_text(const char *what, const char *word, const char *shown,
+				 const char *const *names, size_t n, char *buf, size_t cap);
+
 #endif

@@ -88,48 +88,24 @@ static int resume_at(const struct source *src, uint32_t split, const char *token
 }
 
 /* The pipeline a HELLO names, or NULL with err: the name, the closest
- * pipeline's (common/suggest.h) and the daemon's pipelines, as many as
- * fit in cap (PROTO_ERROR_TEXT_MAX: an ERROR frame's text). */
+ * pipeline's and the daemon's pipelines, as many as fit in cap
+ * (PROTO_ERROR_TEXT_MAX: an ERROR frame's text). */
 static const struct source *find_pipeline(const struct sched *s, const char *name, uint32_t *index,
 					  char *err, size_t cap)
 {
-	struct suggest sg;
-	suggest_init(&sg, name, strlen(name));
+	const char *names[ARENA_PIPELINES_MAX];
+	size_t n = 0;
 	for (size_t i = 0; i < s->n_sources; i++) {
 		if (strcmp(s->sources[i].cfg->name, name) == 0) {
 			*index = (uint32_t)i;
 			return &s->sources[i];
 		}
-		suggest_offer(&sg, s->sources[i].cfg->name);
+		if (n < ARENA_PIPELINES_MAX)
+			names[n++] = s->sources[i].cfg->name;
 	}
 	char shown[ESCAPE_SIZE(PROTO_NAME_MAX - 1)];
 	escape_str(name, shown, sizeof(shown));
-	if (s->n_sources == 0) {
-		errtext(err, cap, -ENOENT, "unknown pipeline \"%s\" (this loaderd serves no pipeline: "
-			"its configuration defines none)", shown);
-		return NULL;
-	}
-	char hint[PROTO_NAME_MAX + 32] = "";
-	if (suggest_best(&sg))
-		snprintf(hint, sizeof(hint), "did you mean \"%s\"? ", suggest_best(&sg));
-	int n = snprintf(err, cap, "unknown pipeline \"%s\" (%spipelines: ", shown, hint);
-	size_t len = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
-	for (size_t i = 0; i < s->n_sources && len < cap; i++) {
-		const char *pl = s->sources[i].cfg->name;
-		char more[48];
-		size_t left = s->n_sources - i - 1;
-		snprintf(more, sizeof(more), ", and %zu more)", left);
-		/* this name, and room for ", and N more)" after it unless it is the last */
-		size_t need = (i ? 2 : 0) + strlen(pl) + (left ? strlen(more) : 1);
-		if (len + need >= cap) {
-			snprintf(err + len, cap - len, "%s%zu more)", i ? ", and " : "",
-				 s->n_sources - i);
-			return NULL;
-		}
-		len += (size_t)snprintf(err + len, cap - len, "%s%s", i ? ", " : "", pl);
-	}
-	if (len + 1 < cap)
-		snprintf(err + len, cap - len, ")");
+	suggest_unknown_text("pipeline", name, shown, names, n, err, cap);
 	return NULL;
 }
 

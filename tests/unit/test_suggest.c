@@ -1,13 +1,14 @@
 /*
  * Unit tests for common/suggest: the distance (insertions, deletions,
  * substitutions, adjacent transpositions, letter case), the closeness
- * threshold, and the misspellings the config, the transform parser and
- * the daemon's pipeline lookup meet.
+ * threshold, the misspellings the config, the transform parser and the
+ * daemon's pipeline lookup meet, and the text refusing an unknown name.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -95,12 +96,55 @@ static void test_order(void **state)
 	assert_string_equal(suggest_best(&s), "random_resized_crop");
 }
 
+/* The refusal of an unknown name: the closest, the names, cut to fit
+ * with "and N more". */
+static void test_unknown_text(void **state)
+{
+	(void)state;
+	char buf[256];
+	static const char *const two[] = {"train", "valid"};
+	assert_string_equal(suggest_unknown_text("pipeline", "trian", "trian", two, 2, buf, sizeof(buf)),
+			    "unknown pipeline \"trian\" (did you mean \"train\"? pipelines: train, valid)");
+	assert_string_equal(suggest_unknown_text("pipeline", "zzz", "zzz", two, 2, buf, sizeof(buf)),
+			    "unknown pipeline \"zzz\" (pipelines: train, valid)");
+	assert_string_equal(suggest_unknown_text("pipeline", "a\n", "a\\n", two, 0, buf, sizeof(buf)),
+			    "unknown pipeline \"a\\n\" (no pipelines)");
+	/* 64 names in 200 bytes: whole names, then how many more */
+	char names[64][16];
+	const char *list[64];
+	for (int i = 0; i < 64; i++) {
+		snprintf(names[i], sizeof(names[i]), "pipeline_%02d", i);
+		list[i] = names[i];
+	}
+	char small[200];
+	suggest_unknown_text("pipeline", "pipeline_7", "pipeline_7", list, 64, small, sizeof(small));
+	assert_true(strlen(small) < sizeof(small));
+	assert_memory_equal(small, "unknown pipeline \"pipeline_7\" (did you mean \"pipeline_07\"? "
+			    "pipelines: pipeline_00, pipeline_01", 92);
+	const char *more = strstr(small, ", and ");
+	assert_non_null(more);
+	unsigned shown = 0, rest = 0;
+	for (const char *p = small; (p = strstr(p, "pipeline_")) && p < more; p++)
+		shown++;
+	assert_int_equal(sscanf(more, ", and %u more)", &rest), 1);
+	assert_int_equal(shown - 2 + rest, 64); /* the word and the suggestion are not in the list */
+	assert_int_equal(small[strlen(small) - 1], ')');
+	/* every length of buffer: terminated, never past it */
+	for (size_t cap = 1; cap < sizeof(small); cap++) {
+		memset(small, 'x', sizeof(small));
+		suggest_unknown_text("pipeline", "p", "p", list, 64, small, cap);
+		assert_true(strlen(small) < cap);
+		assert_int_equal(small[cap], 'x');
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_distance),
 		cmocka_unit_test(test_among),
 		cmocka_unit_test(test_order),
+		cmocka_unit_test(test_unknown_text),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
