@@ -230,8 +230,9 @@ static unsigned preflight_open_sources(const struct config *cfg, uint64_t skip,
 	return 0;
 }
 
-unsigned preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		       const char *socket_path, struct arena_sizing *sz)
+unsigned preflight_run(const struct config *cfg, struct source *sources,
+		       const char *default_program, const char *socket_path,
+		       struct arena_sizing *sz)
 {
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];

@@ -44,8 +44,9 @@ struct arena_sizing {
  * caller could not resolve it and said so), then (when the data is good)
  * the arena, sized into *sz. Logs each problem found, not only the first,
  * and returns how many: 0 when loaderd can start. */
-unsigned preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		       const char *socket_path, struct arena_sizing *sz);
+unsigned preflight_run(const struct config *cfg, struct source *sources,
+		       const char *default_program, const char *socket_path,
+		       struct arena_sizing *sz);
 
 /* For a file with problems (config_load_problems), the checks of the
  * sections that have none, so that one run lists everything: the data of

@@ -214,7 +214,8 @@ void config_pipeline_end(struct config_parse *p)
 	/* llmc: uint16 tokens, as llm.c writes them (daemon/source/llmc.h) */
 	if (kind == CONFIG_KEY_LLMC)
 		pl->token_bytes = 2;
-	if (config_key_bad(p->bad, CONFIG_PK_TOKEN_OUTPUT) || config_key_bad(p->bad, CONFIG_PK_TOKEN_DTYPE))
+	if (config_key_bad(p->bad, CONFIG_PK_TOKEN_OUTPUT) ||
+	    config_key_bad(p->bad, CONFIG_PK_TOKEN_DTYPE))
 		return;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];

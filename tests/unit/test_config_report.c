@@ -53,7 +53,8 @@ static void expect_problems(const char *text, const struct want *want, size_t n_
 	}
 }
 
-#define EXPECT_PROBLEMS(text, want, n) expect_problems(text, want, sizeof(want) / sizeof(want[0]), n)
+#define EXPECT_PROBLEMS(text, want, n) \
+	expect_problems(text, want, sizeof(want) / sizeof(want[0]), n)
 
 /* Five different problems in five sections: all five, with their lines. */
 static void test_five_sections(void **state)

@@ -146,7 +146,8 @@ static void test_nothing_there(void **state)
 	snprintf(conf, sizeof(conf), "%s/loaderd.conf", dir);
 	FILE *f = fopen(conf, "w");
 	assert_non_null(f);
-	fputs("[pipeline.p]\nsocket = /not/this\n[daemon]\nworkers = 2\n  socket = /run/sys/l.sock ; the system's\n", f);
+	fputs("[pipeline.p]\nsocket = /not/this\n[daemon]\nworkers = 2\n"
+	      "  socket = /run/sys/l.sock ; the system's\n", f);
 	fclose(f);
 	int n = snprintf(cmd, sizeof(cmd), "/usr/bin/loaderd%c--config%c%s", 0, 0, conf);
 	process("9", "loaderd\n", cmd, (size_t)n + 1);
