@@ -17,6 +17,7 @@
   pipelines there are; one connecting to a path where nothing listens is
   told where the running loaderd listens, and one at a stale socket that
   nothing listens there.
+- loaderctl's misspelt commands and options: the closest one.
 """
 
 import os
@@ -175,7 +176,20 @@ def reload_and_clients(env):
     print("clients: unknown pipeline, reload, missing and stale sockets explained")
 
 
+def loaderctl_usage(env):
+    """A misspelt command or option of loaderctl: the closest one."""
+    for args, want in ((["stauts"], "unknown command 'stauts'; did you mean 'status'?"),
+                       (["consume", "--pipline", "x"], "unknown option '--pipline'; did you mean '--pipeline'?"),
+                       (["peek", "--colums", "3"], "unknown option '--colums'; did you mean '--columns'?"),
+                       (["consume", "--zzz"], "unknown option '--zzz'\n")):
+        r = env.loaderctl(args)
+        check(r.returncode == 2 and want in r.stderr, "loaderctl %s: exit %d, stderr %r"
+              % (" ".join(args), r.returncode, r.stderr))
+    print("loaderctl: misspelt commands and options answered with the closest")
+
+
 def body(env):
+    loaderctl_usage(env)
     five_problems(env)
     preflight_problems(env)
     reload_and_clients(env)
