@@ -7,6 +7,7 @@
  * is lost.
  */
 #include "client_impl.h"
+#include "connect_why.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -107,6 +108,14 @@ int client_connect_socket(struct ldr_client *c, const char *path)
 		r = client_error_errno(c, -errno, "connect %s", path);
 		close(c->sock);
 		c->sock = -1;
+		size_t at = strlen(c->error);
+		if (at + 2 < sizeof c->error) {
+			memcpy(c->error + at, ": ", 3);
+			connect_why("/proc", path, path != def, r, c->error + at + 2,
+				    sizeof c->error - at - 2);
+			if (c->error[at + 2] == '\0')
+				c->error[at] = '\0';
+		}
 		return r;
 	}
 	return 0;

@@ -37,7 +37,7 @@
 #include "loaderd.h"
 #include "proto/wire.h"
 
-#define CLIENT_ERROR_MAX (PROTO_ERROR_TEXT_MAX + 256)
+#define CLIENT_ERROR_MAX (PROTO_ERROR_TEXT_MAX + 3072) /* room for connect_why.h's text */
 
 /* A batch handed out by ldr_next() and not yet released. */
 struct client_held_batch {

@@ -30,6 +30,7 @@
 #include "loaderctl.h"
 #include "loaderd.h"
 #include "peek.h"
+#include "common/suggest.h"
 
 struct ctl_peek_opts {
 	const char *socket;
@@ -196,9 +197,18 @@ int ctl_parse_options(int argc, char **argv, int first, const struct ctl_option 
 		}
 		if (r < 0)
 			return CTL_EXIT_USAGE;
+		if (r == 0 && strncmp(argv[i], "--", 2) == 0) {
+			struct suggest sg;
+			suggest_init(&sg, argv[i], strcspn(argv[i], "="));
+			for (size_t k = 0; k < n_specs; k++)
+				suggest_offer(&sg, specs[k].name);
+			if (suggest_best(&sg))
+				return ctl_usage_error("unknown option '%s'; did you mean '%s'?", argv[i],
+						       suggest_best(&sg));
+			return ctl_usage_error("unknown option '%s'", argv[i]);
+		}
 		if (r == 0)
-			return ctl_usage_error(strncmp(argv[i], "--", 2) == 0 ? "unknown option '%s'" :
-					       "unexpected argument '%s'", argv[i]);
+			return ctl_usage_error("unexpected argument '%s'", argv[i]);
 	}
 	return 0;
 }
@@ -304,7 +314,7 @@ close_client:
 static int ctl_control_run(const char *socket, bool reload)
 {
 	char *text;
-	char err[1280];
+	char err[4096]; /* a connect failure's explanation (client/connect_why.h) */
 	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
 		       : ldr_status(socket, &text, err, sizeof err);
 	if (r < 0) {
@@ -356,5 +366,10 @@ int main(int argc, char **argv)
 		int r = ctl_peek_parse(argc, argv, i + 1, &o);
 		return r != 0 ? r : ctl_peek_run(&o);
 	}
+	static const char *const commands[] = {"status", "reload", "consume", "peek", NULL};
+	const char *best = suggest_among(argv[i], strlen(argv[i]), commands);
+	if (best)
+		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, reload, "
+				       "consume or peek)", argv[i], best);
 	return ctl_usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
 }

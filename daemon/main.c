@@ -404,6 +404,14 @@ static int start(struct daemon *d, const char *worker_program)
 	return 0;
 }
 
+/* The last line of a refused start or --check-config: how many problems
+ * the lines above list. */
+static void report_problems(const char *config_file, unsigned n, bool check_only)
+{
+	log_error("configuration %s: %u problem%s%s", config_file ? config_file : "(defaults)", n,
+		  n == 1 ? "" : "s", check_only ? " found" : ", not started");
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option options[] = {
@@ -437,14 +445,32 @@ int main(int argc, char **argv)
 	static struct daemon d; /* large (pipeline tables); lives for the whole run */
 	d.arena.fd = -1;
 	d.arena.client_fd = -1;
-	char err[PATH_MAX + 256];
-	if (config_load(config_file, &d.cfg, err, sizeof(err)) < 0) {
-		log_error("%s", err);
+	struct config_problems *problems = calloc(1, sizeof(*problems));
+	if (!problems) {
+		log_error("%s", strerror(ENOMEM));
 		return 1;
 	}
-	log_set_level(d.cfg.log_level);
 	char worker_program[PATH_MAX];
 	default_worker_program(worker_program, sizeof(worker_program));
+	if (config_load_problems(config_file, &d.cfg, problems) < 0) {
+		for (unsigned i = 0; i < problems->kept; i++)
+			log_error("%s", problems->text[i]);
+		if (problems->n > problems->kept)
+			log_error("%s: and %u more problems", config_file, problems->n - problems->kept);
+		unsigned found = problems->n;
+		/* The sections without a problem are as the file says: check
+		 * their data too (not for a file that cannot be read). */
+		if (d.cfg.file[0] && problems->line[0] > 0)
+			found += preflight_sections(&d.cfg, problems->pipelines_with_problems,
+						    !problems->daemon_with_problems, d.sources,
+						    worker_program);
+		report_problems(config_file, found, check_only);
+		config_problems_free(problems);
+		free(problems);
+		return 1;
+	}
+	free(problems);
+	log_set_level(d.cfg.log_level);
 	int path_rc = 0;
 	if (d.cfg.socket[0])
 		snprintf(d.socket_path, sizeof(d.socket_path), "%s", d.cfg.socket);
@@ -453,9 +479,13 @@ int main(int argc, char **argv)
 			  "$LOADERD_SOCKET, or $XDG_RUNTIME_DIR" : "the socket path from "
 			  "$LOADERD_SOCKET or $XDG_RUNTIME_DIR is too long");
 	struct arena_sizing sizing;
-	if (preflight_run(&d.cfg, d.sources, worker_program, path_rc == 0 ? d.socket_path : NULL,
-			  &sizing) < 0 || path_rc < 0)
+	unsigned found = preflight_run(&d.cfg, d.sources, worker_program,
+				       path_rc == 0 ? d.socket_path : NULL, &sizing);
+	found += path_rc < 0;
+	if (found) {
+		report_problems(config_file, found, check_only);
 		return 1;
+	}
 	if (check_only) {
 		printf("loaderd: configuration %s is valid (%zu pipeline%s)\n",
 		       config_file ? config_file : "(defaults)", d.cfg.n_pipelines,

@@ -198,13 +198,17 @@ int preflight_worker(const struct config *cfg, const char *default_program, int 
 		       "[daemon] names another): %s", program, why);
 }
 
-/* Each pipeline's data; one line per bad pipeline, naming the file and
- * line of its source. */
-static int preflight_open_sources(const struct config *cfg, struct source *sources)
+/* Each pipeline's data but those in skip (bit i: pipeline i); one line
+ * per bad pipeline, naming the file and line of its source. The number of
+ * problems logged. */
+static unsigned preflight_open_sources(const struct config *cfg, uint64_t skip,
+				       struct source *sources)
 {
-	int rc = 0;
+	unsigned found = 0;
 	for (size_t i = 0; i < cfg->n_pipelines; i++) {
 		const struct pipeline_cfg *pl = &cfg->pipelines[i];
+		if (skip >> i & 1u)
+			continue;
 		char err[PATH_MAX + 256];
 		if (source_open(pl, &sources[i], err, sizeof(err)) < 0) {
 			int line = config_key_line(cfg, pl, "source");
@@ -212,44 +216,63 @@ static int preflight_open_sources(const struct config *cfg, struct source *sourc
 				log_error("%s:%d: %s", cfg->file, line, err);
 			else
 				log_error("%s", err);
-			rc = -EINVAL;
+			found++;
 		}
 	}
-	if (rc < 0)
-		return rc;
+	if (found || skip)
+		return found;
 	uint32_t entries = source_blend_number(sources, cfg->n_pipelines);
 	if (entries > ARENA_PIPELINES_MAX) {
 		log_error("%s%s%u pipelines and blend members need a table entry each: at most %u",
 			  cfg->file, cfg->file[0] ? ": " : "", entries, ARENA_PIPELINES_MAX);
-		return -EINVAL;
+		return 1;
 	}
 	return 0;
 }
 
-int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		  const char *socket_path, struct arena_sizing *sz)
+unsigned preflight_run(const struct config *cfg, struct source *sources,
+		       const char *default_program, const char *socket_path,
+		       struct arena_sizing *sz)
 {
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
-	int rc = preflight_open_sources(cfg, sources);
+	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
 	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		rc = -EINVAL;
+		found++;
 	}
 	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		rc = -EINVAL;
+		found++;
 	}
 	if (socket_path && preflight_socket(cfg, socket_path, err, sizeof(err)) < 0) {
 		log_error("%s", err);
-		rc = -EINVAL;
+		found++;
 	}
-	if (rc == 0) { /* the arena's size needs every source */
+	if (sources_found == 0) { /* the arena's size needs every source */
 		preflight_arena_sizing(cfg, sources, sz);
 		if (preflight_arena(cfg, sz, &mem_paths, err, sizeof(err)) < 0) {
 			log_error("%s", err);
-			rc = -EINVAL;
+			found++;
 		}
 	}
-	return rc;
+	return found;
+}
+
+unsigned preflight_sections(const struct config *cfg, uint64_t skip, bool daemon_ok,
+			    struct source *sources, const char *default_program)
+{
+	char err[PATH_MAX + 2048];
+	unsigned found = preflight_open_sources(cfg, skip, sources);
+	if (!daemon_ok)
+		return found;
+	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		found++;
+	}
+	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		found++;
+	}
+	return found;
 }

@@ -42,10 +42,19 @@ struct arena_sizing {
  * sources[]; its errors prefixed with the file and line of `source`), the
  * worker program, socket_group, the socket path (when not NULL: the
  * caller could not resolve it and said so), then (when the data is good)
- * the arena, sized into *sz. Logs each problem found, not only the first.
- * 0 or -EINVAL. */
-int preflight_run(const struct config *cfg, struct source *sources, const char *default_program,
-		  const char *socket_path, struct arena_sizing *sz);
+ * the arena, sized into *sz. Logs each problem found, not only the first,
+ * and returns how many: 0 when loaderd can start. */
+unsigned preflight_run(const struct config *cfg, struct source *sources,
+		       const char *default_program, const char *socket_path,
+		       struct arena_sizing *sz);
+
+/* For a file with problems (config_load_problems), the checks of the
+ * sections that have none, so that one run lists everything: the data of
+ * each pipeline not in skip (bit i: pipeline i), and when daemon_ok the
+ * worker program and socket_group (the socket path and the arena need
+ * the whole file). Logs each problem; returns how many. */
+unsigned preflight_sections(const struct config *cfg, uint64_t skip, bool daemon_ok,
+			    struct source *sources, const char *default_program);
 
 /* Sizes the arena for the sources (opened, their image lists in hand). */
 void preflight_arena_sizing(const struct config *cfg, const struct source *sources,

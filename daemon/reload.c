@@ -62,9 +62,30 @@ int reload_run(struct config *running, struct pool *pool, struct reload_log *log
 		snprintf(text, cap, "out of memory");
 		return refuse(log, -ENOMEM, text);
 	}
-	int rc = config_load(running->file, next, text, cap);
-	if (rc < 0)
+	struct config_problems *problems = calloc(1, sizeof(*problems));
+	if (!problems) {
+		free(next);
+		snprintf(text, cap, "out of memory");
+		return refuse(log, -ENOMEM, text);
+	}
+	int rc = config_load_problems(running->file, next, problems);
+	if (rc < 0) {
+		/* Every problem in the log (at most CONFIG_PROBLEMS_MAX lines, an
+		 * operator's request: not rate-limited); in the reply
+		 * (PROTO_ERROR_TEXT_MAX) as many as fit, then "and N more". */
+		log_set_ratelimit(false);
+		for (unsigned i = 0; problems->n > 1 && i < problems->kept; i++)
+			log_error("reload: %s", problems->text[i]);
+		if (problems->n > problems->kept)
+			log_error("reload: %s: and %u more problems", running->file,
+				  problems->n - problems->kept);
+		log_set_ratelimit(true);
+		config_problems_text(problems, "; ", text, cap);
+		config_problems_free(problems);
+		free(problems);
 		goto refused;
+	}
+	free(problems);
 
 	/* A file that leaves max_workers to its default keeps the running
 	 * one: the rings are reserved at start, and pool_resize names the limit. */

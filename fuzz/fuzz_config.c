@@ -4,9 +4,10 @@
  * (memfd) that config_load reads through /proc/self/fd/N, the way it reads
  * any other path.
  *
- * Any input may be refused, but a refusal must carry a message; an accepted
- * one must satisfy the limits config.h promises (a blend's members
- * included). Any breach aborts.
+ * Any input may be refused, but a refusal must carry its problems, each
+ * naming the file and its line, in line order; an accepted one must satisfy
+ * the limits config.h promises (a blend's members included). Any breach
+ * aborts.
  */
 #include <math.h>
 #include <stdio.h>
@@ -70,8 +71,32 @@ static void check_accepted(const struct config *c)
 	}
 }
 
+/* A refusal's problems: at least one, each "PATH:LINE: ..." (or "PATH:
+ * ..." for the file as a whole), kept in line order, at most
+ * CONFIG_PROBLEMS_MAX; their text in any buffer terminated. */
+static void check_problems(const struct config_problems *pr, const char *path)
+{
+	static char text[4096];
+	size_t path_len = strlen(path);
+	if (pr->n == 0 || pr->kept > pr->n || pr->kept > CONFIG_PROBLEMS_MAX)
+		abort();
+	for (unsigned i = 0; i < pr->kept; i++) {
+		if (!pr->text[i] || strncmp(pr->text[i], path, path_len) != 0 ||
+		    pr->text[i][path_len] != ':' || (i && pr->line[i] < pr->line[i - 1]))
+			abort();
+		if (pr->line[i] > 0 && atoi(pr->text[i] + path_len + 1) != pr->line[i])
+			abort();
+	}
+	for (size_t cap = 1; cap <= sizeof(text); cap *= 4) {
+		config_problems_text(pr, "; ", text, cap);
+		if (!memchr(text, '\0', cap) || (cap > 1 && pr->kept && text[0] == '\0'))
+			abort();
+	}
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+	static struct config_problems problems;
 	char path[64], err[1024];
 	size_t done = 0;
 	int fd, rc;
@@ -86,12 +111,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		done += (size_t)n;
 	}
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
-	err[0] = '\0';
-	rc = config_load(path, &cfg, err, sizeof(err));
-	if (rc < 0 && (err[0] == '\0' || !memchr(err, '\0', sizeof(err))))
+	rc = config_load_problems(path, &cfg, &problems);
+	if (rc < 0)
+		check_problems(&problems, path);
+	else if (problems.n != 0)
 		abort();
 	if (rc == 0)
 		check_accepted(&cfg);
+	config_problems_free(&problems);
+	/* config_load: the same answer, the problems as text */
+	err[0] = '\0';
+	if (config_load(path, &cfg, err, sizeof(err)) != rc)
+		abort();
+	if (rc < 0 && (err[0] == '\0' || !memchr(err, '\0', sizeof(err))))
+		abort();
 	close(fd);
 	return 0;
 }

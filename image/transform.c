@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "common/errtext.h"
+#include "common/suggest.h"
 
 /* Longest argument text quoted back in an error message. */
 #define QUOTE_MAX 40
@@ -167,15 +168,136 @@ static int tf_parse_range(const char *op, const char *what, struct tf_slice v, d
 	return 0;
 }
 
+/* Each op: its name, torchvision's (accepted as an alias: the same op,
+ * the same arguments), and the form its arguments take, quoted in every
+ * error about them. */
 static const struct {
 	const char *name;
 	enum tf_kind kind;
+	const char *torchvision;
+	const char *form;
 } op_names[] = {
-	{"random_resized_crop", TF_RANDOM_RESIZED_CROP},
-	{"resize", TF_RESIZE},
-	{"center_crop", TF_CENTER_CROP},
-	{"hflip", TF_HFLIP},
+	{"random_resized_crop", TF_RANDOM_RESIZED_CROP, "RandomResizedCrop",
+	 "random_resized_crop(size [, width] [, scale=lo:hi] [, ratio=lo:hi]), e.g. "
+	 "random_resized_crop(224, scale=0.08:1.0)"},
+	{"resize", TF_RESIZE, "Resize", "resize(size) or resize(height, width)"},
+	{"center_crop", TF_CENTER_CROP, "CenterCrop", "center_crop(size) or center_crop(height, width)"},
+	{"hflip", TF_HFLIP, "RandomHorizontalFlip", "hflip([p]), e.g. hflip(0.5)"},
 };
+#define TF_OP_NAMES (sizeof(op_names) / sizeof(op_names[0]))
+
+/* torchvision transforms that are no op of a chain here, and what does
+ * their work instead (docs/config.md, "Image pipelines"). */
+static const struct {
+	const char *name;
+	const char *instead;
+} tf_not_ops[] = {
+	{"Normalize", "normalisation is the pipeline's keys: dtype = float32, mean = R,G,B and "
+		      "std = R,G,B, e.g. mean = 0.485,0.456,0.406 and std = 0.229,0.224,0.225"},
+	{"ToTensor", "not needed: a batch is a tensor already (uint8, or scaled to 0..1 with "
+		     "dtype = float32)"},
+	{"PILToTensor", "not needed: a batch is a uint8 tensor already"},
+	{"ToImage", "not needed: a batch is a uint8 tensor already"},
+	{"ToDtype", "the output type is the pipeline's key dtype (uint8, float16, float32)"},
+	{"ConvertImageDtype", "the output type is the pipeline's key dtype (uint8, float16, float32)"},
+	{"Compose", "write the ops one after another, separated by spaces, e.g. "
+		    "random_resized_crop(224) hflip(0.5)"},
+};
+
+/* Whether name is word, ignoring ASCII case and underscores
+ * ("random_resized_crop" is "RandomResizedCrop"). */
+static bool tf_name_like(struct tf_slice name, const char *word)
+{
+	size_t i = 0;
+	for (const char *w = word; *w; w++) {
+		if (*w == '_')
+			continue;
+		while (i < name.len && name.s[i] == '_')
+			i++;
+		if (i == name.len)
+			return false;
+		char a = name.s[i++], b = *w;
+		if (a >= 'A' && a <= 'Z')
+			a = (char)(a - 'A' + 'a');
+		if (b >= 'A' && b <= 'Z')
+			b = (char)(b - 'A' + 'a');
+		if (a != b)
+			return false;
+	}
+	while (i < name.len && name.s[i] == '_')
+		i++;
+	return i == name.len;
+}
+
+/* The message for an op name that is none of ours: what torchvision's
+ * transform of that name becomes here, or the closest op, and the ops. */
+static int tf_unknown_op(struct tf_slice full, struct tf_slice name, char *err, size_t err_cap)
+{
+	for (size_t i = 0; i < sizeof(tf_not_ops) / sizeof(tf_not_ops[0]); i++)
+		if (tf_name_like(name, tf_not_ops[i].name))
+			return errtext(err, err_cap, -EINVAL, "%.*s: not an op of a transform chain: %s",
+				       tf_quote_len(full), full.s, tf_not_ops[i].instead);
+	struct suggest sg;
+	suggest_init(&sg, name.s, name.len);
+	for (size_t i = 0; i < TF_OP_NAMES; i++) {
+		suggest_offer(&sg, op_names[i].name);
+		suggest_offer(&sg, op_names[i].torchvision);
+	}
+	const char *best = suggest_best(&sg);
+	for (size_t i = 0; best && i < TF_OP_NAMES; i++)
+		if (best == op_names[i].torchvision)
+			best = op_names[i].name;
+	char hint[64] = "";
+	if (best)
+		snprintf(hint, sizeof(hint), "; did you mean %s?", best);
+	return errtext(err, err_cap, -EINVAL, "%.*s: unknown op%s (ops: random_resized_crop, resize, "
+		       "center_crop, hflip; torchvision's names RandomResizedCrop, Resize, CenterCrop "
+		       "and RandomHorizontalFlip are accepted for them)", tf_quote_len(full), full.s,
+		       hint);
+}
+
+/* torchvision's argument text with its brackets taken out: a bracketed
+ * value of a key is a range, lo:hi ("scale=(0.08, 1.0)" -> "scale=0.08:1.0"),
+ * a bracketed positional argument is the two sizes ("(256, 320)" ->
+ * "256, 320"). Into buf, cut to fit. */
+static void tf_unbracket(struct tf_slice in, char *buf, size_t cap)
+{
+	size_t n = 0;
+	int depth = 0;
+	bool keyed = false; /* the bracket open now is a key's value */
+	char prev = ',';    /* the last character other than a space */
+	for (size_t i = 0; i < in.len && n + 1 < cap; i++) {
+		char ch = in.s[i];
+		if (ch == '(' || ch == '[') {
+			if (depth++ == 0)
+				keyed = prev == '=';
+			continue;
+		}
+		if ((ch == ')' || ch == ']') && depth > 0) {
+			depth--;
+			continue;
+		}
+		if (tf_is_space(ch) && depth > 0 && keyed)
+			continue;
+		if (ch == ',' && depth > 0 && keyed)
+			ch = ':';
+		if (tf_is_space(ch) && prev == '=')
+			continue;
+		if (!tf_is_space(ch))
+			prev = ch;
+		buf[n++] = ch;
+	}
+	buf[n] = '\0';
+}
+
+/* Appends "; expected FORM" of op i to the message in err. */
+static int tf_expected(size_t i, char *err, size_t err_cap)
+{
+	size_t len = err && err_cap ? strlen(err) : 0;
+	if (len + 1 < err_cap)
+		snprintf(err + len, err_cap - len, "; expected %s", op_names[i].form);
+	return -EINVAL;
+}
 
 static const char *tf_op_name(enum tf_kind kind)
 {
@@ -239,8 +361,12 @@ static int tf_parse_args(const char *name, struct tf_slice *args, unsigned nargs
 			rc = 0;
 			positional[npos++] = value; /* same as hflip(value) */
 		} else {
-			return errtext(err, err_cap, -EINVAL, "%s: unknown argument \"%.*s\"", name,
-				       tf_quote_len(key), key.s);
+			static const char *const keys[] = {"scale", "ratio", NULL};
+			const char *best = op->kind == TF_RANDOM_RESIZED_CROP ?
+					   suggest_among(key.s, key.len, keys) : NULL;
+			return errtext(err, err_cap, -EINVAL, "%s: unknown argument \"%.*s\"%s%s%s", name,
+				       tf_quote_len(key), key.s, best ? "; did you mean " : "",
+				       best ? best : "", best ? "?" : "");
 		}
 		if (rc < 0)
 			return rc;
@@ -282,41 +408,75 @@ static int tf_parse_args(const char *name, struct tf_slice *args, unsigned nargs
 static int tf_parse_op(const char **pos, struct tf_op *op, char *err, size_t err_cap)
 {
 	const char *p = *pos;
-	struct tf_slice name = {p, 0};
-	while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || tf_is_digit(*p) || *p == '_')
+	/* the name, with a module's prefix ("transforms.Resize") if any */
+	struct tf_slice full = {p, 0};
+	while ((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || tf_is_digit(*p) || *p == '_' ||
+	       (*p == '.' && p > full.s))
 		p++;
-	name.len = (size_t)(p - name.s);
-	if (name.len == 0) {
+	full.len = (size_t)(p - full.s);
+	struct tf_slice name = full;
+	const char *dot = memrchr(full.s, '.', full.len);
+	if (dot)
+		name = (struct tf_slice){dot + 1, full.len - (size_t)(dot + 1 - full.s)};
+	if (full.len == 0) {
 		struct tf_slice rest = {p, strlen(p)};
 		return errtext(err, err_cap, -EINVAL,
 			       "unexpected \"%.*s\" where an op name belongs", tf_quote_len(rest),
 			       rest.s);
 	}
-	const char *canonical = NULL;
-	for (size_t i = 0; i < sizeof(op_names) / sizeof(op_names[0]); i++) {
-		if (tf_slice_is(name, op_names[i].name)) {
-			canonical = op_names[i].name;
-			op->kind = op_names[i].kind;
-		}
-	}
-	if (!canonical)
-		return errtext(err, err_cap, -EINVAL, "%.*s: unknown op (known: "
-			       "random_resized_crop, resize, center_crop, hflip)",
-			       tf_quote_len(name), name.s);
+	size_t which = TF_OP_NAMES;
+	for (size_t i = 0; i < TF_OP_NAMES; i++)
+		if (tf_slice_is(name, op_names[i].name) || tf_slice_is(name, op_names[i].torchvision))
+			which = i;
+	if (which == TF_OP_NAMES)
+		return tf_unknown_op(full, name, err, err_cap);
+	const char *canonical = op_names[which].name;
+	op->kind = op_names[which].kind;
 	while (tf_is_space(*p))
 		p++;
-	if (*p != '(')
-		return errtext(err, err_cap, -EINVAL, "%s: expected \"(\" after the name",
-			       canonical);
+	if (*p != '(') {
+		errtext(err, err_cap, -EINVAL, "%s: expected \"(\" after the name", canonical);
+		return tf_expected(which, err, err_cap);
+	}
 	const char *open = p;
+	/* The closing parenthesis, over torchvision's tuples and lists (an
+	 * argument that starts with a bracket), refused below with the text
+	 * to write instead; a bracket elsewhere is a plain syntax error. */
 	const char *close = open + 1;
-	while (*close && *close != ')' && *close != '(')
-		close++;
-	if (*close == '(')
-		return errtext(err, err_cap, -EINVAL, "%s: unexpected \"(\" inside the arguments",
-			       canonical);
-	if (*close != ')')
-		return errtext(err, err_cap, -EINVAL, "%s: missing \")\"", canonical);
+	int depth = 0;
+	bool bracketed = false;
+	char prev = ',';
+	for (; *close && (*close != ')' || depth > 0); close++) {
+		if (*close == '(' || *close == '[') {
+			if (depth == 0 && prev != ',' && prev != '=')
+				break;
+			bracketed = true;
+			depth++;
+		} else if ((*close == ')' || *close == ']') && depth > 0) {
+			depth--;
+		}
+		if (!tf_is_space(*close))
+			prev = *close;
+	}
+	if (*close == '(' || *close == '[') {
+		errtext(err, err_cap, -EINVAL, "%s: unexpected \"%c\" inside the arguments", canonical,
+			*close);
+		return tf_expected(which, err, err_cap);
+	}
+	if (*close != ')') {
+		errtext(err, err_cap, -EINVAL, "%s: missing \")\"", canonical);
+		return tf_expected(which, err, err_cap);
+	}
+	if (bracketed || dot) {
+		char args[128];
+		tf_unbracket((struct tf_slice){open + 1, (size_t)(close - open - 1)}, args, sizeof(args));
+		size_t shown = (size_t)(close + 1 - full.s);
+		return errtext(err, err_cap, -EINVAL, "%s: \"%.*s\" is torchvision's syntax: %s; "
+			       "write %s(%s)", canonical, (int)(shown < 96 ? shown : 96), full.s,
+			       dot ? "no module prefix, "
+			       "ranges as lo:hi and two sizes as height, width" : "a range is lo:hi and "
+			       "two sizes are height, width, without brackets", canonical, args);
+	}
 	if (close[1] != '\0' && !tf_is_space(close[1]))
 		return errtext(err, err_cap, -EINVAL, "%s: expected a space after \")\"",
 			       canonical);
@@ -330,12 +490,14 @@ static int tf_parse_op(const char **pos, struct tf_op *op, char *err, size_t err
 			const char *comma = memchr(a, ',', (size_t)(end - a));
 			const char *stop = comma ? comma : end;
 			struct tf_slice arg = tf_trim((struct tf_slice){a, (size_t)(stop - a)});
-			if (arg.len == 0)
-				return errtext(err, err_cap, -EINVAL, "%s: empty argument",
-					       canonical);
-			if (nargs == ARGS_MAX)
-				return errtext(err, err_cap, -EINVAL, "%s: too many arguments",
-					       canonical);
+			if (arg.len == 0) {
+				errtext(err, err_cap, -EINVAL, "%s: empty argument", canonical);
+				return tf_expected(which, err, err_cap);
+			}
+			if (nargs == ARGS_MAX) {
+				errtext(err, err_cap, -EINVAL, "%s: too many arguments", canonical);
+				return tf_expected(which, err, err_cap);
+			}
 			args[nargs++] = arg;
 			if (!comma)
 				break;
@@ -343,7 +505,9 @@ static int tf_parse_op(const char **pos, struct tf_op *op, char *err, size_t err
 		}
 	}
 	*pos = close + 1;
-	return tf_parse_args(canonical, args, nargs, op, err, err_cap);
+	if (tf_parse_args(canonical, args, nargs, op, err, err_cap) < 0)
+		return tf_expected(which, err, err_cap);
+	return 0;
 }
 
 int tf_parse(const char *text, struct tf_chain *out, char *err, size_t err_cap)

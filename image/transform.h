@@ -14,7 +14,9 @@
  *   center_crop(size) or center_crop(height, width)
  *   hflip([p])            mirror with probability p, default 0.5
  * Each op means what the torchvision.transforms (v1) class of that name
- * does. Sizes are 1..65536, 0 < scale lo <= hi <= 1, 0 < ratio lo <= hi,
+ * does, and that class's name is accepted for it (RandomResizedCrop,
+ * Resize, CenterCrop, RandomHorizontalFlip: the same op, the same argument
+ * syntax; tf_format writes the names above). Sizes are 1..65536, 0 < scale lo <= hi <= 1, 0 < ratio lo <= hi,
  * 0 <= p <= 1, at most TF_OPS_MAX ops, and the output size must not depend
  * on the image: the last op that sets a size is random_resized_crop,
  * center_crop or resize(height, width). Numbers are read and written in the
@@ -58,9 +60,15 @@ struct tf_chain {
 };
 
 /* Parses text into *out (fully overwritten, unused bytes zeroed). 0 or
- * -EINVAL; on error err (when err_cap > 0) holds one line naming the op
- * and the bad part, e.g.
- *   random_resized_crop: scale "0.5:0.2": low bound above high bound */
+ * -EINVAL; on error err (when err_cap > 0) holds one line naming the op,
+ * the bad part and the op's expected form, e.g.
+ *   random_resized_crop: scale "0.5:0.2": low bound above high bound;
+ *   expected random_resized_crop(size [, width] [, scale=lo:hi] [,
+ *   ratio=lo:hi]), e.g. random_resized_crop(224, scale=0.08:1.0)
+ * An unknown op gets the closest one (common/suggest.h); torchvision's
+ * syntax (a module prefix, tuples, lists) the text to write instead;
+ * torchvision transforms that are keys here (Normalize, ToTensor, ...) the
+ * keys. */
 int tf_parse(const char *text, struct tf_chain *out, char *err, size_t err_cap);
 
 /* Canonical text of a parsed chain, for status and logs: every parameter

@@ -7,7 +7,8 @@
  *
  * inih splits "key = value" lines and strips comments; the rest is done
  * here, because inih's own bookkeeping is too coarse for the errors we
- * promise ("FILE:LINE: message" for the first bad line):
+ * promise ("FILE:LINE: message" for every bad line, where inih reports
+ * the first):
  *  - config_read_line() is the reader given to ini_parse_stream. It returns
  *    exactly one physical line per call, so inih's line count and ours
  *    agree. It strips leading whitespace, so inih never sees a continuation
@@ -16,13 +17,15 @@
  *    empty or misspelt section would pass unnoticed, and it truncates
  *    section names to 49 bytes. A key line longer than inih's fixed line
  *    buffer (200 bytes, too short for a data path) reaches inih without its
- *    value; the value travels in struct config_parse instead.
+ *    value; the value travels in struct config_parse instead. A line that
+ *    is no key, header or comment is reported here and reaches inih empty.
  *  - config_on_key() is the handler: one key, looked up in its section's
  *    table, parsed and range-checked (config_set_value).
  *  - checks that involve several keys (required keys, keys of the other
  *    source kind, token widths, default_depth <= max_depth) run when a
  *    section or the file ends (config_pipeline_end, config_finish).
- * The first error recorded ends the parse.
+ * Every problem is recorded (config_fail.c) and the parse goes on to the
+ * end of the file.
  */
 #include "daemon/config/config_impl.h"
 
@@ -33,12 +36,14 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/errtext.h"
 #include "common/position.h"
 #include "common/regfile.h"
+#include "common/suggest.h"
 
 /* A position token carries the pipeline's name: every name is one it can. */
 #define PIPELINE_NAME_MAX POSITION_NAME_MAX
@@ -47,34 +52,44 @@ _Static_assert(POSITION_NAME_MAX < PROTO_NAME_MAX, "a pipeline name fits HELLO's
 
 static void config_section_end(struct config_parse *p)
 {
-	if (p->section == CONFIG_SECTION_PIPELINE && !p->err_line)
+	if (p->section == CONFIG_SECTION_PIPELINE)
 		config_pipeline_end(p);
 	p->section = CONFIG_SECTION_NONE;
 	p->pipeline = NULL;
+	p->bad = NULL;
 }
 
 static void config_pipeline_begin(struct config_parse *p, const char *name, size_t len)
 {
 	struct config *c = p->c;
+	/* A section that cannot be one of the config's pipelines is still
+	 * read, into scratch, for the problems of its keys. */
+	struct pipeline_cfg *pl = &p->scratch;
+	p->bad = &p->scratch_bad;
 	if (!position_name_valid(name, len)) {
 		config_fail(p, p->lineno, "invalid pipeline name \"%.*s\" (1 to %d characters "
 			    "of A-Z a-z 0-9 _ . -)", (int)len, name, PIPELINE_NAME_MAX);
-		return;
-	}
-	for (size_t i = 0; i < c->n_pipelines; i++) {
-		if (strlen(c->pipelines[i].name) == len && memcmp(c->pipelines[i].name, name, len) == 0) {
-			config_fail(p, p->lineno, "duplicate pipeline \"%.*s\" (first defined on line %d)",
-				    (int)len, name, c->pipelines[i].line);
-			return;
+	} else {
+		size_t i = 0;
+		while (i < c->n_pipelines && (strlen(c->pipelines[i].name) != len ||
+					      memcmp(c->pipelines[i].name, name, len) != 0))
+			i++;
+		if (i < c->n_pipelines)
+			config_fail(p, p->lineno, "duplicate pipeline \"%.*s\" (first defined on line "
+				    "%d): give this one another name", (int)len, name,
+				    c->pipelines[i].line);
+		else if (c->n_pipelines == ARENA_PIPELINES_MAX)
+			config_fail(p, p->lineno, "too many pipelines (at most %d)",
+				    ARENA_PIPELINES_MAX);
+		else {
+			p->bad = &p->pipeline_bad[c->n_pipelines];
+			pl = &c->pipelines[c->n_pipelines++];
 		}
 	}
-	if (c->n_pipelines == ARENA_PIPELINES_MAX) {
-		config_fail(p, p->lineno, "too many pipelines (at most %d)", ARENA_PIPELINES_MAX);
-		return;
-	}
-	struct pipeline_cfg *pl = &c->pipelines[c->n_pipelines++];
+	*p->bad = 0;
+	p->suggested = 0;
 	memset(pl, 0, sizeof(*pl));
-	memcpy(pl->name, name, len);
+	memcpy(pl->name, name, len < sizeof(pl->name) ? len : sizeof(pl->name) - 1);
 	pl->line = p->lineno;
 	config_pipeline_defaults(pl);
 	p->pipeline = pl;
@@ -87,16 +102,35 @@ static void config_pipeline_begin(struct config_parse *p, const char *name, size
 	p->base = pl;
 }
 
+/* An unknown section "[name]": what it may have meant. */
+static void config_unknown_section(struct config_parse *p, const char *name, size_t len)
+{
+	static const char *const pipeline[] = {"pipeline", NULL}, *const daemon[] = {"daemon", NULL};
+	const char *dot = memchr(name, '.', len);
+	size_t head = dot ? (size_t)(dot - name) : len;
+	if (head == 8 && memcmp(name, "pipeline", 8) == 0 && !dot)
+		config_fail(p, p->lineno, "unknown section [%.*s]: a pipeline's section is "
+			    "[pipeline.NAME], e.g. [pipeline.train]", (int)len, name);
+	else if (dot && len > head + 1 && suggest_among(name, head, pipeline))
+		config_fail(p, p->lineno, "unknown section [%.*s]; did you mean [pipeline%.*s]?",
+			    (int)len, name, (int)(len - head), dot);
+	else if (suggest_among(name, len, daemon) || (len == 6 && strncasecmp(name, "daemon", 6) == 0))
+		config_fail(p, p->lineno, "unknown section [%.*s]; did you mean [daemon]?", (int)len,
+			    name);
+	else
+		config_fail(p, p->lineno, "unknown section [%.*s] (sections are [daemon] and "
+			    "[pipeline.NAME])", (int)len, name);
+}
+
 /* A "[name]" header on the current line: name is not NUL-terminated. */
 static void config_section_begin(struct config_parse *p, const char *name, size_t len)
 {
 	config_section_end(p);
-	if (p->err_line)
-		return;
 	if (len == 6 && memcmp(name, "daemon", 6) == 0) {
 		if (p->daemon_line) {
-			config_fail(p, p->lineno, "duplicate section [daemon] (first defined on line %d)",
-				    p->daemon_line);
+			config_fail(p, p->lineno, "duplicate section [daemon] (first defined on line %d): "
+				    "put its keys in the first one", p->daemon_line);
+			p->section = CONFIG_SECTION_SKIP;
 			return;
 		}
 		p->daemon_line = p->lineno;
@@ -106,41 +140,71 @@ static void config_section_begin(struct config_parse *p, const char *name, size_
 		p->n_keys = CONFIG_DK_COUNT;
 		p->key_line = p->daemon_key_line;
 		p->base = p->c;
+		p->bad = &p->daemon_bad;
 	} else if (len >= 9 && memcmp(name, "pipeline.", 9) == 0) {
 		config_pipeline_begin(p, name + 9, len - 9);
 	} else {
-		config_fail(p, p->lineno, "unknown section [%.*s]", (int)len, name);
+		config_unknown_section(p, name, len);
+		p->section = CONFIG_SECTION_SKIP;
 	}
+}
+
+/* A key that is not one of its section's: the closest of them, or the
+ * other section it belongs to. */
+static void config_unknown_key(struct config_parse *p, const char *name)
+{
+	bool daemon = p->section == CONFIG_SECTION_DAEMON;
+	const struct config_key *other = daemon ? config_pipeline_keys : config_daemon_keys;
+	size_t n_other = daemon ? CONFIG_PK_COUNT : CONFIG_DK_COUNT;
+	for (size_t i = 0; i < n_other; i++) {
+		if (strcmp(other[i].name, name) == 0) {
+			config_fail(p, p->lineno, "unknown key \"%s\" in %s: it is a key of %s", name,
+				    p->label, daemon ? "a [pipeline.NAME] section" : "[daemon]");
+			return;
+		}
+	}
+	char hint[128];
+	size_t which;
+	config_key_did_you_mean(name, p->keys, p->n_keys, &which, hint, sizeof(hint));
+	if (which < p->n_keys)
+		p->suggested |= 1u << which;
+	config_fail(p, p->lineno, "unknown key \"%s\" in %s%s", name, p->label,
+		    hint[0] ? hint : " (docs/config.md lists every key)");
 }
 
 static int config_on_key(void *user, const char *section, const char *name, const char *value)
 {
 	struct config_parse *p = user;
 	/* section is inih's view, truncated to 49 bytes; the reader tracks the
-	 * real one in p->section. */
-	if (p->err_line)
-		return 0;
+	 * real one in p->section. Problems are recorded, never returned: inih
+	 * would keep only the first line. */
 	if (p->long_value_line == p->lineno)
 		value = p->long_value;
+	if (p->section == CONFIG_SECTION_SKIP)
+		return 1;
 	if (p->section == CONFIG_SECTION_NONE) {
-		config_fail(p, p->lineno, "key \"%s\" is outside any section", name);
-		return 0;
+		config_fail(p, p->lineno, "key \"%s\" is outside any section: put it under [daemon] "
+			    "or a [pipeline.NAME] header", name);
+		return 1;
 	}
 	size_t key = 0;
 	while (key < p->n_keys && strcmp(p->keys[key].name, name) != 0)
 		key++;
 	if (key == p->n_keys) {
-		config_fail(p, p->lineno, "unknown key \"%s\" in %s", name, p->label);
-		return 0;
+		config_unknown_key(p, name);
+		return 1;
 	}
 	if (p->key_line[key]) {
-		config_fail(p, p->lineno, "duplicate key \"%s\" in %s (first set on line %d)",
-			    name, p->label, p->key_line[key]);
-		return 0;
+		config_fail(p, p->lineno, "duplicate key \"%s\" in %s (first set on line %d): "
+			    "keep one", name, p->label, p->key_line[key]);
+		return 1;
 	}
 	p->key_line[key] = p->lineno;
+	unsigned before = config_problem_count(p);
 	config_set_value(p, &p->keys[key], p->base, value);
-	return p->err_line == 0;
+	if (config_problem_count(p) != before)
+		*p->bad |= 1u << key;
+	return 1;
 }
 
 /* inih's rule for the end of a token: the first of chars (if any), or an
@@ -161,9 +225,10 @@ static char *config_read_long_pair(struct config_parse *p, const char *s, char *
 {
 	const char *sep = config_find_chars_or_comment(s, "=:");
 	size_t key_len = (size_t)(sep - s);
-	if (*sep == '\0' || *sep == ';' || key_len + 3 > (size_t)num) {
-		config_fail(p, p->lineno, "syntax error");
-		return NULL;
+	if (key_len + 3 > (size_t)num) {
+		config_fail(p, p->lineno, "syntax error: a key of %zu bytes", key_len);
+		memcpy(str, "\n", 2);
+		return str;
 	}
 	const char *value = sep + 1;
 	const char *end = config_find_chars_or_comment(value, NULL);
@@ -183,7 +248,7 @@ static char *config_read_long_pair(struct config_parse *p, const char *s, char *
 static char *config_read_line(char *str, int num, void *stream)
 {
 	struct config_parse *p = stream;
-	if (p->err_line || num < 3)
+	if (num < 3)
 		return NULL;
 	size_t len = 0;
 	bool too_long = false, has_nul = false;
@@ -210,7 +275,8 @@ static char *config_read_line(char *str, int num, void *stream)
 			config_fail(p, p->lineno, "line is longer than %d bytes", CONFIG_LINE_MAX);
 		else
 			config_fail(p, p->lineno, "line contains a NUL byte");
-		return NULL;
+		memcpy(str, "\n", 2);
+		return str;
 	}
 	char *s = p->line;
 	if (p->lineno == 1 && strncmp(s, "\xEF\xBB\xBF", 3) == 0)
@@ -227,12 +293,23 @@ static char *config_read_line(char *str, int num, void *stream)
 		while (isspace((unsigned char)*rest))
 			rest++;
 		if (!close || (*rest && *rest != ';' && *rest != '#')) {
-			config_fail(p, p->lineno, "syntax error");
-			return NULL;
+			config_fail(p, p->lineno, "syntax error: %s", !close ? "a section header without "
+				    "its \"]\"" : "text after a section header's \"]\" (a key goes on "
+				    "a line of its own)");
+			config_section_end(p);
+			p->section = CONFIG_SECTION_SKIP;
+		} else {
+			config_section_begin(p, s + 1, (size_t)(close - s - 1));
 		}
-		config_section_begin(p, s + 1, (size_t)(close - s - 1));
 		memcpy(str, "\n", 2);
-		return p->err_line ? NULL : str;
+		return str;
+	}
+	const char *sep = config_find_chars_or_comment(s, "=:");
+	if (*sep != '=' && *sep != ':') { /* inih's syntax error, reported here */
+		config_fail(p, p->lineno, "syntax error: expected \"key = value\", a [section] "
+			    "header or a comment");
+		memcpy(str, "\n", 2);
+		return str;
 	}
 	size_t n = strlen(s);
 	if (n + 2 > (size_t)num)
@@ -242,13 +319,13 @@ static char *config_read_line(char *str, int num, void *stream)
 	return str;
 }
 
-int config_load(const char *path, struct config *c, char *err, size_t err_cap)
+int config_load_problems(const char *path, struct config *c, struct config_problems *pr)
 {
 	struct config_parse *p = NULL;
 	int ret = 0;
+	char text[PATH_MAX + 256];
+	memset(pr, 0, sizeof(*pr));
 	config_defaults(c);
-	if (err_cap)
-		err[0] = '\0';
 	if (!path || !*path)
 		return 0;
 	if (strlen(path) >= sizeof(c->file)) {
@@ -263,16 +340,19 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap)
 	}
 	p->c = c;
 	p->daemon_key_line = c->key_line;
-	p->err = err;
-	p->err_cap = err_cap;
+	p->problems = pr;
 	/* A regular file only: fopen of a FIFO would block (at start, and in
 	 * the event loop on a reload) until a writer came. */
 	struct stat st;
 	int fd = regfile_open(AT_FDCWD, path, &st);
 	if (fd == REGFILE_NOT_REGULAR) {
-		ret = errtext(err, err_cap, -EINVAL, "%s: not a regular file (%s)", path,
-			      regfile_kind(st.st_mode));
-		goto free_parse;
+		free(p);
+		errtext(text, sizeof(text), -EINVAL, "%s: not a regular file (%s)", path,
+			regfile_kind(st.st_mode));
+		pr->n = 1;
+		pr->text[0] = strdup(text);
+		pr->kept = pr->text[0] != NULL;
+		return -EINVAL;
 	}
 	if (fd < 0) {
 		ret = fd;
@@ -291,15 +371,11 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap)
 		ret = -ENOMEM;
 	if (ret)
 		goto close_file;
-	if (bad_line > 0 && (!p->err_line || bad_line < p->err_line)) {
-		p->err_line = 0; /* a line inih rejected comes first */
+	if (bad_line > 0) /* not expected: config_read_line reports inih's syntax errors */
 		config_fail(p, bad_line, "syntax error");
-	}
-	if (!p->err_line) {
-		config_section_end(p);
-		config_finish(p);
-	}
-	if (p->err_line)
+	config_section_end(p);
+	config_finish(p);
+	if (pr->n)
 		ret = -EINVAL;
 close_file:
 	fclose(p->f);
@@ -308,5 +384,25 @@ free_parse:
 	if (ret == 0 || ret == -EINVAL)
 		return ret;
 report_errno:
-	return errtext(err, err_cap, ret, "%s: %s", path, strerror(-ret));
+	/* The file could not be read: that is the one problem. */
+	config_problems_free(pr);
+	errtext(text, sizeof(text), ret, "%s: %s", path, strerror(-ret));
+	pr->n = 1;
+	pr->text[0] = strdup(text);
+	pr->kept = pr->text[0] != NULL;
+	return ret;
+}
+
+int config_load(const char *path, struct config *c, char *err, size_t err_cap)
+{
+	struct config_problems *pr = malloc(sizeof(*pr));
+	if (!pr) {
+		errtext(err, err_cap, -ENOMEM, "%s: %s", path ? path : "", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	int ret = config_load_problems(path, c, pr);
+	config_problems_text(pr, "\n", err, err_cap);
+	config_problems_free(pr);
+	free(pr);
+	return ret;
 }

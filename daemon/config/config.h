@@ -9,8 +9,10 @@
  * this parser and that page change together.
  *
  * config_load checks syntax and values (types, ranges, enums, required
- * keys, duplicates, unknown sections and keys). It does not open data
- * files: the daemon's source module checks those at start (and
+ * keys, duplicates, unknown sections and keys), and reports every problem
+ * of the file, not only the first, each as "FILE:LINE: message" with a
+ * close match for a misspelt name (common/suggest.h). It does not open
+ * data files: the daemon's source module checks those at start (and
  * --check-config runs both).
  */
 #ifndef LDR_DAEMON_CONFIG_H
@@ -207,12 +209,42 @@ struct config {
 /* Fills in every default. */
 void config_defaults(struct config *c);
 
+/* Problems config_load_problems keeps the text of; more are counted. */
+#define CONFIG_PROBLEMS_MAX 64
+
+/* Every problem one load of a file found. */
+struct config_problems {
+	unsigned n;                        /* found (kept ones and the rest) */
+	unsigned kept;                     /* in text[], in the order of their lines */
+	int line[CONFIG_PROBLEMS_MAX];     /* 0: the file as a whole ("FILE: reason") */
+	char *text[CONFIG_PROBLEMS_MAX];   /* "FILE:LINE: message", malloc'd */
+	/* Where they are: bit i for config.pipelines[i]'s section, and
+	 * [daemon]'s. The sections without one are as the file says, so that
+	 * --check-config can check their data too. */
+	uint64_t pipelines_with_problems;
+	bool daemon_with_problems;
+};
+_Static_assert(ARENA_PIPELINES_MAX <= 64, "a bit of pipelines_with_problems for each");
+
 /*
- * Defaults, then the file at path. Returns 0, or -EINVAL with
- * "FILE:LINE: message" in err (-ENOENT and friends with "FILE: strerror"
- * when it cannot be read; -EINVAL with "FILE: not a regular file (a
- * FIFO)" for a FIFO, device or directory, which is never opened).
+ * Defaults, then the file at path, every problem found into *pr
+ * (config_problems_free frees it; after a return of 0 it holds none).
+ * Returns 0, or -EINVAL when the file has problems (the config is then
+ * not to be used), or -ENOENT and friends with one problem "FILE:
+ * strerror" when it cannot be read (-EINVAL with "FILE: not a regular
+ * file (a FIFO)" for a FIFO, device or directory, which is never opened).
  */
+int config_load_problems(const char *path, struct config *c, struct config_problems *pr);
+void config_problems_free(struct config_problems *pr);
+
+/* The problems' text in buf: as many as fit whole in cap bytes, separated
+ * by sep, then "SEP... and N more" when some did not fit (a first one too
+ * long for buf is cut). Returns buf; "" for none. */
+const char *config_problems_text(const struct config_problems *pr, const char *sep, char *buf,
+				 size_t cap);
+
+/* config_load_problems with every problem in err, one a line
+ * (config_problems_text with "\n"); the same returns. */
 int config_load(const char *path, struct config *c, char *err, size_t err_cap);
 
 /* Parses "64", "4K", "16M", "1G", "2T" (also "KiB" etc., powers of 1024).

@@ -4,9 +4,11 @@
  * keys, keys of another source kind, mean/std against dtype, token
  * widths), and at the end of the file (max_workers against workers,
  * max_decode_ms against worker_timeout_ms, default_depth against
- * max_depth). Also the questions asked of a loaded config: a pipeline by
- * name, the line a key was set on, and what differs between two of them
- * (a reload).
+ * max_depth). Each check reports every key at fault, and leaves out a
+ * key whose own value was refused (its field holds the default, not what
+ * the file says). Also the questions asked of a loaded config: a pipeline
+ * by name, the line a key was set on, and what differs between two of
+ * them (a reload).
  */
 #include "daemon/config/config_impl.h"
 
@@ -71,6 +73,31 @@ static bool config_outputs(struct config_parse *p, struct pipeline_cfg *pl, cons
 	return true;
 }
 
+/* What a missing required key's line could look like. */
+static const char *config_required_example(size_t key)
+{
+	switch (key) {
+	case CONFIG_PK_SOURCE: return "source = imagefolder:/data/train (or raw:, tokens:, tar:, "
+				      "megatron:, llmc:)";
+	case CONFIG_PK_BATCH_SIZE: return "batch_size = 256";
+	case CONFIG_PK_RECORD_BYTES: return "record_bytes = BYTES (the size of one record)";
+	case CONFIG_PK_TOKEN_DTYPE: return "token_dtype = uint16 (or uint32)";
+	case CONFIG_PK_SEQ_LEN: return "seq_len = 2048";
+	case CONFIG_PK_TRANSFORM: return "transform = random_resized_crop(224) hflip(0.5)";
+	}
+	return "...";
+}
+
+/* A required key left out; not when an unknown key of the section was
+ * taken for it (its message says "did you mean" already). */
+static void config_missing(struct config_parse *p, size_t key, const char *of)
+{
+	if (p->suggested >> key & 1u)
+		return;
+	config_fail(p, p->pipeline->line, "%s missing required key \"%s\"%s: add \"%s\"", p->label,
+		    config_pipeline_keys[key].name, of, config_required_example(key));
+}
+
 /* The end-of-section checks of a blend: those of one source, over the
  * kinds of all its members. */
 static void config_blend_end(struct config_parse *p)
@@ -81,32 +108,26 @@ static void config_blend_end(struct config_parse *p)
 	unsigned kinds = CONFIG_KEY_BLEND;
 	for (uint32_t m = 0; m < pl->n_members; m++)
 		kinds |= config_member_flag(pl->members[m].kind);
-	size_t bad = CONFIG_PK_COUNT;
-	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
+	unsigned before = config_problem_count(p);
+	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
 		if (!line[k] && (keys[k].flags & CONFIG_KEY_REQUIRED) &&
 		    (keys[k].flags & kinds & ~(unsigned)CONFIG_KEY_BLEND))
-			bad = k;
-	if (bad != CONFIG_PK_COUNT) {
-		config_fail(p, pl->line, "%s missing required key \"%s\" (of its %s member)", p->label,
-			    keys[bad].name, keys[bad].flags & kinds & CONFIG_KEY_TOKENS ? "tokens" :
-			    keys[bad].flags & kinds & CONFIG_KEY_MEGATRON ? "megatron" : "llmc");
-		return;
-	}
+			config_missing(p, k, keys[k].flags & kinds & CONFIG_KEY_TOKENS ?
+				       " (of its tokens member)" : keys[k].flags & kinds & CONFIG_KEY_MEGATRON ?
+				       " (of its megatron member)" : " (of its llmc member)");
 	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
-		if (line[k] && !(keys[k].flags & kinds) && (bad == CONFIG_PK_COUNT || line[k] < line[bad]))
-			bad = k;
-	if (bad != CONFIG_PK_COUNT) {
-		config_fail(p, line[bad], "%s %s does not apply to a blend of %s sources", p->label,
-			    keys[bad].name, kinds & CONFIG_KEY_MEGATRON ? "megatron" :
-			    kinds & CONFIG_KEY_LLMC ? "llmc" : "tokens");
+		if (line[k] && !(keys[k].flags & kinds))
+			config_fail(p, line[k], "%s %s does not apply to a blend of %s sources: remove it",
+				    p->label, keys[k].name, kinds & CONFIG_KEY_MEGATRON ? "megatron" :
+				    kinds & CONFIG_KEY_LLMC ? "llmc" : "tokens");
+	if (config_problem_count(p) != before)
 		return;
-	}
 	if (pl->direct) {
 		config_fail(p, line[CONFIG_PK_DIRECT], "%s direct: on reads one file range per sample; a "
 			    "blend reads each sample from one of its members' files", p->label);
 		return;
 	}
-	if (!config_outputs(p, pl, line))
+	if (!config_key_bad(p->bad, CONFIG_PK_OUTPUTS) && !config_outputs(p, pl, line))
 		return;
 	if (!line[CONFIG_PK_DOCUMENT_SHUFFLE])
 		pl->document_shuffle = pl->shuffle;
@@ -116,7 +137,8 @@ static void config_blend_end(struct config_parse *p)
 	 * type (checked at start, where the megatron indexes are read). */
 	if (kinds & CONFIG_KEY_LLMC && !(kinds & CONFIG_KEY_TOKENS))
 		pl->token_bytes = 2;
-	if (!line[CONFIG_PK_TOKEN_OUTPUT])
+	if (!line[CONFIG_PK_TOKEN_OUTPUT] || config_key_bad(p->bad, CONFIG_PK_TOKEN_OUTPUT) ||
+	    config_key_bad(p->bad, CONFIG_PK_TOKEN_DTYPE))
 		return;
 	const struct config_token_name *out = NULL;
 	for (size_t t = 0; t < CONFIG_TOKEN_TYPES_COUNT; t++)
@@ -129,9 +151,9 @@ static void config_blend_end(struct config_parse *p)
 			    kinds & CONFIG_KEY_TOKENS ? "tokens" : "llmc");
 }
 
-/* The first missing required key (at the header's line), then the first
- * key of the other source kind, then mean/std or the width of
- * token_output. */
+/* Every missing required key (at the header's line), every key of
+ * another source kind, then mean/std or the width of token_output. With
+ * no valid source, only the keys every kind requires are checked. */
 void config_pipeline_end(struct config_parse *p)
 {
 	const struct config_key *keys = config_pipeline_keys;
@@ -141,39 +163,41 @@ void config_pipeline_end(struct config_parse *p)
 		config_blend_end(p);
 		return;
 	}
-	unsigned kind = pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
+	bool known = line[CONFIG_PK_SOURCE] && !config_key_bad(p->bad, CONFIG_PK_SOURCE);
+	unsigned kind = !known ? CONFIG_KEY_ANY_KIND :
+			pl->kind == SOURCE_RAW ? CONFIG_KEY_RAW :
 			pl->kind == SOURCE_TOKENS ? CONFIG_KEY_TOKENS :
 			pl->kind == SOURCE_MEGATRON ? CONFIG_KEY_MEGATRON :
 			pl->kind == SOURCE_LLMC ? CONFIG_KEY_LLMC : CONFIG_KEY_IMAGE;
-	size_t bad = line[CONFIG_PK_SOURCE] ? CONFIG_PK_COUNT : CONFIG_PK_SOURCE;
-	for (size_t k = 0; k < CONFIG_PK_COUNT && bad == CONFIG_PK_COUNT; k++)
-		if (!line[k] && (keys[k].flags & kind) && (keys[k].flags & CONFIG_KEY_REQUIRED))
-			bad = k;
-	if (bad != CONFIG_PK_COUNT) {
-		config_fail(p, pl->line, "%s missing required key \"%s\"", p->label, keys[bad].name);
-		return;
-	}
+	unsigned before = config_problem_count(p);
 	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
-		if (line[k] && !(keys[k].flags & kind) && (bad == CONFIG_PK_COUNT || line[k] < line[bad]))
-			bad = k;
-	if (bad != CONFIG_PK_COUNT) {
-		config_fail(p, line[bad], "%s %s does not apply to a%s source", p->label,
-			    keys[bad].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
-			    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
-			    kind == CONFIG_KEY_LLMC ? "n llmc" :
-			    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
+		if (!line[k] && (keys[k].flags & CONFIG_KEY_REQUIRED) &&
+		    (known ? keys[k].flags & kind : (keys[k].flags & kind) == kind))
+			config_missing(p, k, "");
+	if (!known)
 		return;
-	}
+	for (size_t k = 0; k < CONFIG_PK_COUNT; k++)
+		if (line[k] && !(keys[k].flags & kind))
+			config_fail(p, line[k], "%s %s does not apply to a%s source: remove it", p->label,
+				    keys[k].name, kind == CONFIG_KEY_RAW ? " raw" : kind == CONFIG_KEY_TOKENS ?
+				    " tokens" : kind == CONFIG_KEY_MEGATRON ? " megatron" :
+				    kind == CONFIG_KEY_LLMC ? "n llmc" :
+				    pl->kind == SOURCE_TAR ? " tar" : "n imagefolder");
+	if (config_problem_count(p) != before)
+		return;
 	if (kind == CONFIG_KEY_IMAGE) {
-		int at = line[CONFIG_PK_MEAN] ? line[CONFIG_PK_MEAN] : line[CONFIG_PK_STD];
-		if (at && pl->dtype == IMAGE_UINT8)
-			config_fail(p, at, "%s %s needs dtype float16 or float32 (uint8 images are not "
-				    "normalised)", p->label, line[CONFIG_PK_MEAN] ? "mean" : "std");
+		static const size_t norm[] = {CONFIG_PK_MEAN, CONFIG_PK_STD};
+		for (size_t i = 0; i < 2; i++)
+			if (line[norm[i]] && pl->dtype == IMAGE_UINT8 &&
+			    !config_key_bad(p->bad, CONFIG_PK_DTYPE))
+				config_fail(p, line[norm[i]], "%s %s needs dtype float16 or float32 (uint8 "
+					    "images are not normalised): add \"dtype = float32\"", p->label,
+					    keys[norm[i]].name);
 		return;
 	}
 	if (kind == CONFIG_KEY_RAW)
 		return;
-	if (!config_outputs(p, pl, line))
+	if (!config_key_bad(p->bad, CONFIG_PK_OUTPUTS) && !config_outputs(p, pl, line))
 		return;
 	/* megatron: the stored token type is the index's, checked at start
 	 * (daemon/source/source.c); token_output stays unset for "as stored". */
@@ -190,6 +214,9 @@ void config_pipeline_end(struct config_parse *p)
 	/* llmc: uint16 tokens, as llm.c writes them (daemon/source/llmc.h) */
 	if (kind == CONFIG_KEY_LLMC)
 		pl->token_bytes = 2;
+	if (config_key_bad(p->bad, CONFIG_PK_TOKEN_OUTPUT) ||
+	    config_key_bad(p->bad, CONFIG_PK_TOKEN_DTYPE))
+		return;
 	const struct config_token_name *stored =
 		&config_token_types[pl->token_bytes == 2 ? CONFIG_TOKEN_UINT16 : CONFIG_TOKEN_UINT32];
 	const struct config_token_name *out = config_token_of(pl->token_out_dtype);
@@ -214,24 +241,25 @@ void config_finish(struct config_parse *p)
 		c->max_workers = cpus > ARENA_WORKERS_MAX ? ARENA_WORKERS_MAX : cpus < 1 ? 1 : (uint32_t)cpus;
 		if (c->max_workers < c->workers)
 			c->max_workers = c->workers;
-	} else if (c->max_workers < c->workers) {
+	} else if (c->max_workers < c->workers && !config_key_bad(&p->daemon_bad, CONFIG_DK_WORKERS) &&
+		   !config_key_bad(&p->daemon_bad, CONFIG_DK_MAX_WORKERS)) {
 		config_fail(p, p->daemon_key_line[CONFIG_DK_MAX_WORKERS],
-			    "[daemon] max_workers: \"%u\" is less than workers (%u)", c->max_workers,
-			    c->workers);
-		return;
+			    "[daemon] max_workers: \"%u\" is less than workers (%u): raise it, or leave "
+			    "it out (it defaults to at least workers)", c->max_workers, c->workers);
 	}
 	/* A worker may spend max_decode_ms on one image between two signs of
 	 * life: the watchdog must give it longer than that. */
 	for (size_t i = 0; i < c->n_pipelines; i++) {
 		const struct pipeline_cfg *pl = &c->pipelines[i];
 		if ((pl->kind == SOURCE_IMAGEFOLDER || pl->kind == SOURCE_TAR) &&
-		    pl->max_decode_ms >= c->worker_timeout_ms) {
+		    pl->max_decode_ms >= c->worker_timeout_ms &&
+		    !config_key_bad(&p->pipeline_bad[i], CONFIG_PK_MAX_DECODE_MS) &&
+		    !config_key_bad(&p->daemon_bad, CONFIG_DK_WORKER_TIMEOUT_MS)) {
 			int wl = p->daemon_key_line[CONFIG_DK_WORKER_TIMEOUT_MS];
 			config_fail(p, wl ? wl : pl->line, "[pipeline.%s] max_decode_ms (%u) must be below "
 				    "[daemon] worker_timeout_ms (%u): a worker decoding one image that long "
 				    "would be taken for a stuck one", pl->name, pl->max_decode_ms,
 				    c->worker_timeout_ms);
-			return;
 		}
 	}
 	/* GPU decoding needs device delivery, and the staging slots page-locked
@@ -246,14 +274,15 @@ void config_finish(struct config_parse *p)
 				  "JPEG from the page-locked staging slot: pin = register)" : NULL;
 		if (why && pl->decode == DECODE_GPU) {
 			config_fail(p, pl->key_line[CONFIG_PK_DECODE], "[pipeline.%s] decode = gpu is not "
-				    "possible with [daemon] %s", pl->name, why);
-			return;
+				    "possible with [daemon] %s: use decode = auto or cpu", pl->name, why);
+			continue;
 		}
 		if (why)
 			pl->decode = DECODE_CPU;
 	}
 	int line = p->daemon_key_line[CONFIG_DK_DEFAULT_DEPTH];
-	if (c->default_depth <= c->max_depth)
+	if (c->default_depth <= c->max_depth || config_key_bad(&p->daemon_bad, CONFIG_DK_MAX_DEPTH) ||
+	    config_key_bad(&p->daemon_bad, CONFIG_DK_DEFAULT_DEPTH))
 		return;
 	if (!line) { /* the default, 4, yields to a smaller max_depth */
 		c->default_depth = c->max_depth;

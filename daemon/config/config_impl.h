@@ -10,8 +10,8 @@
  *  - config_source.c: the `source` key's value, one source or a blend;
  *  - config_keys.c: the table of every key (type, field, limits), the
  *    defaults, the names of source kinds and token types;
- *  - config_fail.c: the first-error rule every other file records its
- *    errors through.
+ *  - config_fail.c: the list of problems every other file records its
+ *    errors through, and the close matches they suggest.
  */
 #ifndef LDR_DAEMON_CONFIG_IMPL_H
 #define LDR_DAEMON_CONFIG_IMPL_H
@@ -110,17 +110,24 @@ struct config_token_name {
 };
 extern const struct config_token_name config_token_types[CONFIG_TOKEN_TYPES_COUNT];
 
-enum config_section { CONFIG_SECTION_NONE, CONFIG_SECTION_DAEMON, CONFIG_SECTION_PIPELINE };
+/* CONFIG_SECTION_SKIP: after a header that is no section (an unknown or
+ * repeated one, a broken line): its keys are not checked, so that one
+ * mistake is reported once. */
+enum config_section {
+	CONFIG_SECTION_NONE, CONFIG_SECTION_DAEMON, CONFIG_SECTION_PIPELINE, CONFIG_SECTION_SKIP,
+};
 
-/* One config_load: the file, where the reader is, and the first error. */
+/* One config_load: the file, where the reader is, and the problems found.
+ * The parse goes on after a problem, to the end of the file, so that one
+ * run reports them all; a key whose value was refused is marked bad, and
+ * the checks involving it are left out rather than reporting what follows
+ * from the refusal. */
 struct config_parse {
 	struct config *c;
 	FILE *f;
-	char *err;
-	size_t err_cap;
+	struct config_problems *problems;
 	int lineno;                /* physical line last read */
 	int read_errno;            /* nonzero: reading the file failed */
-	int err_line;              /* line of the first error, 0 = none yet */
 	enum config_section section;
 	char label[16 + PROTO_NAME_MAX]; /* "[daemon]", "[pipeline.NAME]" */
 	const struct config_key *keys; /* the current section's keys... */
@@ -131,10 +138,26 @@ struct config_parse {
 	int *daemon_key_line;      /* c->key_line: the line each key was set on, 0 = unset */
 	int *pipeline_key_line;    /* the current pipeline's key_line */
 	struct pipeline_cfg *pipeline;   /* the current pipeline */
+	uint32_t *bad;             /* the current section's keys refused, a bit per key */
+	uint32_t daemon_bad;       /* [daemon]'s */
+	uint32_t pipeline_bad[ARENA_PIPELINES_MAX]; /* each pipeline's */
+	/* A pipeline section that is not one of the config's (a duplicate, a
+	 * bad name, one too many): its keys are checked here all the same. */
+	struct pipeline_cfg scratch;
+	uint32_t scratch_bad;
+	/* The current section's keys an unknown key was taken for ("did you
+	 * mean"): not reported again as missing. */
+	uint32_t suggested;
 	int long_value_line;       /* the line whose value is in long_value */
 	char long_value[CONFIG_LINE_MAX + 1];
 	char line[CONFIG_LINE_MAX + 1];
 };
+
+/* Whether key (an index into the current section's table) was refused. */
+static inline bool config_key_bad(const uint32_t *bad, size_t key)
+{
+	return bad && (*bad >> key) & 1u;
+}
 
 /* ---- config_check.c ---- */
 
@@ -174,13 +197,26 @@ void config_pipeline_defaults(struct pipeline_cfg *pl);
 
 /* ---- config_fail.c ---- */
 
-/* Records "FILE:LINE: message" in p's err, unless an error is recorded
- * already: the first one ends the parse and is the one reported. */
+/* Records the problem "FILE:LINE: message" (config_problems). */
 void config_fail(struct config_parse *p, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Records that value is no value for key k:
  * "[SECTION] KEY: "VALUE" " and what fmt says it is not. */
 void config_bad_value(struct config_parse *p, const struct config_key *k, const char *value,
 		      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Problems recorded so far. */
+static inline unsigned config_problem_count(const struct config_parse *p)
+{
+	return p->problems->n;
+}
+/* "; did you mean \"NAME\"?" for the candidate closest to word[0..len)
+ * among names (NULL-terminated), or "" when none is close
+ * (common/suggest.h); in buf, which it returns. */
+const char *config_did_you_mean(const char *word, size_t len, const char *const *names, char *buf,
+				size_t cap);
+/* The same over a key table's names; the index of the one suggested in
+ * *which (n when none). */
+const char *config_key_did_you_mean(const char *word, const struct config_key *keys, size_t n,
+				    size_t *which, char *buf, size_t cap);
 
 #endif

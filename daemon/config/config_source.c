@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/suggest.h"
 #include "common/tarpattern.h"
 
 unsigned config_member_flag(enum source_kind kind)
@@ -59,8 +60,18 @@ static bool config_source_item(struct config_parse *p, const struct config_key *
 		}
 	}
 	if (!path) {
+		static const char *const kinds[] = {"raw", "tokens", "imagefolder", "tar", "megatron",
+						    "llmc", NULL};
+		const char *colon = strchr(value, ':');
+		const char *best = colon ? suggest_among(value, (size_t)(colon - value), kinds) : NULL;
+		char hint[160] = "";
+		if (best)
+			snprintf(hint, sizeof(hint), "; did you mean \"%s:%.100s\"?", best, colon + 1);
+		else if (!colon && *value)
+			snprintf(hint, sizeof(hint), "; name the kind before the path, e.g. "
+				 "imagefolder:%.100s", value);
 		config_bad_value(p, k, value, "is not raw:PATH, tokens:PATH, imagefolder:ROOT, "
-				 "tar:PATTERN, megatron:PREFIX or llmc:PATTERN");
+				 "tar:PATTERN, megatron:PREFIX or llmc:PATTERN%s", hint);
 		return false;
 	}
 	if (*path == '\0') {

@@ -103,14 +103,16 @@ static void config_value_uint(struct config_parse *p, const struct config_key *k
 static void config_value_bool(struct config_parse *p, const struct config_key *k, const char *value,
 			      void *field)
 {
-	static const char *const names[] = {"false", "true", "no", "yes", "off", "on", "0", "1"};
-	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+	static const char *const names[] = {"false", "true", "no", "yes", "off", "on", "0", "1", NULL};
+	for (size_t i = 0; names[i]; i++) {
 		if (strcasecmp(value, names[i]) == 0) {
 			config_store(k, field, i % 2);
 			return;
 		}
 	}
-	config_bad_value(p, k, value, "is not a boolean (true/false/yes/no/on/off/1/0)");
+	char hint[64];
+	config_bad_value(p, k, value, "is not a boolean (true/false/yes/no/on/off/1/0)%s",
+			 config_did_you_mean(value, strlen(value), names, hint, sizeof(hint)));
 }
 
 static void config_value_size(struct config_parse *p, const struct config_key *k, const char *value,
@@ -153,11 +155,14 @@ static void config_value_string(struct config_parse *p, const struct config_key 
 static void config_value_log_level(struct config_parse *p, const struct config_key *k,
 				   const char *value, void *field)
 {
+	static const char *const names[] = {"error", "warning", "notice", "info", "debug", NULL};
 	enum log_level level;
+	char hint[64];
 	if (log_level_parse(value, &level) == 0)
 		config_store(k, field, level);
 	else
-		config_bad_value(p, k, value, "is not one of error|warning|notice|info|debug");
+		config_bad_value(p, k, value, "is not one of error|warning|notice|info|debug%s",
+				 config_did_you_mean(value, strlen(value), names, hint, sizeof(hint)));
 }
 
 /* token_dtype (the storable names, into token_bytes) or token_output (any
@@ -167,15 +172,19 @@ static void config_value_token(struct config_parse *p, const struct config_key *
 {
 	bool stored = k->type == CONFIG_VALUE_TOKEN_STORED;
 	size_t n = stored ? CONFIG_TOKEN_TYPES_STORED : CONFIG_TOKEN_TYPES_COUNT;
+	const char *names[CONFIG_TOKEN_TYPES_COUNT + 1] = {NULL};
 	for (size_t i = 0; i < n; i++) {
 		if (strcmp(value, config_token_types[i].name) == 0) {
 			config_store(k, field, stored ? config_token_types[i].bytes :
 				     config_token_types[i].dtype);
 			return;
 		}
+		names[i] = config_token_types[i].name;
 	}
-	config_bad_value(p, k, value, "is not one of %s",
-			 stored ? "uint16|uint32" : "uint16|uint32|int32|int64");
+	char hint[64];
+	config_bad_value(p, k, value, "is not one of %s%s",
+			 stored ? "uint16|uint32" : "uint16|uint32|int32|int64",
+			 config_did_you_mean(value, strlen(value), names, hint, sizeof(hint)));
 }
 
 /* A transform chain: checked by tf_parse, whose message is kept. */
@@ -183,7 +192,7 @@ static void config_value_transform(struct config_parse *p, const struct config_k
 				   const char *value, void *field)
 {
 	struct tf_chain chain;
-	char text[256];
+	char text[512];
 	if (strlen(value) >= CONFIG_TRANSFORM_MAX)
 		config_bad_value(p, k, value, "is too long (at most %d bytes)",
 				 CONFIG_TRANSFORM_MAX - 1);
@@ -272,7 +281,9 @@ static void config_value_choice(struct config_parse *p, const struct config_key 
 	for (n = 0; k->choices[n] && len < sizeof(names); n++)
 		len += (size_t)snprintf(names + len, sizeof(names) - len, "%s%s", n ? "|" : "",
 					k->choices[n]);
-	config_bad_value(p, k, value, "is not one of %s", names);
+	char hint[64];
+	config_bad_value(p, k, value, "is not one of %s%s", names,
+			 config_did_you_mean(value, strlen(value), k->choices, hint, sizeof(hint)));
 }
 
 /* The parser of each value type. */

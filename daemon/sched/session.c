@@ -13,6 +13,7 @@
 #include "common/gpu_uuid.h"
 #include "common/log.h"
 #include "common/position.h"
+#include "common/suggest.h"
 #include "daemon/sched/sched_impl.h"
 #include "daemon/core/status.h"
 
@@ -86,18 +87,25 @@ static int resume_at(const struct source *src, uint32_t split, const char *token
 	return 0;
 }
 
-/* The pipeline a HELLO names, or NULL with err. */
+/* The pipeline a HELLO names, or NULL with err: the name, the closest
+ * pipeline's and the daemon's pipelines, as many as fit in cap
+ * (PROTO_ERROR_TEXT_MAX: an ERROR frame's text). */
 static const struct source *find_pipeline(const struct sched *s, const char *name, uint32_t *index,
 					  char *err, size_t cap)
 {
+	const char *names[ARENA_PIPELINES_MAX];
+	size_t n = 0;
 	for (size_t i = 0; i < s->n_sources; i++) {
 		if (strcmp(s->sources[i].cfg->name, name) == 0) {
 			*index = (uint32_t)i;
 			return &s->sources[i];
 		}
+		if (n < ARENA_PIPELINES_MAX)
+			names[n++] = s->sources[i].cfg->name;
 	}
 	char shown[ESCAPE_SIZE(PROTO_NAME_MAX - 1)];
-	errtext(err, cap, -ENOENT, "unknown pipeline \"%s\"", escape_str(name, shown, sizeof(shown)));
+	escape_str(name, shown, sizeof(shown));
+	suggest_unknown_text("pipeline", name, shown, names, n, err, cap);
 	return NULL;
 }
 

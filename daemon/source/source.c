@@ -18,6 +18,7 @@
 
 #include "common/escape.h"
 #include "common/regfile.h"
+#include "common/suggest.h"
 #include "daemon/core/status.h"
 #include "daemon/source/source_impl.h"
 
@@ -382,8 +383,11 @@ int source_split_find(const struct source *src, const char *name, uint32_t *id, 
 	char shown[ESCAPE_SIZE(SPLIT_NAME_MAX - 1)];
 	const char *pipeline = src->cfg->name;
 	if (!split_from_name(name, id)) {
-		snprintf(err, cap, "pipeline \"%s\": unknown split \"%s\" (train, valid or test)",
-			 pipeline, escape_str(name, shown, sizeof(shown)));
+		static const char *const names[] = {"train", "valid", "test", NULL};
+		const char *best = suggest_among(name, strlen(name), names);
+		snprintf(err, cap, "pipeline \"%s\": unknown split \"%s\" (%s%s%strain, valid or "
+			 "test)", pipeline, escape_str(name, shown, sizeof(shown)),
+			 best ? "did you mean \"" : "", best ? best : "", best ? "\"? " : "");
 		return -EINVAL;
 	}
 	const struct source_split *sp = &src->splits[*id];

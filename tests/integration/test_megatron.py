@@ -148,6 +148,7 @@ def check_splits(env, prefix, stream, size):
                                                               "dump": env.path("t.dump")}])
     refused = [
         ("a", "validation", [], 'pipeline "a": unknown split "validation" (train, valid or test)'),
+        ("a", "vaild", [], 'pipeline "a": unknown split "vaild" (did you mean "valid"? train, valid or test)'),
         ("whole", "valid", [], 'pipeline "whole" has no split "valid"'),
         ("b", "test", [], 'pipeline "b": split "test" is empty'),
         ("a", "valid", ["--resume", train_token],

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Errors reach Python as exceptions that carry the daemon's message.
 
-- an unknown pipeline: PipelineNotFoundError naming it;
-- no daemon at the socket: DaemonUnavailableError naming the socket;
+- an unknown pipeline: PipelineNotFoundError naming it and the pipelines;
+- no daemon at the socket: DaemonUnavailableError naming the socket, what
+  is there (nothing), the running loaderd and how to name a path;
 - GPU delivery where this machine or the daemon has none (run only where
   `loaderd --version` reports no GPU): DeviceUnavailableError with the reason;
 - bad arguments (device, framework, rank): ValueError naming the value; a
@@ -41,14 +42,16 @@ def body(env):
     sock = d.socket
     L = loaderd.Loader
 
-    e = ch.expect(loaderd.PipelineNotFoundError, ['unknown pipeline "nope"'],
+    e = ch.expect(loaderd.PipelineNotFoundError, ['unknown pipeline "nope" (pipelines: p)'],
                lambda: L("nope", socket=sock, device="cpu"), "an unknown pipeline")
     check(isinstance(e, LookupError) and e.errno == 2, "unknown pipeline: %r errno %s" % (e, e.errno))
     missing = env.path("absent.sock")
-    e = ch.expect(loaderd.DaemonUnavailableError, [missing], lambda: L("p", socket=missing, device="cpu"),
-               "a socket with no daemon")
+    e = ch.expect(loaderd.DaemonUnavailableError, [missing, "nothing at " + missing, "loaderd is running here",
+                                                   "LOADERD_SOCKET=PATH"],
+                  lambda: L("p", socket=missing, device="cpu"), "a socket with no daemon")
     check(isinstance(e, ConnectionError), "no daemon: not a ConnectionError")
-    ch.expect(loaderd.DaemonUnavailableError, [missing], lambda: loaderd.status(missing), "status of no daemon")
+    ch.expect(loaderd.DaemonUnavailableError, [missing, "nothing at " + missing], lambda: loaderd.status(missing),
+              "status of no daemon")
     if not has_gpu():
         ch.expect(loaderd.DeviceUnavailableError, [], lambda: L("p", socket=sock, device="cuda:0", framework="torch")
                if "torch" in ch.frameworks() else L("p", socket=sock, device=0), "GPU delivery without a GPU")

@@ -2,7 +2,7 @@
  * config_text.h: what the configuration parser's unit tests share: a
  * temporary directory per test process, config text written to a file
  * there and loaded, and an error expected with its "FILE:LINE: " prefix.
- * Included by test_config.c and test_config_tokens.c only.
+ * Included by the test_config*.c files only.
  */
 #ifndef LDR_TESTS_CONFIG_TEXT_H
 #define LDR_TESTS_CONFIG_TEXT_H
@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -81,14 +82,31 @@ static inline const char *textf(const char *fmt, ...)
 	return text;
 }
 
-/* Loads text, expects -EINVAL and "conf_path:line: " followed by a message
- * containing want. */
+/* Whether one line of err (config_load's problems, one a line) starts
+ * with prefix and contains want. */
+static inline bool error_has(const char *prefix, const char *want)
+{
+	for (const char *line = err; *line;) {
+		const char *end = strchr(line, '\n');
+		size_t len = end ? (size_t)(end - line) : strlen(line);
+		char one[sizeof(err)];
+		memcpy(one, line, len);
+		one[len] = '\0';
+		if (strncmp(one, prefix, strlen(prefix)) == 0 && strstr(one, want))
+			return true;
+		line += len + (end ? 1 : 0);
+	}
+	return false;
+}
+
+/* Loads text, expects -EINVAL and, among the problems reported, one
+ * "conf_path:line: " followed by a message containing want. */
 static inline void expect_error(const char *text, int line, const char *want)
 {
 	char prefix[PATH_MAX + 64];
 	int ret = load_text(text);
 	snprintf(prefix, sizeof(prefix), "%s:%d: ", conf_path, line);
-	if (ret != -EINVAL || strncmp(err, prefix, strlen(prefix)) != 0 || !strstr(err, want))
+	if (ret != -EINVAL || !error_has(prefix, want))
 		fail_msg("config:\n%s\nreturned %d, message: %s\nexpected -EINVAL, \"%s\" and \"%s\"",
 			 text, ret, err, prefix, want);
 }

@@ -565,7 +565,8 @@ static const struct error_case {
 	{"[pipeline.a]\nsource = raw:\n", 2, "source: \"raw:\" has an empty path"},
 	{"[pipeline.a]\nsource = tokens:   ; comment\n", 2, "source: \"tokens:\" has an empty path"},
 	{"[pipeline.a]\nsource =\n", 2, "source: \"\" is not raw:PATH, tokens:PATH, imagefolder:ROOT, tar:PATTERN, megatron:PREFIX or llmc:PATTERN"},
-	/* Only the first error is reported, whatever its kind. */
+	/* Each problem is reported, whatever else is wrong in the file
+	 * (test_config_report.c checks that all of them are). */
 	{"[daemon]\nworkers = x\nwokers = 1\n[nope]\n", 2, "workers: \"x\""},
 	{"[daemon]\nnot ini\nwokers = 1\n", 2, "syntax error"},
 	{"[daemon]\nwokers = 1\nnot ini\n", 2, "unknown key \"wokers\""},

@@ -292,6 +292,33 @@ static void release_host(struct world *w, struct sched_client *sc, const struct 
  * second client (depth 2) takes what its depth allows within the new
  * share (8 / 3 = 2); the first, over the new share, gets no new slot until
  * it is back under it, whatever it releases. */
+/* A HELLO for a pipeline the daemon does not have: ENOENT, the name, the
+ * closest one and the pipelines there are. */
+static void test_unknown_pipeline(void **state)
+{
+	(void)state;
+	struct world *w = world_new(SLOTS, false);
+	static const struct {
+		const char *name, *want;
+	} cases[] = {
+		{"q", "unknown pipeline \"q\" (pipelines: p)"},
+		{"P", "unknown pipeline \"P\" (did you mean \"p\"? pipelines: p)"},
+		{"p\"x", "unknown pipeline \"p\\\"x\" (pipelines: p)"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct conn c = {0};
+		struct proto_hello h = {.rank = 0, .world = 1};
+		snprintf(h.pipeline, sizeof(h.pipeline), "%s", cases[i].name);
+		struct sched_client *sc = NULL;
+		struct proto_welcome welcome;
+		char err[PROTO_ERROR_TEXT_MAX];
+		assert_int_equal(sched_attach(w->s, &h, 999, &c, &sc, &welcome, err, sizeof(err)), -ENOENT);
+		assert_string_equal(err, cases[i].want);
+		assert_null(sc);
+	}
+	world_free(w);
+}
+
 static void test_share_and_depth(void **state)
 {
 	struct world *w = world_new(SLOTS, false);
@@ -880,6 +907,7 @@ static void test_gpu_share(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_unknown_pipeline),
 		cmocka_unit_test(test_share_and_depth),
 		cmocka_unit_test(test_in_order_delivery),
 		cmocka_unit_test(test_reissue_and_strikes),

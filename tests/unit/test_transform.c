@@ -205,7 +205,9 @@ static void test_errors(void **state)
 	char err[256];
 	assert_int_equal(tf_parse("random_resized_crop(224, scale=0.5:0.2)", &c, err, sizeof(err)),
 			 -EINVAL);
-	assert_string_equal(err, "random_resized_crop: scale \"0.5:0.2\": low bound above high bound");
+	assert_string_equal(err, "random_resized_crop: scale \"0.5:0.2\": low bound above high bound; "
+			    "expected random_resized_crop(size [, width] [, scale=lo:hi] [, "
+			    "ratio=lo:hi]), e.g. random_resized_crop(224, scale=0.08:1.0)");
 	assert_int_equal(tf_parse("resize(256)", &c, err, sizeof(err)), -EINVAL);
 	assert_string_equal(err, "output size depends on the image: end the chain with "
 				 "center_crop, random_resized_crop or resize(H, W)");
@@ -563,12 +565,77 @@ static void test_hflip_mirrors_crop(void **state)
 	assert_true(flips > 400 && flips < 800); /* ~600 */
 }
 
+/* What a user writing torchvision's syntax, or a misspelt op, is told:
+ * the op's expected form, the text to write, or the closest op. */
+static void test_error_hints(void **state)
+{
+	(void)state;
+	static const struct {
+		const char *text, *want;
+	} cases[] = {
+		{"RandomResizedCrop(224, scale=(0.08, 1.0))",
+		 "random_resized_crop: \"RandomResizedCrop(224, scale=(0.08, 1.0))\" is torchvision's "
+		 "syntax: a range is lo:hi and two sizes are height, width, without brackets; write "
+		 "random_resized_crop(224, scale=0.08:1.0)"},
+		{"random_resized_crop(224, scale=[0.5, 1], ratio=(0.75, 1.33))",
+		 "write random_resized_crop(224, scale=0.5:1, ratio=0.75:1.33)"},
+		{"Resize((256, 320))", "write resize(256, 320)"},
+		{"transforms.Resize(256) center_crop(224)",
+		 "resize: \"transforms.Resize(256)\" is torchvision's syntax: no module prefix, "
+		 "ranges as lo:hi and two sizes as height, width; write resize(256)"},
+		{"T.CenterCrop(224)", "write center_crop(224)"},
+		{"Normalize(mean=[0.485, 0.456, 0.406], std=[0.229, 0.224, 0.225])",
+		 "Normalize: not an op of a transform chain: normalisation is the pipeline's keys: "
+		 "dtype = float32, mean = R,G,B and std = R,G,B"},
+		{"transforms.Normalize(mean=[0.5])", "transforms.Normalize: not an op"},
+		{"center_crop(224) ToTensor()", "ToTensor: not an op of a transform chain: not needed"},
+		{"Compose([Resize(256)])", "write the ops one after another"},
+		{"random_resize_crop(224)", "random_resize_crop: unknown op; did you mean "
+		 "random_resized_crop? (ops: random_resized_crop, resize, center_crop, hflip;"},
+		{"centre_crop(224)", "did you mean center_crop?"},
+		{"RandomHorizonalFlip(0.5) center_crop(2)", "did you mean hflip?"},
+		{"ColorJitter(0.4)", "ColorJitter: unknown op (ops: "},
+		{"random_resized_crop(224, scal=0.1:1)",
+		 "random_resized_crop: unknown argument \"scal\"; did you mean scale?; expected "
+		 "random_resized_crop(size [, width] [, scale=lo:hi] [, ratio=lo:hi])"},
+		{"resize(256, 256, 3)", "expected resize(size) or resize(height, width)"},
+		{"center_crop(a)", "expected center_crop(size) or center_crop(height, width)"},
+		{"hflip(2) center_crop(2)", "expected hflip([p]), e.g. hflip(0.5)"},
+		{"resize(256", "resize: missing \")\"; expected resize(size)"},
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct tf_chain c;
+		char err[512];
+		int rc = tf_parse(cases[i].text, &c, err, sizeof(err));
+		if (rc != -EINVAL || !strstr(err, cases[i].want)) {
+			print_error("\"%s\": rc %d, err \"%s\", expected \"%s\"\n", cases[i].text, rc, err,
+				    cases[i].want);
+			fail();
+		}
+	}
+	/* torchvision's names are aliases: the same chain as ours */
+	struct tf_chain a, b;
+	char err[512];
+	assert_int_equal(tf_parse("RandomResizedCrop(224, scale=0.25:1) RandomHorizontalFlip(p=0.5)",
+				  &a, err, sizeof(err)), 0);
+	assert_int_equal(tf_parse("random_resized_crop(224, scale=0.25:1) hflip(0.5)", &b, err,
+				  sizeof(err)), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	assert_int_equal(tf_parse("Resize(256) CenterCrop(224)", &a, err, sizeof(err)), 0);
+	assert_int_equal(tf_parse("resize(256) center_crop(224)", &b, err, sizeof(err)), 0);
+	assert_memory_equal(&a, &b, sizeof(a));
+	char text[128];
+	assert_int_equal(tf_format(&a, text, sizeof(text)), 0);
+	assert_string_equal(text, "resize(256) center_crop(224)");
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_format_bounds),
 		cmocka_unit_test(test_errors),
+		cmocka_unit_test(test_error_hints),
 		cmocka_unit_test(test_center_crop_matches_torchvision),
 		cmocka_unit_test(test_random_resized_crop_distribution),
 		cmocka_unit_test(test_random_resized_crop_formula),

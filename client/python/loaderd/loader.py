@@ -500,7 +500,7 @@ def status(socket=None):
     """The daemon's status text (what `loaderctl status` prints)."""
     lib = _lib.load()
     text = ctypes.c_void_p()
-    err = ctypes.create_string_buffer(512)
+    err = ctypes.create_string_buffer(4096)  # room for why a connect failed
     rc = lib.ldr_status(None if socket is None else os.fsencode(socket), ctypes.byref(text), err,
                         len(err))
     if rc < 0:
