@@ -8,6 +8,7 @@ Python package use.
   libexec/loaderd, the client library and header, the unit, the sysusers
   entry, the configuration and its example, and the Python package (its
   libloaderd_client.so a relative link to the installed library).
+- Installed again over itself, it keeps the configuration as edited.
 - The tree is then moved elsewhere, and everything runs from the new
   place: the installed configuration, its commented-out ImageFolder
   pipeline uncommented and pointed at a generated tree (socket and workers
@@ -123,6 +124,13 @@ def worker_exes(pid):
 def body(env):
     first = installed.install(env, "first")
     check_files(first)
+    # Installed again over itself, the configuration an operator edited stays.
+    edited = os.path.join(first, installed.CONFIG)
+    with open(edited, "a") as f:
+        f.write("; edited\n")
+    installed.install(env, "first")
+    with open(edited) as f:
+        check(f.read().endswith("; edited\n"), "installing again overwrote the edited %s" % edited)
     prefix = env.path("moved")
     os.rename(first, prefix)
     loaderd = os.path.join(prefix, installed.BIN, "loaderd")
