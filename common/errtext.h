@@ -1,6 +1,6 @@
 /*
  * errtext: how loaderd's modules say why a call failed. A function that
- * can fail returns 0 or -errno (STYLE.md) and, when its caller passes a
+ * can fail returns 0 or -errno (docs/style.md, habit 2) and, when its caller passes a
  * buffer, writes there one line naming the object at fault; errtext is the
  * one way that line is written, in every library.
  */

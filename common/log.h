@@ -3,7 +3,7 @@
  * understands ("<3>" ... "<7>") when stderr is the journal, and a readable
  * "error:"/"warning:" word otherwise.
  *
- * Contract: log only where the decision is made (STYLE.md). Safe from any
+ * Contract: log only where the decision is made (docs/style.md, habit 4). Safe from any
  * thread: each line is written with a single write(2).
  *
  * Rate limit: each call site (the code address log_msg returns to) may

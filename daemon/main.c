@@ -103,11 +103,11 @@ static void print_version(void)
 #endif
 }
 
-/* loaderd-worker sits beside loaderd in a build tree and in bin-style
- * installs, else in the libexec directory chosen at build time. */
+/* loaderd-worker sits beside loaderd in a build tree, else in the
+ * libexec directory relative to loaderd's own (common/paths.h). */
 static void default_worker_program(char *buf, size_t cap)
 {
-	paths_program("loaderd-worker", LOADERD_LIBEXECDIR, buf, cap);
+	paths_program("loaderd-worker", LOADERD_PROGRAMS_FROM_BIN, LOADERD_PROGRAMS_DIR, buf, cap);
 }
 
 static void render_status(void *ctx, struct status_text *t)

@@ -1,6 +1,6 @@
 """wait: a condition polled under a deadline, the one way loaderd's tests
 (tests/integration/harness.py) and benchmarks (bench/bench_daemon.py) wait
-for something to happen: never a fixed sleep (STYLE.md, habit 11). Each
+for something to happen: never a fixed sleep (docs/style.md, habit 11). Each
 caller says what a timeout is in its own terms: the exception to raise."""
 
 import time

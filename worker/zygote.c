@@ -6,7 +6,7 @@
  * worker's loop without exec. The zygote reaps its children and tells the
  * master how each ended.
  *
- * Deliberately a fork without exec (STYLE.md's rule 7 says when): the
+ * Deliberately a fork without exec (docs/style.md, habit 7, says when): the
  * zygote is single-threaded, holds no lock, no CUDA, no io_uring, and its
  * only descriptors are those of worker/zygote.h, which the child closes.
  */

@@ -157,7 +157,8 @@ static bool proc_start(struct decode_helper *h, char *why, size_t cap)
 	struct pinner *p = h->lane->p;
 	struct lane_decode *dc = h->dc;
 	char prog[PATH_MAX], dev[16], batch[16], fl[16];
-	paths_program("loaderd-decoder", LOADERD_LIBEXECDIR, prog, sizeof(prog));
+	paths_program("loaderd-decoder", LOADERD_PROGRAMS_FROM_BIN, LOADERD_PROGRAMS_DIR, prog,
+		      sizeof(prog));
 	snprintf(dev, sizeof(dev), "%d", h->dev);
 	snprintf(batch, sizeof(batch), "%u", dc->info.max_batch);
 	snprintf(fl, sizeof(fl), "%u", h->flags);

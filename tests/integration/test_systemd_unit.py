@@ -1,16 +1,28 @@
 #!/usr/bin/env python3
-"""systemd/loaderd.service is a unit systemd accepts, with the directives
-the daemon relies on.
+"""The unit `cmake --install` puts is one systemd accepts, runs the
+installed daemon, and has the directives the daemon relies on.
 
-A copy of the unit whose ExecStart runs this build's bin/loaderd goes through
-`systemd-analyze verify`; any complaint fails the test (systemd reports
-unknown keys and unparsable values as warnings and still exits 0, so the
-output is checked, not only the exit status). Then the unit's directives are
-compared with what the daemon and the hardening promise: Type=notify and
+This build is installed into a prefix of the test's own (installed.py);
+the installed PREFIX/lib/systemd/system/loaderd.service must name
+PREFIX/bin/loaderd and PREFIX/etc/loaderd/loaderd.conf in its ExecStart
+(written at install time from systemd/loaderd.service.in), and goes
+through `systemd-analyze verify` as it is; any complaint fails the test
+(systemd reports unknown keys and unparsable values as warnings and still
+exits 0, so the output is checked, not only the exit status). Its ExecStart
+command line, run with --check-config added, must accept the installed
+configuration. The installed sysusers.d entry goes through
+`systemd-sysusers --dry-run` on an empty root and must create the loaderd
+user and group the unit runs as. Then the unit's directives are compared
+with what the daemon and the hardening promise: Type=notify and
 NotifyAccess=main (READY=1 and WATCHDOG=1 come from the master), the
 loaderd user and runtime directory, LimitMEMLOCK=infinity, LimitNOFILE=65536
 (room for max_clients and max_handshakes at their largest), restart and stop
 behaviour, and sandboxing that leaves /dev/nvidia* visible.
+
+Without systemd as PID 1 (a build machine, a container) the service is
+never started here: not its sandbox, the user it runs as, its
+RuntimeDirectory or its readiness and watchdog as systemd sees them
+(test_notify.py checks what loaderd sends on $NOTIFY_SOCKET).
 
 Skipped (exit 77) where systemd-analyze is not installed.
 """
@@ -23,15 +35,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
+import installed  # noqa: E402
 from harness import check  # noqa: E402
 
-UNIT = os.path.join(harness.SOURCE_DIR, "systemd", "loaderd.service")
+UNIT = None  # the installed unit, set by body()
 
 # (section, key) -> the exact value the unit must set.
 REQUIRED = {
     ("Service", "Type"): "notify",
     ("Service", "NotifyAccess"): "main",
-    ("Service", "ExecStart"): "/usr/bin/loaderd --config /etc/loaderd/loaderd.conf",
     ("Service", "ExecReload"): "/bin/kill -HUP $MAINPID",
     ("Service", "User"): "loaderd",
     ("Service", "Group"): "loaderd",
@@ -115,22 +127,13 @@ def check_directives(entries):
         check(got is None, "[%s] %s=%s must not be set in %s: %s" % (section, key, got, UNIT, why))
 
 
-def verify(tmp_dir, loaderd):
-    """systemd-analyze verify on a copy of the unit that runs loaderd."""
-    with open(UNIT) as f:
-        text = f.read()
-    exec_start = "ExecStart=/usr/bin/loaderd "
-    check(text.count("\n" + exec_start) == 1, "%s has no single %r line" % (UNIT, exec_start))
-    quoted = '"%s"' % loaderd.replace("\\", "\\\\").replace('"', '\\"')
-    text = text.replace("\n" + exec_start, "\nExecStart=%s " % quoted)
-    copy = os.path.join(tmp_dir, "loaderd.service")
-    with open(copy, "w") as f:
-        f.write(text)
+def verify(tmp_dir):
+    """systemd-analyze verify on the installed unit."""
     env = dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="cat")
     # --man=no: the unit names no man pages and the container has none.
     # --recursive-errors=no: complaints about the units it is ordered after
     # (local-fs.target, multi-user.target) belong to this machine, not to us.
-    cmd = ["systemd-analyze", "verify", "--man=no", "--recursive-errors=no", copy]
+    cmd = ["systemd-analyze", "verify", "--man=no", "--recursive-errors=no", UNIT]
     r = subprocess.run(cmd, cwd=tmp_dir, capture_output=True, text=True, timeout=60, env=env)
     lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
     complaints = [l for l in lines if not about_missing_user(l)]
@@ -142,12 +145,46 @@ def verify(tmp_dir, loaderd):
         print("accepted: %s" % l)
 
 
+def check_exec_start(entries, prefix):
+    """ExecStart names the installed loaderd and configuration, and that
+    command line accepts the installed configuration."""
+    want = [os.path.join(prefix, installed.BIN, "loaderd"), "--config", os.path.join(prefix, installed.CONFIG)]
+    got = entries.get(("Service", "ExecStart"))
+    check(got == [" ".join(want)], "%s: ExecStart=%s, expected %r" % (UNIT, got, " ".join(want)))
+    cmd = want + ["--check-config"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    harness.check_no_sanitizer_report(r.stderr, " ".join(cmd))
+    check(r.returncode == 0, "the unit's command line with --check-config exited %d: %s"
+          % (r.returncode, r.stdout + r.stderr))
+
+
+def check_sysusers(tmp_dir, prefix):
+    """The installed sysusers.d entry creates the user and group the unit
+    names (on an empty root, without writing)."""
+    if shutil.which("systemd-sysusers") is None:
+        print("systemd-sysusers is not installed: the sysusers.d entry is not checked")
+        return
+    root = os.path.join(tmp_dir, "sysroot")
+    os.makedirs(root)
+    cmd = ["systemd-sysusers", "--root=" + root, "--dry-run", os.path.join(prefix, installed.SYSUSERS)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    check(r.returncode == 0, "%s exited %d: %s" % (" ".join(cmd), r.returncode, out))
+    check("Creating group 'loaderd'" in out and "Creating user 'loaderd'" in out,
+          "%s does not create the user and group loaderd: %s" % (" ".join(cmd), out))
+
+
 def body(env):
+    global UNIT
     if shutil.which("systemd-analyze") is None:
         raise harness.TestSkip("systemd-analyze is not installed")
-    loaderd = harness.binary("loaderd")
-    check_directives(parse_unit(UNIT))
-    verify(env.dir, loaderd)
+    prefix = installed.install(env)
+    UNIT = os.path.join(prefix, installed.UNIT)
+    entries = parse_unit(UNIT)
+    check_directives(entries)
+    check_exec_start(entries, prefix)
+    verify(env.dir)
+    check_sysusers(env.dir, prefix)
 
 
 if __name__ == "__main__":

@@ -834,12 +834,9 @@ static void test_example_config(void **state)
 	int ret = config_load(path, cfg, err, sizeof(err));
 	if (ret != 0)
 		fail_msg("%s: %d: %s", path, ret, err);
-	assert_int_equal(cfg->n_pipelines, 2);
-	const struct pipeline_cfg *raw = &cfg->pipelines[0], *tok = &cfg->pipelines[1];
-	assert_int_equal(raw->kind, SOURCE_RAW);
-	assert_int_equal(tok->kind, SOURCE_TOKENS);
-	assert_int_equal(strncmp(raw->path, "/var/lib/loaderd/", 17), 0);
-	assert_int_equal(strncmp(tok->path, "/var/lib/loaderd/", 17), 0);
+	/* Installed as the service's configuration, it starts as it is: its
+	 * example pipelines are commented out (test_install.py serves one). */
+	assert_int_equal(cfg->n_pipelines, 0);
 	/* The unit runs as an unprivileged user, for whom the default socket is
 	 * under $XDG_RUNTIME_DIR: the example names the system path. */
 	assert_string_equal(cfg->socket, "/run/loaderd/loaderd.sock");

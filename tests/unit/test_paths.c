@@ -2,7 +2,10 @@
  * Unit tests for common/paths: the default socket path's order of
  * precedence ($LOADERD_SOCKET, root's /run path, $XDG_RUNTIME_DIR, none)
  * and its length limit. The unprivileged cases run in a child that drops
- * to an unprivileged uid when the tests run as root.
+ * to an unprivileged uid when the tests run as root. And where the daemon
+ * finds the programs it starts, from its own executable: beside it (a
+ * build tree), else in the libexec directory relative to it (an install
+ * under any prefix), checked on a tree of real files.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -19,6 +22,8 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <fcntl.h>
+#include <limits.h>
 
 #include "common/paths.h"
 
@@ -197,12 +202,88 @@ static void test_root(void **state)
 	assert_int_equal(check_root(), 0);
 }
 
+static void put_program(const char *path, mode_t mode)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+	assert_true(fd >= 0);
+	assert_int_equal(close(fd), 0);
+	assert_int_equal(chmod(path, mode), 0);
+}
+
+static void test_program(void **state)
+{
+	char root[] = "/tmp/ldr-paths-XXXXXX", p[PATH_MAX], want[PATH_MAX + 64], got[PATH_MAX + 64];
+	assert_non_null(mkdtemp(root));
+	snprintf(p, sizeof(p), "%s/bin", root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/libexec", root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	snprintf(p, sizeof(p), "%s/libexec/loaderd", root);
+	assert_int_equal(mkdir(p, 0755), 0);
+	char exe[PATH_MAX];
+	snprintf(exe, sizeof(exe), "%s/bin/loaderd", root);
+	put_program(exe, 0755);
+
+	/* An install: the program is in ../libexec/loaderd, named without "..". */
+	snprintf(p, sizeof(p), "%s/libexec/loaderd/loaderd-worker", root);
+	put_program(p, 0755);
+	paths_program_from(exe, "loaderd-worker", "../libexec/loaderd", got, sizeof(got));
+	assert_string_equal(got, p);
+
+	/* Neither there nor beside: the install's path all the same, for the
+	 * caller's check to name. */
+	snprintf(want, sizeof(want), "%s/libexec/loaderd/loaderd-decoder", root);
+	paths_program_from(exe, "loaderd-decoder", "../libexec/loaderd", got, sizeof(got));
+	assert_string_equal(got, want);
+
+	/* A build tree: beside the executable wins; one that cannot be run
+	 * there does not. */
+	snprintf(want, sizeof(want), "%s/bin/loaderd-worker", root);
+	put_program(want, 0755);
+	paths_program_from(exe, "loaderd-worker", "../libexec/loaderd", got, sizeof(got));
+	assert_string_equal(got, want);
+	assert_int_equal(chmod(want, 0644), 0);
+	paths_program_from(exe, "loaderd-worker", "../libexec/loaderd", got, sizeof(got));
+	assert_string_equal(got, p); /* X_OK wants an x bit, root's access() too */
+	assert_int_equal(unlink(want), 0);
+
+	/* A deeper relative path (an absolute libexec directory elsewhere). */
+	snprintf(want, sizeof(want), "%s/libexec/loaderd/loaderd-worker", root);
+	snprintf(exe, sizeof(exe), "%s/libexec/loaderd/sub/loaderd", root);
+	paths_program_from(exe, "loaderd-worker", "../../loaderd", got, sizeof(got));
+	assert_string_equal(got, want);
+
+	/* The running executable: this test, which has no loaderd-worker beside it. */
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	assert_true(n > 0);
+	self[n] = '\0';
+	*strrchr(self, '/') = '\0';
+	*strrchr(self, '/') = '\0';
+	snprintf(want, sizeof(want), "%s/libexec/loaderd/no-such-program", self);
+	paths_program("no-such-program", "../libexec/loaderd", "/nonexistent", got, sizeof(got));
+	assert_string_equal(got, want);
+
+	snprintf(p, sizeof(p), "%s/libexec/loaderd/loaderd-worker", root);
+	assert_int_equal(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/bin/loaderd", root);
+	assert_int_equal(unlink(p), 0);
+	snprintf(p, sizeof(p), "%s/libexec/loaderd", root);
+	assert_int_equal(rmdir(p), 0);
+	snprintf(p, sizeof(p), "%s/libexec", root);
+	assert_int_equal(rmdir(p), 0);
+	snprintf(p, sizeof(p), "%s/bin", root);
+	assert_int_equal(rmdir(p), 0);
+	assert_int_equal(rmdir(root), 0);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_explicit_socket),
 		cmocka_unit_test(test_unprivileged),
 		cmocka_unit_test(test_root),
+		cmocka_unit_test(test_program),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

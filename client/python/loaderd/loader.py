@@ -208,7 +208,12 @@ class Loader:
                              "or batch.dlpack(name) with a GPU framework")
         self._np = None
         if self._torch is None:
-            import numpy
+            try:
+                import numpy
+            except ImportError:
+                raise ImportError("loaderd: %s: install torch, or numpy (pip install \"loaderd[numpy]\")"
+                                  % ("framework=\"numpy\" but numpy cannot be imported" if framework
+                                     else "neither torch nor numpy can be imported")) from None
             self._np = numpy
         self._depth = depth
         self._timeout_ms = -1 if timeout is None else max(0, int(timeout * 1000))
