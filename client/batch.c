@@ -12,6 +12,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/errtext.h"
@@ -48,6 +50,10 @@ static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd
 		   end > c->arena_bytes) {
 		return client_error(c, -EPROTO, "bad READY: slot at offset %" PRIu64 " does not fit the "
 				    "arena of %zu bytes", rd->slot_offset, c->arena_bytes);
+	} else if (c->arena_private && rd->slot_offset % (uint64_t)sysconf(_SC_PAGESIZE) != 0) {
+		return client_error(c, -EPROTO, "bad READY: slot at offset %" PRIu64 " does not start a "
+				    "page, which the private mapping (LDR_ATTACH_WRITABLE) needs to drop "
+				    "the slot's written pages", rd->slot_offset);
 	}
 	if (rd->rows == 0 || rd->rows > c->welcome.batch_size)
 		return client_error(c, -EPROTO, "bad READY: %" PRIu32 " rows, batch_size %" PRIu32,
@@ -84,7 +90,7 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 	*hb = (struct client_held_batch){
 		.used = true, .seq = rd->seq, .epoch = rd->epoch, .epoch_offset = rd->epoch_offset,
 		.first = rd->first, .slot = rd->slot, .generation = rd->generation,
-		.rows = rd->rows, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
+		.rows = rd->rows, .slot_offset = rd->slot_offset, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
 		.decoded = (rd->flags & PROTO_READY_DECODE) != 0, .wait_ns = wait_ns,
 	};
 	c->n_held++;
@@ -391,6 +397,15 @@ int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *c
 		if (r < 0)
 			return r;
 	}
+	/* A private mapping: drop the pages this process wrote (its own
+	 * copies), so that the slot shows the arena again when the daemon
+	 * refills it. A failure keeps the batch held. */
+	if (c->arena_private && !c->ring &&
+	    madvise((void *)(c->arena + hb->slot_offset), (size_t)c->welcome.slot_bytes,
+		    MADV_DONTNEED) < 0)
+		return client_error(c, -errno, "madvise of slot %" PRIu32 " (%" PRIu64 " bytes at %"
+				    PRIu64 "): %s", hb->slot, c->welcome.slot_bytes, hb->slot_offset,
+				    strerror(errno));
 	/* The caller is done with the batch whether or not the daemon still
 	 * listens, so the position advances before the send. */
 	if (!c->released_any || hb->seq > c->position_seq) {
