@@ -9,6 +9,7 @@
 #include "client_impl.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -79,6 +80,7 @@ struct ldr_client *client_new(void)
 	struct ldr_client *c = calloc(1, sizeof *c);
 	if (c) {
 		c->sock = -1;
+		c->pagemap_fd = -1;
 		c->next_request_id = 1;
 	}
 	return c;
@@ -251,6 +253,10 @@ static int client_map_arena(struct ldr_client *c, int fd, uint64_t arena_bytes, 
 	}
 	c->arena = base;
 	c->arena_private = writable;
+	/* Which pages of a slot were written (batch.c); without it, every page
+	 * of a released slot is dropped. */
+	if (writable)
+		c->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	c->arena_bytes = (size_t)arena_bytes;
 close_fd:
 	close(fd);
@@ -525,6 +531,8 @@ void ldr_close(struct ldr_client *c)
 	}
 	if (c->arena)
 		munmap((void *)c->arena, c->arena_bytes);
+	if (c->pagemap_fd >= 0)
+		close(c->pagemap_fd);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->held);

@@ -67,6 +67,7 @@ struct ldr_client {
 	const uint8_t *arena;       /* host delivery */
 	size_t arena_bytes;
 	bool arena_private;         /* mapped MAP_PRIVATE writable (LDR_ATTACH_WRITABLE) */
+	int pagemap_fd;             /* /proc/self/pagemap when arena_private, else -1 */
 	struct device_ring *ring;   /* device delivery */
 	int device_ordinal;
 	char device_uuid[GPU_UUID_TEXT_MAX]; /* "" for host delivery */

@@ -87,11 +87,13 @@ struct ldr_client; /* opaque */
  * write) instead of shared and read-only. A write into a batch's tensors
  * lands in pages of this process alone (the daemon and other clients never
  * see it) instead of killing the process with SIGSEGV, and ldr_release
- * drops those pages (madvise MADV_DONTNEED over the slot), so the next
- * batch in the slot shows the daemon's data again. For bindings whose
- * tensors cannot be read-only (torch). It costs each release a madvise and
- * each batch the page faults of mapping its slot again (bench/RESULTS.md).
- * Ignored with device delivery. */
+ * drops those pages (madvise MADV_DONTNEED over the runs of the slot's
+ * pages this process wrote, found in /proc/self/pagemap; over the whole
+ * slot where that cannot be read), so the next batch in the slot shows the
+ * daemon's data again. For bindings whose tensors cannot be read-only
+ * (torch). It costs each release a read of the slot's pagemap entries, and
+ * the written pages their faults when read again (bench/RESULTS.md,
+ * "Python batch lifetime"). Ignored with device delivery. */
 #define LDR_ATTACH_WRITABLE 0x1u
 
 struct ldr_attach_opts {

@@ -10,7 +10,8 @@
  * - with the flag, a write into a batch's tensors does not crash, is seen by
  *   this process only (the arena keeps its bytes), and is dropped at
  *   release: the next batch in the slot shows the arena's bytes, also the
- *   new ones the daemon wrote into the slot after the release;
+ *   new ones the daemon wrote into the slot after the release (written
+ *   pages apart from one another, and next to unwritten ones);
  * - without it the mapping stays shared and read-only: a write kills the
  *   writer (in a child process) and the arena keeps its bytes;
  * - an unknown flag bit is refused before anything is sent.
@@ -42,11 +43,11 @@
 #define F_SEAL_FUTURE_WRITE 0x0010
 #endif
 
-#define SLOT_BYTES 8192u
+#define SLOT_BYTES 12288u
 #define ARENA_BYTES (3 * SLOT_BYTES) /* a header, then two slots */
 #define BATCH 4u
 #define RECORD 100u
-#define LABEL_OFFSET 4096u
+#define LABEL_OFFSET 8192u /* page 2: page 1 between the two is never written */
 
 struct peer {
 	char dir[64];
@@ -189,6 +190,7 @@ static void test_private_write_dropped(void **state)
 	assert_memory_equal(b.tensors[0].data, before, BATCH * RECORD);
 	assert_memory_equal(b.tensors[1].data, before + LABEL_OFFSET, BATCH * 8);
 	memset((void *)b.tensors[0].data, 0xcd, 64);
+	((int64_t *)b.tensors[1].data)[3] = -1;
 	assert_int_equal(ldr_release(p->c, &b), 0);
 	peer_recv_release(p, 1);
 

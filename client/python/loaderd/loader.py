@@ -1,11 +1,27 @@
 """loader: Loader (one attachment to a pipeline); the batches it hands out
-are Batch objects (batch.py), mappings of tensor name -> tensor.
+are Batch objects (batch.py): their tensors in output order, also read by
+name (`image, label = batch`, `batch["image"]`).
 
 A Loader attaches when it is made, so a wrong pipeline name, a GPU the
 daemon cannot deliver to or a refused resume state fail there, as
 exceptions carrying the daemon's message. Iterating it walks one epoch of
-the pipeline's stream; the next `for` continues with the next epoch. Each
-batch stays valid until the next one is requested (or batch.release()).
+the pipeline's stream, as a DataLoader's iterator does: a loop run to the
+end of the epoch is followed by the next epoch, and so is a loop left with
+break (a new iter() starts the next epoch); the first iter() after attach,
+Loader(state=...), load_state_dict() or set_epoch() continues where the
+stream is.
+
+Lifetime (batch.py): a batch's tensors are views of the daemon's memory
+that never change while alive. When the loader moves past a batch, the
+batch is released if none of its tensors is alive, else kept until the
+last one dies (the DLPack deleter queues it; the loader's next call
+releases it). A batch kept while the next one is let go is warned about,
+once. A client holds at most its depth of batches: when all are held,
+next() collects garbage once, then raises LoaderdError (EBUSY) saying how
+many are held and what to do. The deleter may run on any thread: it only
+counts and queues (Batch._view_died); every call into the C library is
+made by the loader's own calls, except that of a closed loader's last
+kept batch, which the deleter releases itself, under _drain_lock.
 
 The position (state_dict()) is the token taken when the last batch was
 handed out, so it stays exact when the daemon fails the loader (see
@@ -17,8 +33,10 @@ ring, made with torch.from_dlpack. Each tensor's __dlpack__(stream) makes
 that stream wait (on the GPU, never the host) for the daemon's copy; the
 batch's release records the slot's "released" event on every stream its
 tensors were exported to, so the daemon's next copy into the slot waits for
-the work enqueued there. Host delivery: views of the daemon's shared
-memory, read-only.
+the work enqueued there (a kept batch's release, later, covers the work
+enqueued until then). Host delivery: views of the daemon's shared memory;
+with torch, mapped private and writable (LDR_ATTACH_WRITABLE: a write
+stays in this process and is dropped at release), with numpy read-only.
 """
 
 import collections
