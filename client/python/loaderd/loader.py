@@ -400,6 +400,10 @@ class Loader:
         try:
             while self._dead:
                 batch = self._dead.popleft()
+                with self._views_lock:
+                    viewed = batch._views > 0  # read again since: queued again when those die
+                if viewed:
+                    continue
                 try:
                     batch.release()
                 except LoaderdError:
