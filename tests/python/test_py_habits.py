@@ -16,7 +16,8 @@ loop relies on it (host delivery; numpy, and torch when importable).
   the next next() raise an error that says how many are held and what to
   do (clone, depth=); once they are dropped the next batch is the one
   that was due. Tensors kept alive only by a reference cycle are collected
-  by next() (gc.collect()) instead of failing it.
+  by next() (gc.collect()) instead of failing it, and tensors that die on
+  another thread let their batches go at the next call.
 - A write into a host torch tensor (in a child process, so that a crash
   is a failure, not a dead test): it lands in the tensor, the process
   lives, and once the batch is let go, the batches that come in that slot
@@ -36,6 +37,7 @@ import random
 import struct
 import subprocess
 import sys
+import threading
 import warnings
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -174,6 +176,14 @@ def back_pressure(loaderd, sock, fw):
         check(b.seq == 5, "%s: batch %d, want 5" % (fw, b.seq))
     finally:
         gc.enable()
+    # Tensors that die on another thread (the deleter runs there): their
+    # batches are released by the loader's next call.
+    held = [next(it)["data"], next(it)["data"]]
+    t = threading.Thread(target=held.clear)
+    t.start()
+    t.join()
+    b = next(it)
+    check(b.seq == 8, "%s: after tensors died on another thread: batch %d, want 8" % (fw, b.seq))
     x.close()
 
 
