@@ -12,6 +12,8 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/errtext.h"
@@ -48,6 +50,10 @@ static int client_check_ready(struct ldr_client *c, const struct proto_ready *rd
 		   end > c->arena_bytes) {
 		return client_error(c, -EPROTO, "bad READY: slot at offset %" PRIu64 " does not fit the "
 				    "arena of %zu bytes", rd->slot_offset, c->arena_bytes);
+	} else if (c->arena_private && rd->slot_offset % (uint64_t)sysconf(_SC_PAGESIZE) != 0) {
+		return client_error(c, -EPROTO, "bad READY: slot at offset %" PRIu64 " does not start a "
+				    "page, which the private mapping (LDR_ATTACH_WRITABLE) needs to drop "
+				    "the slot's written pages", rd->slot_offset);
 	}
 	if (rd->rows == 0 || rd->rows > c->welcome.batch_size)
 		return client_error(c, -EPROTO, "bad READY: %" PRIu32 " rows, batch_size %" PRIu32,
@@ -84,7 +90,7 @@ static void client_hand_out(struct ldr_client *c, const struct proto_ready *rd, 
 	*hb = (struct client_held_batch){
 		.used = true, .seq = rd->seq, .epoch = rd->epoch, .epoch_offset = rd->epoch_offset,
 		.first = rd->first, .slot = rd->slot, .generation = rd->generation,
-		.rows = rd->rows, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
+		.rows = rd->rows, .slot_offset = rd->slot_offset, .last = (rd->flags & PROTO_READY_LAST_IN_EPOCH) != 0,
 		.decoded = (rd->flags & PROTO_READY_DECODE) != 0, .wait_ns = wait_ns,
 	};
 	c->n_held++;
@@ -375,6 +381,58 @@ static void client_position_after(const struct ldr_client *c, const struct clien
 	memcpy(p->pipeline, c->position.pipeline, sizeof(p->pipeline)); /* set at attach */
 }
 
+/* /proc/self/pagemap's bits (Documentation/admin-guide/mm/pagemap.rst). */
+#define PAGEMAP_PRESENT (1ull << 63)
+#define PAGEMAP_SWAPPED (1ull << 62)
+#define PAGEMAP_FILE (1ull << 61) /* a file page (or shared anonymous): not a private copy */
+#define PAGEMAP_CHUNK 512
+
+/*
+ * Drops this process's private copies of the arena's pages in [offset,
+ * offset + bytes) of a private mapping (MADV_DONTNEED: the range shows the
+ * arena again). A page of a private file mapping that is not a file page is
+ * one this process wrote (or one of those, swapped out): only those runs
+ * are dropped, so the slot's other pages stay mapped and are not faulted in
+ * again for the next batch. Where pagemap cannot tell, the whole range.
+ * 0 or -errno. offset is page-aligned (client_check_ready).
+ */
+static int drop_pages(uintptr_t base, uint64_t page, uint64_t first, uint64_t end)
+{
+	return madvise((void *)(base + first * page), (end - first) * page, MADV_DONTNEED) < 0 ? -errno
+											    : 0;
+}
+
+static int drop_written_pages(struct ldr_client *c, uint64_t offset, uint64_t bytes)
+{
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	const uintptr_t base = (uintptr_t)c->arena + offset;
+	const uint64_t n = (bytes + page - 1) / page;
+	uint64_t entries[PAGEMAP_CHUNK];
+	uint64_t run = UINT64_MAX; /* first page of the run of private copies being read */
+	if (c->pagemap_fd < 0)
+		return drop_pages(base, page, 0, n);
+	for (uint64_t i = 0; i < n; i += PAGEMAP_CHUNK) {
+		uint64_t k = n - i < PAGEMAP_CHUNK ? n - i : PAGEMAP_CHUNK;
+		ssize_t want = (ssize_t)(k * sizeof entries[0]);
+		if (pread(c->pagemap_fd, entries, (size_t)want,
+			  (off_t)((base / page + i) * sizeof entries[0])) != want)
+			return drop_pages(base, page, 0, n);
+		for (uint64_t j = 0; j < k; j++) {
+			uint64_t e = entries[j];
+			bool copy = ((e & PAGEMAP_PRESENT) && !(e & PAGEMAP_FILE)) || (e & PAGEMAP_SWAPPED);
+			if (copy && run == UINT64_MAX) {
+				run = i + j;
+			} else if (!copy && run != UINT64_MAX) {
+				int r = drop_pages(base, page, run, i + j);
+				if (r < 0)
+					return r;
+				run = UINT64_MAX;
+			}
+		}
+	}
+	return run == UINT64_MAX ? 0 : drop_pages(base, page, run, n);
+}
+
 int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *const *cuda_streams,
 			unsigned n)
 {
@@ -390,6 +448,16 @@ int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *c
 		int r = device_release(c->ring, hb->slot, cuda_streams, n, c->error, sizeof c->error);
 		if (r < 0)
 			return r;
+	}
+	/* A private mapping: drop the pages this process wrote (its own
+	 * copies), so that the slot shows the arena again when the daemon
+	 * refills it. A failure keeps the batch held. */
+	if (c->arena_private && !c->ring) {
+		int r = drop_written_pages(c, hb->slot_offset, c->welcome.slot_bytes);
+		if (r < 0)
+			return client_error(c, r, "madvise of slot %" PRIu32 " (%" PRIu64 " bytes at %"
+					    PRIu64 "): %s", hb->slot, c->welcome.slot_bytes,
+					    hb->slot_offset, strerror(-r));
 	}
 	/* The caller is done with the batch whether or not the daemon still
 	 * listens, so the position advances before the send. */

@@ -10,6 +10,7 @@
 #include "connect_why.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <poll.h>
@@ -80,6 +81,7 @@ struct ldr_client *client_new(void)
 	struct ldr_client *c = calloc(1, sizeof *c);
 	if (c) {
 		c->sock = -1;
+		c->pagemap_fd = -1;
 		c->next_request_id = 1;
 	}
 	return c;
@@ -233,8 +235,12 @@ static int client_check_welcome(struct ldr_client *c, const struct proto_welcome
 	return 0;
 }
 
-/* Maps the arena fd from WELCOME after checking its size; closes the fd. */
-static int client_map_arena(struct ldr_client *c, int fd, uint64_t arena_bytes)
+/* Maps the arena fd from WELCOME after checking its size; closes the fd.
+ * writable: MAP_PRIVATE with PROT_WRITE, which the read-only descriptor
+ * and the arena's F_SEAL_FUTURE_WRITE both allow (they refuse only shared
+ * writable mappings): writes copy pages into this process, never into the
+ * arena. */
+static int client_map_arena(struct ldr_client *c, int fd, uint64_t arena_bytes, bool writable)
 {
 	struct stat st;
 	int r = 0;
@@ -247,12 +253,19 @@ static int client_map_arena(struct ldr_client *c, int fd, uint64_t arena_bytes)
 				 (long long)st.st_size, arena_bytes);
 		goto close_fd;
 	}
-	void *base = mmap(NULL, (size_t)arena_bytes, PROT_READ, MAP_SHARED, fd, 0);
+	void *base = mmap(NULL, (size_t)arena_bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+			  writable ? MAP_PRIVATE : MAP_SHARED, fd, 0);
 	if (base == MAP_FAILED) {
-		r = client_error_errno(c, -errno, "mmap of the arena (%" PRIu64 " bytes)", arena_bytes);
+		r = client_error_errno(c, -errno, "mmap of the arena (%" PRIu64 " bytes%s)", arena_bytes,
+				       writable ? ", private and writable" : "");
 		goto close_fd;
 	}
 	c->arena = base;
+	c->arena_private = writable;
+	/* Which pages of a slot were written (batch.c); without it, every page
+	 * of a released slot is dropped. */
+	if (writable)
+		c->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	c->arena_bytes = (size_t)arena_bytes;
 close_fd:
 	close(fd);
@@ -266,6 +279,9 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 		return client_error(c, -EINVAL, "pipeline name must be 1..%d bytes", PROTO_NAME_MAX - 1);
 	if (o->rank >= world)
 		return client_error(c, -EINVAL, "rank %u is not below world %" PRIu32, o->rank, world);
+	if (o->flags & ~LDR_ATTACH_WRITABLE)
+		return client_error(c, -EINVAL, "attach flags 0x%x: unknown bits 0x%x", o->flags,
+				    o->flags & ~LDR_ATTACH_WRITABLE);
 	if (o->client_name && strlen(o->client_name) >= PROTO_NAME_MAX)
 		return client_error(c, -EINVAL, "client name is longer than %d bytes", PROTO_NAME_MAX - 1);
 	if (o->resume && strlen(o->resume) >= PROTO_TOKEN_MAX)
@@ -408,7 +424,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		gpu_uuid_format(uuid, c->device_uuid);
 		if (w->decode) {
 			if (r == 0)
-				r = client_map_arena(c, fd, w->arena_bytes); /* closes fd */
+				r = client_map_arena(c, fd, w->arena_bytes, false); /* closes fd */
 			else
 				close(fd);
 			if (r == 0)
@@ -419,7 +435,8 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 				 "image pipeline, or a tensor-parallel group)", opts->pipeline);
 		}
 	} else {
-		r = client_map_arena(c, fd, w->arena_bytes); /* closes fd */
+		r = client_map_arena(c, fd, w->arena_bytes,
+				     (opts->flags & LDR_ATTACH_WRITABLE) != 0); /* closes fd */
 	}
 	if (r < 0) {
 		free(c->held);
@@ -523,6 +540,8 @@ void ldr_close(struct ldr_client *c)
 	}
 	if (c->arena)
 		munmap((void *)c->arena, c->arena_bytes);
+	if (c->pagemap_fd >= 0)
+		close(c->pagemap_fd);
 	if (c->sock >= 0)
 		close(c->sock);
 	free(c->held);

@@ -11,7 +11,8 @@
  *   decode.c   the client's own GPU JPEG decoding, on a thread (decode.h)
  *
  * A handle owns one SOCK_SEQPACKET connection and, once attached, one
- * read-only mapping of the daemon's arena (host delivery) or one device
+ * mapping of the daemon's arena (host delivery: shared read-only, or
+ * private copy-on-write with LDR_ATTACH_WRITABLE) or one device
  * ring (device delivery, device.h). The daemon is trusted to mean well but
  * not to be bug-free: every number it sends (sizes, offsets, sequence
  * numbers, row counts) is checked before a pointer is formed from it, and a
@@ -49,6 +50,7 @@ struct client_held_batch {
 	uint32_t slot;
 	uint32_t generation;
 	uint32_t rows;
+	uint64_t slot_offset; /* in the arena (host delivery) */
 	bool last;
 	bool decoded;     /* its rows were decoded here (decode.h) */
 	uint64_t wait_ns; /* how long ldr_next waited for it: RELEASE's wait_ns */
@@ -64,6 +66,8 @@ struct ldr_client {
 	/* WELCOME facts, valid once attached */
 	const uint8_t *arena;       /* host delivery */
 	size_t arena_bytes;
+	bool arena_private;         /* mapped MAP_PRIVATE writable (LDR_ATTACH_WRITABLE) */
+	int pagemap_fd;             /* /proc/self/pagemap when arena_private, else -1 */
 	struct device_ring *ring;   /* device delivery */
 	int device_ordinal;
 	char device_uuid[GPU_UUID_TEXT_MAX]; /* "" for host delivery */

@@ -5,7 +5,8 @@
  * A client connects to the daemon's Unix socket, attaches to a pipeline by
  * name with its rank and world size, then loops: ldr_next() gives the next
  * batch as named tensors that point into the daemon's shared memory (mapped
- * read-only), ldr_release() hands the batch's slot back. Batches arrive
+ * read-only, or copy-on-write with LDR_ATTACH_WRITABLE), ldr_release() hands
+ * the batch's slot back. Batches arrive
  * strictly in order; the daemon keeps up to `depth` of them prepared ahead.
  *
  *     struct ldr_client *c;
@@ -81,6 +82,20 @@ enum ldr_dtype { /* the same values as the wire format's */
 
 struct ldr_client; /* opaque */
 
+/* ldr_attach_opts.flags */
+/* Host delivery: map the arena private and writable (MAP_PRIVATE, copy on
+ * write) instead of shared and read-only. A write into a batch's tensors
+ * lands in pages of this process alone (the daemon and other clients never
+ * see it) instead of killing the process with SIGSEGV, and ldr_release
+ * drops those pages (madvise MADV_DONTNEED over the runs of the slot's
+ * pages this process wrote, found in /proc/self/pagemap; over the whole
+ * slot where that cannot be read), so the next batch in the slot shows the
+ * daemon's data again. For bindings whose tensors cannot be read-only
+ * (torch). It costs each release a read of the slot's pagemap entries, and
+ * the written pages their faults when read again (bench/RESULTS.md,
+ * "Python batch lifetime"). Ignored with device delivery. */
+#define LDR_ATTACH_WRITABLE 0x1u
+
 struct ldr_attach_opts {
 	const char *pipeline;    /* required: a pipeline defined in the daemon's config */
 	unsigned rank;           /* default 0 */
@@ -111,6 +126,7 @@ struct ldr_attach_opts {
 	 * "Tensor-parallel groups"). */
 	const char *group;
 	unsigned group_size;
+	unsigned flags;          /* LDR_ATTACH_* bits; another bit is -EINVAL */
 };
 
 struct ldr_tensor {
@@ -118,7 +134,8 @@ struct ldr_tensor {
 	enum ldr_dtype dtype;
 	unsigned ndim;
 	int64_t shape[LDR_NDIM_MAX]; /* shape[0] == the batch's rows */
-	const void *data;            /* read-only; valid until the batch is released.
+	const void *data;            /* read-only (unless LDR_ATTACH_WRITABLE); valid until
+				      * the batch is released.
 				      * A device pointer when the batch's on_device is set. */
 	size_t bytes;                /* rows * bytes per row */
 };
@@ -165,7 +182,8 @@ uint64_t ldr_batches_in_epoch(const struct ldr_client *c, uint64_t epoch);
  * is -EBUSY. */
 int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms);
 
-/* Gives the batch's slot back. Releasing twice is -EINVAL. With device
+/* Gives the batch's slot back. Releasing twice is -EINVAL. With
+ * LDR_ATTACH_WRITABLE, what was written into the batch is dropped. With device
  * delivery this is ldr_release_stream(c, b, NULL): the slot is free once
  * the work enqueued on the legacy default stream before the call is done. */
 int ldr_release(struct ldr_client *c, const struct ldr_batch *b);

@@ -64,8 +64,8 @@ def check_pipeline(loaderd, sock, name, stream, mask_eod):
     for epoch in range(2):
         covered = []
         for b in x:
-            check(sorted(b) == ["cu_seqlens", "loss_mask", "num_documents", "positions", "tokens"],
-                  "%s: tensors %s" % (name, sorted(b)))
+            check(sorted(b.keys()) == ["cu_seqlens", "loss_mask", "num_documents", "positions", "tokens"],
+                  "%s: tensors %s" % (name, sorted(b.keys())))
             for r, s in enumerate(b.sample_indices()):
                 window = stream[s * SEQ:s * SEQ + SEQ + 1]
                 positions, loss, cu, n = expected(window, mask_eod)

@@ -43,11 +43,12 @@ def take(it, k, recs, what):
     return out
 
 
-def rest_and_next_epoch(loader, recs, what):
-    """The rest of the epoch, then the whole next one."""
+def rest_and_next_epoch(loader, recs, what, it=None):
+    """The rest of the epoch (from iterator `it` when one is under way: a
+    new iter() would start the next epoch), then the whole next one."""
     def values(b):
         ch.check_rows(b, "data", recs, what)
-    return ch.epoch_indices(loader, values), ch.epoch_indices(loader, values)
+    return ch.epoch_indices(it or loader, values), ch.epoch_indices(loader, values)
 
 
 def round_trip(loaderd, sock, fw, recs):
@@ -59,7 +60,7 @@ def round_trip(loaderd, sock, fw, recs):
     stream = harness.token_stream(state["position"])
     check(stream.startswith("ldr2:p:") and state["position"] == stream + "%d:%d:0:%d" % (SEED, N, K * BATCH),
           "%s: state after %d batches of world 1: %s" % (fw, K, state))
-    rest, nxt = rest_and_next_epoch(a, recs, fw + " going on")
+    rest, nxt = rest_and_next_epoch(a, recs, fw + " going on", it)
     check(len(head) + len(rest) == -(-N // BATCH), "%s: %d + %d batches in epoch 0" % (fw, len(head), len(rest)))
     b = new(state=state)
     check(len(b) == len(rest), "%s: resumed len %d, want %d" % (fw, len(b), len(rest)))

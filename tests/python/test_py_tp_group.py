@@ -77,13 +77,14 @@ def body(env):
     # load_state_dict() on both members: a new group, at the saved position
     c.load_state_dict(state)
     e.load_state_dict(state)
-    x, y = next(iter(c)), next(iter(e))
+    ic, ie = iter(c), iter(e)
+    x, y = next(ic), next(ie)
     check(x.epoch == 1 and x.index == 0 and x.sample_indices() == y.sample_indices() == first,
           "the members after load_state_dict(): epoch %d batch %d" % (x.epoch, x.index))
 
     # one member leaves: the other is told, naming the group
     c.close()
-    it = iter(e)
+    it = ie  # (a new iter() would start the next epoch: a new group, waiting for c)
     ch.expect(loaderd.LoaderdError, ['group "tp-again"', "left the group"],
               lambda: [next(it) for _ in range(len(e) + 1)], "the member left alone")
     e.close()

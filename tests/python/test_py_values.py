@@ -47,7 +47,7 @@ def one_rank(loaderd, sock, fw, recs):
                     raise ch.TestFailure("numpy: writing into a batch array did not raise")
                 except ValueError:
                     pass
-            check(b.device == "cpu" and list(b) == ["data"] and len(b) == 1,
+            check(b.device == "cpu" and list(b.keys()) == ["data"] and len(b) == 1,
                   "%s: batch %r" % (fw, b))
         ch.check_rows(b, "data", recs, "%s world 1" % fw)
 

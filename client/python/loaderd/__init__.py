@@ -4,8 +4,8 @@
     loader = loaderd.Loader("train")            # rank, world size, GPU: from the job
     for epoch in range(epochs):
         loader.set_epoch(epoch)
-        for batch in loader:                    # {"image": Tensor, "label": Tensor}
-            step(batch["image"], batch["label"])
+        for image, label in loader:             # or batch["image"], batch["label"]
+            step(image, label)
 
 Pure Python over the C client library (libloaderd_client.so, through
 ctypes). See loader.py for the lifetime and stream rules.

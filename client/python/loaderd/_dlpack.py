@@ -5,8 +5,14 @@ unversioned ABI every consumer reads). The consumer (torch.from_dlpack,
 cupy.from_dlpack, jax.dlpack.from_dlpack) renames the capsule to
 "used_dltensor" and calls the tensor's deleter when its own tensor dies; a
 capsule nobody consumed calls the deleter from its destructor. Either way
-the deleter only drops the Python objects that hold the struct: the memory
-described is the daemon's slot, which the batch's release hands back.
+the deleter drops the Python objects that hold the struct and calls the
+capsule's on_delete: that is how a batch learns that the last tensor
+viewing its slot is gone (batch.py), and only then hands the slot back.
+
+The deleter runs wherever the consumer's tensor dies: in the consumer's
+destructor, on any thread, during garbage collection. on_delete must
+therefore be quick and must not call into the C library (its handle is
+used by one thread at a time): batch.py only counts and queues there.
 """
 
 import ctypes
@@ -52,12 +58,18 @@ DLManagedTensor._fields_ = [
 ]
 
 _NAME = b"dltensor"
-_live = {}  # address of a DLManagedTensor -> the ctypes objects behind it
+_live = {}  # address of a DLManagedTensor -> (the ctypes objects behind it, on_delete)
+
+
+def _forget(address):
+    entry = _live.pop(address, None)
+    if entry is not None and entry[2] is not None:
+        entry[2]()
 
 
 @_DELETER
 def _delete(managed):
-    _live.pop(ctypes.addressof(managed.contents), None)
+    _forget(ctypes.addressof(managed.contents))
 
 
 _CAPSULE_DESTRUCTOR = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
@@ -74,13 +86,13 @@ _api.PyCapsule_GetPointer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
 def _capsule_destructor(capsule):
     # Still named "dltensor": never consumed, so the deleter is ours to call.
     if _api.PyCapsule_IsValid(capsule, _NAME):
-        address = _api.PyCapsule_GetPointer(capsule, _NAME)
-        _live.pop(address, None)
+        _forget(_api.PyCapsule_GetPointer(capsule, _NAME))
 
 
-def capsule(data, shape, dtype_code, bits, device_type, device_id):
+def capsule(data, shape, dtype_code, bits, device_type, device_id, on_delete=None):
     """A "dltensor" capsule describing the compact row-major array of the
-    given shape at address `data`."""
+    given shape at address `data`; on_delete() is called once, when the
+    consumer's tensor dies (or the capsule, never consumed, does)."""
     managed = DLManagedTensor()
     dims = (ctypes.c_int64 * len(shape))(*shape)
     t = managed.dl_tensor
@@ -94,5 +106,5 @@ def capsule(data, shape, dtype_code, bits, device_type, device_id):
     managed.manager_ctx = None
     managed.deleter = _delete
     address = ctypes.addressof(managed)
-    _live[address] = (managed, dims)
+    _live[address] = (managed, dims, on_delete)
     return _api.PyCapsule_New(address, _NAME, _capsule_destructor)

@@ -22,6 +22,7 @@ TENSORS_MAX = 8
 NDIM_MAX = 4
 POSITION_MAX = 192
 LIBRARY_NAME = "libloaderd_client.so"
+ATTACH_WRITABLE = 0x1  # LDR_ATTACH_WRITABLE
 
 _u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c_char_p
 
@@ -29,7 +30,7 @@ _u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c
 class AttachOpts(ctypes.Structure):
     _fields_ = [("pipeline", _str), ("rank", _uint), ("world", _uint), ("depth", _uint),
                 ("resume", _str), ("client_name", _str), ("device", _str), ("split", _str),
-                ("group", _str), ("group_size", _uint)]
+                ("group", _str), ("group_size", _uint), ("flags", _uint)]
 
 
 class CTensor(ctypes.Structure):

@@ -1,13 +1,19 @@
-"""batch: Batch (one delivered batch, a mapping of tensor name -> tensor)
-and _Exporter (one of its tensors as a DLPack producer).
+"""batch: Batch (one delivered batch: its tensors in output order, also
+reachable by name) and _Exporter (one of its tensors as a DLPack producer).
 
 A batch belongs to the Loader that handed it out (loader.py states the
-lifetime and stream rules): its tensors are views of the daemon's memory,
-valid until the batch is released, and its release goes through the
-loader's attachment.
+stream rules). Its tensors are views of the daemon's memory: the batch's
+slot stays held, and its data unchanged, for as long as one of them is
+alive. Each export of a tensor is a DLPack capsule whose deleter tells the
+batch when the consumer's tensor dies (_dlpack.py); when the loader moves
+past a batch (its next batch, a new epoch, close()), the batch is released
+at once if no view of it is alive, else kept until the last one dies, and
+released then by the loader's next call. The release goes through the
+attachment that delivered the batch, which the loader keeps open (after
+set_epoch(), load_state_dict() or close()) until its kept batches are
+released.
 """
 
-import collections.abc
 import ctypes
 import errno
 
@@ -53,29 +59,50 @@ class _Exporter:
         _, itemsize, code = _lib.DTYPES[t.dtype]
         device_type, device_id = self.__dlpack_device__()
         shape = [t.shape[d] for d in range(t.ndim)]
-        return _dlpack.capsule(t.data, shape, code, itemsize * 8, device_type, device_id)
+        b._view_born()
+        try:
+            return _dlpack.capsule(t.data, shape, code, itemsize * 8, device_type, device_id,
+                                   on_delete=b._view_died)
+        except BaseException:
+            b._view_died()
+            raise
 
 
-class Batch(collections.abc.Mapping):
-    """One delivered batch: tensor name -> tensor (torch.Tensor, or a
-    read-only numpy array where the loader delivers numpy).
+class Batch:
+    """One delivered batch: its tensors (torch.Tensor, or read-only numpy
+    arrays where the loader delivers numpy), in the pipeline's output
+    order, also reachable by name.
+
+    Like a tuple, a batch unpacks and iterates over its tensors:
+    `image, label = batch`, `for image, label in loader`, batch[0]. Like a
+    dict, it is read by name: batch["image"], keys() (the names in output
+    order), values(), items(), get(), `"image" in batch`, dict(batch). It
+    is not a collections.abc.Mapping: a mapping's iteration yields its
+    keys, and code written for mappings would take the tensors for names.
 
     Attributes: seq (0, 1, ... since attach), epoch, index (batch within the
     epoch), rows, last_in_epoch, device ("cpu" or "cuda:N").
 
-    Valid until released: when the loader is asked for the next batch, or
-    by release(). The tensors are views, not copies; clone what must
-    outlive the step. A released batch raises BatchReleasedError.
+    Lifetime: the tensors are views of the daemon's memory, not copies, and
+    never change while alive. A tensor kept past the loader's next batch
+    keeps its whole batch's slot held (a batch of the prefetch depth);
+    clone() what is kept for long. Host tensors of torch are writable: a
+    write changes this process's copy of the page only, dropped when the
+    batch is released. release() hands the slot back at once, views or not;
+    a released batch raises BatchReleasedError.
     """
 
     def __init__(self, loader, cbatch):
         self._loader = loader
         self._lib = loader._lib
+        self._client = loader._client  # the attachment that delivered it, which releases it
         self._c = cbatch
         self._names = [cbatch.tensors[i].name.decode() for i in range(cbatch.n_tensors)]
         self._tensors = {}
         self._streams = {}  # streams the tensors were exported to (ordered set)
         self._released = False
+        self._views = 0      # exported tensors alive (under loader._views_lock)
+        self._kept = False   # the loader moved past it while views were alive
         self.seq, self.epoch, self.index = cbatch.seq, cbatch.epoch, cbatch.index
         self.rows = cbatch.rows
         self.last_in_epoch = bool(cbatch.last_in_epoch)
@@ -92,25 +119,66 @@ class Batch(collections.abc.Mapping):
     def released(self):
         return self._released
 
-    # Mapping
-    def __getitem__(self, name):
-        self._check_live("read tensor %r" % (name,))
-        t = self._tensors.get(name)
-        if t is None:
-            try:
-                i = self._names.index(name)
-            except ValueError:
-                raise KeyError("loaderd: batch has no tensor %r (it has %s)" %
-                               (name, ", ".join(self._names))) from None
-            t = self._convert(i)
-            self._tensors[name] = t
-        return t
+    # -- views (the DLPack deleter's side: any thread, no C call) -----------
+
+    def _view_born(self):
+        with self._loader._views_lock:
+            self._views += 1
+
+    def _view_died(self):
+        loader = self._loader
+        with loader._views_lock:
+            self._views -= 1
+            gone = self._views == 0 and self._kept and not self._released
+        if gone:
+            loader._view_gone(self)
+
+    # -- a tuple of tensors, read by name ----------------------------------
+
+    def __getitem__(self, key):
+        if isinstance(key, str):
+            self._check_live("read tensor %r" % (key,))
+            t = self._tensors.get(key)
+            if t is None:
+                try:
+                    i = self._names.index(key)
+                except ValueError:
+                    raise KeyError("loaderd: batch has no tensor %r (it has %s)" %
+                                   (key, ", ".join(self._names))) from None
+                t = self._convert(i)
+                self._tensors[key] = t
+            return t
+        if isinstance(key, int) and not isinstance(key, bool):
+            n = len(self._names)
+            if not -n <= key < n:
+                raise IndexError("loaderd: tensor %d: the batch has %d (%s)" %
+                                 (key, n, ", ".join(self._names)))
+            return self[self._names[key]]
+        raise TypeError("loaderd: a batch is read by tensor name or position, not %s" %
+                        type(key).__name__)
 
     def __iter__(self):
-        return iter(self._names)
+        """The tensors in output order (keys() gives the names)."""
+        return iter([self[name] for name in self._names])
 
     def __len__(self):
         return len(self._names)
+
+    def __contains__(self, name):
+        return name in self._names
+
+    def keys(self):
+        """The tensor names in output order."""
+        return dict.fromkeys(self._names).keys()
+
+    def values(self):
+        return [self[name] for name in self._names]
+
+    def items(self):
+        return [(name, self[name]) for name in self._names]
+
+    def get(self, name, default=None):
+        return self[name] if name in self._names else default
 
     def __repr__(self):
         state = "released" if self._released else self.device
@@ -118,8 +186,8 @@ class Batch(collections.abc.Mapping):
             self.seq, self.epoch, self.index, self.rows, ",".join(self._names), state)
 
     def _convert(self, i):
-        """Tensor i in the loader's framework: a torch tensor through
-        DLPack, or a read-only numpy array."""
+        """Tensor i in the loader's framework, through DLPack: a torch
+        tensor, or a read-only numpy array."""
         torch, t = self._loader._torch, self._c.tensors[i]
         if torch is not None:
             try:
@@ -127,11 +195,8 @@ class Batch(collections.abc.Mapping):
             except (RuntimeError, TypeError, BufferError) as e:
                 raise LoaderdError(errno.EINVAL, "loaderd: torch %s cannot take tensor %r (%s): %s" % (
                     torch.__version__, self._names[i], _lib.DTYPES[t.dtype][0], e)) from e
-        np = self._loader._np
-        raw = (ctypes.c_char * t.bytes).from_address(t.data)
-        array = np.frombuffer(raw, dtype=np.dtype(_lib.DTYPES[t.dtype][0])).reshape(
-            [t.shape[d] for d in range(t.ndim)])
-        array.flags.writeable = False
+        array = self._loader._np.from_dlpack(_Exporter(self, i))
+        array.flags.writeable = False  # the arena is mapped read-only for numpy
         return array
 
     def dlpack(self, name):
@@ -160,15 +225,17 @@ class Batch(collections.abc.Mapping):
     def sample_indices(self):
         """Dataset index of each row."""
         self._check_live("read sample indices")
-        client = self._loader._client
+        client = self._client
         return [self._lib.ldr_sample_index(client, ctypes.byref(self._c), r) for r in range(self.rows)]
 
     def release(self, stream=None):
-        """Hands the slot back to the daemon. GPU delivery: the slot is
-        reused once the work enqueued so far on every stream the tensors
-        were exported to (or on `stream`, a cudaStream_t handle, when
-        given) is done. Releasing twice does nothing. A failed release fails
-        the loader (raised once); the batch counts as consumed either way."""
+        """Hands the slot back to the daemon now, whether or not tensors of
+        the batch are still alive (they then show other data: clone() first
+        what must outlive it). GPU delivery: the slot is reused once the
+        work enqueued so far on every stream the tensors were exported to
+        (or on `stream`, a cudaStream_t handle, when given) is done.
+        Releasing twice does nothing. A failed release fails the loader
+        (raised once); the batch counts as consumed either way."""
         if self._released:
             return
         self._released = True
@@ -176,13 +243,15 @@ class Batch(collections.abc.Mapping):
         loader = self._loader
         if loader._current is self:
             loader._current = None
-        if loader._client is None:
+        loader._forget_kept(self)
+        client = self._client
+        if client is not loader._client and all(client is not h for h in loader._retired):
             return  # closed: the daemon took the slot back with the connection
         if stream is not None:
             streams = [_stream_pointer(stream)]
         else:
             streams = list(self._streams) or [None]
         array = (ctypes.c_void_p * len(streams))(*streams)
-        rc = self._lib.ldr_release_streams(loader._client, ctypes.byref(self._c), array, len(streams))
-        if rc < 0 and loader._failure is None:
+        rc = self._lib.ldr_release_streams(client, ctypes.byref(self._c), array, len(streams))
+        if rc < 0 and client is loader._client and loader._failure is None:
             loader._fail(rc, "release of batch %d of pipeline %r" % (self.seq, loader.pipeline))

@@ -1,11 +1,27 @@
 """loader: Loader (one attachment to a pipeline); the batches it hands out
-are Batch objects (batch.py), mappings of tensor name -> tensor.
+are Batch objects (batch.py): their tensors in output order, also read by
+name (`image, label = batch`, `batch["image"]`).
 
 A Loader attaches when it is made, so a wrong pipeline name, a GPU the
 daemon cannot deliver to or a refused resume state fail there, as
 exceptions carrying the daemon's message. Iterating it walks one epoch of
-the pipeline's stream; the next `for` continues with the next epoch. Each
-batch stays valid until the next one is requested (or batch.release()).
+the pipeline's stream, as a DataLoader's iterator does: a loop run to the
+end of the epoch is followed by the next epoch, and so is a loop left with
+break (a new iter() starts the next epoch); the first iter() after attach,
+Loader(state=...), load_state_dict() or set_epoch() continues where the
+stream is.
+
+Lifetime (batch.py): a batch's tensors are views of the daemon's memory
+that never change while alive. When the loader moves past a batch, the
+batch is released if none of its tensors is alive, else kept until the
+last one dies (the DLPack deleter queues it; the loader's next call
+releases it). A batch kept while the next one is let go is warned about,
+once. A client holds at most its depth of batches: when all are held,
+next() collects garbage once, then raises LoaderdError (EBUSY) saying how
+many are held and what to do. The deleter may run on any thread: it only
+counts and queues (Batch._view_died); every call into the C library is
+made by the loader's own calls, except that of a closed loader's last
+kept batch, which the deleter releases itself, under _drain_lock.
 
 The position (state_dict()) is the token taken when the last batch was
 handed out, so it stays exact when the daemon fails the loader (see
@@ -17,15 +33,21 @@ ring, made with torch.from_dlpack. Each tensor's __dlpack__(stream) makes
 that stream wait (on the GPU, never the host) for the daemon's copy; the
 batch's release records the slot's "released" event on every stream its
 tensors were exported to, so the daemon's next copy into the slot waits for
-the work enqueued there. Host delivery: views of the daemon's shared
-memory, read-only.
+the work enqueued there (a kept batch's release, later, covers the work
+enqueued until then). Host delivery: views of the daemon's shared memory;
+with torch, mapped private and writable (LDR_ATTACH_WRITABLE: a write
+stays in this process and is dropped at release), with numpy read-only.
 """
 
+import collections
 import collections.abc
 import ctypes
 import errno
+import gc
 import os
 import sys
+import threading
+import warnings
 
 from . import _lib
 from .batch import Batch
@@ -113,20 +135,23 @@ class _EpochIterator:
     def __init__(self, loader):
         self._loader = loader
         self._done = False
+        self._last = None  # the batch this iterator handed out last
 
     def __iter__(self):
         return self
 
     def __next__(self):
         loader = self._loader
-        if loader._current is not None:
-            last = loader._current.last_in_epoch
-            loader._current.release()
-            if last:
-                self._done = True
         if self._done:
             raise StopIteration
-        return loader._next_batch()
+        if self._last is not None and self._last.last_in_epoch:
+            self._done = True
+            if loader._current is self._last:
+                loader._let_go(self._last)
+            self._last = None
+            raise StopIteration
+        self._last = loader._next_batch()
+        return self._last
 
 
 class Loader:
@@ -180,6 +205,7 @@ class Loader:
         self._lib = _lib.load()
         self._client = None
         self._current = None
+        self._init_lifetimes()
         self._failure = None   # the error that failed the attachment, raised again by next()
         self._position = None  # token of the position after the last batch handed out
         if framework not in (None, "torch", "numpy"):
@@ -242,7 +268,8 @@ class Loader:
             client_name=self._name.encode(),
             device=None if self._ordinal is None else str(self._ordinal).encode(),
             split=self.split.encode(),
-            group=self.tp_group.encode() if self.tp_group else None, group_size=self.tp_size)
+            group=self.tp_group.encode() if self.tp_group else None, group_size=self.tp_size,
+            flags=_lib.ATTACH_WRITABLE if self._ordinal is None and self._torch else 0)
         rc = lib.ldr_attach(handle, ctypes.byref(opts))
         if rc < 0:
             message = "loaderd: " + (lib.ldr_error(handle) or b"").decode(errors="replace")
@@ -264,7 +291,8 @@ class Loader:
         a new group of the same key, which they join as they do the same:
         a refused position leaves it detached, failed with that error."""
         if self.tp_group:
-            self._drop()
+            self._handed = False
+            self._drop(force=True)
             try:
                 handle = self._attach(resume)
             except LoaderdError as e:
@@ -284,18 +312,113 @@ class Loader:
         self._client = handle
         self._position = position
         self._failure = None
+        self._handed = False
 
-    def _drop(self):
-        """Releases the current batch and detaches; raises nothing (the
-        daemon takes back what it held when the connection goes)."""
+    def _drop(self, force=False):
+        """Lets the current batch go and detaches; raises nothing (the
+        daemon takes back what it held when the connection goes). Batches
+        whose tensors are still alive keep the attachment open until they
+        are released (_drain), unless force: a group's member must leave
+        its group now, and those tensors then show other data."""
         if self._current is not None:
             try:
-                self._current.release()
+                self._let_go(self._current)
             except LoaderdError:
                 pass
-        if self._client is not None:
-            self._lib.ldr_close(self._client)
-            self._client = None
+        self._drain()
+        handle = self._client
+        if handle is None:
+            return
+        kept = [b for b in self._kept if b._client is handle]
+        if kept and force:
+            for b in kept:
+                try:
+                    b.release()
+                except LoaderdError:
+                    pass
+            kept = []
+        self._client = None
+        if kept:
+            self._retired.append(handle)
+        else:
+            self._lib.ldr_close(handle)
+
+    # -- batches kept past next() ------------------------------------------
+
+    def _init_lifetimes(self):
+        self._views_lock = threading.RLock()  # Batch._views and ._kept
+        # Batches whose last view died while kept: appended by the DLPack
+        # deleter (any thread), released by the loader's next call (_drain).
+        self._dead = collections.deque()
+        self._drain_lock = threading.Lock()
+        self._kept = []      # batches let go while viewed, not released yet
+        self._retired = []   # attachments let go with kept batches left
+        self._warned_kept = False
+        self._handed = False  # next() handed out a batch since the last (re)attach
+
+    def _let_go(self, batch):
+        """The loader moves past `batch`: released now when no tensor of it
+        is alive, else kept until the last one dies. A batch still kept
+        when the one after it is let go is held by the user's own
+        references (not the loop's variables, which the next batch
+        replaces): warned about once."""
+        if self._current is batch:
+            self._current = None
+        self._drain()  # what died since is not held by the user any more
+        batch._tensors.clear()  # the batch's own references are not the user's
+        with self._views_lock:
+            viewed = batch._views > 0 and not batch._released
+            batch._kept = viewed
+        if viewed:
+            self._kept.append(batch)
+        older = self._kept[0] if self._kept and self._kept[0] is not batch else None
+        if older is not None and not self._warned_kept:
+            self._warned_kept = True
+            warnings.warn(
+                "loaderd: pipeline %r: tensors of batch %d are still alive %d batches later, so "
+                "its slot stays held (%d of the depth's batches held now); clone() the tensors "
+                "you keep to let the slot go" % (self.pipeline, older.seq, batch.seq + 1 - older.seq,
+                                                 len(self._kept)), stacklevel=4)
+        if not viewed:
+            batch.release()
+
+    def _forget_kept(self, batch):
+        """batch was released: no longer kept."""
+        if batch._kept:
+            try:
+                self._kept.remove(batch)
+            except ValueError:
+                pass
+
+    def _view_gone(self, batch):
+        """The last tensor of kept `batch` died (the DLPack deleter: any
+        thread, maybe during garbage collection)."""
+        self._dead.append(batch)
+        if self._client is None and self._retired:
+            self._drain(wait=False)  # closed: no call of the loader will come
+
+    def _drain(self, wait=True):
+        """Releases the kept batches whose tensors are all gone, and closes
+        the let-go attachments that hold none any more."""
+        if not self._drain_lock.acquire(blocking=wait):
+            return  # another thread drains; what it misses waits for the next call
+        try:
+            while self._dead:
+                batch = self._dead.popleft()
+                with self._views_lock:
+                    viewed = batch._views > 0  # read again since: queued again when those die
+                if viewed:
+                    continue
+                try:
+                    batch.release()
+                except LoaderdError:
+                    pass  # the loader failed with it: next() raises it
+            for handle in list(self._retired):
+                if all(b._client is not handle for b in self._kept):
+                    self._retired.remove(handle)
+                    self._lib.ldr_close(handle)
+        finally:
+            self._drain_lock.release()
 
     def _live(self):
         if self._client is None:
@@ -400,18 +523,26 @@ class Loader:
     # -- iteration ---------------------------------------------------------
 
     def __iter__(self):
-        """Batches to the end of the current epoch; the next iter()
-        continues with the next epoch."""
+        """Batches to the end of the epoch, as a DataLoader's iterator: when
+        a batch was handed out since the last attach (Loader(),
+        load_state_dict(), set_epoch()) and the stream is inside an epoch (a
+        loop left with break), the iterator starts the next epoch; else it
+        continues where the stream is (the rest of a resumed epoch, or the
+        epoch after one run to its end)."""
         self._live()
+        if self._handed and self._failure is None and self._position_fields().offset != 0:
+            self.set_epoch(self.epoch + 1)
         return _EpochIterator(self)
 
     def _next_batch(self):
         client = self._live()
         self._raise_failure()
+        self._drain()
         if self._current is not None:
-            self._current.release()
+            self._let_go(self._current)
         cbatch = _lib.CBatch()
         waited_ms = 0
+        collected = False
         while True:
             slice_ms = _WAIT_SLICE_MS
             if self._timeout_ms >= 0:
@@ -425,10 +556,26 @@ class Loader:
                     raise TimeoutError("loaderd: no batch of pipeline %r within %.3g s" %
                                        (self.pipeline, self._timeout_ms / 1000))
                 continue
+            if rc == -errno.EBUSY:  # every batch of the depth is held by tensors still alive
+                if not collected:
+                    collected = True
+                    gc.collect()  # views in reference cycles die now
+                    self._drain()
+                    continue
+                raise LoaderdError(errno.EBUSY, (
+                    "loaderd: pipeline %r: no next batch while this process holds %d earlier "
+                    "batches (batches %s), the most its depth lets it hold: tensors of them are "
+                    "still alive (kept past next(), in a list, a closure, a traceback). clone() "
+                    "the tensors you keep, del them before the next batch, or attach with a "
+                    "larger depth= (the daemon's max_depth caps it)") % (
+                        self.pipeline, len(self._kept),
+                        ", ".join(str(b.seq) for b in self._kept[:8]) +
+                        (", ..." if len(self._kept) > 8 else "")))
             self._fail(rc, "next batch of pipeline %r" % self.pipeline)
         # Taken now, while the batch is held: exact whatever becomes of the daemon.
         self._position = self._token(self._lib.ldr_position_after, client, ctypes.byref(cbatch))
         self._current = Batch(self, cbatch)
+        self._handed = True
         return self._current
 
     def stats(self):
