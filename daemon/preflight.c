@@ -230,13 +230,12 @@ static unsigned preflight_open_sources(const struct config *cfg, uint64_t skip,
 	return 0;
 }
 
-unsigned preflight_run(const struct config *cfg, struct source *sources,
-		       const char *default_program, const char *socket_path,
-		       struct arena_sizing *sz)
+/* The checks of [daemon] that need no source: the worker program and the
+ * socket's group. Logs each problem; returns how many. */
+static unsigned preflight_daemon(const struct config *cfg, const char *default_program)
 {
-	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
-	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
+	unsigned found = 0;
 	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		found++;
@@ -245,6 +244,17 @@ unsigned preflight_run(const struct config *cfg, struct source *sources,
 		log_error("%s", err);
 		found++;
 	}
+	return found;
+}
+
+unsigned preflight_run(const struct config *cfg, struct source *sources,
+		       const char *default_program, const char *socket_path,
+		       struct arena_sizing *sz)
+{
+	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
+	char err[PATH_MAX + 2048];
+	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
+	found += preflight_daemon(cfg, default_program);
 	if (socket_path && preflight_socket(cfg, socket_path, err, sizeof(err)) < 0) {
 		log_error("%s", err);
 		found++;
@@ -262,17 +272,8 @@ unsigned preflight_run(const struct config *cfg, struct source *sources,
 unsigned preflight_sections(const struct config *cfg, uint64_t skip, bool daemon_ok,
 			    struct source *sources, const char *default_program)
 {
-	char err[PATH_MAX + 2048];
 	unsigned found = preflight_open_sources(cfg, skip, sources);
-	if (!daemon_ok)
-		return found;
-	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		found++;
-	}
-	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
-		log_error("%s", err);
-		found++;
-	}
+	if (daemon_ok)
+		found += preflight_daemon(cfg, default_program);
 	return found;
 }
