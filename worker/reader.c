@@ -66,6 +66,18 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
+/* Forgets what the worker kept of a table entry: a reload filled it
+ * again for another pipeline (shm/layout.h), and no item of the old one
+ * is in hand (the master reuses an entry only once none names it). */
+static void reader_pipeline_forget(struct reader_pipeline *rp)
+{
+	if (rp->fd >= 0)
+		close(rp->fd);
+	image_pipeline_free(rp);
+	memset(rp, 0, sizeof(*rp));
+	rp->fd = -1;
+}
+
 /* The checked pipeline, its data file open. An open failure is not
  * remembered: the next item tries again. A data file that is no longer a
  * regular file (swapped for a FIFO, a device or a directory since start)
@@ -76,10 +88,14 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 		return -EINVAL;
 	struct reader_pipeline *rp = &r->pipes[index];
 	const struct arena_pipeline *p = arena_pipeline(r->arena, index);
-	if (rp->state == 0)
+	if (rp->state != 0 && rp->generation != p->generation)
+		reader_pipeline_forget(rp);
+	if (rp->state == 0) {
+		rp->generation = p->generation;
 		rp->state = (p->kind == ARENA_SOURCE_IMAGES ?
 			     image_pipeline_check(r->arena, r->slot_bytes, p, rp) :
 			     token_pipeline_check(r->arena, r->slot_bytes, p, rp)) == 0 ? 1 : -EINVAL;
+	}
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */

@@ -80,6 +80,10 @@ enum on_error {
 #define WORKER_TIMEOUT_MS_DEFAULT 30000u
 #define WORKER_TIMEOUT_MS_MIN 100u
 #define WORKER_TIMEOUT_MS_MAX 3600000u
+/* The index area kept for the sample lists of pipelines added while
+ * loaderd runs (daemon/pipetable.h): about 200,000 images' entries and
+ * names. */
+#define RUNTIME_INDEX_BYTES_DEFAULT (16ull << 20)
 
 /* A blend's members (`source` a list of SOURCE WEIGHT: docs/config.md,
  * "Blending"): each a megatron, llmc or tokens source. */
@@ -199,6 +203,12 @@ struct config {
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
 	uint32_t worker_nice;      /* the workers' nice value (setpriority), 0..19, default
 				    * WORKER_NICE_DEFAULT */
+	uint64_t runtime_index_bytes; /* index area for pipelines added while running (sample
+				       * lists, document and shard tables), default
+				       * RUNTIME_INDEX_BYTES_DEFAULT */
+	uint64_t staging_slot_bytes; /* a staging slot's bytes at least, so that a pipeline
+				      * added later may have a larger batch than those at
+				      * start; 0 (the default): the largest batch at start */
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];

@@ -104,6 +104,10 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 					0, GROUP_TIMEOUT_MS_MAX, 0, NULL},
 	[CONFIG_DK_WORKER_NICE] = {"worker_nice", CONFIG_VALUE_UINT, DAEMON(worker_nice), 0, 19, 0,
 				   NULL},
+	[CONFIG_DK_RUNTIME_INDEX_BYTES] = {"runtime_index_bytes", CONFIG_VALUE_SIZE,
+					   DAEMON(runtime_index_bytes), 0, 1ull << 40, 0, NULL},
+	[CONFIG_DK_STAGING_SLOT_BYTES] = {"staging_slot_bytes", CONFIG_VALUE_SIZE,
+					  DAEMON(staging_slot_bytes), 0, 1ull << 40, 0, NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -232,6 +236,7 @@ void config_defaults(struct config *c)
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 	c->worker_nice = WORKER_NICE_DEFAULT;
+	c->runtime_index_bytes = RUNTIME_INDEX_BYTES_DEFAULT;
 }
 
 void config_pipeline_defaults(struct pipeline_cfg *pl)

@@ -91,7 +91,7 @@ static const struct source *find_pipeline(const struct sched *s, const char *nam
 					  char *err, size_t cap)
 {
 	for (size_t i = 0; i < s->n_sources; i++) {
-		if (strcmp(s->sources[i].cfg->name, name) == 0) {
+		if (s->live[i] && strcmp(s->sources[i].cfg->name, name) == 0) {
 			*index = (uint32_t)i;
 			return &s->sources[i];
 		}

@@ -44,7 +44,8 @@ struct server_ops {
 	 * kept, so the lists before them are what gets cut (status.h). */
 	void (*summary)(void *ctx, struct status_text *t);
 	/* Reloads the configuration (daemon/reload.h): 0 with what changed in
-	 * text, or -errno with why nothing did. */
+	 * text, or -errno with why nothing did, or SERVER_RELOAD_PENDING: the
+	 * answer comes later, through server_reload_answer. */
 	int (*reload)(void *ctx, char *text, size_t cap);
 };
 
@@ -71,6 +72,13 @@ int server_check_peer(int rc, socklen_t len, const struct ucred *cred, char *why
 /* Stops accepting, removes the socket file, sends every client an ERROR
  * (ESHUTDOWN, "daemon shutting down") and closes every connection. */
 void server_shutdown(struct server *srv);
+
+#define SERVER_RELOAD_PENDING 1
+
+/* The answer of a reload that server_ops.reload left pending, to every
+ * connection that asked for it and is still there: STATUS with text
+ * (rc 0), or ERROR (-rc) with text. */
+void server_reload_answer(struct server *srv, int rc, const char *text);
 
 /* Frees the server once the loop has run the close callbacks. */
 void server_free(struct server *srv);

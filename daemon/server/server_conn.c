@@ -213,11 +213,30 @@ static void handle_reload(struct conn *c, const struct proto_msg *in)
 	}
 	log_info("client pid %d asks for a reload", (int)c->pid);
 	int rc = srv->ops.reload(srv->ops.ctx, text, sizeof(text));
+	if (rc == SERVER_RELOAD_PENDING) {
+		c->state = CONN_RELOADING;
+		c->reload_request_id = in->hdr.request_id;
+		return;
+	}
 	if (rc < 0) {
 		conn_error(c, in->hdr.request_id, -rc, text);
 		return;
 	}
 	conn_send_status(c, in->hdr.request_id, text, strlen(text));
+}
+
+void server_reload_answer(struct server *srv, int rc, const char *text)
+{
+	for (struct conn *c = srv->conns, *next; c; c = next) {
+		next = c->next; /* answering closes c */
+		if (c->state != CONN_RELOADING || c->fd < 0)
+			continue;
+		c->state = CONN_NEW;
+		if (rc < 0)
+			conn_error(c, c->reload_request_id, -rc, text);
+		else
+			conn_send_status(c, c->reload_request_id, text, strlen(text));
+	}
 }
 
 static void conn_handle(struct conn *c, const struct proto_msg *m)
@@ -239,6 +258,12 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 			return;
 		}
 		snprintf(why, sizeof(why), "first frame must be HELLO, STATUS_REQ or RELOAD_REQ, not %s",
+			 proto_type_name(type));
+		protocol_error(c, m->hdr.request_id, why);
+		return;
+	}
+	if (c->state == CONN_RELOADING) {
+		snprintf(why, sizeof(why), "%s frame while its reload is under way",
 			 proto_type_name(type));
 		protocol_error(c, m->hdr.request_id, why);
 		return;

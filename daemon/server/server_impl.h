@@ -33,6 +33,7 @@ enum conn_state {
 	CONN_ATTACHING, /* HELLO for device delivery: the GPU ring is being made */
 	CONN_DATA,
 	CONN_CLOSING,
+	CONN_RELOADING, /* RELOAD_REQ taken: its answer comes once the reload ends */
 };
 
 struct conn {
@@ -48,6 +49,7 @@ struct conn {
 	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
 	uint64_t accepted_ms; /* uv_now() at accept */
 	uint64_t hello_request_id;
+	uint64_t reload_request_id; /* CONN_RELOADING: the request to answer */
 	uv_poll_t poll;
 	struct sched_client *client;
 };

@@ -382,6 +382,11 @@ def parse_status(text):
         check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
         st["config"]["last"] = (m.group(2), m.group(3))
         n, line = next_line()
+    m = re.match(r"^runtime_index: (\d+) of (\d+) bytes taken, (\d+) removed pipelines? draining$",
+                 line or "")
+    check(m is not None, "status line %s is not the runtime_index line: %r\n%s" % (n, line, text))
+    st["runtime_index"] = {"taken": int(m.group(1)), "bytes": int(m.group(2)), "draining": int(m.group(3))}
+    n, line = next_line()
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}

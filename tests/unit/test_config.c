@@ -334,6 +334,21 @@ static void test_worker_nice(void **state)
 		     "worker_nice = 5\n", 5, "worker_nice");
 }
 
+/* runtime_index_bytes (16M by default) and staging_slot_bytes (0 by
+ * default): sizes; a bad one names the key and its line. */
+static void test_runtime_reserves(void **state)
+{
+	(void)state;
+	assert_int_equal(load_text("[daemon]\n"), 0);
+	assert_int_equal(cfg->runtime_index_bytes, 16ull << 20);
+	assert_int_equal(cfg->staging_slot_bytes, 0);
+	assert_int_equal(load_text("[daemon]\nruntime_index_bytes = 0\nstaging_slot_bytes = 8M\n"), 0);
+	assert_int_equal(cfg->runtime_index_bytes, 0);
+	assert_int_equal(cfg->staging_slot_bytes, 8ull << 20);
+	expect_error("[daemon]\nruntime_index_bytes = 2T\n", 2, "[daemon] runtime_index_bytes: ");
+	expect_error("[daemon]\nstaging_slot_bytes = big\n", 2, "[daemon] staging_slot_bytes: ");
+}
+
 /* A default default_depth yields to a smaller max_depth; an explicit one
  * must not exceed it. */
 static void test_depths(void **state)
@@ -869,6 +884,7 @@ int main(void)
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_worker_nice),
+		cmocka_unit_test(test_runtime_reserves),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
 		cmocka_unit_test(test_diff),
