@@ -36,10 +36,7 @@ struct pipetable {
 	uint64_t runtime_at, runtime_end; /* the runtime index area, in the index area */
 	uint64_t index_at[ARENA_PIPELINES_MAX]; /* each entry's list, in the index area */
 	struct pipe_entry e[ARENA_PIPELINES_MAX];
-	struct pipe_open *opens;  /* started since the last collect, in order */
-	unsigned opens_running;
-	void (*opens_done)(void *ctx);
-	void *opens_ctx;
+	unsigned opens_running;   /* opens under way on the thread pool */
 };
 
 struct pipetable *pipetable_create(uv_loop_t *loop, const struct config *cfg,
@@ -90,7 +87,6 @@ void pipetable_free(struct pipetable *pt)
 {
 	if (!pt)
 		return;
-	pipetable_discard(pt, pt->opens); /* only ended ones: the loop ran to its end */
 	free(pt);
 }
 
@@ -135,13 +131,12 @@ static void open_after(uv_work_t *w, int status)
 		snprintf(po->err, sizeof(po->err), "pipeline \"%s\": %s", po->cfg.name,
 			 uv_strerror(status));
 	}
-	po->done = true;
-	if (--pt->opens_running == 0 && pt->opens_done)
-		pt->opens_done(pt->opens_ctx);
+	pt->opens_running--;
+	po->done(po, po->ctx);
 }
 
 int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
-		   void (*done)(void *ctx), void *ctx)
+		   void (*done)(struct pipe_open *po, void *ctx), void *ctx, struct pipe_open **out)
 {
 	struct pipe_open *po = calloc(1, sizeof(*po));
 	if (!po)
@@ -149,32 +144,17 @@ int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
 	po->pt = pt;
 	po->cfg = *cfg;
 	po->entry = -1;
+	po->done = done;
+	po->ctx = ctx;
 	po->work.data = po;
 	int rc = uv_queue_work(pt->loop, &po->work, open_work, open_after);
 	if (rc < 0) {
 		free(po);
 		return rc;
 	}
-	struct pipe_open **tail = &pt->opens;
-	while (*tail)
-		tail = &(*tail)->next;
-	*tail = po;
 	pt->opens_running++;
-	pt->opens_done = done;
-	pt->opens_ctx = ctx;
+	*out = po;
 	return 0;
-}
-
-bool pipetable_opening(const struct pipetable *pt)
-{
-	return pt->opens_running > 0;
-}
-
-struct pipe_open *pipetable_collect(struct pipetable *pt)
-{
-	struct pipe_open *list = pt->opens;
-	pt->opens = NULL;
-	return list;
 }
 
 /* ---- the runtime index area: first fit between the shares taken ---- */

@@ -51,9 +51,10 @@ struct pipe_open {
 	struct source src;
 	int rc;                   /* source_open's */
 	char err[PATH_MAX + 512];
-	bool done;                /* its work has ended (the loop's view) */
 	int entry;                /* pipetable_reserve's, -1 before */
-	struct pipe_open *next;
+	void (*done)(struct pipe_open *po, void *ctx); /* on the loop, once opened (rc, err) */
+	void *ctx;
+	struct pipe_open *next;   /* the caller's list */
 };
 
 /*
@@ -78,17 +79,14 @@ size_t pipetable_count(const struct pipetable *pt);
 uint32_t pipetable_clients(const struct pipetable *pt, const char *name);
 
 /*
- * Opens cfg's source on the thread pool; done(ctx) is called on the loop
- * once every pipe_open started since the last pipetable_collect has
- * ended (each with rc, err). 0 or -ENOMEM.
+ * Opens cfg's source on the thread pool: *out, whose done(po, ctx) is
+ * called on the loop once it has ended (po->rc, po->err); the caller then
+ * commits or discards it (pipetable_reserve and pipetable_commit,
+ * pipetable_discard), alone or in a list of its own (po->next). 0 or
+ * -errno.
  */
 int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
-		   void (*done)(void *ctx), void *ctx);
-/* Whether opens are under way. */
-bool pipetable_opening(const struct pipetable *pt);
-/* The opens that have ended, in the order started; the caller commits
- * or discards each (pipetable_commit, pipetable_discard). */
-struct pipe_open *pipetable_collect(struct pipetable *pt);
+		   void (*done)(struct pipe_open *po, void *ctx), void *ctx, struct pipe_open **out);
 
 /*
  * Reserves what every opened pipeline of list needs (entries, index

@@ -166,14 +166,18 @@ static int apply(struct reload *r, struct config *next, struct pipe_open *list, 
 
 /* Every added pipeline of the reload under way is opened (or could not
  * be): the reload is applied or refused, and its answer given. */
-static void reload_opened(void *ctx)
+static void reload_opened(struct pipe_open *opened, void *ctx)
 {
 	struct reload *r = ctx;
-	struct pipe_open *list = pipetable_collect(r->pt);
+	(void)opened;
+	if (--r->opening > 0)
+		return;
+	struct pipe_open *list = r->opens;
 	struct config *next = r->next;
 	char text[PROTO_ERROR_TEXT_MAX];
 	int rc = 0;
 	r->next = NULL;
+	r->opens = NULL;
 	if (r->abandoned) { /* refused already (reload_run) */
 		r->abandoned = false;
 		pipetable_discard(r->pt, list);
@@ -224,7 +228,15 @@ static int open_added(struct reload *r, const struct config *next, char *text, s
 		const struct pipeline_cfg *pl = &next->pipelines[i];
 		if (config_pipeline(r->running, pl->name) && !is_replaced(r, pl->name))
 			continue;
-		int rc = pipetable_open(r->pt, pl, reload_opened, r);
+		struct pipe_open *po;
+		int rc = pipetable_open(r->pt, pl, reload_opened, r, &po);
+		if (rc == 0) {
+			struct pipe_open **tail = &r->opens;
+			while (*tail)
+				tail = &(*tail)->next;
+			*tail = po;
+			r->opening++;
+		}
 		if (rc < 0) {
 			snprintf(text, cap, "pipeline \"%s\": cannot start opening its data: %s", pl->name,
 				 strerror(-rc));
@@ -241,7 +253,7 @@ int reload_run(struct reload *r, char *text, size_t cap)
 		snprintf(text, cap, "loaderd was started without --config: there is no file to reload");
 		return refuse(&r->log, -ENOENT, text);
 	}
-	if (r->next || pipetable_opening(r->pt)) {
+	if (r->next || r->opening) {
 		snprintf(text, cap, "a reload is under way (the data of the pipelines it adds is being "
 			 "listed): try again once it has answered");
 		return refuse(&r->log, -EBUSY, text);
@@ -281,12 +293,13 @@ int reload_run(struct reload *r, char *text, size_t cap)
 			return RELOAD_PENDING;
 		}
 		/* what started is still running: wait for it, then refuse */
-		if (pipetable_opening(r->pt)) {
+		if (r->opening) {
 			r->next = next;
 			r->abandoned = true;
 			return refuse(&r->log, rc, text);
 		}
-		pipetable_discard(r->pt, pipetable_collect(r->pt));
+		pipetable_discard(r->pt, r->opens);
+		r->opens = NULL;
 		goto refused;
 	}
 	rc = apply(r, next, NULL, text, cap);

@@ -59,6 +59,8 @@ struct reload {
 	struct config *next;   /* the file being applied while its pipelines are opened */
 	char replaced[ARENA_PIPELINES_MAX][PROTO_NAME_MAX]; /* changed pipelines to replace */
 	unsigned n_replaced;
+	struct pipe_open *opens; /* the added pipelines, in the file's order */
+	unsigned opening;        /* of those, still being opened */
 	bool abandoned; /* refused while opens it started run: drop them when they end */
 	bool stopping;  /* loaderd stops: a reload under way is not applied */
 };
