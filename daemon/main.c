@@ -36,6 +36,7 @@
 #include "common/paths.h"
 #include "daemon/config/config.h"
 #include "daemon/pool/exitwatch.h"
+#include "daemon/jobs.h"
 #include "daemon/notify.h"
 #include "daemon/pipetable.h"
 #include "daemon/pool/pool.h"
@@ -65,6 +66,7 @@ struct daemon {
 	struct pinner *pinner;
 	struct exitwatch_set exits;
 	struct pipetable *pt;
+	struct jobs *jobs;
 	struct reload reload;
 	bool pool_ready, gpu_ready, ready_logged;
 	char gpu_text[600]; /* the status "delivery:" line without a pinner */
@@ -153,6 +155,7 @@ static void on_pool_stopped(void *ctx)
 	exitwatch_close_all(&d->exits);
 	zygote_close(d->zygote);
 	d->zygote = NULL;
+	jobs_stop(d->jobs);
 #if LOADERD_HAVE_CUDA
 	pinner_stop(d->pinner);
 #endif
@@ -205,6 +208,27 @@ static void on_reloaded(void *ctx, int rc, const char *text)
 	notify_ready(d);
 	if (d->server)
 		server_reload_answer(d->server, rc, text);
+}
+
+/* server_ops.declare: a HELLO that declares its pipeline (daemon/jobs.h). */
+static int daemon_declare(void *ctx, const struct proto_hello *hello, int pid, uint64_t conn_id,
+			  int *entry, char *text, size_t cap)
+{
+	struct daemon *d = ctx;
+	if (d->stopping || !d->pool) {
+		snprintf(text, cap, "loaderd is %s", d->stopping ? "stopping" : "starting");
+		return -EAGAIN;
+	}
+	int rc = jobs_declare(d->jobs, hello, pid, conn_id, entry, text, cap);
+	return rc == JOBS_PENDING ? SERVER_DECLARE_PENDING : rc;
+}
+
+/* A declaration jobs_declare left pending is decided. */
+static void on_declared(void *ctx, uint64_t conn_id, int rc, int entry, const char *text)
+{
+	struct daemon *d = ctx;
+	if (d->server && !d->stopping)
+		server_declared(d->server, conn_id, rc, entry, text);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -366,7 +390,8 @@ static int start(struct daemon *d, const char *worker_program)
 	if (rc < 0)
 		return rc;
 	struct server_ops server_ops = {.ctx = d, .status = render_status,
-				     .summary = render_summary, .reload = daemon_reload};
+				     .summary = render_summary, .reload = daemon_reload,
+				     .declare = daemon_declare};
 	rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {
@@ -494,6 +519,11 @@ int main(int argc, char **argv)
 		return 1;
 
 	uv_loop_init(&d.loop);
+	d.jobs = jobs_create(&d.loop, &d.cfg, d.pt, on_declared, &d);
+	if (!d.jobs) {
+		log_error("out of memory");
+		return 1;
+	}
 	d.start_ms = status_now_ms();
 	uv_signal_init(&d.loop, &d.sig_term);
 	uv_signal_init(&d.loop, &d.sig_int);
@@ -511,6 +541,7 @@ int main(int argc, char **argv)
 		d.exit_code = 1;
 		zygote_close(d.zygote);
 		d.zygote = NULL;
+		jobs_stop(d.jobs);
 		uv_close((uv_handle_t *)&d.sig_term, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_int, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_hup, on_handle_closed);
@@ -524,6 +555,7 @@ int main(int argc, char **argv)
 	pinner_free(d.pinner);
 #endif
 	pool_free(d.pool);
+	jobs_free(d.jobs);
 	pipetable_free(d.pt);
 	sched_free(d.sched);
 	arena_close(&d.arena);

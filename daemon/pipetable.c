@@ -92,10 +92,34 @@ void pipetable_free(struct pipetable *pt)
 
 int pipetable_find(const struct pipetable *pt, const char *name)
 {
+	return pipetable_find_declared(pt, "", name);
+}
+
+int pipetable_find_declared(const struct pipetable *pt, const char *job, const char *name)
+{
 	for (int i = 0; i < ARENA_PIPELINES_MAX; i++)
-		if (pt->e[i].state == PIPE_LIVE && strcmp(pt->e[i].cfg.name, name) == 0)
+		if (pt->e[i].state == PIPE_LIVE && strcmp(pt->e[i].cfg.job, job) == 0 &&
+		    strcmp(pt->e[i].cfg.name, name) == 0)
 			return i;
 	return -1;
+}
+
+uint64_t pipetable_index_bytes(const struct source *src)
+{
+	uint64_t bytes = arena_align(source_index_bytes(src));
+	for (uint32_t m = 0; m < src->n_members; m++)
+		bytes += arena_align(source_index_bytes(&src->members[m].src));
+	return bytes;
+}
+
+const struct pipeline_cfg *pipetable_cfg(const struct pipetable *pt, int entry)
+{
+	return &pt->e[entry].cfg;
+}
+
+uint64_t pipetable_slot_bytes(const struct pipetable *pt)
+{
+	return pt->arena->hdr->slot_bytes;
 }
 
 size_t pipetable_count(const struct pipetable *pt)
@@ -104,6 +128,12 @@ size_t pipetable_count(const struct pipetable *pt)
 	for (int i = 0; i < ARENA_PIPELINES_MAX; i++)
 		n += pt->e[i].state == PIPE_LIVE;
 	return n;
+}
+
+uint32_t pipetable_entry_clients(const struct pipetable *pt, int entry)
+{
+	return pt->e[entry].state != PIPE_LIVE ? 0 :
+	       sched_pipeline_clients(pt->sched, (uint32_t)entry);
 }
 
 uint32_t pipetable_clients(const struct pipetable *pt, const char *name)
@@ -354,7 +384,7 @@ void pipetable_remove(struct pipetable *pt, int entry, const char *text)
 {
 	pt->e[entry].state = PIPE_REMOVED;
 	sched_pipeline_remove(pt->sched, (uint32_t)entry, text);
-	log_notice("pipeline \"%s\" removed", pt->e[entry].cfg.name);
+	log_notice("%s", text);
 }
 
 void pipetable_reap(struct pipetable *pt)

@@ -71,10 +71,20 @@ struct pipetable *pipetable_create(uv_loop_t *loop, const struct config *cfg,
 void pipetable_set(struct pipetable *pt, struct arena *arena, struct sched *sched);
 void pipetable_free(struct pipetable *pt);
 
-/* The live pipeline named name: its entry, or -1. */
+/* The live pipeline of the file named name: its entry, or -1. */
 int pipetable_find(const struct pipetable *pt, const char *name);
+/* The live pipeline job declared named name (daemon/jobs.h), or -1. */
+int pipetable_find_declared(const struct pipetable *pt, const char *job, const char *name);
+/* Bytes src's lists take in the index area, a blend's members' included. */
+uint64_t pipetable_index_bytes(const struct source *src);
+/* The running configuration of the pipeline at entry. */
+const struct pipeline_cfg *pipetable_cfg(const struct pipetable *pt, int entry);
+/* Bytes of a staging slot. */
+uint64_t pipetable_slot_bytes(const struct pipetable *pt);
 /* Live pipelines. */
 size_t pipetable_count(const struct pipetable *pt);
+/* Clients attached to the live pipeline at entry (0 when it is not). */
+uint32_t pipetable_entry_clients(const struct pipetable *pt, int entry);
 /* Clients attached to the live pipeline name (0 for none such). */
 uint32_t pipetable_clients(const struct pipetable *pt, const char *name);
 
@@ -103,7 +113,8 @@ size_t pipetable_commit(struct pipetable *pt, struct pipe_open *list);
  * frees it. */
 void pipetable_discard(struct pipetable *pt, struct pipe_open *list);
 
-/* Removes the live pipeline at entry: its clients get ERROR text. */
+/* Removes the live pipeline at entry: its clients get ERROR text, which
+ * the log says too. */
 void pipetable_remove(struct pipetable *pt, int entry, const char *text);
 /* Frees the entries of removed pipelines that nothing names any more. */
 void pipetable_reap(struct pipetable *pt);

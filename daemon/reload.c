@@ -2,6 +2,7 @@
 #include "daemon/reload.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -17,8 +18,14 @@
  * takes a restart. */
 static bool key_is_live(const char *key)
 {
-	return strcmp(key, "workers") == 0 || strcmp(key, "log_level") == 0;
+	return strcmp(key, "workers") == 0 || strcmp(key, "log_level") == 0 ||
+	       strncmp(key, "job_", 4) == 0 || strcmp(key, "max_job_pipelines") == 0;
 }
+
+/* The keys of declared pipelines (daemon/jobs.h), read at each
+ * declaration: they apply to the next one. */
+static void apply_job_keys(struct config *running, const struct config *next, char *text,
+			   size_t cap, size_t *len);
 
 struct restart_keys {
 	struct reload *r;
@@ -149,6 +156,7 @@ static int apply(struct reload *r, struct config *next, struct pipe_open *list, 
 		    is_replaced(r, po->cfg.name) ? "replaced" : "added");
 	if (list)
 		pipetable_commit(r->pt, list);
+	apply_job_keys(running, next, text, cap, &len);
 	if (next->log_level != running->log_level) {
 		say(text, cap, &len, "log_level %s -> %s", log_level_name(running->log_level),
 		    log_level_name(next->log_level));
@@ -162,6 +170,32 @@ static int apply(struct reload *r, struct config *next, struct pipe_open *list, 
 	if (!text[0])
 		snprintf(text, cap, "no change");
 	return 0;
+}
+
+static void apply_job_keys(struct config *running, const struct config *next, char *text,
+			   size_t cap, size_t *len)
+{
+	if (strcmp(running->job_roots, next->job_roots) != 0) {
+		say(text, cap, len, "job_roots \"%.200s\" -> \"%.200s\"", running->job_roots,
+		    next->job_roots);
+		memcpy(running->job_roots, next->job_roots, sizeof(running->job_roots));
+	}
+	if (running->max_job_pipelines != next->max_job_pipelines)
+		say(text, cap, len, "max_job_pipelines %u -> %u", running->max_job_pipelines,
+		    next->max_job_pipelines);
+	if (running->job_index_bytes != next->job_index_bytes)
+		say(text, cap, len, "job_index_bytes %" PRIu64 " -> %" PRIu64,
+		    running->job_index_bytes, next->job_index_bytes);
+	if (running->job_batch_bytes != next->job_batch_bytes)
+		say(text, cap, len, "job_batch_bytes %" PRIu64 " -> %" PRIu64,
+		    running->job_batch_bytes, next->job_batch_bytes);
+	if (running->job_linger_ms != next->job_linger_ms)
+		say(text, cap, len, "job_linger_ms %u -> %u", running->job_linger_ms,
+		    next->job_linger_ms);
+	running->max_job_pipelines = next->max_job_pipelines;
+	running->job_index_bytes = next->job_index_bytes;
+	running->job_batch_bytes = next->job_batch_bytes;
+	running->job_linger_ms = next->job_linger_ms;
 }
 
 /* Every added pipeline of the reload under way is opened (or could not

@@ -60,6 +60,8 @@ cat > "$work/loaderd.ini" <<INI
 [daemon]
 socket = $sock
 workers = $workers
+; jobs may declare their own pipelines on the demo's data
+job_roots = $work
 
 [pipeline.records]
 source = raw:$work/images.bin
@@ -122,6 +124,19 @@ for epoch in range(2):
 seconds = time.perf_counter() - start
 print("python: %d batches of %d, %d samples, %.0f samples/s, %.0f MB/s" %
       (2 * len(loader), loader.batch_size, rows, rows / seconds, nbytes / seconds / 1e6))
+loader.close()
+PY
+echo "run-demo: 1 epoch of a pipeline the job declares itself (batches of 128 records)"
+build/venv/bin/python - "$sock" "$work/images.bin" <<'PY'
+import sys
+import loaderd
+
+loader = loaderd.Loader(source="raw:" + sys.argv[2], options={"record_bytes": 4096},
+                        batch_size=128, seed=4, socket=sys.argv[1], device="cpu",
+                        framework="numpy")
+rows = sum(batch.rows for batch in loader)
+print("python: declared pipeline %s: %d batches of %d, %d samples" %
+      (loader.pipeline, len(loader), loader.batch_size, rows))
 loader.close()
 PY
 "$bin/loaderctl" --socket "$sock" peek --pipeline train --columns 8 --out "$root/build/demo-batch0.png"

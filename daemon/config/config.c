@@ -27,6 +27,7 @@
 #include "daemon/config/config_impl.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -230,6 +231,11 @@ static char *config_read_line(char *str, int num, void *stream)
 			config_fail(p, p->lineno, "syntax error");
 			return NULL;
 		}
+		if (p->declaration) {
+			config_fail(p, p->lineno, "a declaration is the keys of one pipeline, without "
+				    "a section header");
+			return NULL;
+		}
 		config_section_begin(p, s + 1, (size_t)(close - s - 1));
 		memcpy(str, "\n", 2);
 		return p->err_line ? NULL : str;
@@ -309,4 +315,69 @@ free_parse:
 		return ret;
 report_errno:
 	return errtext(err, err_cap, ret, "%s: %s", path, strerror(-ret));
+}
+
+int config_declare(const struct config *running, const char *name, const char *text, int pid,
+		   struct pipeline_cfg *out, char *err, size_t err_cap)
+{
+	int ret = -ENOMEM;
+	struct config *c = malloc(sizeof(*c));
+	struct config_parse *p = calloc(1, sizeof(*p));
+	if (!c || !p)
+		goto free_parse;
+	/* the daemon's keys as they run, set on no line of this text */
+	memcpy(c, running, offsetof(struct config, n_pipelines));
+	memset(c->key_line, 0, sizeof(c->key_line));
+	c->n_pipelines = 0;
+	snprintf(c->file, sizeof(c->file), "declared by client pid %d, line", pid);
+	p->c = c;
+	p->daemon_key_line = c->key_line;
+	p->err = err;
+	p->err_cap = err_cap;
+	p->declaration = true;
+	if (err_cap)
+		err[0] = '\0';
+	p->f = fmemopen((void *)text, strlen(text), "r");
+	if (!p->f) {
+		ret = -errno;
+		goto free_parse;
+	}
+	config_pipeline_begin(p, name, strlen(name));
+	/* what concerns the whole section is said of its first line (a line 0
+	 * would record no error) */
+	if (p->pipeline)
+		p->pipeline->line = 1;
+	snprintf(p->label, sizeof(p->label), "[declared pipeline]");
+	int bad_line = ini_parse_stream(config_read_line, p, config_on_key, p);
+	ret = 0;
+	if (p->read_errno)
+		ret = -p->read_errno;
+	else if (bad_line < 0)
+		ret = -ENOMEM;
+	if (ret == 0) {
+		if (bad_line > 0 && (!p->err_line || bad_line < p->err_line)) {
+			p->err_line = 0;
+			config_fail(p, bad_line, "syntax error");
+		}
+		if (!p->err_line) {
+			config_section_end(p);
+			config_finish(p);
+		}
+		if (p->err_line) {
+			ret = -EINVAL;
+			/* "declared by client pid N, line L: ...", not "line:L:" */
+			char *colon = err_cap ? strstr(err, ", line:") : NULL;
+			if (colon)
+				colon[6] = ' ';
+		} else {
+			*out = c->pipelines[0];
+		}
+	}
+	fclose(p->f);
+free_parse:
+	free(p);
+	free(c);
+	if (ret == 0 || ret == -EINVAL)
+		return ret;
+	return errtext(err, err_cap, ret, "declared by client pid %d: %s", pid, strerror(-ret));
 }

@@ -257,6 +257,11 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		if (!s->live[i] || !status_item_begin(t, &l))
 			continue;
 		source_describe(src, t);
+		if (src->cfg->job[0]) { /* declared by a client (daemon/jobs.h) */
+			char job[ESCAPE_SIZE(CONFIG_JOB_MAX - 1)];
+			status_printf(t, "    declared job \"%s\" pid %d\n",
+				      escape_str(src->cfg->job, job, sizeof(job)), (int)src->cfg->declared_pid);
+		}
 		status_item_end(t, &l);
 	}
 	status_list_end(t, &l);

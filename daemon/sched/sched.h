@@ -160,6 +160,12 @@ int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, st
 		 struct sched_client **out, struct proto_welcome *welcome,
 		 char *err, size_t err_cap);
 
+/* sched_attach to the live pipeline at table entry `entry` (a pipeline
+ * the client declared, daemon/jobs.h), or by HELLO's name when entry < 0. */
+int sched_attach_entry(struct sched *s, int entry, const struct proto_hello *hello, pid_t pid,
+		       struct conn *conn, struct sched_client **out, struct proto_welcome *welcome,
+		       char *err, size_t err_cap);
+
 /* Fails every group whose members have not all attached within
  * group_timeout_ms of its first (0: never): each member there gets ERROR
  * ETIME naming the group, its members' pids and how many are missing.

@@ -34,6 +34,7 @@ enum conn_state {
 	CONN_DATA,
 	CONN_CLOSING,
 	CONN_RELOADING, /* RELOAD_REQ taken: its answer comes once the reload ends */
+	CONN_DECLARING, /* HELLO declared a pipeline being made: server_declared goes on */
 };
 
 struct conn {
@@ -50,6 +51,8 @@ struct conn {
 	uint64_t accepted_ms; /* uv_now() at accept */
 	uint64_t hello_request_id;
 	uint64_t reload_request_id; /* CONN_RELOADING: the request to answer */
+	uint64_t id;                /* server-unique, for answers that come later */
+	struct proto_hello *declaring; /* CONN_DECLARING: its HELLO, kept */
 	uv_poll_t poll;
 	struct sched_client *client;
 };
@@ -74,6 +77,7 @@ struct server {
 	bool listening;
 	uv_poll_t listen_poll;
 	struct conn *conns;
+	uint64_t next_conn_id;
 	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
 	struct proto_msg *tx; /* scratch for STATUS replies */
 

@@ -260,8 +260,14 @@ def parse_status(text):
     """The status text of the contract, as a dict; fails on a line that
     does not match it."""
     lines, members = [], {}  # a blend's member lines, by the line of their pipeline
+    declared = {}  # a declared pipeline's job and pid, by the line of its pipeline
     for line in text.splitlines():
-        if line.startswith("    member "):
+        if line.startswith("    declared job "):
+            d = re.match(r'^    declared job "((?:[^"\\]|\\.)*)" pid (\d+)$', line)
+            check(d is not None and lines, "status line %r is not a declared pipeline's line\n%s"
+                  % (line, text))
+            declared[len(lines)] = {"job": d.group(1), "declared_pid": int(d.group(2))}
+        elif line.startswith("    member "):
             b = _MEMBER_RE.match(line)
             check(b is not None and lines, "status line %r is not a blend member's line\n%s"
                   % (line, text))
@@ -274,8 +280,12 @@ def parse_status(text):
     it = iter(enumerate(lines, 1))
     pending = []  # a line read ahead by left_out
 
+    last = [0]  # the number of the line read last
+
     def next_line():
-        return pending.pop() if pending else next(it, (None, None))
+        n, line = pending.pop() if pending else next(it, (None, None))
+        last[0] = n
+        return n, line
 
     def left_out(what, listed, total):
         """0, or the count of a cut list's "  ... N more WHAT" line, which
@@ -342,6 +352,8 @@ def parse_status(text):
             "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
         if m.group(0) in members:  # a blend: its members
             st["pipelines"][-1]["members"] = members[m.group(0)]
+        if last[0] in declared:  # declared by a client: its job and pid
+            st["pipelines"][-1].update(declared[last[0]])
         if m.group(7):  # a megatron pipeline with split: each split's sequences and samples
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
