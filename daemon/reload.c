@@ -121,8 +121,9 @@ static int apply(struct reload *r, struct config *next, struct pipe_open *list, 
 		 size_t cap)
 {
 	struct config *running = r->running;
-	if (list && pipetable_reserve(r->pt, list, text, cap) < 0)
-		return -ENOSPC;
+	int reserved = list ? pipetable_reserve(r->pt, list, text, cap) : 0;
+	if (reserved < 0)
+		return reserved;
 	size_t len = 0;
 	text[0] = '\0';
 	if (next->workers != running->workers) {
