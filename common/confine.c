@@ -4,7 +4,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* real (resolved) is root_real or below it. */
 static int under(const char *real, const char *root_real)
@@ -32,6 +34,31 @@ int confine_check(const char *path, const char *roots, char *real)
 				return 0;
 		}
 		r += n;
+	}
+	return -EACCES;
+}
+
+int confine_fd(int fd, const char *roots)
+{
+	char link[64], real[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, real, sizeof(real) - 1);
+	if (n < 0)
+		return -errno;
+	real[n] = '\0';
+	for (const char *r = roots; *r;) {
+		r += strspn(r, " \t");
+		size_t k = strcspn(r, " \t");
+		if (k == 0)
+			break;
+		char root[PATH_MAX];
+		if (k < sizeof(root)) {
+			memcpy(root, r, k);
+			root[k] = '\0';
+			if (under(real, root))
+				return 0;
+		}
+		r += k;
 	}
 	return -EACCES;
 }

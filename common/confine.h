@@ -20,4 +20,13 @@
  */
 int confine_check(const char *path, const char *roots, char *real);
 
+/*
+ * Whether the file open at fd is within roots (already resolved: absolute
+ * real paths separated by spaces), by the path the kernel has for it
+ * (/proc/self/fd): the check of what was opened, after every symlink,
+ * so a file swapped for a symlink since it was listed cannot lead out.
+ * 0, -EACCES outside every root, or -errno of readlink.
+ */
+int confine_fd(int fd, const char *roots);
+
 #endif

@@ -207,6 +207,32 @@ static unsigned declared_count(const struct jobs *j)
 	return n;
 }
 
+/* roots (job_roots) resolved, each a real path, into out (CONFIG_ROOTS_MAX
+ * bytes): what the workers compare an opened file's path with. A root
+ * that cannot be resolved is left out (nothing lies within it). */
+static void resolve_roots(const char *roots, char *out)
+{
+	size_t len = 0;
+	out[0] = '\0';
+	for (const char *r = roots; *r;) {
+		r += strspn(r, " \t");
+		size_t n = strcspn(r, " \t");
+		char root[PATH_MAX], real[PATH_MAX];
+		if (n > 0 && n < sizeof(root)) {
+			memcpy(root, r, n);
+			root[n] = '\0';
+			size_t k = realpath(root, real) ? strlen(real) : 0;
+			if (k && len + k + 2 <= CONFIG_ROOTS_MAX) {
+				if (len)
+					out[len++] = ' ';
+				memcpy(out + len, real, k + 1);
+				len += k;
+			}
+		}
+		r += n;
+	}
+}
+
 /* ---- made: the opened pipeline reserved and committed ---- */
 
 static void answer_all(struct job_make *m, int rc, int entry, const char *text)
@@ -307,7 +333,7 @@ int jobs_declare(struct jobs *j, const struct proto_hello *hello, int pid, uint6
 	snprintf(pl->name, sizeof(pl->name), "d.%016" PRIx64, declaration_hash(pl));
 	snprintf(pl->job, sizeof(pl->job), "%s", hello->job);
 	pl->declared_pid = pid;
-	snprintf(pl->roots, sizeof(pl->roots), "%s", cfg->job_roots);
+	resolve_roots(cfg->job_roots, pl->roots);
 	*entry = pipetable_find_declared(j->pt, pl->job, pl->name);
 	if (*entry >= 0) {
 		rc = 0;

@@ -49,6 +49,7 @@ enum arena_source_kind {
 };
 
 #define ARENA_TRANSFORM_MAX 512
+#define ARENA_ROOTS_MAX 1024 /* arena_pipeline.roots, with NUL */
 #define ARENA_IMAGE_FILE_MAX (64ull << 20) /* a bigger image file is a bad sample */
 
 /* One sample of an image pipeline, in the pipeline's index. */
@@ -207,6 +208,10 @@ struct arena_pipeline {
 	struct arena_token_params tokens;
 	uint32_t generation;       /* changes each time the entry is filled (layout.h's top) */
 	uint32_t reserved;         /* 0 */
+	/* a pipeline a client declared: the directories (real paths, separated
+	 * by spaces) every file a worker opens for it must lie in, checked on
+	 * the descriptor it opened (common/confine.h); "" for the file's */
+	char roots[ARENA_ROOTS_MAX];
 	char name[64];
 	char path[ARENA_PATH_MAX]; /* data file; imagefolder: the root; tar: the shard pattern */
 };
@@ -321,7 +326,8 @@ _Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layo
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
 	       sizeof(struct arena_shard_params) +
 	       sizeof(struct arena_image_params) +
-	       sizeof(struct arena_token_params) + 8 + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
+	       sizeof(struct arena_token_params) + 8 + ARENA_ROOTS_MAX + 64 + ARENA_PATH_MAX,
+	       "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 56 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
 _Static_assert(offsetof(struct work_cmd, sample_index) == 56, "work_cmd layout");

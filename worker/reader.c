@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/confine.h"
 #include "common/log.h"
 #include "common/regfile.h"
 #include "worker/reader_impl.h"
@@ -92,6 +93,13 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 		reader_pipeline_forget(rp);
 	if (rp->state == 0) {
 		rp->generation = p->generation;
+		rp->roots = NULL;
+		if (!memchr(p->roots, '\0', sizeof(p->roots))) {
+			rp->state = -EINVAL;
+			return rp->state;
+		}
+		if (p->roots[0])
+			rp->roots = p->roots;
 		rp->state = (p->kind == ARENA_SOURCE_IMAGES ?
 			     image_pipeline_check(r->arena, r->slot_bytes, p, rp) :
 			     token_pipeline_check(r->arena, r->slot_bytes, p, rp)) == 0 ? 1 : -EINVAL;
@@ -106,6 +114,11 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 			 regfile_open(AT_FDCWD, p->path, NULL);
 		if (fd < 0)
 			return rp->kind == ARENA_SOURCE_IMAGES ? -errno : fd;
+		int confined = rp->roots ? confine_fd(fd, rp->roots) : 0;
+		if (confined < 0) { /* swapped for a way out since it was declared */
+			close(fd);
+			return confined;
+		}
 		rp->fd = fd;
 	}
 	*out = rp;

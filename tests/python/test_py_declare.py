@@ -17,6 +17,8 @@ pipeline, job_linger_ms 300, for numpy:
   job_batch_bytes, an unknown key (named,
   with "declared by client pid N"), world_size 2 without a job key, and
   pipeline= with source= at once;
+- an image swapped, after the listing, for a symlink that leads out: the
+  worker refuses what it opened (the client's error names the file);
 - a declared pipeline is removed once its last client has left
   (job_linger_ms later), not before;
 - state_dict() of a declared loader resumes exactly in a new loader that
@@ -50,7 +52,7 @@ def body(env):
     recs = ch.records(data, RECORD)
     outside = env.make_raw("outside.bin", N, RECORD, seed=42)
     daemon = dict(job_roots=root, job_linger_ms=LINGER_MS, staging_slot_bytes="64K",
-                  job_batch_bytes="16K", job_index_bytes="4K", max_job_pipelines=8)
+                  job_batch_bytes="16K", job_index_bytes="8K", max_job_pipelines=8)
     cfg = env.config("decl", {}, **daemon)
     d = env.start_daemon(cfg)
     sock = d.socket
@@ -136,7 +138,7 @@ def body(env):
     os.makedirs(tree2)
     for k in range(120):
         os.link(os.path.join(tree, "cls", "a.jpg"), os.path.join(tree2, "%03d.jpg" % k))
-    ch.expect(refused, ["its sample list needs 12288 bytes", "job_index_bytes = 4096"],
+    ch.expect(refused, ["its sample list needs 12288 bytes", "job_index_bytes = 8192"],
               lambda: loaderd.Loader(source="imagefolder:" + os.path.dirname(tree2),
                                      transform="resize(16, 16)", batch_size=4, job="Z", socket=sock,
                                      framework="numpy", device="cpu"), "a list over job_index_bytes")
@@ -153,6 +155,27 @@ def body(env):
                                          device="cpu"), "world_size 2 without a job key")
     ch.expect(ValueError, ["exactly one"],
               lambda: loaderd.Loader("p", source=src, socket=sock), "pipeline= and source=")
+    # An image swapped for a symlink that leads out after the listing: the
+    # worker checks what it opened, and the client is told (on_error = fail).
+    outside_jpeg = env.path("outside.jpg")
+    subprocess.run([harness.binary("mkjpeg"), outside_jpeg, "--width", "16", "--height", "16"],
+                   check=True)
+    tree3 = os.path.join(root, "tree3")
+    for cls in ("a", "b"):
+        os.makedirs(os.path.join(tree3, cls))
+        for k in range(20):
+            os.link(os.path.join(tree, "cls", "a.jpg"), os.path.join(tree3, cls, "%03d.jpg" % k))
+    t = loaderd.Loader(source="imagefolder:" + tree3, transform="resize(16, 16)", batch_size=4,
+                       shuffle=False, options={"on_error": "fail"}, depth=1, job="T", socket=sock,
+                       framework="numpy", device="cpu")
+    it = iter(t)
+    check(next(it).sample_indices() == [0, 1, 2, 3], "the first batch of an unshuffled tree")
+    last = os.path.join(tree3, "b", "019.jpg")
+    os.unlink(last)
+    os.symlink(outside_jpeg, last)
+    ch.expect(loaderd.LoaderdError, ["b/019.jpg", "Permission denied"], lambda: [b for b in it],
+              "an image swapped for a symlink that leads out")
+    t.close()
     check(not [p for p in declared(d.status()) if p.get("job") == "Z"],
           "a refused declaration left a pipeline: %s" % d.status()["pipelines"])
 
