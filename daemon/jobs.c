@@ -113,12 +113,12 @@ static int check_path(const struct jobs *j, int pid, const char *what, const cha
 	char real[PATH_MAX];
 	int rc = confine_check(path, j->cfg->job_roots, real);
 	if (rc == -EACCES)
-		snprintf(text, cap, "declared by client pid %d: %s path %.1000s leads to %.1000s, "
-			 "outside the directories jobs may read (job_roots = %.300s)", pid, what,
+		snprintf(text, cap, "declared by client pid %d: %.20s path %.300s leads to %.300s, "
+			 "outside the directories jobs may read (job_roots = %.200s)", pid, what,
 			 path, real, j->cfg->job_roots);
 	else if (rc < 0)
-		snprintf(text, cap, "declared by client pid %d: %s path %.1000s: %s", pid, what, path,
-			 strerror(-rc));
+		snprintf(text, cap, "declared by client pid %d: %.20s path %.700s: %.100s", pid, what,
+			 path, strerror(-rc));
 	return rc;
 }
 
@@ -297,8 +297,7 @@ static void on_made(struct pipe_open *po, void *ctx)
 	po->next = NULL;
 	if (rc == 0)
 		rc = pipetable_reserve(j->pt, po, text, sizeof(text));
-	if (rc < 0) {
-		log_notice("job %s: pipeline not made: %s", m->job, text);
+	if (rc < 0) { /* the server logs each refusal */
 		pipetable_discard(j->pt, po);
 		answer_all(m, rc, -1, text);
 		free(m);

@@ -303,8 +303,9 @@ int pipetable_reserve(struct pipetable *pt, struct pipe_open *list, char *text, 
 	for (struct pipe_open *po = list; po; po = po->next) {
 		const struct source *src = &po->src;
 		if (po->cfg.direct) {
-			snprintf(text, cap, "pipeline \"%s\": direct = on takes a restart (its file is "
-				 "page-locked when loaderd starts)", po->cfg.name);
+			snprintf(text, cap, "pipeline \"%s\": direct = on is for pipelines configured "
+				 "when loaderd starts, whose files are page-locked then (a restart)",
+				 po->cfg.name);
 			rc = -EOPNOTSUPP;
 			break;
 		}

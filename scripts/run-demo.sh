@@ -11,7 +11,8 @@
 #   5. consumes 3 epochs of the raw pipeline, 1 of the token pipeline and 2
 #      of the image pipeline with loaderctl, printing throughput, then 2
 #      epochs of the raw pipeline from Python (the loaderd package in
-#      build/venv); writes the image pipeline's first batch as a contact
+#      build/venv), and an epoch of a pipeline the Python job declares
+#      itself (the config's job_roots lets it read the demo's data); writes the image pipeline's first batch as a contact
 #      sheet to build/demo-batch0.png (loaderctl peek); prints the daemon's
 #      status;
 #   6. stops loaderd with SIGTERM and removes the temporary directory.

@@ -130,7 +130,7 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 			if (rc == -EACCES) {
 				char why[PATH_MAX + 128];
 				snprintf(why, sizeof(why), "a symlink to %.2000s, outside the directories "
-					 "jobs may read (job_roots)", real);
+					 "jobs may read (job_roots = %.1000s)", real, s->roots);
 				err = imagefolder_fail(s, -EACCES, path, why);
 				break;
 			}
@@ -325,7 +325,8 @@ int imagefolder_scan(const char *root, const char *roots, struct image_index *ou
 			snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
 			if (confine_check(path, roots, real) == -EACCES) {
 				rc = errtext(err, err_cap, -EACCES, "%.1500s: a symlink to %.1500s, outside "
-					     "the directories jobs may read (job_roots)", path, real);
+					     "the directories jobs may read (job_roots = %.1000s)", path, real,
+					     roots);
 				break;
 			}
 		}

@@ -163,7 +163,8 @@ def body(env):
                   '65536 bytes', "a batch over the staging slots")
     check("raise staging_slot_bytes" in d.log(), "the refusal does not name staging_slot_bytes")
     write(env, dict(base, t=raw(data_p, RECORD, 4, direct="on")))
-    check_refused(env, d, 'pipeline "t": direct = on takes a restart', "direct = on")
+    check_refused(env, d, 'pipeline "t": direct = on is for pipelines configured when loaderd starts',
+                  "direct = on")
     tree = env.path("tree")
     os.makedirs(os.path.join(tree, "a"))
     one = os.path.join(tree, "a", "0000.jpg")
