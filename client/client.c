@@ -272,10 +272,56 @@ close_fd:
 	return r;
 }
 
+/* The job key of a declared pipeline (ldr_attach_opts.job) into job
+ * (PROTO_JOB_MAX bytes). */
+static int client_job_key(struct ldr_client *c, const struct ldr_attach_opts *o, uint32_t world,
+			  char *job)
+{
+	const char *run = getenv("TORCHELASTIC_RUN_ID"), *slurm = getenv("SLURM_JOB_ID");
+	const char *step = getenv("SLURM_STEP_ID");
+	int n;
+	if (o->job && o->job[0])
+		n = snprintf(job, PROTO_JOB_MAX, "%s", o->job);
+	else if (run && run[0])
+		n = snprintf(job, PROTO_JOB_MAX, "torchelastic:%s", run);
+	else if (slurm && slurm[0])
+		n = snprintf(job, PROTO_JOB_MAX, "slurm:%s.%s", slurm, step && step[0] ? step : "0");
+	else if (world == 1)
+		n = snprintf(job, PROTO_JOB_MAX, "process:%ld:%d", (long)gethostid(), (int)getpid());
+	else
+		return client_error(c, -EINVAL, "a pipeline declared by rank %u of %u needs the job's "
+				    "key, for its ranks to share it: pass job= (ldr_attach_opts.job), or "
+				    "run under torchrun ($TORCHELASTIC_RUN_ID) or Slurm ($SLURM_JOB_ID)",
+				    o->rank, world);
+	if (n <= 0 || n >= PROTO_JOB_MAX)
+		return client_error(c, -EINVAL, "job key is longer than %d bytes", PROTO_JOB_MAX - 1);
+	long bad = proto_word_bad_byte(job);
+	if (bad >= 0)
+		return client_error(c, -EINVAL, "job key: byte %ld is 0x%02x; only printable ASCII "
+				    "without spaces (0x21..0x7e) may be used", bad,
+				    (unsigned char)job[bad]);
+	return 0;
+}
+
 /* Client-side checks of what proto_encode would refuse, with a reason. */
 static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts *o, uint32_t world)
 {
-	if (!o || !o->pipeline || !o->pipeline[0] || strlen(o->pipeline) >= PROTO_NAME_MAX)
+	if (!o)
+		return client_error(c, -EINVAL, "no attach options");
+	bool named = o->pipeline && o->pipeline[0], declared = o->declaration && o->declaration[0];
+	if (named == declared)
+		return client_error(c, -EINVAL, "exactly one of a pipeline name and a declaration "
+				    "(ldr_attach_opts.pipeline, .declaration)");
+	if (declared && strlen(o->declaration) >= PROTO_DECLARE_MAX)
+		return client_error(c, -EINVAL, "the declaration is longer than %d bytes",
+				    PROTO_DECLARE_MAX - 1);
+	for (size_t i = 0; declared && o->declaration[i]; i++) {
+		unsigned char ch = (unsigned char)o->declaration[i];
+		if ((ch < 0x20 || ch > 0x7e) && ch != '\n' && ch != '\t')
+			return client_error(c, -EINVAL, "the declaration: byte %zu is 0x%02x; only "
+					    "printable ASCII, tabs and newlines may be used", i, ch);
+	}
+	if (named && strlen(o->pipeline) >= PROTO_NAME_MAX)
 		return client_error(c, -EINVAL, "pipeline name must be 1..%d bytes", PROTO_NAME_MAX - 1);
 	if (o->rank >= world)
 		return client_error(c, -EINVAL, "rank %u is not below world %" PRIu32, o->rank, world);
@@ -296,7 +342,7 @@ static int client_check_opts(struct ldr_client *c, const struct ldr_attach_opts 
 		return client_error(c, -EINVAL, "a group of %u needs a group key of 1..%d bytes",
 				    o->group_size, PROTO_GROUP_MAX - 1);
 	/* The daemon's decoder refuses other bytes in these two (PROTOCOL.md, 5.1). */
-	const char *word = o->pipeline, *what = "pipeline name";
+	const char *word = named ? o->pipeline : "", *what = "pipeline name";
 	long bad = proto_word_bad_byte(word);
 	if (bad < 0 && o->resume) {
 		word = o->resume;
@@ -352,6 +398,10 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	int r = client_check_opts(c, opts, world);
 	if (r < 0)
 		return r;
+	char job[PROTO_JOB_MAX] = "";
+	bool declared = opts->declaration && opts->declaration[0];
+	if (declared && (r = client_job_key(c, opts, world, job)) < 0)
+		return r;
 
 	struct proto_msg *msg = &c->msg;
 	memset(msg, 0, sizeof *msg);
@@ -374,7 +424,12 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	h->rank = opts->rank;
 	h->world = world;
 	h->depth = opts->depth;
-	snprintf(h->pipeline, sizeof h->pipeline, "%s", opts->pipeline);
+	if (declared) {
+		memcpy(h->job, job, sizeof(h->job));
+		snprintf(h->declaration, sizeof h->declaration, "%s", opts->declaration);
+	} else {
+		snprintf(h->pipeline, sizeof h->pipeline, "%s", opts->pipeline);
+	}
 	snprintf(h->client_name, sizeof h->client_name, "%s", opts->client_name ? opts->client_name : "");
 	snprintf(h->resume, sizeof h->resume, "%s", opts->resume ? opts->resume : "");
 	snprintf(h->split, sizeof h->split, "%s", opts->split ? opts->split : "");
@@ -432,7 +487,7 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		} else if (asked_decode) {
 			snprintf(c->decode_why_not, sizeof c->decode_why_not, "pipeline \"%s\": the daemon "
 				 "does not leave JPEGs to its GPU for this client (decode = cpu, not an "
-				 "image pipeline, or a tensor-parallel group)", opts->pipeline);
+				 "image pipeline, or a tensor-parallel group)", w->name);
 		}
 	} else {
 		r = client_map_arena(c, fd, w->arena_bytes,
@@ -457,8 +512,9 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		.seed = w->seed, .n_samples = w->n_samples, .epoch = w->epoch, .offset = w->offset,
 		.split = c->split, .data = w->data,
 	};
-	/* The daemon found the pipeline by this name: a valid one (position.h). */
-	snprintf(c->position.pipeline, sizeof c->position.pipeline, "%s", opts->pipeline);
+	/* The pipeline's name, as the daemon gave it (a declared pipeline's is
+	 * the daemon's): a valid one (position.h). */
+	snprintf(c->position.pipeline, sizeof c->position.pipeline, "%s", w->name);
 	c->attached = true;
 	c->error[0] = '\0';
 	return 0;

@@ -13,6 +13,9 @@
 #include "common/errtext.h"
 
 #define CLIENT_STATUS_TIMEOUT_MS 10000
+/* A reload that adds pipelines answers once their data is listed (a
+ * large imagefolder's tree takes a while). */
+#define CLIENT_RELOAD_TIMEOUT_MS 600000
 
 /* One control session: sends the request frame `type` (no payload) and
  * returns the STATUS text that answers it. */
@@ -32,7 +35,8 @@ static int client_control_request(const char *socket_path, uint16_t type, char *
 	c->msg.hdr.request_id = 1;
 	r = client_send_frame(c, proto_type_name(type));
 	if (r == 0)
-		r = client_recv_frame(c, CLIENT_STATUS_TIMEOUT_MS, NULL);
+		r = client_recv_frame(c, type == PROTO_RELOAD_REQ ? CLIENT_RELOAD_TIMEOUT_MS :
+				      CLIENT_STATUS_TIMEOUT_MS, NULL);
 	if (r < 0)
 		goto free_client;
 	if (c->msg.hdr.type == PROTO_ERROR) {

@@ -97,7 +97,9 @@ struct ldr_client; /* opaque */
 #define LDR_ATTACH_WRITABLE 0x1u
 
 struct ldr_attach_opts {
-	const char *pipeline;    /* required: a pipeline defined in the daemon's config */
+	/* A pipeline defined in the daemon's config, or NULL when the client
+	 * declares its own (declaration): exactly one of the two. */
+	const char *pipeline;
 	unsigned rank;           /* default 0 */
 	unsigned world;          /* default (0) means 1 */
 	unsigned depth;          /* batches prepared ahead; 0 = the daemon's default */
@@ -127,6 +129,19 @@ struct ldr_attach_opts {
 	const char *group;
 	unsigned group_size;
 	unsigned flags;          /* LDR_ATTACH_* bits; another bit is -EINVAL */
+	/* A pipeline of the job's own instead of a configured one
+	 * (docs/clients.md, "Declaring a pipeline"): the lines of a
+	 * [pipeline.NAME] section, "key = value\n" each (the same keys and
+	 * values as the daemon's config file), at most 4095 bytes. The daemon
+	 * must allow it (job_roots). */
+	const char *declaration;
+	/* The job the declared pipeline is for: every rank of one job that
+	 * declares the same pipeline shares it (and its sampler); another job
+	 * gets its own. NULL: $TORCHELASTIC_RUN_ID, else $SLURM_JOB_ID
+	 * (with $SLURM_STEP_ID), else, when world is 1, a key unique to this
+	 * process; with world > 1 and none of these, ldr_attach refuses
+	 * (EINVAL), asking for job. A word of at most 127 bytes. */
+	const char *job;
 };
 
 struct ldr_tensor {

@@ -36,7 +36,9 @@
 #include "common/paths.h"
 #include "daemon/config/config.h"
 #include "daemon/pool/exitwatch.h"
+#include "daemon/jobs.h"
 #include "daemon/notify.h"
+#include "daemon/pipetable.h"
 #include "daemon/pool/pool.h"
 #include "daemon/preflight.h"
 #if LOADERD_HAVE_CUDA
@@ -63,7 +65,9 @@ struct daemon {
 	struct zygote *zygote;
 	struct pinner *pinner;
 	struct exitwatch_set exits;
-	struct reload_log reloads;
+	struct pipetable *pt;
+	struct jobs *jobs;
+	struct reload reload;
 	bool pool_ready, gpu_ready, ready_logged;
 	char gpu_text[600]; /* the status "delivery:" line without a pinner */
 	char socket_path[PATH_MAX];
@@ -136,7 +140,8 @@ static void render_summary(void *ctx, struct status_text *t)
 {
 	struct daemon *d = ctx;
 	sched_describe_errors(d->sched, t);
-	reload_describe(&d->cfg, &d->reloads, t);
+	reload_describe(&d->reload, t);
+	pipetable_describe(d->pt, t);
 }
 
 static void on_handle_closed(uv_handle_t *h)
@@ -150,6 +155,7 @@ static void on_pool_stopped(void *ctx)
 	exitwatch_close_all(&d->exits);
 	zygote_close(d->zygote);
 	d->zygote = NULL;
+	jobs_stop(d->jobs);
 #if LOADERD_HAVE_CUDA
 	pinner_stop(d->pinner);
 #endif
@@ -165,6 +171,7 @@ static void daemon_stop(struct daemon *d, const char *why)
 	if (d->stopping)
 		return;
 	d->stopping = true;
+	d->reload.stopping = true;
 	log_info("%s: stopping", why);
 	notify_send("STOPPING=1");
 	if (d->server)
@@ -187,9 +194,41 @@ static int daemon_reload(void *ctx, char *text, size_t cap)
 	snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
 		 (unsigned long long)(clock_mono_ns() / 1000));
 	notify_send(state);
-	int rc = reload_run(&d->cfg, d->pool, &d->reloads, text, cap);
+	int rc = reload_run(&d->reload, text, cap);
+	if (rc == RELOAD_PENDING)
+		return SERVER_RELOAD_PENDING; /* on_reloaded answers */
 	notify_ready(d);
 	return rc;
+}
+
+/* A reload that added pipelines has ended (reload_run logged it). */
+static void on_reloaded(void *ctx, int rc, const char *text)
+{
+	struct daemon *d = ctx;
+	notify_ready(d);
+	if (d->server)
+		server_reload_answer(d->server, rc, text);
+}
+
+/* server_ops.declare: a HELLO that declares its pipeline (daemon/jobs.h). */
+static int daemon_declare(void *ctx, const struct proto_hello *hello, int pid, uint64_t conn_id,
+			  int *entry, char *text, size_t cap)
+{
+	struct daemon *d = ctx;
+	if (d->stopping || !d->pool) {
+		snprintf(text, cap, "loaderd is %s", d->stopping ? "stopping" : "starting");
+		return -EAGAIN;
+	}
+	int rc = jobs_declare(d->jobs, hello, pid, conn_id, entry, text, cap);
+	return rc == JOBS_PENDING ? SERVER_DECLARE_PENDING : rc;
+}
+
+/* A declaration jobs_declare left pending is decided. */
+static void on_declared(void *ctx, uint64_t conn_id, int rc, int entry, const char *text)
+{
+	struct daemon *d = ctx;
+	if (d->server && !d->stopping)
+		server_declared(d->server, conn_id, rc, entry, text);
 }
 
 static void on_signal(uv_signal_t *h, int signum)
@@ -198,7 +237,7 @@ static void on_signal(uv_signal_t *h, int signum)
 	if (signum == SIGHUP) {
 		char text[PROTO_ERROR_TEXT_MAX];
 		log_info("SIGHUP: reloading %s", d->cfg.file[0] ? d->cfg.file : "(no file)");
-		daemon_reload(d, text, sizeof(text)); /* reload_run logs the outcome */
+		daemon_reload(d, text, sizeof(text)); /* reload_run (or its end) logs the outcome */
 		return;
 	}
 	daemon_stop(d, signum == SIGTERM ? "SIGTERM" : "SIGINT");
@@ -215,8 +254,9 @@ static void notify_ready(struct daemon *d)
 	if (!d->pool_ready || !d->gpu_ready || d->stopping)
 		return;
 	char state[256];
+	size_t n = pipetable_count(d->pt);
 	snprintf(state, sizeof(state), "READY=1\nSTATUS=serving %zu pipeline%s with %u workers on %.180s",
-		 d->cfg.n_pipelines, d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->socket_path);
+		 n, n == 1 ? "" : "s", d->cfg.workers, d->socket_path);
 	if (!d->ready_logged) /* again after each reload, for systemd only */
 		log_info("%s", strchr(state, '=') + 10);
 	d->ready_logged = true;
@@ -345,11 +385,13 @@ static int start(struct daemon *d, const char *worker_program)
 		log_error("out of memory");
 		return -ENOMEM;
 	}
+	pipetable_set(d->pt, &d->arena, d->sched);
 	int rc = start_zygote(d, worker_program);
 	if (rc < 0)
 		return rc;
 	struct server_ops server_ops = {.ctx = d, .status = render_status,
-				     .summary = render_summary, .reload = daemon_reload};
+				     .summary = render_summary, .reload = daemon_reload,
+				     .declare = daemon_declare};
 	rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
 			      &d->server, err, sizeof(err));
 	if (rc < 0) {
@@ -374,6 +416,7 @@ static int start(struct daemon *d, const char *worker_program)
 		server_shutdown(d->server);
 		return rc;
 	}
+	d->reload.pool = d->pool;
 	struct sched_workers workers = {.pool = d->pool, .submit = pool_submit};
 	sched_set_workers(d->sched, &workers);
 	d->gpu_ready = true;
@@ -495,10 +538,22 @@ int main(int argc, char **argv)
 	if (d.cfg.n_pipelines == 0)
 		log_warning("no pipelines are configured: clients will have nothing to attach to");
 	server_raise_fd_limit(&d.cfg);
+	d.pt = pipetable_create(&d.loop, &d.cfg, d.sources, d.cfg.n_pipelines, sizing.index_at,
+				sizing.runtime_index_at);
+	if (!d.pt) {
+		log_error("out of memory");
+		return 1;
+	}
+	d.reload = (struct reload){.running = &d.cfg, .pt = d.pt, .done = on_reloaded, .ctx = &d};
 	if (create_arena(&d, &sizing) < 0)
 		return 1;
 
 	uv_loop_init(&d.loop);
+	d.jobs = jobs_create(&d.loop, &d.cfg, d.pt, on_declared, &d);
+	if (!d.jobs) {
+		log_error("out of memory");
+		return 1;
+	}
 	d.start_ms = status_now_ms();
 	uv_signal_init(&d.loop, &d.sig_term);
 	uv_signal_init(&d.loop, &d.sig_int);
@@ -516,6 +571,7 @@ int main(int argc, char **argv)
 		d.exit_code = 1;
 		zygote_close(d.zygote);
 		d.zygote = NULL;
+		jobs_stop(d.jobs);
 		uv_close((uv_handle_t *)&d.sig_term, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_int, on_handle_closed);
 		uv_close((uv_handle_t *)&d.sig_hup, on_handle_closed);
@@ -529,6 +585,8 @@ int main(int argc, char **argv)
 	pinner_free(d.pinner);
 #endif
 	pool_free(d.pool);
+	jobs_free(d.jobs);
+	pipetable_free(d.pt);
 	sched_free(d.sched);
 	arena_close(&d.arena);
 	uv_loop_close(&d.loop);

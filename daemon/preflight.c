@@ -36,7 +36,8 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 			    struct arena_sizing *out)
 {
 	memset(out, 0, sizeof(*out));
-	uint64_t slot_bytes = ARENA_ALIGN;
+	uint64_t slot_bytes = cfg->staging_slot_bytes > ARENA_ALIGN ? cfg->staging_slot_bytes :
+			      ARENA_ALIGN;
 	for (size_t i = 0; i < cfg->n_pipelines; i++)
 		if (sources[i].slot_bytes > slot_bytes)
 			slot_bytes = sources[i].slot_bytes;
@@ -56,10 +57,14 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 			out->index_at[mb->arena_index] = indexes_bytes;
 			indexes_bytes += source_index_bytes(&mb->src);
 		}
+	/* The table has an entry for every pipeline there may ever be, and
+	 * the lists of pipelines added later go after those of start. */
+	(void)n_entries;
+	out->runtime_index_at = arena_align(indexes_bytes);
 	out->plan = (struct arena_plan){
-		.n_pipelines = n_entries, .n_workers = cfg->max_workers,
+		.n_pipelines = ARENA_PIPELINES_MAX, .n_workers = cfg->max_workers,
 		.n_slots = cfg->staging_slots, .slot_bytes = slot_bytes,
-		.indexes_bytes = indexes_bytes,
+		.indexes_bytes = out->runtime_index_at + arena_align(cfg->runtime_index_bytes),
 	};
 	out->bytes = arena_plan_bytes(&out->plan);
 }
@@ -68,8 +73,11 @@ int preflight_arena(const struct config *cfg, const struct arena_sizing *sz,
 		    const struct memavail_paths *paths, char *err, size_t err_cap)
 {
 	char at[PATH_MAX + 32], what[256];
-	snprintf(what, sizeof(what), "%u staging slots of %" PRIu64 " bytes (the largest batch)%s",
-		 sz->plan.n_slots, sz->plan.slot_bytes,
+	snprintf(what, sizeof(what), "%u staging slots of %" PRIu64 " bytes (%s)%s",
+		 sz->plan.n_slots, sz->plan.slot_bytes, cfg->staging_slot_bytes >=
+		 sz->plan.slot_bytes ? "staging_slot_bytes" : "the largest batch",
+		 sz->plan.indexes_bytes > sz->runtime_index_at ?
+		 " and the sample lists (runtime_index_bytes included)" :
 		 sz->plan.indexes_bytes ? " and the image file lists" : "");
 	if (sz->bytes > cfg->shm_bytes)
 		return errtext(err, err_cap, -ENOSPC, "%sshared memory: %s need %" PRIu64

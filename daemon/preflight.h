@@ -36,6 +36,7 @@ struct arena_sizing {
 	struct arena_plan plan;
 	uint64_t bytes;                         /* arena_plan_bytes(&plan) */
 	uint64_t index_at[ARENA_PIPELINES_MAX]; /* each image list's offset in the index area */
+	uint64_t runtime_index_at; /* where runtime_index_bytes start in the index area */
 };
 
 /* Every check, in order: each pipeline's data (source_open, into

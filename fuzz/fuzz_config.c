@@ -8,6 +8,10 @@
  * naming the file and its line, in line order; an accepted one must satisfy
  * the limits config.h promises (a blend's members included). Any breach
  * aborts.
+ *
+ * The same input, up to its first NUL byte, is then a client's declared
+ * pipeline (config_declare, HELLO's declaration): refused with a message
+ * naming the client's pid, or a pipeline within the same limits.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,7 +24,9 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static struct config cfg; /* large: not on the stack */
+static struct config cfg, defaults; /* large: not on the stack */
+static struct pipeline_cfg declared;
+static char text[PROTO_DECLARE_MAX];
 
 /* A blend: 2..CONFIG_BLEND_MAX token sources, positive finite weights,
  * each path a string inside member_paths; the pipeline's kind and path
@@ -126,5 +132,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (rc < 0 && (err[0] == '\0' || !memchr(err, '\0', sizeof(err))))
 		abort();
 	close(fd);
+
+	size_t n = size < sizeof(text) - 1 ? size : sizeof(text) - 1;
+	memcpy(text, data, n);
+	text[n] = '\0';
+	config_defaults(&defaults);
+	err[0] = '\0';
+	rc = config_declare(&defaults, "d.fuzz", text, 4242, &declared, err, sizeof(err));
+	if (rc < 0 && (!strstr(err, "client pid 4242") || !memchr(err, '\0', sizeof(err))))
+		abort();
+	if (rc == 0) {
+		defaults.n_pipelines = 1;
+		defaults.pipelines[0] = declared;
+		check_accepted(&defaults);
+	}
 	return 0;
 }

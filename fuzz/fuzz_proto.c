@@ -71,6 +71,7 @@ static void make_welcome(struct proto_msg *m)
 		.slot_bytes = 1 << 20, .n_samples = 1000, .batch_size = 4,
 		.world = 1, .depth = 4, .shuffle = 1, .n_tensors = 2,
 		.delivery = PROTO_DELIVERY_HOST};
+	strcpy(m->u.welcome.name, "train");
 	for (int t = 0; t < 2; t++) {
 		struct proto_tensor *x = &m->u.welcome.tensors[t];
 		strcpy(x->name, t ? "labels" : "data");
@@ -166,6 +167,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	memset(m->u.hello.device_uuid, 0xa5, sizeof(m->u.hello.device_uuid));
 	strcpy(m->u.hello.pipeline, "images");
 	write_seed(dir, "HELLO-decode", m);
+	/* a HELLO that declares its pipeline for its job (protocol 7) */
+	m->u.hello = (struct proto_hello){.rank = 1, .world = 2, .depth = 4, .group_size = 1};
+	strcpy(m->u.hello.job, "torchelastic-5f3a");
+	strcpy(m->u.hello.declaration, "source = imagefolder:/data/train\n"
+	       "transform = random_resized_crop(224) hflip\nbatch_size = 256\nshuffle = true\n"
+	       "seed = 1\n");
+	write_seed(dir, "HELLO-declare", m);
 	memset(m, 0, sizeof(*m));
 	m->hdr.type = PROTO_READY;
 	m->u.ready = (struct proto_ready){.seq = 1, .batch = 1, .first = 4, .slot_offset = 8192,

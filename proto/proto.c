@@ -234,6 +234,8 @@ static void proto_put_hello(struct proto_writer *w, const struct proto_hello *m)
 	proto_wr_str(w, m->group);
 	proto_wr_u32(w, m->group_size);
 	proto_wr_u32(w, m->flags);
+	proto_wr_str(w, m->job);
+	proto_wr_str(w, m->declaration);
 }
 
 static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
@@ -251,6 +253,8 @@ static void proto_get_hello(struct proto_reader *r, struct proto_hello *m)
 	proto_rd_str(r, "group", m->group, sizeof(m->group));
 	proto_rd_u32(r, "group_size", &m->group_size);
 	proto_rd_u32(r, "flags", &m->flags);
+	proto_rd_str(r, "job", m->job, sizeof(m->job));
+	proto_rd_str(r, "declaration", m->declaration, sizeof(m->declaration));
 }
 
 static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome *m)
@@ -294,6 +298,7 @@ static void proto_put_welcome(struct proto_writer *w, const struct proto_welcome
 	proto_wr_u32(w, m->decode);
 	proto_wr_u32(w, m->pipeline);
 	proto_wr_u64(w, m->decode_memory);
+	proto_wr_str(w, m->name);
 }
 
 static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
@@ -351,6 +356,7 @@ static void proto_get_welcome(struct proto_reader *r, struct proto_welcome *m)
 	proto_rd_u32(r, "decode", &m->decode);
 	proto_rd_u32(r, "pipeline", &m->pipeline);
 	proto_rd_u64(r, "decode_memory", &m->decode_memory);
+	proto_rd_str(r, "name", m->name, sizeof(m->name));
 }
 
 static void proto_put_ready(struct proto_writer *w, const struct proto_ready *m)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #define PROTO_MAGIC 0x4452444cu /* bytes "LDRD" */
-#define PROTO_VERSION 6
+#define PROTO_VERSION 7
 #define PROTO_HEADER_BYTES 24
 #define PROTO_MAX_FRAME 65536
 #define PROTO_MAX_PAYLOAD (PROTO_MAX_FRAME - PROTO_HEADER_BYTES)
@@ -32,6 +32,8 @@
 #define PROTO_TOKEN_MAX 192      /* resume token, with NUL */
 #define PROTO_SPLIT_MAX 16       /* split name, with NUL */
 #define PROTO_GROUP_MAX 64       /* group key, with NUL */
+#define PROTO_JOB_MAX 128        /* job key, with NUL */
+#define PROTO_DECLARE_MAX 4096   /* a declared pipeline's text, with NUL */
 #define PROTO_GROUP_SIZE_MAX 64  /* members of a group */
 #define PROTO_TENSOR_NAME_MAX 32 /* tensor name, with NUL */
 #define PROTO_TENSORS_MAX 8      /* tensors per batch */
@@ -105,7 +107,8 @@ struct proto_hello {
 	uint32_t world;    /* >= 1 */
 	uint32_t depth;    /* batches the client wants in flight; 0 = daemon default */
 	uint8_t device_uuid[PROTO_UUID_BYTES]; /* zero for host delivery */
-	char pipeline[PROTO_NAME_MAX];         /* non-empty, a word (proto_word_bad_byte) */
+	char pipeline[PROTO_NAME_MAX];         /* a word (proto_word_bad_byte); empty exactly
+						* when the client declares its pipeline */
 	char client_name[PROTO_NAME_MAX];      /* free text for status, may be empty */
 	char resume[PROTO_TOKEN_MAX];          /* position token, a word; empty = start of epoch 0 */
 	char split[PROTO_SPLIT_MAX];           /* the dataset split, a word; empty = "train" */
@@ -114,7 +117,14 @@ struct proto_hello {
 	 * group_size 1..PROTO_GROUP_SIZE_MAX, 1 = no group. */
 	char group[PROTO_GROUP_MAX];
 	uint32_t group_size;
-	uint32_t flags; /* PROTO_HELLO_*; last on the wire */
+	uint32_t flags; /* PROTO_HELLO_* */
+	/* A pipeline the client declares instead of naming one: its keys as a
+	 * [pipeline.NAME] section's lines ("key = value\n", printable ASCII,
+	 * tabs and newlines), and the job it is for, a word: the pipeline is
+	 * the job's, shared by that job's ranks (docs/clients.md, "Declaring a
+	 * pipeline"). Both empty when the client names a pipeline. */
+	char job[PROTO_JOB_MAX];
+	char declaration[PROTO_DECLARE_MAX];
 };
 
 /* HELLO flags. DECODE (device delivery only): this client can decode on its
@@ -174,7 +184,10 @@ struct proto_welcome {
 	 * client's decoder may take. 0: neither is used. */
 	uint32_t decode;
 	uint32_t pipeline;
-	uint64_t decode_memory; /* last on the wire */
+	uint64_t decode_memory;
+	/* The pipeline's name, as its position tokens carry it: a configured
+	 * one's, or the name the daemon gave a declared one (a word). */
+	char name[PROTO_NAME_MAX];
 };
 
 #define PROTO_READY_LAST_IN_EPOCH 0x1u

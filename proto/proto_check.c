@@ -32,7 +32,9 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 	    !proto_terminated(m->client_name, sizeof(m->client_name)) ||
 	    !proto_terminated(m->resume, sizeof(m->resume)) ||
 	    !proto_terminated(m->split, sizeof(m->split)) ||
-	    !proto_terminated(m->group, sizeof(m->group)))
+	    !proto_terminated(m->group, sizeof(m->group)) ||
+	    !proto_terminated(m->job, sizeof(m->job)) ||
+	    !proto_terminated(m->declaration, sizeof(m->declaration)))
 		return errtext(why, cap, -EPROTO,
 			       "HELLO: a string is not NUL-terminated within its buffer");
 	if (m->delivery > PROTO_DELIVERY_MAX)
@@ -42,8 +44,24 @@ static int proto_check_hello(const struct proto_hello *m, char *why, size_t cap)
 		return errtext(why, cap, -EPROTO, "HELLO: world 0, must be >= 1");
 	if (m->rank >= m->world)
 		return errtext(why, cap, -EPROTO, "HELLO: rank %u >= world %u", m->rank, m->world);
-	if (m->pipeline[0] == '\0')
-		return errtext(why, cap, -EPROTO, "HELLO: pipeline name is empty");
+	if (m->pipeline[0] == '\0' && m->declaration[0] == '\0')
+		return errtext(why, cap, -EPROTO, "HELLO: pipeline name is empty and no pipeline "
+			       "is declared");
+	if (m->pipeline[0] && (m->declaration[0] || m->job[0]))
+		return errtext(why, cap, -EPROTO, "HELLO: a pipeline name and a declaration (or a "
+			       "job key): exactly one of a name and a declaration");
+	if (m->declaration[0] && !m->job[0])
+		return errtext(why, cap, -EPROTO, "HELLO: a declaration without a job key");
+	if ((bad = proto_word_bad_byte(m->job)) >= 0)
+		return errtext(why, cap, -EPROTO, "HELLO: job byte %ld is 0x%02x, outside "
+			       "0x21..0x7e (printable ASCII, no space)", bad,
+			       (unsigned char)m->job[bad]);
+	for (long i = 0; m->declaration[i]; i++) {
+		unsigned char ch = (unsigned char)m->declaration[i];
+		if ((ch < 0x20 || ch > 0x7e) && ch != '\n' && ch != '\t')
+			return errtext(why, cap, -EPROTO, "HELLO: declaration byte %ld is 0x%02x, "
+				       "outside printable ASCII, tab and newline", i, ch);
+	}
 	if ((bad = proto_word_bad_byte(m->pipeline)) >= 0)
 		return errtext(why, cap, -EPROTO, "HELLO: pipeline byte %ld is 0x%02x, outside "
 			       "0x21..0x7e (printable ASCII, no space)", bad,
@@ -142,6 +160,14 @@ static int proto_check_device(const struct proto_welcome *m, char *why, size_t c
 
 static int proto_check_welcome(const struct proto_welcome *m, char *why, size_t cap)
 {
+	long bad;
+	if (!proto_terminated(m->name, sizeof(m->name)))
+		return errtext(why, cap, -EPROTO, "WELCOME: name is not NUL-terminated");
+	if (!m->name[0])
+		return errtext(why, cap, -EPROTO, "WELCOME: the pipeline's name is empty");
+	if ((bad = proto_word_bad_byte(m->name)) >= 0)
+		return errtext(why, cap, -EPROTO, "WELCOME: name byte %ld is 0x%02x, outside "
+			       "0x21..0x7e (printable ASCII, no space)", bad, (unsigned char)m->name[bad]);
 	if (m->n_tensors < 1 || m->n_tensors > PROTO_TENSORS_MAX)
 		return errtext(why, cap, -EPROTO, "WELCOME: n_tensors %u not in 1..%d",
 			       m->n_tensors, PROTO_TENSORS_MAX);

@@ -11,7 +11,8 @@
 #   5. consumes 3 epochs of the raw pipeline, 1 of the token pipeline and 2
 #      of the image pipeline with loaderctl, printing throughput, then 2
 #      epochs of the raw pipeline from Python (the loaderd package in
-#      build/venv); writes the image pipeline's first batch as a contact
+#      build/venv), and an epoch of a pipeline the Python job declares
+#      itself (the config's job_roots lets it read the demo's data); writes the image pipeline's first batch as a contact
 #      sheet to build/demo-batch0.png (loaderctl peek); prints the daemon's
 #      status;
 #   6. stops loaderd with SIGTERM and removes the temporary directory.
@@ -60,6 +61,8 @@ cat > "$work/loaderd.ini" <<INI
 [daemon]
 socket = $sock
 workers = $workers
+; jobs may declare their own pipelines on the demo's data
+job_roots = $work
 
 [pipeline.records]
 source = raw:$work/images.bin
@@ -122,6 +125,19 @@ for epoch in range(2):
 seconds = time.perf_counter() - start
 print("python: %d batches of %d, %d samples, %.0f samples/s, %.0f MB/s" %
       (2 * len(loader), loader.batch_size, rows, rows / seconds, nbytes / seconds / 1e6))
+loader.close()
+PY
+echo "run-demo: 1 epoch of a pipeline the job declares itself (batches of 128 records)"
+build/venv/bin/python - "$sock" "$work/images.bin" <<'PY'
+import sys
+import loaderd
+
+loader = loaderd.Loader(source="raw:" + sys.argv[2], options={"record_bytes": 4096},
+                        batch_size=128, seed=4, socket=sys.argv[1], device="cpu",
+                        framework="numpy")
+rows = sum(batch.rows for batch in loader)
+print("python: declared pipeline %s: %d batches of %d, %d samples" %
+      (loader.pipeline, len(loader), loader.batch_size, rows))
 loader.close()
 PY
 "$bin/loaderctl" --socket "$sock" peek --pipeline train --columns 8 --out "$root/build/demo-batch0.png"

@@ -27,7 +27,9 @@
  * process of another user cannot even reopen it read-write.
  *
  * Who writes what: the master writes the header, the pipeline table and
- * the indexes before spawning workers; a worker writes only into the staging slot rows named
+ * the indexes before spawning workers, and later an entry of the table and
+ * its lists in the index area for a pipeline a reload adds, before any
+ * work item names it (shm/layout.h); a worker writes only into the staging slot rows named
  * by its commands and into its own rings' producer side; the zygote
  * holds its mapping only to hand it down and never touches the contents.
  */

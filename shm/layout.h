@@ -1,16 +1,24 @@
 /*
  * layout: every structure that lives in the shared-memory arena and is read
  * by more than one process (the master and its workers). The master writes
- * the header and the pipeline table once, before any worker starts; after
- * that they are read-only. The rings are single-producer single-consumer.
+ * the header once, before any worker starts. The pipeline table always has
+ * ARENA_PIPELINES_MAX entries: the master fills those of the configured
+ * pipelines before any worker starts, and an entry of a pipeline a reload
+ * adds while loaderd runs (daemon/pipetable.h) before any work item names
+ * it (a ring's release/acquire orders the entry before the item). An entry
+ * is rewritten only once no item names it any more; its generation changes
+ * each time, and a worker drops whatever it kept of an entry (open files,
+ * the checked description) when it sees a new generation. The rings are
+ * single-producer single-consumer.
  *
  * Arena layout (offsets in the header, each 4096-aligned):
  *
- *   [arena_header][arena_pipeline x n_pipelines]
+ *   [arena_header][arena_pipeline x n_pipelines (ARENA_PIPELINES_MAX)]
  *   [worker 0: cmd ring][done ring][beat] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths; each document-shuffled megatron pipeline's
- *    document table; each llm.c pipeline's arena_shard table and paths]
+ *    document table; each llm.c pipeline's arena_shard table and paths;
+ *    then runtime_index_bytes for the lists of pipelines added later]
  *   [staging slot 0] ... [staging slot S-1]
  *
  * All multi-byte fields are native-endian: the arena never leaves the host.
@@ -25,7 +33,7 @@
 #include <stdint.h>
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 9
+#define ARENA_VERSION 10
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -41,6 +49,7 @@ enum arena_source_kind {
 };
 
 #define ARENA_TRANSFORM_MAX 512
+#define ARENA_ROOTS_MAX 1024 /* arena_pipeline.roots, with NUL */
 #define ARENA_IMAGE_FILE_MAX (64ull << 20) /* a bigger image file is a bad sample */
 
 /* One sample of an image pipeline, in the pipeline's index. */
@@ -197,6 +206,12 @@ struct arena_pipeline {
 	struct arena_shard_params shards;
 	struct arena_image_params image;
 	struct arena_token_params tokens;
+	uint32_t generation;       /* changes each time the entry is filled (layout.h's top) */
+	uint32_t reserved;         /* 0 */
+	/* a pipeline a client declared: the directories (real paths, separated
+	 * by spaces) every file a worker opens for it must lie in, checked on
+	 * the descriptor it opened (common/confine.h); "" for the file's */
+	char roots[ARENA_ROOTS_MAX];
 	char name[64];
 	char path[ARENA_PATH_MAX]; /* data file; imagefolder: the root; tar: the shard pattern */
 };
@@ -311,7 +326,8 @@ _Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layo
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
 	       sizeof(struct arena_shard_params) +
 	       sizeof(struct arena_image_params) +
-	       sizeof(struct arena_token_params) + 64 + ARENA_PATH_MAX, "arena_pipeline layout");
+	       sizeof(struct arena_token_params) + 8 + ARENA_ROOTS_MAX + 64 + ARENA_PATH_MAX,
+	       "arena_pipeline layout");
 _Static_assert(sizeof(struct arena_header) == 88, "arena_header layout");
 _Static_assert(sizeof(struct work_cmd) == 56 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd layout");
 _Static_assert(offsetof(struct work_cmd, sample_index) == 56, "work_cmd layout");

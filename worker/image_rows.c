@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/hash.h"
+#include "common/confine.h"
 #include "common/regfile.h"
 #include "worker/reader_impl.h"
 #include "worker/worker.h"
@@ -171,6 +172,11 @@ int reader_shard_fd(struct reader_pipeline *p, uint32_t i)
 	}
 	if (fd < 0)
 		return fd;
+	int confined = p->roots ? confine_fd(fd, p->roots) : 0;
+	if (confined < 0) { /* a declared pipeline's shard that leads out */
+		close(fd);
+		return confined;
+	}
 	p->shard_fds[i] = fd;
 	return fd;
 }
@@ -194,6 +200,13 @@ static int image_arm(struct reader_read *rd)
 		 regfile_open(p->fd, p->paths + e->path_offset, NULL);
 	if (fd < 0)
 		return fd;
+	/* a declared pipeline's image swapped for a symlink that leads out
+	 * since it was listed: bad, as a file that cannot be read */
+	int confined = p->roots && p->n_shards == 0 ? confine_fd(fd, p->roots) : 0;
+	if (confined < 0) {
+		close(fd);
+		return confined;
+	}
 	rd->buf = malloc(e->file_bytes);
 	if (!rd->buf) {
 		if (p->n_shards == 0)

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/confine.h"
 #include "common/log.h"
 #include "common/regfile.h"
 #include "worker/reader_impl.h"
@@ -66,6 +67,18 @@ static int reader_fatal(const char *what, int err)
 	return err;
 }
 
+/* Forgets what the worker kept of a table entry: a reload filled it
+ * again for another pipeline (shm/layout.h), and no item of the old one
+ * is in hand (the master reuses an entry only once none names it). */
+static void reader_pipeline_forget(struct reader_pipeline *rp)
+{
+	if (rp->fd >= 0)
+		close(rp->fd);
+	image_pipeline_free(rp);
+	memset(rp, 0, sizeof(*rp));
+	rp->fd = -1;
+}
+
 /* The checked pipeline, its data file open. An open failure is not
  * remembered: the next item tries again. A data file that is no longer a
  * regular file (swapped for a FIFO, a device or a directory since start)
@@ -76,10 +89,21 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 		return -EINVAL;
 	struct reader_pipeline *rp = &r->pipes[index];
 	const struct arena_pipeline *p = arena_pipeline(r->arena, index);
-	if (rp->state == 0)
+	if (rp->state != 0 && rp->generation != p->generation)
+		reader_pipeline_forget(rp);
+	if (rp->state == 0) {
+		rp->generation = p->generation;
+		rp->roots = NULL;
+		if (!memchr(p->roots, '\0', sizeof(p->roots))) {
+			rp->state = -EINVAL;
+			return rp->state;
+		}
+		if (p->roots[0])
+			rp->roots = p->roots;
 		rp->state = (p->kind == ARENA_SOURCE_IMAGES ?
 			     image_pipeline_check(r->arena, r->slot_bytes, p, rp) :
 			     token_pipeline_check(r->arena, r->slot_bytes, p, rp)) == 0 ? 1 : -EINVAL;
+	}
 	if (rp->state < 0)
 		return rp->state;
 	if (rp->fd < 0 && rp->n_shards == 0) { /* a tar pipeline opens each shard as needed */
@@ -90,6 +114,11 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 			 regfile_open(AT_FDCWD, p->path, NULL);
 		if (fd < 0)
 			return rp->kind == ARENA_SOURCE_IMAGES ? -errno : fd;
+		int confined = rp->roots ? confine_fd(fd, rp->roots) : 0;
+		if (confined < 0) { /* swapped for a way out since it was declared */
+			close(fd);
+			return confined;
+		}
 		rp->fd = fd;
 	}
 	*out = rp;

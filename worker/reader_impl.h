@@ -23,6 +23,9 @@ enum { READER_DOC_POSITIONS, READER_DOC_LOSS_MASK, READER_DOC_CU_SEQLENS, READER
 
 struct reader_pipeline {
 	int state; /* 0: not checked yet, 1: usable, -EINVAL: not usable */
+	uint32_t generation; /* of the table entry checked (arena_pipeline.generation) */
+	const char *roots;   /* a declared pipeline's: every file opened must lie in them
+			      * (arena_pipeline.roots); NULL for the file's */
 	int fd;    /* data file (imagefolder: the root directory; tar: unused), -1 until first used */
 	uint32_t kind; /* enum arena_source_kind */
 	/* images: the sample list in the arena, the label tensor, the decoder */

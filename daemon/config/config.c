@@ -30,6 +30,7 @@
 #include "daemon/config/config_impl.h"
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ini.h>
@@ -298,6 +299,9 @@ static char *config_read_line(char *str, int num, void *stream)
 				    "a line of its own)");
 			config_section_end(p);
 			p->section = CONFIG_SECTION_SKIP;
+		} else if (p->declaration) {
+			config_fail(p, p->lineno, "a declaration is the keys of one pipeline, without "
+				    "a section header");
 		} else {
 			config_section_begin(p, s + 1, (size_t)(close - s - 1));
 		}
@@ -405,4 +409,68 @@ int config_load(const char *path, struct config *c, char *err, size_t err_cap)
 	config_problems_free(pr);
 	free(pr);
 	return ret;
+}
+
+int config_declare(const struct config *running, const char *name, const char *text, int pid,
+		   struct pipeline_cfg *out, char *err, size_t err_cap)
+{
+	int ret = -ENOMEM;
+	struct config *c = malloc(sizeof(*c));
+	struct config_parse *p = calloc(1, sizeof(*p));
+	struct config_problems *pr = calloc(1, sizeof(*pr));
+	if (!c || !p || !pr)
+		goto free_parse;
+	/* the daemon's keys as they run, set on no line of this text */
+	memcpy(c, running, offsetof(struct config, n_pipelines));
+	memset(c->key_line, 0, sizeof(c->key_line));
+	c->n_pipelines = 0;
+	snprintf(c->file, sizeof(c->file), "declared by client pid %d, line", pid);
+	p->c = c;
+	p->daemon_key_line = c->key_line;
+	p->problems = pr;
+	p->declaration = true;
+	if (err_cap)
+		err[0] = '\0';
+	p->f = fmemopen((void *)text, strlen(text), "r");
+	if (!p->f) {
+		ret = -errno;
+		goto free_parse;
+	}
+	config_pipeline_begin(p, name, strlen(name));
+	/* what concerns the whole section is said of its first line */
+	if (p->pipeline)
+		p->pipeline->line = 1;
+	snprintf(p->label, sizeof(p->label), "[declared pipeline]");
+	int bad_line = ini_parse_stream(config_read_line, p, config_on_key, p);
+	ret = 0;
+	if (p->read_errno)
+		ret = -p->read_errno;
+	else if (bad_line < 0)
+		ret = -ENOMEM;
+	if (ret == 0) {
+		if (bad_line > 0)
+			config_fail(p, bad_line, "syntax error");
+		config_section_end(p);
+		config_finish(p);
+		if (pr->n) {
+			ret = -EINVAL;
+			config_problems_text(pr, "; ", err, err_cap);
+			/* "declared by client pid N, line L: ...", not "line:L:" */
+			for (char *at = err_cap ? strstr(err, ", line:") : NULL; at;
+			     at = strstr(at + 7, ", line:"))
+				at[6] = ' ';
+		} else {
+			*out = c->pipelines[0];
+		}
+	}
+	fclose(p->f);
+free_parse:
+	if (pr)
+		config_problems_free(pr);
+	free(pr);
+	free(p);
+	free(c);
+	if (ret == 0 || ret == -EINVAL)
+		return ret;
+	return errtext(err, err_cap, ret, "declared by client pid %d: %s", pid, strerror(-ret));
 }

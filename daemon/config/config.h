@@ -64,7 +64,7 @@ enum on_error {
 
 #define CONFIG_TRANSFORM_MAX 512
 #define WORKER_NICE_DEFAULT 10 /* below the GPU threads and the training's */
-#define CONFIG_KEYS_MAX 32
+#define CONFIG_KEYS_MAX 48
 #define CONFIG_GPU_THREADS_MAX 4 /* gpu_threads */
 #define CONFIG_GPU_DECODE_THREADS_MAX 8 /* gpu_decode_threads */
 #define CONFIG_OUTPUTS_TEXT_MAX 128
@@ -82,6 +82,16 @@ enum on_error {
 #define WORKER_TIMEOUT_MS_DEFAULT 30000u
 #define WORKER_TIMEOUT_MS_MIN 100u
 #define WORKER_TIMEOUT_MS_MAX 3600000u
+/* The index area kept for the sample lists of pipelines added while
+ * loaderd runs (daemon/pipetable.h): about 200,000 images' entries and
+ * names. */
+#define RUNTIME_INDEX_BYTES_DEFAULT (16ull << 20)
+/* Pipelines declared by clients (docs/clients.md, "Declaring a pipeline"). */
+#define CONFIG_ROOTS_MAX 1024             /* job_roots, as written */
+#define JOB_PIPELINES_DEFAULT 16          /* max_job_pipelines */
+#define JOB_INDEX_BYTES_DEFAULT (4ull << 20) /* job_index_bytes */
+#define JOB_LINGER_MS_DEFAULT 30000u      /* job_linger_ms */
+#define CONFIG_JOB_MAX 128                /* a job key, with NUL (PROTO_JOB_MAX) */
 
 /* A blend's members (`source` a list of SOURCE WEIGHT: docs/config.md,
  * "Blending"): each a megatron, llmc or tokens source. */
@@ -147,6 +157,12 @@ struct pipeline_cfg {
 	double mean[3], std[3];    /* float output: (x / 255 - mean) / std; default 0 and 1 */
 	int key_line[CONFIG_KEYS_MAX]; /* the line each key was set on, 0 = not in the file
 					* (config_key_line) */
+	/* a pipeline a client declared (config_declare), not in any file: its
+	 * job key, the pid that declared it, and the directories its data
+	 * must stay within (job_roots, as written); "" and 0 for the file's */
+	char job[CONFIG_JOB_MAX];
+	int32_t declared_pid;
+	char roots[CONFIG_ROOTS_MAX];
 };
 
 enum gpu_mode {
@@ -201,6 +217,22 @@ struct config {
 				     * killed; default WORKER_TIMEOUT_MS_DEFAULT */
 	uint32_t worker_nice;      /* the workers' nice value (setpriority), 0..19, default
 				    * WORKER_NICE_DEFAULT */
+	uint64_t runtime_index_bytes; /* index area for pipelines added while running (sample
+				       * lists, document and shard tables), default
+				       * RUNTIME_INDEX_BYTES_DEFAULT */
+	uint64_t staging_slot_bytes; /* a staging slot's bytes at least, so that a pipeline
+				      * added later may have a larger batch than those at
+				      * start; 0 (the default): the largest batch at start */
+	/* pipelines clients declare (docs/clients.md): the directories their
+	 * data may be read from, space-separated absolute paths ("": none, the
+	 * default: clients may not declare), how many may exist at once, each
+	 * one's share of the runtime index area and of a staging slot, and
+	 * how long one stays once its last client has left */
+	char job_roots[CONFIG_ROOTS_MAX];
+	uint32_t max_job_pipelines;
+	uint64_t job_index_bytes;
+	uint64_t job_batch_bytes;  /* 0: a whole staging slot */
+	uint32_t job_linger_ms;
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];
@@ -246,6 +278,17 @@ const char *config_problems_text(const struct config_problems *pr, const char *s
 /* config_load_problems with every problem in err, one a line
  * (config_problems_text with "\n"); the same returns. */
 int config_load(const char *path, struct config *c, char *err, size_t err_cap);
+
+/*
+ * A pipeline declared by client pid (HELLO's declaration): text is the
+ * lines of a [pipeline.NAME] section ("key = value", one a line, no
+ * section header), parsed and checked by the same code and with the same
+ * messages as the file's, against running's [daemon] keys. Fills out,
+ * named name. 0, or -EINVAL with err "declared by client pid N, line L:
+ * message" (the message names the key).
+ */
+int config_declare(const struct config *running, const char *name, const char *text, int pid,
+		   struct pipeline_cfg *out, char *err, size_t err_cap);
 
 /* Parses "64", "4K", "16M", "1G", "2T" (also "KiB" etc., powers of 1024).
  * 0 or -EINVAL / -ERANGE. Exposed for tests and loaderctl. */

@@ -247,6 +247,20 @@ void config_finish(struct config_parse *p)
 			    "[daemon] max_workers: \"%u\" is less than workers (%u): raise it, or leave "
 			    "it out (it defaults to at least workers)", c->max_workers, c->workers);
 	}
+	/* job_roots: absolute directories, each a word */
+	for (const char *r = c->job_roots; *r;) {
+		while (*r == ' ' || *r == '\t')
+			r++;
+		size_t n = strcspn(r, " \t");
+		if (n && (r[0] != '/' ||
+			  memmem(r, n, "/../", 4) || (n >= 3 && memcmp(r + n - 3, "/..", 3) == 0))) {
+			config_fail(p, p->daemon_key_line[CONFIG_DK_JOB_ROOTS], "[daemon] job_roots: "
+				    "\"%.*s\" is not an absolute directory without \"..\" (job_roots is "
+				    "a list of them, separated by spaces)", (int)n, r);
+			return;
+		}
+		r += n;
+	}
 	/* A worker may spend max_decode_ms on one image between two signs of
 	 * life: the watchdog must give it longer than that. */
 	for (size_t i = 0; i < c->n_pipelines; i++) {

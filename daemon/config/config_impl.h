@@ -72,7 +72,9 @@ enum config_daemon_key {
 	CONFIG_DK_MAX_WORKERS, CONFIG_DK_WORKER_TIMEOUT_MS, CONFIG_DK_HANDSHAKE_TIMEOUT_MS,
 	CONFIG_DK_MAX_HANDSHAKES, CONFIG_DK_GPU_THREADS, CONFIG_DK_NVJPEG_LIBRARY,
 	CONFIG_DK_GPU_DECODE_MEMORY, CONFIG_DK_GPU_DECODE_THREADS, CONFIG_DK_GPU_DECODE_HELPERS,
-	CONFIG_DK_GROUP_TIMEOUT_MS, CONFIG_DK_WORKER_NICE, CONFIG_DK_COUNT,
+	CONFIG_DK_GROUP_TIMEOUT_MS, CONFIG_DK_WORKER_NICE, CONFIG_DK_RUNTIME_INDEX_BYTES,
+	CONFIG_DK_STAGING_SLOT_BYTES, CONFIG_DK_JOB_ROOTS, CONFIG_DK_MAX_JOB_PIPELINES,
+	CONFIG_DK_JOB_INDEX_BYTES, CONFIG_DK_JOB_BATCH_BYTES, CONFIG_DK_JOB_LINGER_MS, CONFIG_DK_COUNT,
 };
 _Static_assert(CONFIG_DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
 
@@ -149,6 +151,7 @@ struct config_parse {
 	 * mean"): not reported again as missing. */
 	uint32_t suggested;
 	int long_value_line;       /* the line whose value is in long_value */
+	bool declaration;          /* a client's declaration (config_declare): no sections */
 	char long_value[CONFIG_LINE_MAX + 1];
 	char line[CONFIG_LINE_MAX + 1];
 };

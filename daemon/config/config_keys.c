@@ -104,6 +104,21 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 					0, GROUP_TIMEOUT_MS_MAX, 0, NULL},
 	[CONFIG_DK_WORKER_NICE] = {"worker_nice", CONFIG_VALUE_UINT, DAEMON(worker_nice), 0, 19, 0,
 				   NULL},
+	[CONFIG_DK_RUNTIME_INDEX_BYTES] = {"runtime_index_bytes", CONFIG_VALUE_SIZE,
+					   DAEMON(runtime_index_bytes), 0, 1ull << 40, 0, NULL},
+	[CONFIG_DK_STAGING_SLOT_BYTES] = {"staging_slot_bytes", CONFIG_VALUE_SIZE,
+					  DAEMON(staging_slot_bytes), 0, 1ull << 40, 0, NULL},
+	/* absolute paths, checked at the end of the file */
+	[CONFIG_DK_JOB_ROOTS] = {"job_roots", CONFIG_VALUE_STRING, DAEMON(job_roots), 0,
+				 CONFIG_ROOTS_MAX - 1, 0, NULL},
+	[CONFIG_DK_MAX_JOB_PIPELINES] = {"max_job_pipelines", CONFIG_VALUE_UINT,
+					 DAEMON(max_job_pipelines), 0, ARENA_PIPELINES_MAX, 0, NULL},
+	[CONFIG_DK_JOB_INDEX_BYTES] = {"job_index_bytes", CONFIG_VALUE_SIZE, DAEMON(job_index_bytes),
+				       0, 1ull << 40, 0, NULL},
+	[CONFIG_DK_JOB_BATCH_BYTES] = {"job_batch_bytes", CONFIG_VALUE_SIZE, DAEMON(job_batch_bytes),
+				       0, 1ull << 40, 0, NULL},
+	[CONFIG_DK_JOB_LINGER_MS] = {"job_linger_ms", CONFIG_VALUE_UINT, DAEMON(job_linger_ms), 0,
+				     86400000, 0, NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -232,6 +247,10 @@ void config_defaults(struct config *c)
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
 	c->worker_nice = WORKER_NICE_DEFAULT;
+	c->runtime_index_bytes = RUNTIME_INDEX_BYTES_DEFAULT;
+	c->max_job_pipelines = JOB_PIPELINES_DEFAULT;
+	c->job_index_bytes = JOB_INDEX_BYTES_DEFAULT;
+	c->job_linger_ms = JOB_LINGER_MS_DEFAULT;
 }
 
 void config_pipeline_defaults(struct pipeline_cfg *pl)

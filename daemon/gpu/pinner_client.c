@@ -108,7 +108,8 @@ struct pinner_client *pinner_client_attach(struct lane *l, struct msg *m)
 	pc->lane = l;
 	pc->dev = dev;
 	pc->pipeline = m->pipeline;
-	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok)
+	if (p->direct && m->pipeline < p->n_sources && p->direct[m->pipeline].ok &&
+	    !p->sources[m->pipeline].added) /* an entry a reload filled again */
 		pc->direct = &p->direct[m->pipeline];
 	memcpy(pc->uuid, p->gpus[dev].uuid, sizeof(pc->uuid));
 	pc->slots = m->slots;

@@ -331,7 +331,9 @@ cudaError_t pinner_client_unblock(struct lane *l, struct pinner_client *pc);
  * decode is not cpu. */
 static inline bool pinner_decodes(const struct source *src)
 {
-	return src->desc.kind == ARENA_SOURCE_IMAGES && src->cfg->decode != DECODE_CPU;
+	/* a pipeline added while running decodes in the workers: the GPU's
+	 * decoding was sized at start for the pipelines there were */
+	return src->desc.kind == ARENA_SOURCE_IMAGES && !src->added && src->cfg->decode != DECODE_CPU;
 }
 
 /* At attach: whether pc's images are decoded on its GPU (pc->decode), the

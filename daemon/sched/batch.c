@@ -99,7 +99,8 @@ struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t s
 void sched_describe_split_sample(struct sched *s, uint32_t pipeline, uint32_t split,
 				 uint64_t sample, char *buf, size_t cap)
 {
-	if (pipeline >= s->n_sources) { /* a blend's member (a worker's last sample) */
+	if (pipeline >= s->n_sources || !s->sources[pipeline].ops) { /* a blend's member (a
+								       * worker's last sample) */
 		const struct source *owner;
 		uint32_t at;
 		const struct source_member *mb = source_member_at(s->sources, s->n_sources, pipeline,

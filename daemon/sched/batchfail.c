@@ -50,7 +50,8 @@ void batchfail_note_bad(struct sched *s, uint32_t pipeline, const struct work_do
 	 * the first is logged once per file, the others of the same item
 	 * when an item meets them first. */
 	bool substituted = done->n_bad > 0 && done->status == 0;
-	if (pipeline >= s->n_sources || (!substituted && done->bad_status >= 0))
+	if (pipeline >= s->n_sources || !s->sources[pipeline].ops ||
+	    (!substituted && done->bad_status >= 0))
 		return;
 	uint32_t n = substituted ? done->n_bad : done->n_bad + 1;
 	uint64_t index = done->bad_index;

@@ -63,6 +63,7 @@ static void batch_start(struct sched *s, struct slot *sl, struct sched_client *c
 	sl->state = SLOT_FILLING;
 	sl->generation++;
 	sl->client = c;
+	sl->pipeline = c->pipeline;
 	sl->pos = sched_batch_next(c);
 	group_started(c);
 	sl->n_items = (sl->pos.rows + src->chunk - 1) / src->chunk;

@@ -5,12 +5,17 @@
  */
 #include "daemon/sched/sched.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "common/log.h"
 #include "daemon/core/status.h"
 #include "daemon/sched/sched_impl.h"
+
+static int sched_room(struct sched *s, uint32_t max_items, uint32_t max_doc_rows,
+		      uint32_t max_blend_rows);
 
 struct sched *sched_create(const struct config *cfg, struct arena *arena,
 			   const struct source *sources, size_t n_sources,
@@ -22,54 +27,154 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 	s->cfg = cfg;
 	s->arena = arena;
 	s->sources = sources;
-	s->n_sources = n_sources;
+	s->n_sources = ARENA_PIPELINES_MAX;
 	s->ops = *ops;
 	s->n_slots = arena->hdr->n_slots;
 	s->free_slots = s->n_slots;
 	s->next_session = 1;
 	snprintf(s->no_device, sizeof(s->no_device), "this loaderd serves host delivery only");
-	uint32_t max_items = 1, max_doc_rows = 0, max_blend_rows = 0;
-	for (size_t i = 0; i < n_sources; i++) {
-		uint32_t b = sources[i].cfg->batch_size, c = sources[i].chunk;
-		uint32_t items = sources[i].n_members ? b : (b + c - 1) / c; /* a blend: rows of one member */
-		if (items > max_items)
-			max_items = items;
-		bool docs = sources[i].desc.docs.n_documents;
-		for (uint32_t m = 0; m < sources[i].n_members; m++)
-			docs |= sources[i].members[m].src.desc.docs.n_documents > 0;
-		if (docs && b > max_doc_rows)
-			max_doc_rows = b;
-		if (sources[i].n_members && b > max_blend_rows)
-			max_blend_rows = b;
-	}
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
 	s->clients = calloc(cfg->max_clients, sizeof(*s->clients));
-	s->pending.cap = (size_t)s->n_slots * max_items;
-	s->pending.refs = calloc(s->pending.cap, sizeof(uint32_t));
-	if (!s->slots || !s->clients || !s->pending.refs)
+	if (!s->slots || !s->clients || sched_room(s, 1, 0, 0) < 0)
 		goto free_sched;
-	for (uint32_t i = 0; i < s->n_slots; i++) {
-		s->slots[i].items = calloc(max_items, sizeof(struct item));
-		if (!s->slots[i].items)
+	for (size_t i = 0; i < n_sources; i++)
+		if (sched_pipeline_add(s, (uint32_t)i) < 0)
 			goto free_sched;
-		if (max_blend_rows) {
-			s->slots[i].blend_member = calloc(3 * (size_t)max_blend_rows, sizeof(uint64_t));
-			if (!s->slots[i].blend_member)
-				goto free_sched;
-			s->slots[i].blend_sample = s->slots[i].blend_member + max_blend_rows;
-			s->slots[i].blend_epoch = s->slots[i].blend_sample + max_blend_rows;
-		}
-		if (max_doc_rows == 0)
-			continue;
-		s->slots[i].doc_pos = calloc(2 * (size_t)max_doc_rows, sizeof(uint64_t));
-		if (!s->slots[i].doc_pos)
-			goto free_sched;
-		s->slots[i].doc_skip = s->slots[i].doc_pos + max_doc_rows;
-	}
 	return s;
 free_sched:
 	sched_free(s);
 	return NULL;
+}
+
+/* Room in every slot for batches of up to max_items items, max_doc_rows
+ * rows of a document-shuffled pipeline and max_blend_rows rows of a blend:
+ * the slots' arrays grow (their contents kept), never shrink. 0 or
+ * -ENOMEM (what grew stays grown). */
+static int sched_room(struct sched *s, uint32_t max_items, uint32_t max_doc_rows,
+		      uint32_t max_blend_rows)
+{
+	if (max_items > s->max_items) {
+		size_t cap = (size_t)s->n_slots * max_items;
+		uint32_t *refs = calloc(cap, sizeof(uint32_t));
+		if (!refs)
+			return -ENOMEM;
+		for (size_t k = 0; k < s->pending.count; k++) /* the queue, in order, from 0 */
+			refs[k] = s->pending.refs[(s->pending.head + k) % s->pending.cap];
+		free(s->pending.refs);
+		s->pending.refs = refs;
+		s->pending.cap = cap;
+		s->pending.head = 0;
+		for (uint32_t i = 0; i < s->n_slots; i++) {
+			struct item *items = realloc(s->slots[i].items, max_items * sizeof(struct item));
+			if (!items)
+				return -ENOMEM;
+			s->slots[i].items = items;
+		}
+		s->max_items = max_items;
+	}
+	if (max_blend_rows > s->max_blend_rows) {
+		for (uint32_t i = 0; i < s->n_slots; i++) {
+			struct slot *sl = &s->slots[i];
+			uint64_t *a = calloc(3 * (size_t)max_blend_rows, sizeof(uint64_t));
+			if (!a)
+				return -ENOMEM;
+			for (uint32_t r = 0; sl->blend_member && r < s->max_blend_rows; r++) {
+				a[r] = sl->blend_member[r];
+				a[max_blend_rows + r] = sl->blend_sample[r];
+				a[2 * (size_t)max_blend_rows + r] = sl->blend_epoch[r];
+			}
+			free(sl->blend_member);
+			sl->blend_member = a;
+			sl->blend_sample = a + max_blend_rows;
+			sl->blend_epoch = a + 2 * (size_t)max_blend_rows;
+		}
+		s->max_blend_rows = max_blend_rows;
+	}
+	if (max_doc_rows > s->max_doc_rows) {
+		for (uint32_t i = 0; i < s->n_slots; i++) {
+			struct slot *sl = &s->slots[i];
+			uint64_t *a = calloc(2 * (size_t)max_doc_rows, sizeof(uint64_t));
+			if (!a)
+				return -ENOMEM;
+			for (uint32_t r = 0; sl->doc_pos && r < s->max_doc_rows; r++) {
+				a[r] = sl->doc_pos[r];
+				a[max_doc_rows + r] = sl->doc_skip[r];
+			}
+			free(sl->doc_pos);
+			sl->doc_pos = a;
+			sl->doc_skip = a + max_doc_rows;
+		}
+		s->max_doc_rows = max_doc_rows;
+	}
+	return 0;
+}
+
+int sched_pipeline_add(struct sched *s, uint32_t entry)
+{
+	const struct source *src = &s->sources[entry];
+	uint32_t b = src->cfg->batch_size, c = src->chunk;
+	uint32_t items = src->n_members ? b : (b + c - 1) / c; /* a blend: rows of one member */
+	bool docs = src->desc.docs.n_documents;
+	for (uint32_t m = 0; m < src->n_members; m++)
+		docs |= src->members[m].src.desc.docs.n_documents > 0;
+	int rc = sched_room(s, items > s->max_items ? items : s->max_items,
+			    docs && b > s->max_doc_rows ? b : s->max_doc_rows,
+			    src->n_members && b > s->max_blend_rows ? b : s->max_blend_rows);
+	if (rc < 0)
+		return rc;
+	s->live[entry] = true;
+	return 0;
+}
+
+bool sched_pipeline_live(const struct sched *s, uint32_t entry)
+{
+	return entry < ARENA_PIPELINES_MAX && s->live[entry];
+}
+
+void sched_pipeline_remove(struct sched *s, uint32_t entry, const char *text)
+{
+	s->live[entry] = false;
+	for (uint32_t k = 0; k < s->n_clients; k++) {
+		struct sched_client *c = s->clients[k];
+		if (c->pipeline != entry || c->failed)
+			continue;
+		log_notice("client %" PRIu64 " (pid %d): %s", c->session, (int)c->pid, text);
+		c->failed = true;
+		s->ops.fail(c->conn, ENOENT, text);
+		group_fail_others(s, c, ENOENT, text);
+	}
+}
+
+uint32_t sched_pipeline_clients(const struct sched *s, uint32_t entry)
+{
+	uint32_t n = 0;
+	for (uint32_t k = 0; k < s->n_clients; k++)
+		n += s->clients[k]->pipeline == entry;
+	return n;
+}
+
+bool sched_pipeline_busy(const struct sched *s, uint32_t entry)
+{
+	for (uint32_t i = 0; i < s->n_slots; i++)
+		if (s->slots[i].state != SLOT_FREE && s->slots[i].pipeline == entry)
+			return true;
+	for (uint32_t k = 0; k < s->n_clients; k++)
+		if (s->clients[k]->pipeline == entry)
+			return true;
+	for (const struct sched_client *c = s->retiring; c; c = c->retiring_next)
+		if (c->pipeline == entry)
+			return true;
+	return false;
+}
+
+void sched_pipeline_forget(struct sched *s, uint32_t entry)
+{
+	free(s->bad_seen[entry]);
+	s->bad_seen[entry] = NULL;
+	docorder_cache_drop(&s->docorder, entry);
+	const struct source *src = &s->sources[entry];
+	for (uint32_t m = 0; m < src->n_members; m++)
+		docorder_cache_drop(&s->docorder, src->members[m].arena_index);
 }
 
 void sched_set_workers(struct sched *s, const struct sched_workers *workers)
@@ -142,13 +247,21 @@ void sched_describe_arena(const struct sched *s, struct status_text *t)
 void sched_describe(const struct sched *s, struct status_text *t)
 {
 	struct status_list l;
-	status_printf(t, "pipelines: %zu\n", s->n_sources);
+	size_t n = 0;
+	for (size_t i = 0; i < s->n_sources; i++)
+		n += s->live[i];
+	status_printf(t, "pipelines: %zu\n", n);
 	status_list_begin(t, &l, "pipelines");
 	for (size_t i = 0; i < s->n_sources; i++) {
 		const struct source *src = &s->sources[i];
-		if (!status_item_begin(t, &l))
+		if (!s->live[i] || !status_item_begin(t, &l))
 			continue;
 		source_describe(src, t);
+		if (src->cfg->job[0]) { /* declared by a client (daemon/jobs.h) */
+			char job[ESCAPE_SIZE(CONFIG_JOB_MAX - 1)];
+			status_printf(t, "    declared job \"%s\" pid %d\n",
+				      escape_str(src->cfg->job, job, sizeof(job)), (int)src->cfg->declared_pid);
+		}
 		status_item_end(t, &l);
 	}
 	status_list_end(t, &l);

@@ -123,6 +123,30 @@ void sched_set_no_device(struct sched *s, const char *why);
 void sched_free(struct sched *s);
 
 /*
+ * The pipeline table while loaderd runs (daemon/pipetable.h). sources
+ * (as sched_create got it) has ARENA_PIPELINES_MAX entries; the first
+ * n_sources are live from the start.
+ *
+ * sched_pipeline_add: entry, its source opened and its table entry in
+ * the arena filled, is live: clients may attach to it (the slots' arrays
+ * grow for its batches first). 0 or -ENOMEM.
+ * sched_pipeline_remove: no client may attach to entry any more, and
+ * every client attached to it is failed with ERROR ENOENT and text.
+ * sched_pipeline_busy: whether a client (attached, or detached with a
+ * device ring not yet freed) or a staging slot still names entry; while
+ * it does, its source and table entry must stay as they are.
+ * sched_pipeline_forget: drops what the scheduler kept of entry (bad
+ * images seen, document orders), once it is no longer busy.
+ */
+int sched_pipeline_add(struct sched *s, uint32_t entry);
+bool sched_pipeline_live(const struct sched *s, uint32_t entry);
+void sched_pipeline_remove(struct sched *s, uint32_t entry, const char *text);
+bool sched_pipeline_busy(const struct sched *s, uint32_t entry);
+/* Clients attached to entry. */
+uint32_t sched_pipeline_clients(const struct sched *s, uint32_t entry);
+void sched_pipeline_forget(struct sched *s, uint32_t entry);
+
+/*
  * Attaches a client. On success fills the WELCOME (all but the arena size
  * fields, which the server adds) and starts filling its batches. On failure
  * returns -errno with a text for the ERROR frame: -EBUSY too many clients,
@@ -135,6 +159,12 @@ void sched_free(struct sched *s);
 int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, struct conn *conn,
 		 struct sched_client **out, struct proto_welcome *welcome,
 		 char *err, size_t err_cap);
+
+/* sched_attach to the live pipeline at table entry `entry` (a pipeline
+ * the client declared, daemon/jobs.h), or by HELLO's name when entry < 0. */
+int sched_attach_entry(struct sched *s, int entry, const struct proto_hello *hello, pid_t pid,
+		       struct conn *conn, struct sched_client **out, struct proto_welcome *welcome,
+		       char *err, size_t err_cap);
 
 /* Fails every group whose members have not all attached within
  * group_timeout_ms of its first (0: never): each member there gets ERROR

@@ -100,6 +100,7 @@ struct item {
 struct slot {
 	enum slot_state state;
 	uint32_t generation;
+	uint32_t pipeline;   /* of the batch it holds, while not SLOT_FREE (an orphan's too) */
 	struct sched_client *client;
 	struct batch_pos pos;
 	uint32_t n_items, items_done;
@@ -198,8 +199,11 @@ struct pending {
 struct sched {
 	const struct config *cfg;
 	struct arena *arena;
-	const struct source *sources;
+	const struct source *sources; /* the table: ARENA_PIPELINES_MAX entries */
 	size_t n_sources;
+	bool live[ARENA_PIPELINES_MAX]; /* entries clients may attach to (sched_pipeline_add) */
+	/* what the slots' arrays have room for (sched.c, sched_room) */
+	uint32_t max_items, max_doc_rows, max_blend_rows;
 	struct sched_ops ops;
 	struct sched_workers workers;
 	struct gpu_requests gpu;

@@ -96,6 +96,8 @@ static const struct source *find_pipeline(const struct sched *s, const char *nam
 	const char *names[ARENA_PIPELINES_MAX];
 	size_t n = 0;
 	for (size_t i = 0; i < s->n_sources; i++) {
+		if (!s->live[i] || s->sources[i].cfg->job[0]) /* a free entry; a job's own */
+			continue;
 		if (strcmp(s->sources[i].cfg->name, name) == 0) {
 			*index = (uint32_t)i;
 			return &s->sources[i];
@@ -143,6 +145,7 @@ static void welcome_fill(const struct sched *s, const struct sched_client *c,
 	w->n_samples = c->sampler.n_samples;
 	w->seed = src->cfg->seed;
 	w->data = src->data_id;
+	snprintf(w->name, sizeof(w->name), "%s", src->cfg->name);
 	w->epoch = c->epoch;
 	w->offset = c->g;
 	w->batch_size = src->cfg->batch_size;
@@ -158,11 +161,28 @@ static void welcome_fill(const struct sched *s, const struct sched_client *c,
 int sched_attach(struct sched *s, const struct proto_hello *hello, pid_t pid, struct conn *conn,
 		 struct sched_client **out, struct proto_welcome *w, char *err, size_t cap)
 {
+	return sched_attach_entry(s, -1, hello, pid, conn, out, w, err, cap);
+}
+
+int sched_attach_entry(struct sched *s, int entry, const struct proto_hello *hello, pid_t pid,
+		       struct conn *conn, struct sched_client **out, struct proto_welcome *w,
+		       char *err, size_t cap)
+{
 	if (s->n_clients >= s->cfg->max_clients)
 		return errtext(err, cap, -EBUSY, "too many clients (max_clients = %u)",
 			       s->cfg->max_clients);
 	uint32_t index = 0;
-	const struct source *src = find_pipeline(s, hello->pipeline, &index, err, cap);
+	const struct source *src;
+	if (entry < 0) {
+		src = find_pipeline(s, hello->pipeline, &index, err, cap);
+	} else if (!sched_pipeline_live(s, (uint32_t)entry)) {
+		src = NULL;
+		errtext(err, cap, -ENOENT, "the declared pipeline was removed before this client "
+			"could attach");
+	} else {
+		index = (uint32_t)entry;
+		src = &s->sources[index];
+	}
 	if (!src)
 		return -ENOENT;
 	bool device = hello->delivery == PROTO_DELIVERY_DEVICE;

@@ -44,8 +44,15 @@ struct server_ops {
 	 * kept, so the lists before them are what gets cut (status.h). */
 	void (*summary)(void *ctx, struct status_text *t);
 	/* Reloads the configuration (daemon/reload.h): 0 with what changed in
-	 * text, or -errno with why nothing did. */
+	 * text, or -errno with why nothing did, or SERVER_RELOAD_PENDING: the
+	 * answer comes later, through server_reload_answer. */
 	int (*reload)(void *ctx, char *text, size_t cap);
+	/* A HELLO that declares its pipeline, from client pid on connection
+	 * conn_id (daemon/jobs.h): 0 with *entry, the table entry to attach
+	 * to; SERVER_DECLARE_PENDING: the pipeline is being made, and
+	 * server_declared goes on; or -errno with text (the ERROR). */
+	int (*declare)(void *ctx, const struct proto_hello *hello, int pid, uint64_t conn_id,
+		       int *entry, char *text, size_t cap);
 };
 
 /* Makes path's missing directories (0755, as `mkdir -p`), binds and
@@ -71,6 +78,19 @@ int server_check_peer(int rc, socklen_t len, const struct ucred *cred, char *why
 /* Stops accepting, removes the socket file, sends every client an ERROR
  * (ESHUTDOWN, "daemon shutting down") and closes every connection. */
 void server_shutdown(struct server *srv);
+
+#define SERVER_RELOAD_PENDING 1
+#define SERVER_DECLARE_PENDING 1
+
+/* A declaration that server_ops.declare left pending is decided: the
+ * connection (if it is still there) attaches to entry (rc 0), or gets
+ * ERROR (-rc) with text. */
+void server_declared(struct server *srv, uint64_t conn_id, int rc, int entry, const char *text);
+
+/* The answer of a reload that server_ops.reload left pending, to every
+ * connection that asked for it and is still there: STATUS with text
+ * (rc 0), or ERROR (-rc) with text. */
+void server_reload_answer(struct server *srv, int rc, const char *text);
 
 /* Frees the server once the loop has run the close callbacks. */
 void server_free(struct server *srv);

@@ -203,6 +203,7 @@ static void server_conn_accept(struct server *srv, int fd)
 		return;
 	}
 	c->srv = srv;
+	c->id = ++srv->next_conn_id;
 	c->fd = fd;
 	c->pid = cred.pid;
 	c->uid = cred.uid;

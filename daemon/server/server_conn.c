@@ -36,6 +36,7 @@ static void on_conn_closed(uv_handle_t *h)
 		srv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	free(c->declaring);
 	free(c);
 }
 
@@ -106,21 +107,21 @@ static void on_group_timer(uv_timer_t *t)
 		uv_timer_start(&srv->group_timer, on_group_timer, ms, 0);
 }
 
-static void handle_hello(struct conn *c, const struct proto_msg *in)
+/* HELLO, to the pipeline it names or (entry >= 0) to the one it declared. */
+static void hello_attach(struct conn *c, const struct proto_hello *hello, int entry)
 {
 	struct server *srv = c->srv;
 	struct proto_msg out;
-	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = in->hdr.request_id};
+	out.hdr = (struct proto_header){.type = PROTO_WELCOME, .request_id = c->hello_request_id};
 	char err[PROTO_ERROR_TEXT_MAX];
-	c->hello_request_id = in->hdr.request_id;
-	int rc = sched_attach(srv->sched, &in->u.hello, c->pid, c, &c->client, &out.u.welcome,
-			      err, sizeof(err));
+	int rc = sched_attach_entry(srv->sched, entry, hello, c->pid, c, &c->client, &out.u.welcome,
+				    err, sizeof(err));
 	if (rc < 0) {
 		log_notice("client pid %d refused: %s", (int)c->pid, err);
-		conn_error(c, in->hdr.request_id, -rc, err);
+		conn_error(c, c->hello_request_id, -rc, err);
 		return;
 	}
-	if (in->u.hello.group_size > 1 && srv->timers_started)
+	if (hello->group_size > 1 && srv->timers_started)
 		on_group_timer(&srv->group_timer); /* it may have started a group that waits */
 	if (rc == SCHED_ATTACH_PENDING) {
 		c->state = CONN_ATTACHING;
@@ -128,6 +129,53 @@ static void handle_hello(struct conn *c, const struct proto_msg *in)
 	}
 	c->state = CONN_DATA;
 	conn_send(c, &out, srv->arena->client_fd); /* read-only: shm/arena.h */
+}
+
+static void handle_hello(struct conn *c, const struct proto_msg *in)
+{
+	struct server *srv = c->srv;
+	c->hello_request_id = in->hdr.request_id;
+	if (!in->u.hello.declaration[0]) {
+		hello_attach(c, &in->u.hello, -1);
+		return;
+	}
+	char err[PROTO_ERROR_TEXT_MAX];
+	int entry = -1;
+	int rc = srv->ops.declare ? srv->ops.declare(srv->ops.ctx, &in->u.hello, c->pid, c->id,
+						     &entry, err, sizeof(err)) :
+		 (snprintf(err, sizeof(err), "this daemon takes no declared pipelines"), -EPERM);
+	if (rc < 0) {
+		log_notice("client pid %d refused: %s", (int)c->pid, err);
+		conn_error(c, in->hdr.request_id, -rc, err);
+		return;
+	}
+	if (rc == 0) {
+		hello_attach(c, &in->u.hello, entry);
+		return;
+	}
+	c->declaring = malloc(sizeof(*c->declaring));
+	if (!c->declaring) {
+		conn_error(c, in->hdr.request_id, ENOMEM, "out of memory");
+		return;
+	}
+	*c->declaring = in->u.hello;
+	c->state = CONN_DECLARING;
+}
+
+void server_declared(struct server *srv, uint64_t conn_id, int rc, int entry, const char *text)
+{
+	struct conn *c = srv->conns;
+	while (c && c->id != conn_id)
+		c = c->next;
+	if (!c || c->state != CONN_DECLARING) /* gone meanwhile */
+		return;
+	c->state = CONN_NEW;
+	if (rc < 0) {
+		log_notice("client pid %d refused: %s", (int)c->pid, text);
+		conn_error(c, c->hello_request_id, -rc, text);
+		return;
+	}
+	hello_attach(c, c->declaring, entry);
 }
 
 void server_attached(struct conn *c, int rc, const struct proto_welcome *welcome,
@@ -213,11 +261,30 @@ static void handle_reload(struct conn *c, const struct proto_msg *in)
 	}
 	log_info("client pid %d asks for a reload", (int)c->pid);
 	int rc = srv->ops.reload(srv->ops.ctx, text, sizeof(text));
+	if (rc == SERVER_RELOAD_PENDING) {
+		c->state = CONN_RELOADING;
+		c->reload_request_id = in->hdr.request_id;
+		return;
+	}
 	if (rc < 0) {
 		conn_error(c, in->hdr.request_id, -rc, text);
 		return;
 	}
 	conn_send_status(c, in->hdr.request_id, text, strlen(text));
+}
+
+void server_reload_answer(struct server *srv, int rc, const char *text)
+{
+	for (struct conn *c = srv->conns, *next; c; c = next) {
+		next = c->next; /* answering closes c */
+		if (c->state != CONN_RELOADING || c->fd < 0)
+			continue;
+		c->state = CONN_NEW;
+		if (rc < 0)
+			conn_error(c, c->reload_request_id, -rc, text);
+		else
+			conn_send_status(c, c->reload_request_id, text, strlen(text));
+	}
 }
 
 static void conn_handle(struct conn *c, const struct proto_msg *m)
@@ -240,6 +307,12 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 		}
 		snprintf(why, sizeof(why), "first frame must be HELLO, STATUS_REQ or RELOAD_REQ, not %s",
 			 proto_type_name(type));
+		protocol_error(c, m->hdr.request_id, why);
+		return;
+	}
+	if (c->state == CONN_RELOADING || c->state == CONN_DECLARING) {
+		snprintf(why, sizeof(why), "%s frame before %s", proto_type_name(type),
+			 c->state == CONN_RELOADING ? "its reload's answer" : "WELCOME");
 		protocol_error(c, m->hdr.request_id, why);
 		return;
 	}

@@ -33,6 +33,8 @@ enum conn_state {
 	CONN_ATTACHING, /* HELLO for device delivery: the GPU ring is being made */
 	CONN_DATA,
 	CONN_CLOSING,
+	CONN_RELOADING, /* RELOAD_REQ taken: its answer comes once the reload ends */
+	CONN_DECLARING, /* HELLO declared a pipeline being made: server_declared goes on */
 };
 
 struct conn {
@@ -48,6 +50,9 @@ struct conn {
 	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
 	uint64_t accepted_ms; /* uv_now() at accept */
 	uint64_t hello_request_id;
+	uint64_t reload_request_id; /* CONN_RELOADING: the request to answer */
+	uint64_t id;                /* server-unique, for answers that come later */
+	struct proto_hello *declaring; /* CONN_DECLARING: its HELLO, kept */
 	uv_poll_t poll;
 	struct sched_client *client;
 };
@@ -72,6 +77,7 @@ struct server {
 	bool listening;
 	uv_poll_t listen_poll;
 	struct conn *conns;
+	uint64_t next_conn_id;
 	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
 	struct proto_msg *tx; /* scratch for STATUS replies */
 

@@ -68,3 +68,14 @@ void docorder_cache_free(struct docorder_cache *c)
 		free(c->entries[i].prefix);
 	*c = (struct docorder_cache){0};
 }
+
+void docorder_cache_drop(struct docorder_cache *c, uint32_t pipeline)
+{
+	for (int i = 0; i < DOCORDER_CACHED; i++) {
+		struct docorder_entry *e = &c->entries[i];
+		if (e->prefix && e->pipeline == pipeline) {
+			free(e->prefix);
+			*e = (struct docorder_entry){0};
+		}
+	}
+}

@@ -59,6 +59,10 @@ int docorder_locate(struct docorder_cache *c, uint32_t pipeline, uint32_t split,
 		    const struct docorder_split *sp, uint64_t epoch, uint64_t seq_len,
 		    uint64_t window, uint64_t *k, uint64_t *skip);
 
+/* Frees the orders cached for pipeline (a table entry a reload removed,
+ * which may be filled again with another pipeline). */
+void docorder_cache_drop(struct docorder_cache *c, uint32_t pipeline);
+
 /* Frees every cached order; the cache is then empty and usable. */
 void docorder_cache_free(struct docorder_cache *c);
 

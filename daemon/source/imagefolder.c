@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/confine.h"
 #include "common/errtext.h"
 #include "common/fsname.h"
 #include "common/regfile.h"
@@ -86,6 +87,8 @@ static bool imagefolder_is_other_image_name(const char *name)
 
 struct imagefolder_walk {
 	int root_fd;
+	const char *root;  /* as given */
+	const char *roots; /* a declared pipeline's job_roots: symlinks must stay within */
 	struct image_index *ix;
 	uint64_t cap_entries, cap_paths;
 	char *err;
@@ -119,6 +122,19 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
 		struct stat st;
+		if (s->roots[0] && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode)) {
+			char path[PATH_MAX], real[PATH_MAX];
+			snprintf(path, sizeof(path), "%s/%s/%s", s->root, rel, e->d_name);
+			int rc = confine_check(path, s->roots, real);
+			if (rc == -EACCES) {
+				char why[PATH_MAX + 128];
+				snprintf(why, sizeof(why), "a symlink to %.2000s, outside the directories "
+					 "jobs may read (job_roots = %.1000s)", real, s->roots);
+				err = imagefolder_fail(s, -EACCES, path, why);
+				break;
+			}
+		}
 		bool is_dir = fstatat(dirfd(d), e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode);
 		struct imagefolder_names *into = is_dir ? dirs : others;
 		if (into)
@@ -275,10 +291,12 @@ static int imagefolder_scan_class(struct imagefolder_walk *s, const char *name, 
 	return err;
 }
 
-int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap)
+int imagefolder_scan(const char *root, const char *roots, struct image_index *out, char *err,
+		     size_t err_cap)
 {
 	memset(out, 0, sizeof(*out));
-	struct imagefolder_walk s = {.ix = out, .err = err, .err_cap = err_cap};
+	struct imagefolder_walk s = {.ix = out, .err = err, .err_cap = err_cap, .root = root,
+				     .roots = roots};
 	/* O_DIRECTORY: a FIFO is refused (ENOTDIR) before open could block. */
 	s.root_fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (s.root_fd < 0) {
@@ -299,8 +317,20 @@ int imagefolder_scan(const char *root, struct image_index *out, char *err, size_
 	struct dirent *e;
 	while (rc == 0 && (errno = 0, e = readdir(d))) {
 		struct stat st;
-		if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
-		    fstatat(s.root_fd, e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode))
+		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+			continue;
+		if (roots[0] && fstatat(s.root_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    S_ISLNK(st.st_mode)) {
+			char path[PATH_MAX], real[PATH_MAX];
+			snprintf(path, sizeof(path), "%s/%s", root, e->d_name);
+			if (confine_check(path, roots, real) == -EACCES) {
+				rc = errtext(err, err_cap, -EACCES, "%.1500s: a symlink to %.1500s, outside "
+					     "the directories jobs may read (job_roots = %.1000s)", path, real,
+					     roots);
+				break;
+			}
+		}
+		if (fstatat(s.root_fd, e->d_name, &st, 0) == 0 && S_ISDIR(st.st_mode))
 			rc = imagefolder_names_add(&classes, e->d_name);
 	}
 	closedir(d);

@@ -49,8 +49,12 @@ struct image_index {
  * 0, or -errno with err naming the directory (or file) and the reason
  * (missing root, a root that is not a directory, no class directory, an
  * empty class, a directory loop, an image name that is not a regular
- * file, too many files). */
-int imagefolder_scan(const char *root, struct image_index *out, char *err, size_t err_cap);
+ * file, too many files). roots, when not "" (a pipeline a client
+ * declared: job_roots), are the directories every symlink met must lead
+ * into (common/confine.h): one that leads out is -EACCES, naming the
+ * symlink and where it leads. */
+int imagefolder_scan(const char *root, const char *roots, struct image_index *out, char *err,
+		     size_t err_cap);
 void image_index_free(struct image_index *ix);
 
 /* Appends a name to ix->paths (capacity *cap, grown as needed); its offset

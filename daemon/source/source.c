@@ -208,6 +208,8 @@ static int finish_open(const struct pipeline_cfg *cfg, struct source *out, bool 
 	}
 	snprintf(d->name, sizeof(d->name), "%s", cfg->name);
 	snprintf(d->path, sizeof(d->path), "%s", out->data_path[0] ? out->data_path : cfg->path);
+	_Static_assert(sizeof(d->roots) == sizeof(cfg->roots), "a declared pipeline's roots fit");
+	memcpy(d->roots, cfg->roots, sizeof(d->roots));
 	return 0;
 }
 

@@ -25,7 +25,10 @@
  *    the texts). Workers never call it: they read the arena's copy.
  *  - Threads: source_open and source_fill_arena at start, the rest on
  *    the loop thread or the GPU threads, reading what start-up built
- *    (nothing here changes after source_fill_arena).
+ *    (nothing here changes after source_fill_arena). A pipeline a reload
+ *    adds (daemon/pipetable.h) is opened on a thread of libuv's pool, into
+ *    a source of its own that nothing else reads until the loop has it,
+ *    and filled into the arena on the loop (source_fill_arena_entry).
  *
  * The files: source.c (the table of kinds, the dispatch, what every kind
  * shares: the batch layout, the data file, the texts), source_arena.c
@@ -134,6 +137,10 @@ struct source {
 	char data_path[PATH_MAX];   /* raw, tokens, megatron: the file the samples are read from
 				     * (llmc: none, the shards are in index) */
 	uint64_t data_id;           /* source_data_id, at open */
+	bool added;                 /* added by a reload while loaderd runs (daemon/pipetable.h):
+				     * the GPU threads, which sized their decoding and
+				     * page-locked direct files at start, leave it to the
+				     * workers and to staging */
 };
 
 /* A blend's member (source_blend.c). */
@@ -294,6 +301,11 @@ uint64_t source_index_bytes(const struct source *src);
  * on). */
 void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
 		       struct arena *arena);
+/* The same for one source at table entry `entry` (its blend members at
+ * theirs), while loaderd runs: a pipeline a reload added
+ * (daemon/pipetable.h), before any work item names it. */
+void source_fill_arena_entry(struct source *src, uint32_t entry, const uint64_t *index_at,
+			     struct arena *arena);
 
 /* ---- a blend's members (source_blend.c) ---- */
 

@@ -15,14 +15,18 @@ uint64_t source_index_bytes(const struct source *src)
 	return src->ops->index_bytes ? src->ops->index_bytes(src) : 0;
 }
 
+void source_fill_arena_entry(struct source *src, uint32_t entry, const uint64_t *index_at,
+			     struct arena *arena)
+{
+	if (src->ops->fill_arena)
+		src->ops->fill_arena(src, entry, index_at, arena);
+	else
+		*arena_pipeline(arena, entry) = src->desc;
+}
+
 void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
 		       struct arena *arena)
 {
-	for (size_t i = 0; i < n; i++) {
-		struct source *src = &sources[i];
-		if (src->ops->fill_arena)
-			src->ops->fill_arena(src, (uint32_t)i, index_at, arena);
-		else
-			*arena_pipeline(arena, (uint32_t)i) = src->desc;
-	}
+	for (size_t i = 0; i < n; i++)
+		source_fill_arena_entry(&sources[i], (uint32_t)i, index_at, arena);
 }

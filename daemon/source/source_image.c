@@ -40,7 +40,7 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, bool 
 	if (tf_parse(cfg->transform, &chain, reason, sizeof(reason)) < 0)
 		return source_fail(err, err_cap, cfg, -EINVAL, reason);
 	int rc = tar ? tar_scan(cfg->path, &out->index, reason, sizeof(reason)) :
-		 imagefolder_scan(cfg->path, &out->index, reason, sizeof(reason));
+		 imagefolder_scan(cfg->path, cfg->roots, &out->index, reason, sizeof(reason));
 	if (rc < 0)
 		return source_fail(err, err_cap, cfg, rc, reason);
 	out->n_samples = out->index.n;

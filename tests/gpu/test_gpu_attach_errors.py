@@ -32,7 +32,7 @@ HUGE_RECORD = 1 << 30  # the largest record_bytes
 def device_hello(pipeline, uuid, depth=0):
     payload = (struct.pack("<IIII", 1, 0, 1, depth) + uuid + string(pipeline) + string("err")
                + string("") + string("")  # no resume token, the default split
-               + string("") + struct.pack("<II", 1, 0))  # no group, no flags
+               + string("") + struct.pack("<II", 1, 0) + bytes(4))  # no group, no flags
     return frame(HELLO, payload)
 
 

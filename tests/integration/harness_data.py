@@ -260,8 +260,14 @@ def parse_status(text):
     """The status text of the contract, as a dict; fails on a line that
     does not match it."""
     lines, members = [], {}  # a blend's member lines, by the line of their pipeline
+    declared = {}  # a declared pipeline's job and pid, by the line of its pipeline
     for line in text.splitlines():
-        if line.startswith("    member "):
+        if line.startswith("    declared job "):
+            d = re.match(r'^    declared job "((?:[^"\\]|\\.)*)" pid (\d+)$', line)
+            check(d is not None and lines, "status line %r is not a declared pipeline's line\n%s"
+                  % (line, text))
+            declared[len(lines)] = {"job": d.group(1), "declared_pid": int(d.group(2))}
+        elif line.startswith("    member "):
             b = _MEMBER_RE.match(line)
             check(b is not None and lines, "status line %r is not a blend member's line\n%s"
                   % (line, text))
@@ -274,8 +280,12 @@ def parse_status(text):
     it = iter(enumerate(lines, 1))
     pending = []  # a line read ahead by left_out
 
+    last = [0]  # the number of the line read last
+
     def next_line():
-        return pending.pop() if pending else next(it, (None, None))
+        n, line = pending.pop() if pending else next(it, (None, None))
+        last[0] = n
+        return n, line
 
     def left_out(what, listed, total):
         """0, or the count of a cut list's "  ... N more WHAT" line, which
@@ -342,6 +352,8 @@ def parse_status(text):
             "batch_size": int(m.group(4)), "shuffle": int(m.group(5)), "drop_last": int(m.group(6))})
         if m.group(0) in members:  # a blend: its members
             st["pipelines"][-1]["members"] = members[m.group(0)]
+        if last[0] in declared:  # declared by a client: its job and pid
+            st["pipelines"][-1].update(declared[last[0]])
         if m.group(7):  # a megatron pipeline with split: each split's sequences and samples
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
@@ -382,6 +394,11 @@ def parse_status(text):
         check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
         st["config"]["last"] = (m.group(2), m.group(3))
         n, line = next_line()
+    m = re.match(r"^runtime_index: (\d+) of (\d+) bytes taken, (\d+) removed pipelines? draining$",
+                 line or "")
+    check(m is not None, "status line %s is not the runtime_index line: %r\n%s" % (n, line, text))
+    st["runtime_index"] = {"taken": int(m.group(1)), "bytes": int(m.group(2)), "draining": int(m.group(3))}
+    n, line = next_line()
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}

@@ -2,7 +2,7 @@
 daemon does with connections that are idle, many, or unidentifiable.
 
 Frames follow proto/PROTOCOL.md: a 24-byte little-endian header {magic
-0x4452444c, version 6, type, flags, length, request_id} and the payload.
+0x4452444c, version 7, type, flags, length, request_id} and the payload.
 """
 
 import errno
@@ -16,7 +16,7 @@ import time
 
 import harness
 
-MAGIC, VERSION = 0x4452444C, 6
+MAGIC, VERSION = 0x4452444C, 7
 HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ, DECODED = range(1, 11)
 
 

@@ -41,7 +41,7 @@ if not HOSTILE:
     import harness  # noqa: E402
     from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 6
+MAGIC, VERSION = 0x4452444C, 7
 HELLO, WELCOME = 1, 2
 N, RECORD, BATCH = 4096, 256, 32
 FALLOC_FL_KEEP_SIZE, FALLOC_FL_PUNCH_HOLE = 0x1, 0x2
@@ -52,7 +52,7 @@ def hello_frame(pipeline):
         return struct.pack("<H", len(text)) + text.encode()
     payload = (struct.pack("<IIII", 0, 0, 1, 2) + bytes(16) + string(pipeline)
                + string("hostile") + string("") + string("") + string("")
-               + struct.pack("<II", 1, 0))  # no group, no flags
+               + struct.pack("<II", 1, 0) + bytes(4))  # no group, no flags
     return struct.pack("<IHHIIQ", MAGIC, VERSION, HELLO, 0, len(payload), 1) + payload
 
 

@@ -2,11 +2,11 @@
 """Malformed frames get an ERROR frame or a closed connection, never a hang.
 
 Frames are built by hand over SOCK_SEQPACKET, following proto/PROTOCOL.md:
-a 24-byte little-endian header {magic 0x4452444c, version 6, type, flags,
+a 24-byte little-endian header {magic 0x4452444c, version 7, type, flags,
 length, request_id} and the typed payload (strings as u16 length + bytes).
 Two well-formed frames first prove the encoding right (STATUS_REQ gets
 STATUS, a valid HELLO gets WELCOME); then random bytes, a 70,000-byte
-packet, versions 5 and 7, a RELEASE or a DECODED before HELLO, a HELLO with
+packet, versions 5, 6 and 8, a RELEASE or a DECODED before HELLO, a HELLO with
 rank >= world, one asking to decode with host delivery and a few more must each be answered with ERROR (type 6) and a close, or a plain
 close. A consumer attached throughout must be unaffected, the daemon must
 stay up, and a normal consume afterwards must deliver correct data.
@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import harness  # noqa: E402
 from harness import check  # noqa: E402
 
-MAGIC, VERSION = 0x4452444C, 6
+MAGIC, VERSION = 0x4452444C, 7
 HELLO, WELCOME, READY, RELEASE, BYE, ERROR, STATUS_REQ, STATUS, RELOAD_REQ, DECODED = range(1, 11)
 HELLO_DECODE = 0x1
 N, RECORD, BATCH = 1001, 64, 32
@@ -45,7 +45,7 @@ def hello_payload(pipeline, rank=0, world=1, depth=0, name="bad-frames", resume=
                   group="", group_size=1, flags=0):
     return (struct.pack("<IIII", 0, rank, world, depth) + bytes(16)
             + string(pipeline) + string(name) + string(resume) + string(split)
-            + string(group) + struct.pack("<II", group_size, flags))
+            + string(group) + struct.pack("<II", group_size, flags) + bytes(4))
 
 
 def exchange(path, packet):
@@ -114,7 +114,8 @@ def body(env):
         ("random bytes", rng.randbytes(100)),
         ("a 70,000-byte packet", frame(HELLO, bytes(70000 - 24))),
         ("version 5", frame(STATUS_REQ, version=5)),
-        ("version 7", frame(STATUS_REQ, version=7)),
+        ("version 8", frame(STATUS_REQ, version=8)),
+        ("version 6", frame(STATUS_REQ, version=6)),
         ("RELEASE before HELLO", frame(RELEASE, struct.pack("<QIIQ", 0, 0, 0, 0))),
         ("DECODED before HELLO", frame(DECODED, struct.pack("<QIIIIIIQQ", 0, 0, 0, 1, 0, 0, 0,
                                                               2**64 - 1, 0))),

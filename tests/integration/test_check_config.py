@@ -326,7 +326,7 @@ def arena_size(env, base, data):
     cfg, _, lines = write_cfg(env.path("shm.ini"), dict(base, shm_bytes="1M", staging_slots=4), "p",
                               {"source": "raw:" + big, "record_bytes": 256 * 1024, "batch_size": 8})
     expect_refused(cfg, ["%s:%d: shared memory: 4 staging slots of 2097152 bytes (the largest batch) "
-                         "need " % (cfg, lines["shm_bytes"]), "over shm_bytes = 1048576"],
+                         "and the sample lists (runtime_index_bytes included) need " % (cfg, lines["shm_bytes"]), "over shm_bytes = 1048576"],
                    "arena over shm_bytes", start_too=True, sock=sock)
     # 1024 slots of 16 GiB (16 records of 1 GiB, a sparse file): no machine has that memory
     sparse = env.path("sparse.bin")
@@ -334,7 +334,8 @@ def arena_size(env, base, data):
         f.truncate(16 << 30)
     cfg, _, _ = write_cfg(env.path("mem.ini"), dict(base, shm_bytes="64T", staging_slots=1024), "p",
                           {"source": "raw:" + sparse, "record_bytes": 1 << 30, "batch_size": 16})
-    expect_refused(cfg, ["shared memory: 1024 staging slots of 17179869184 bytes (the largest batch) need ",
+    expect_refused(cfg, ["shared memory: 1024 staging slots of 17179869184 bytes (the largest batch) and the "
+                         "sample lists (runtime_index_bytes included) need ",
                          " bytes, but only ", " bytes of memory are available ("],
                    "arena over the memory available", start_too=True, sock=sock)
 

@@ -74,7 +74,7 @@ def string(raw):
 
 def hello(pipeline, name=b"hand-made", resume=b""):
     payload = (struct.pack("<IIII", 0, 0, 1, 0) + bytes(16) + string(pipeline) + string(name) + string(resume)
-               + string(b"") + string(b"") + struct.pack("<II", 1, 0))
+               + string(b"") + string(b"") + struct.pack("<II", 1, 0) + bytes(4))
     return frames.frame(frames.HELLO, payload)
 
 

@@ -30,7 +30,7 @@ FAKE_UUID = bytes(range(1, 17))
 
 def device_hello(pipeline, uuid):
     payload = (struct.pack("<IIII", 1, 0, 1, 0) + uuid + string(pipeline) + string("dev")
-               + string("") + string("") + string("") + struct.pack("<II", 1, 0))
+               + string("") + string("") + string("") + struct.pack("<II", 1, 0) + bytes(4))
     return frame(HELLO, payload)
 
 

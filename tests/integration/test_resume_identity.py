@@ -60,7 +60,7 @@ def hello(pipeline, resume):
         return struct.pack("<H", len(b)) + b
     payload = (struct.pack("<IIII", 0, 0, 1, 0) + bytes(16) + string(pipeline.encode())
                + string(b"identity") + string(resume.encode()) + string(b"") + string(b"")
-               + struct.pack("<II", 1, 0))
+               + struct.pack("<II", 1, 0) + bytes(4))
     return frames.frame(frames.HELLO, payload)
 
 

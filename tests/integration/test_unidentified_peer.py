@@ -38,7 +38,7 @@ N, RECORD, BATCH = 256, 32, 8
 def hello_payload(pipeline):
     name = pipeline.encode()
     return struct.pack("<IIII", 0, 0, 1, 0) + bytes(16) + struct.pack("<H", len(name)) + name + \
-        struct.pack("<HHHH", 0, 0, 0, 0) + struct.pack("<II", 1, 0)
+        struct.pack("<HHHH", 0, 0, 0, 0) + struct.pack("<II", 1, 0) + bytes(4)
 
 
 def refused(got, what):

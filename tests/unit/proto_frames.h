@@ -71,6 +71,7 @@ static inline void welcome_stream(struct proto_welcome *w)
 	w->offset = 12345;
 	w->batch_size = 64;
 	w->shuffle = 1;
+	strcpy(w->name, "train");
 }
 
 /* A WELCOME of n_tensors tensors of ndim dimensions, every field set (a

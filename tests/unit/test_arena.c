@@ -44,9 +44,9 @@ static void test_plan_bytes(void **state)
 			align4k(sizeof(struct worker_beat));
 	uint64_t slots = rings + 3 * pair;
 	assert_int_equal(arena_plan_bytes(&small_plan), slots + 4 * 2 * ARENA_ALIGN);
-	/* pinned for these sizes: 4 KiB header page, 3 pages of pipelines,
+	/* pinned for these sizes: 4 KiB header page, 4 pages of pipelines,
 	 * 27 pages per worker (command ring, completion ring, beat) */
-	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 12288 + 3 * 110592 + 4 * 8192);
+	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 16384 + 3 * 110592 + 4 * 8192);
 
 	struct arena_plan bare = {.n_pipelines = 0, .n_workers = 0, .n_slots = 1,
 				  .slot_bytes = ARENA_ALIGN};

@@ -101,7 +101,7 @@ static struct proto_welcome welcome_msg(void)
 		.session = 1, .arena_bytes = ARENA_BYTES, .slot_bytes = SLOT_BYTES,
 		.n_samples = N_SAMPLES, .seed = SEED, .epoch = 0, .offset = 0,
 		.batch_size = BATCH, .rank = 0, .world = 1, .depth = 2, .shuffle = 1,
-		.drop_last = 0, .n_tensors = 2, .data = DATA,
+		.drop_last = 0, .n_tensors = 2, .data = DATA, .name = "p",
 	};
 	w.tensors[0] = (struct proto_tensor){ .name = "data", .dtype = PROTO_DTYPE_UINT8,
 					      .ndim = 2, .shape = { BATCH, RECORD }, .offset = 0 };
@@ -533,6 +533,50 @@ static void test_no_group_hello(void **state)
 	assert_int_equal(h->group_size, 1);
 }
 
+/* A declared pipeline: the HELLO carries the declaration and the job key
+ * (job=, else $TORCHELASTIC_RUN_ID, else $SLURM_JOB_ID.$SLURM_STEP_ID,
+ * else with world 1 a key of this process), no name; the position names
+ * the pipeline as the WELCOME does. Refused before anything is sent: a
+ * name and a declaration, a declaration of world 2 without a job key, a
+ * control byte in it. */
+static void test_declared_hello(void **state)
+{
+	struct peer *p = *state;
+	const char *text = "source = raw:/data/x.bin\nrecord_bytes = 16\nbatch_size = 4\n";
+	unsetenv("TORCHELASTIC_RUN_ID");
+	unsetenv("SLURM_JOB_ID");
+	struct ldr_attach_opts o = { .pipeline = "p", .declaration = text };
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "exactly one of a pipeline name and a declaration"));
+	o = (struct ldr_attach_opts){ .declaration = text, .rank = 1, .world = 2 };
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "pass job="));
+	o = (struct ldr_attach_opts){ .declaration = "seed = 1\x01\n", .job = "j" };
+	assert_int_equal(ldr_attach(p->c, &o), -EINVAL);
+	assert_non_null(strstr(ldr_error(p->c), "byte 8 is 0x01"));
+	struct pollfd pfd = { .fd = p->conn, .events = POLLIN };
+	assert_int_equal(poll(&pfd, 1, 0), 0);
+
+	setenv("SLURM_JOB_ID", "977", 1);
+	setenv("SLURM_STEP_ID", "2", 1);
+	o = (struct ldr_attach_opts){ .declaration = text, .rank = 1, .world = 2 };
+	struct proto_welcome w = welcome_msg();
+	w.rank = 1;
+	w.world = 2;
+	snprintf(w.name, sizeof w.name, "d.0123456789abcdef");
+	send_welcome(p, &w, p->arena_fd);
+	assert_int_equal(ldr_attach(p->c, &o), 0);
+	const struct proto_hello *h = &peer_recv(p, PROTO_HELLO)->u.hello;
+	assert_string_equal(h->pipeline, "");
+	assert_string_equal(h->declaration, text);
+	assert_string_equal(h->job, "slurm:977.2");
+	char token[LDR_POSITION_MAX];
+	assert_int_equal(ldr_position(p->c, token, sizeof token), 0);
+	assert_true(strncmp(token, "ldr2:d.0123456789abcdef:", 24) == 0);
+	unsetenv("SLURM_JOB_ID");
+	unsetenv("SLURM_STEP_ID");
+}
+
 /* The daemon said why and closed while the client held a batch: the
  * release reports that reason, and the position still counts the batch. */
 static void test_release_after_daemon_left(void **state)
@@ -565,6 +609,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_split_position, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_split_name_refused, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_group_hello, peer_setup, peer_teardown),
+		cmocka_unit_test_setup_teardown(test_declared_hello, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_no_group_hello, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_attach_error, peer_setup, peer_teardown),
 		cmocka_unit_test_setup_teardown(test_welcome_arena_size_mismatch, peer_setup, peer_teardown),

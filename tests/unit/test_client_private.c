@@ -120,7 +120,7 @@ static void attach(struct peer *p, unsigned flags)
 	*w = (struct proto_welcome){
 		.session = 1, .arena_bytes = ARENA_BYTES, .slot_bytes = SLOT_BYTES, .n_samples = 100,
 		.seed = 5, .batch_size = BATCH, .world = 1, .depth = 2, .n_tensors = 2,
-		.data = 0x3f2a09c1d4e5b677ull,
+		.data = 0x3f2a09c1d4e5b677ull, .name = "p",
 	};
 	w->tensors[0] = (struct proto_tensor){ .name = "data", .dtype = PROTO_DTYPE_UINT8,
 					       .ndim = 2, .shape = { BATCH, RECORD }, .offset = 0 };

@@ -334,6 +334,60 @@ static void test_worker_nice(void **state)
 		     "worker_nice = 5\n", 5, "worker_nice");
 }
 
+/* runtime_index_bytes (16M by default) and staging_slot_bytes (0 by
+ * default): sizes; a bad one names the key and its line. */
+static void test_runtime_reserves(void **state)
+{
+	(void)state;
+	assert_int_equal(load_text("[daemon]\n"), 0);
+	assert_int_equal(cfg->runtime_index_bytes, 16ull << 20);
+	assert_int_equal(cfg->staging_slot_bytes, 0);
+	assert_int_equal(load_text("[daemon]\nruntime_index_bytes = 0\nstaging_slot_bytes = 8M\n"), 0);
+	assert_int_equal(cfg->runtime_index_bytes, 0);
+	assert_int_equal(cfg->staging_slot_bytes, 8ull << 20);
+	expect_error("[daemon]\nruntime_index_bytes = 2T\n", 2, "[daemon] runtime_index_bytes: ");
+	expect_error("[daemon]\nstaging_slot_bytes = big\n", 2, "[daemon] staging_slot_bytes: ");
+}
+
+/* A client's declaration (config_declare): a [pipeline.NAME] section's
+ * lines, parsed by the file's code against the running daemon keys; each
+ * error names the key, the client's pid and the line. */
+static void test_declaration(void **state)
+{
+	(void)state;
+	static struct pipeline_cfg pl;
+	char why[512];
+	assert_int_equal(load_text("[daemon]\nworker_timeout_ms = 6000\n"), 0);
+	assert_int_equal(config_declare(cfg, "d.x", "source = raw:/d/x.bin\n  record_bytes = 16\n"
+					"batch_size = 4\nshuffle = off\n", 77, &pl, why, sizeof(why)), 0);
+	assert_string_equal(pl.name, "d.x");
+	assert_int_equal(pl.kind, SOURCE_RAW);
+	assert_string_equal(pl.path, "/d/x.bin");
+	assert_int_equal(pl.record_bytes, 16);
+	assert_int_equal(pl.batch_size, 4);
+	assert_false(pl.shuffle);
+	static const struct {
+		const char *text, *says;
+	} bad[] = {
+		{"source = raw:/d/x.bin\nbogus = 1\n", "declared by client pid 77, line 2: unknown key "
+		 "\"bogus\" in [declared pipeline]"},
+		{"source = raw:/d/x.bin\nrecord_bytes = 16\nbatch_size = none\n",
+		 "declared by client pid 77, line 3: [declared pipeline] batch_size: \"none\""},
+		{"[daemon]\nworkers = 1\n", "declared by client pid 77, line 1: a declaration is the "
+		 "keys of one pipeline, without a section header"},
+		{"record_bytes = 16\nbatch_size = 4\n", "declared by client pid 77, line 1: [declared "
+		 "pipeline] missing required key \"source\""},
+		{"source = imagefolder:/d\nbatch_size = 4\ntransform = resize(8, 8)\n"
+		 "max_decode_ms = 7000\n", "must be below [daemon] worker_timeout_ms (6000)"},
+	};
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (config_declare(cfg, "d.x", bad[i].text, 77, &pl, why, sizeof(why)) != -EINVAL)
+			fail_msg("declaration %zu was not refused", i);
+		if (!strstr(why, bad[i].says))
+			fail_msg("declaration %zu: \"%s\" does not say \"%s\"", i, why, bad[i].says);
+	}
+}
+
 /* A default default_depth yields to a smaller max_depth; an explicit one
  * must not exceed it. */
 static void test_depths(void **state)
@@ -867,6 +921,8 @@ int main(void)
 		cmocka_unit_test(test_token_output),
 		cmocka_unit_test(test_decode_keys),
 		cmocka_unit_test(test_worker_nice),
+		cmocka_unit_test(test_runtime_reserves),
+		cmocka_unit_test(test_declaration),
 		cmocka_unit_test(test_depths),
 		cmocka_unit_test(test_max_workers),
 		cmocka_unit_test(test_diff),

@@ -59,7 +59,8 @@ static void make_sample(enum sample s, struct proto_msg *m)
 		m->u.hello.group_size = PROTO_GROUP_SIZE_MAX;
 		m->u.hello.flags = PROTO_HELLO_DECODE;
 		break;
-	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2) x 4, group_size (4), flags (4) = 51 bytes */
+	case S_HELLO_MIN: /* payload: 32 fixed, "x" (3), "" (2) x 4, group_size (4), flags (4),
+			   * "" (2) x 2 = 55 bytes */
 		m->u.hello.rank = 1;
 		m->u.hello.world = 2;
 		m->u.hello.group_size = 1;
@@ -175,14 +176,15 @@ static void test_round_trip(void **state)
 static void test_golden_bytes(void **state)
 {
 	static const uint8_t release[] = {
-		'L', 'D', 'R', 'D', 6, 0, 4, 0, 0, 0, 0, 0, 24, 0, 0, 0,
+		'L', 'D', 'R', 'D', 7, 0, 4, 0, 0, 0, 0, 0, 24, 0, 0, 0,
 		0x2a, 0, 0, 0, 0, 0, 0, 0, 8, 7, 6, 5, 4, 3, 2, 1, 9, 0, 0, 0, 10, 0, 0, 0,
 		0x60, 0xe3, 0x16, 0, 0, 0, 0, 0};
 	static const uint8_t hello_payload[] = {
 		0, 0, 0, 0, 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
 		5, 0, 't', 'r', 'a', 'i', 'n', 2, 0, 'c', 'l', 0, 0, 5, 0, 'v', 'a', 'l', 'i', 'd',
-		3, 0, 't', 'p', '0', 2, 0, 0, 0, 0, 0, 0, 0};
+		3, 0, 't', 'p', '0', 2, 0, 0, 0, 0, 0, 0, 0,
+		0, 0, 0, 0}; /* no job key, no declaration */
 	static const uint8_t ready_payload[] = {
 		5, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0,
@@ -190,7 +192,7 @@ static void test_golden_bytes(void **state)
 		2, 0, 0, 0, 7, 0, 0, 0, 64, 0, 0, 0, 2, 0, 0, 0,
 		0, 0, 0, 0x0a, 0, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0, 0};
 	static const uint8_t decoded[] = {
-		'L', 'D', 'R', 'D', 6, 0, 10, 0, 0, 0, 0, 0, 48, 0, 0, 0,
+		'L', 'D', 'R', 'D', 7, 0, 10, 0, 0, 0, 0, 0, 48, 0, 0, 0,
 		0, 0, 0, 0, 0, 0, 0, 0,
 		5, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 3, 0, 0, 0,
 		60, 0, 0, 0, 3, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0,
@@ -260,17 +262,17 @@ static void test_bad_header(void **state)
 		expect(frames_decode(n), -EBADMSG, "short frame");
 	frame[0] ^= 1;
 	expect(frames_decode(len), -EBADMSG, "magic");
-	static const uint16_t bad_versions[] = {0, 4, 5, 7, 0xffff}; /* only PROTO_VERSION (6) is spoken */
+	static const uint16_t bad_versions[] = {0, 5, 6, 8, 0xffff}; /* only PROTO_VERSION (7) is spoken */
 	for (size_t i = 0; i < sizeof(bad_versions) / sizeof(bad_versions[0]); i++) {
 		len = encode_sample(S_RELEASE);
 		put_le(frame + 4, bad_versions[i], 2);
 		expect(frames_decode(len), -EPROTONOSUPPORT, "version");
 	}
 	len = encode_sample(S_RELEASE);
-	assert_int_equal(get_le(frame + 4, 2), 6);
-	put_le(frame + 4, 5, 2);
+	assert_int_equal(get_le(frame + 4, 2), 7);
+	put_le(frame + 4, 6, 2);
 	expect(frames_decode(len), -EPROTONOSUPPORT, NULL);
-	assert_string_equal(why, "protocol version 5 not supported (this side speaks 6)");
+	assert_string_equal(why, "protocol version 6 not supported (this side speaks 7)");
 	len = encode_sample(S_RELEASE);
 	expect(frames_decode(len - 1), -EBADMSG, "disagrees"); /* length says more than received */
 	frame[len] = 0;
@@ -355,9 +357,9 @@ static void test_hello_flags(void **state)
 {
 	size_t len;
 	(void)state;
-	assert_int_equal(encode_sample(S_HELLO_MIN), PROTO_HEADER_BYTES + 51);
+	assert_int_equal(encode_sample(S_HELLO_MIN), PROTO_HEADER_BYTES + 55);
 	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 47, 4), 0);
-	assert_int_equal(encode_sample(S_HELLO_MAX), PROTO_HEADER_BYTES + 445);
+	assert_int_equal(encode_sample(S_HELLO_MAX), PROTO_HEADER_BYTES + 449);
 	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 441, 4), PROTO_HELLO_DECODE);
 	/* bits other than DECODE */
 	expect(patched(S_HELLO_MIN, 47, 2, 4), -EPROTO, NULL);
@@ -379,8 +381,64 @@ static void test_hello_flags(void **state)
 	put_le(frame + PROTO_HEADER_BYTES + 441, 2, 4);
 	expect(frames_decode(len), -EPROTO, "HELLO: group_size 0");
 	/* a HELLO of version 5 (no flags) is short of them */
-	expect(cut(S_HELLO_MIN, 47, 4, 0, 0, 0), -EPROTO, NULL);
+	expect(cut(S_HELLO_MIN, 47, 8, 0, 0, 0), -EPROTO, NULL);
 	assert_string_equal(why, "HELLO: payload truncated in flags: need 4 bytes at offset 47, 0 left");
+	/* a HELLO of version 6 (no job key, no declaration) is short of them */
+	expect(cut(S_HELLO_MIN, 51, 4, 0, 0, 0), -EPROTO, NULL);
+	assert_string_equal(why, "HELLO: payload truncated in job: need 2 bytes at offset 51, 0 left");
+}
+
+/* A HELLO that declares its pipeline (protocol 7): the job key and the
+ * declaration, the last two fields, after flags; exactly one of a
+ * pipeline name and a declaration; the job key a word, the declaration
+ * printable ASCII, tabs and newlines. */
+static void test_hello_declaration(void **state)
+{
+	static const uint8_t tail[] = {
+		0, 0, 0, 0,                        /* flags */
+		3, 0, 'j', '-', '1',               /* job */
+		14, 0, 'b', 'a', 't', 'c', 'h', '_', 's', 'i', 'z', 'e', ' ', '=', ' ', '8'};
+	size_t len;
+	(void)state;
+	make_sample(S_HELLO_MIN, &in);
+	in.u.hello.pipeline[0] = '\0';
+	snprintf(in.u.hello.job, sizeof(in.u.hello.job), "j-1");
+	snprintf(in.u.hello.declaration, sizeof(in.u.hello.declaration), "batch_size = 8");
+	len = frames_encode();
+	/* the pipeline's name is empty: its 2-byte length is 0 */
+	assert_int_equal(len, PROTO_HEADER_BYTES + 55 - 5 + 5 + 16);
+	assert_memory_equal(frame + len - sizeof(tail), tail, sizeof(tail));
+	expect(frames_decode(len), 0, NULL);
+	assert_string_equal(out.u.hello.job, "j-1");
+	assert_string_equal(out.u.hello.declaration, "batch_size = 8");
+	/* every byte a declaration may hold; a control byte it may not */
+	memset(in.u.hello.declaration, 'k', PROTO_DECLARE_MAX - 1);
+	in.u.hello.declaration[10] = '\n';
+	in.u.hello.declaration[11] = '\t';
+	expect(frames_decode(frames_encode()), 0, NULL);
+	assert_int_equal(strlen(out.u.hello.declaration), PROTO_DECLARE_MAX - 1);
+	len = frames_encode();
+	put_le(frame + len - 5, 0x01, 1);
+	expect(frames_decode(len), -EPROTO, "HELLO: declaration byte 4090 is 0x01");
+	len = frames_encode();
+	put_le(frame + len - PROTO_DECLARE_MAX - 1, PROTO_DECLARE_MAX, 2);
+	expect(frames_decode(len), -EPROTO, "declaration length 4096 over maximum 4095");
+	REJECT(S_HELLO_MIN, (in.u.hello.pipeline[0] = '\0', snprintf(in.u.hello.job, 8, "j"),
+			     in.u.hello.declaration[0] = 'x', in.u.hello.declaration[1] = 1));
+	/* a name and a declaration; a declaration without a job; a bad job */
+	make_sample(S_HELLO_MIN, &in);
+	snprintf(in.u.hello.job, sizeof(in.u.hello.job), "j");
+	snprintf(in.u.hello.declaration, sizeof(in.u.hello.declaration), "seed = 1");
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), -EINVAL);
+	in.u.hello.pipeline[0] = '\0';
+	in.u.hello.job[0] = '\0';
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), -EINVAL);
+	snprintf(in.u.hello.job, sizeof(in.u.hello.job), "my job");
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), -EINVAL);
+	len = encode_sample(S_HELLO_MIN);
+	put_le(frame + PROTO_HEADER_BYTES + 32, 0, 2); /* its name "x" emptied */
+	len = frames_drop(len, 34, 1);
+	expect(frames_decode(len), -EPROTO, "HELLO: pipeline name is empty and no pipeline is declared");
 }
 
 /* HELLO's pipeline, resume and split hold 0x21..0x7e only; client_name is
@@ -456,7 +514,7 @@ static void test_welcome_decode_host(void **state)
 	size_t len;
 	(void)state;
 	len = encode_sample(S_WELCOME_MIN);
-	assert_int_equal(len, PROTO_HEADER_BYTES + 150);
+	assert_int_equal(len, PROTO_HEADER_BYTES + 157); /* its name "train" last */
 	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 126, 8), in.u.welcome.data);
 	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 134, 8), 0);
 	assert_int_equal(get_le(frame + PROTO_HEADER_BYTES + 142, 8), 0);
@@ -479,11 +537,16 @@ static void test_welcome_decode_host(void **state)
 	put_le(frame + PROTO_HEADER_BYTES + 90, 0, 4);
 	put_le(frame + PROTO_HEADER_BYTES + 138, 1, 4);
 	expect(frames_decode(len), -EPROTO, "WELCOME: pipeline or decode_memory without decode");
-	/* a WELCOME of version 5 ends at data */
-	expect(cut(S_WELCOME_MIN, 134, 16, 0, 0, 0), -EPROTO, NULL);
+	/* a WELCOME of version 5 ends at data, one of version 6 at decode_memory */
+	expect(cut(S_WELCOME_MIN, 134, 23, 0, 0, 0), -EPROTO, NULL);
 	assert_string_equal(why, "WELCOME: payload truncated in decode: need 4 bytes at offset 134, 0 left");
-	expect(cut(S_WELCOME_MIN, 146, 4, 0, 0, 0), -EPROTO,
+	expect(cut(S_WELCOME_MIN, 146, 11, 0, 0, 0), -EPROTO,
 	       "WELCOME: payload truncated in decode_memory: need 8 bytes at offset 142, 4 left");
+	expect(cut(S_WELCOME_MIN, 150, 7, 0, 0, 0), -EPROTO,
+	       "WELCOME: payload truncated in name: need 2 bytes at offset 150, 0 left");
+	/* the name: a word, not empty */
+	expect(cut(S_WELCOME_MIN, 152, 5, 150, 0, 2), -EPROTO, "WELCOME: the pipeline's name is empty");
+	expect(patched(S_WELCOME_MIN, 152, ' ', 1), -EPROTO, "WELCOME: name byte 0 is 0x20");
 }
 
 static void test_bad_ready_error_status(void **state)
@@ -919,6 +982,7 @@ int main(void)
 		cmocka_unit_test(test_bad_hello),
 		cmocka_unit_test(test_hello_words),
 		cmocka_unit_test(test_hello_flags),
+		cmocka_unit_test(test_hello_declaration),
 		cmocka_unit_test(test_bad_welcome),
 		cmocka_unit_test(test_welcome_decode_host),
 		cmocka_unit_test(test_bad_ready_error_status),

@@ -42,7 +42,8 @@ enum {
 	MIN_DECODE = 335,
 	MIN_PIPELINE = 339,
 	MIN_DECODE_MEMORY = 343,
-	MIN_PAYLOAD = 351,
+	MIN_NAME = 351,
+	MIN_PAYLOAD = 358, /* the name "train" */
 	MIN_DEVICE_BLOCK = MIN_DATA - MIN_SLOTS, /* 84 + 128 x 1 */
 	MAX_DELIVERY = 732,                         /* 84 + 8 x 81 */
 	MAX_SLOTS = 736,
@@ -55,7 +56,8 @@ enum {
 	MAX_DECODE = 4924,
 	MAX_PIPELINE = 4928,
 	MAX_DECODE_MEMORY = 4932,
-	MAX_PAYLOAD = 4940, /* the largest WELCOME (of version 6) */
+	MAX_NAME = 4940,
+	MAX_PAYLOAD = 4947, /* the largest WELCOME but for its name (of version 7) */
 };
 
 #define MIN_STAGING_BYTES 8192u
@@ -316,9 +318,9 @@ static void test_bad_delivery(void **state)
 	       "WELCOME: delivery 4294967295 unknown");
 	/* Only delivery 1 has a device block: for any other value it is
 	 * trailing bytes, found before the value is judged. */
-	expect(patched(D_MIN, MIN_DELIVERY, 2, 4), -EPROTO, "212 bytes after the last field");
+	expect(patched(D_MIN, MIN_DELIVERY, 2, 4), -EPROTO, "WELCOME: name length");
 	expect(patched(D_MIN, MIN_DELIVERY, PROTO_DELIVERY_HOST, 4), -EPROTO,
-	       "212 bytes after the last field");
+	       "WELCOME: name length");
 }
 
 static void test_bad_slots(void **state)
@@ -330,7 +332,7 @@ static void test_bad_slots(void **state)
 	expect(patched(D_MAX, MAX_SLOTS, 33, 4), -EPROTO, "WELCOME: device slots 33 not in 1..32");
 	expect(patched(D_MAX, MAX_SLOTS, UINT32_MAX, 4), -EPROTO, "device slots 4294967295 not in");
 	/* slots decides how many handles are read */
-	expect(patched(D_MAX, MAX_SLOTS, 31, 4), -EPROTO, "128 bytes after the last field");
+	expect(patched(D_MAX, MAX_SLOTS, 31, 4), -EPROTO, "WELCOME: name length");
 	expect(patched(D_MIN, MIN_SLOTS, 2, 4), -EPROTO, "payload truncated in device released event");
 	/* slots must equal the granted depth */
 	expect(patched(D_MAX, 68, 31, 4), -EPROTO, NULL);
@@ -407,7 +409,9 @@ static void test_truncated_and_trailing(void **state)
 		{D_MIN, MIN_DECODE - 1, "in data: need 8 bytes at offset 327, 7 left"},
 		{D_MIN, MIN_DECODE + 3, "in decode: need 4 bytes at offset 335, 3 left"},
 		{D_MIN, MIN_PIPELINE, "in pipeline: need 4 bytes at offset 339, 0 left"},
-		{D_MIN, MIN_PAYLOAD - 1, "in decode_memory: need 8 bytes at offset 343, 7 left"},
+		{D_MIN, MIN_NAME - 1, "in decode_memory: need 8 bytes at offset 343, 7 left"},
+		{D_MIN, MIN_NAME + 1, "in name: need 2 bytes at offset 351, 1 left"},
+		{D_MIN, MIN_PAYLOAD - 1, "in name: need 5 bytes at offset 353, 4 left"},
 		{D_MAX, MAX_RELEASED - 1, "in device ready event"},
 		{D_MAX, MAX_RELEASED + 64, "in device released event"},
 		{D_MAX, MAX_DATA - 64, "in device released event: need 64 bytes at offset 4852, 0 left"},

@@ -30,7 +30,8 @@ _u64, _uint, _int, _str = ctypes.c_uint64, ctypes.c_uint, ctypes.c_int, ctypes.c
 class AttachOpts(ctypes.Structure):
     _fields_ = [("pipeline", _str), ("rank", _uint), ("world", _uint), ("depth", _uint),
                 ("resume", _str), ("client_name", _str), ("device", _str), ("split", _str),
-                ("group", _str), ("group_size", _uint), ("flags", _uint)]
+                ("group", _str), ("group_size", _uint), ("flags", _uint), ("declaration", _str),
+                ("job", _str)]
 
 
 class CTensor(ctypes.Structure):

@@ -157,9 +157,21 @@ class _EpochIterator:
 class Loader:
     """One attachment to a loaderd pipeline.
 
-    Loader(pipeline, *, socket=None, device=None, rank=None, world_size=None,
+    Loader(pipeline=None, *, socket=None, device=None, rank=None, world_size=None,
            state=None, depth=0, timeout=None, framework=None, name=None, split=None,
-           tp_group=None, tp_size=None)
+           tp_group=None, tp_size=None, source=None, transform=None, batch_size=None,
+           shuffle=None, seed=None, outputs=None, options=None, job=None)
+
+    - pipeline: a pipeline the daemon's configuration defines. Or, instead,
+      the job declares its own (docs/clients.md, "Declaring a pipeline"):
+      source, transform, batch_size, shuffle, seed, outputs and any other
+      key of a [pipeline.NAME] section in options (a dict), with the same
+      values as the configuration file takes; exactly one of pipeline and
+      source. The daemon must allow it (job_roots in its [daemon]).
+    - job: the key of the job a declared pipeline is for: its ranks share
+      the pipeline and its sampler. Default $TORCHELASTIC_RUN_ID, else
+      $SLURM_JOB_ID, else (world_size 1) one unique to this process; with
+      world_size > 1 and none of these, attaching asks for it.
 
     - socket: the daemon's socket path (default $LOADERD_SOCKET, else the
       daemon's default path).
@@ -199,9 +211,14 @@ class Loader:
       tp_size None or 1: no group.
     """
 
-    def __init__(self, pipeline, *, socket=None, device=None, rank=None, world_size=None,
+    def __init__(self, pipeline=None, *, socket=None, device=None, rank=None, world_size=None,
                  state=None, depth=0, timeout=None, framework=None, name=None, split=None,
-                 tp_group=None, tp_size=None):
+                 tp_group=None, tp_size=None, source=None, transform=None, batch_size=None,
+                 shuffle=None, seed=None, outputs=None, options=None, job=None):
+        self._declaration = _declaration(pipeline, source=source, transform=transform,
+                                         batch_size=batch_size, shuffle=shuffle, seed=seed,
+                                         outputs=outputs, options=options)
+        self._job = None if job is None else str(job)
         self._lib = _lib.load()
         self._client = None
         self._current = None
@@ -249,6 +266,8 @@ class Loader:
             resume = self._state_position(state)
         self._client = self._attach(resume)
         self._position = self._token(self._lib.ldr_position, self._client)
+        if self._declaration:  # the name the daemon gave it, as its tokens carry it
+            self.pipeline = self._position.split(":")[1]
 
     # -- attachment --------------------------------------------------------
 
@@ -263,7 +282,10 @@ class Loader:
             lib.ldr_close(handle)
             raise DaemonUnavailableError(-rc, "loaderd: %s" % (message or os.strerror(-rc)))
         opts = _lib.AttachOpts(
-            pipeline=self.pipeline.encode(), rank=self.rank, world=self.world_size,
+            pipeline=None if self._declaration else self.pipeline.encode(),
+            declaration=self._declaration.encode() if self._declaration else None,
+            job=self._job.encode() if self._job else None,
+            rank=self.rank, world=self.world_size,
             depth=self._depth, resume=resume.encode() if resume else None,
             client_name=self._name.encode(),
             device=None if self._ordinal is None else str(self._ordinal).encode(),
@@ -633,7 +655,7 @@ class Loader:
         if state.get("version", STATE_VERSION) != STATE_VERSION:
             raise ValueError("loaderd: loader state version %r; this package reads version %d" %
                              (state.get("version"), STATE_VERSION))
-        if state.get("pipeline", self.pipeline) != self.pipeline:
+        if not self._declaration and state.get("pipeline", self.pipeline) != self.pipeline:
             raise ValueError("loaderd: the state was saved from pipeline %r, this loader reads %r" %
                              (state["pipeline"], self.pipeline))
         if state.get("split", self.split) != self.split:
@@ -646,6 +668,32 @@ class Loader:
         job of another world size resumes the rest of its epoch re-sharded
         over this job's ranks. A refused state leaves the loader as it was."""
         self._reattach(self._state_position(state))
+
+
+def _declaration(pipeline, options=None, **keys):
+    """The text of a declared pipeline (a [pipeline.NAME] section's lines),
+    or None when pipeline names a configured one."""
+    declared = {k: v for k, v in keys.items() if v is not None}
+    declared.update(options or {})
+    if pipeline is not None and declared:
+        raise ValueError("loaderd: pipeline %r and a declaration (%s): exactly one of the two"
+                         % (pipeline, ", ".join(sorted(declared))))
+    if pipeline is not None:
+        return None
+    if "source" not in declared:
+        raise ValueError("loaderd: a Loader needs pipeline= (a configured pipeline) or source= "
+                         "(declaring one)")
+    lines = []
+    for key, value in declared.items():
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        elif isinstance(value, (list, tuple)):
+            value = " ".join(str(v) for v in value)
+        value = str(value)
+        if "\n" in value or "\n" in str(key):
+            raise ValueError("loaderd: declared key %r: a value is one line" % (key,))
+        lines.append("%s = %s" % (key, value))
+    return "\n".join(lines) + "\n"
 
 
 def status(socket=None):
