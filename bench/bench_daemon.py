@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """bench_daemon: the loaderd a benchmark starts, waits for and stops, shared
 by gpu_bench.py and image_bench.py. Each subclasses LoaderdDaemon with the
 config lines of its daemon and the wording of its log lines; what a bench

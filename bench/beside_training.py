@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """beside_training: what another process's training does to GPU JPEG
 decoding on the same GPU, and what the decoding does to the training, with
 and without CUDA MPS.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-bus-probe: what limits host-to-device delivery on this machine,
  * apart from loaderd. bench/RESULTS.md ("Where the time went") quotes it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-decode-bench: how many images one thread of this machine turns
  * from JPEG bytes into pixels with loaderd's own code, with no file I/O,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """device_bench: batches per second of device delivery, from one to eight
 clients on one GPU, with host delivery of the same daemon as the reference.
 

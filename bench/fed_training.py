@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fed_training: what a training process loses when loaderd feeds it,
 taken apart step by step.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """fidelity: how far loaderd's image samples are from torchvision's, per
 chroma subsampling, image size and DCT scale, under decode_scale = fast
 and full.

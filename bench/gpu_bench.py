@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """gpu_bench: how close loaderd's GPU delivery comes to the bus, and how it
 compares with a framework DataLoader, measured in one run on one machine.
 

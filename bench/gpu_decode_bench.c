@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-gpu-decode-bench: an image pipeline's samples decoded on the
  * GPU, the whole way, against the CPU path on the same files in the same

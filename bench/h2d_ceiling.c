@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-h2d-ceiling: how fast this machine's bus copies page-locked host
  * memory to one GPU. bench/gpu_bench.py runs it in the same run as loaderd

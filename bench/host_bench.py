@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """host_bench: how close loaderd's host delivery comes to reading the file.
 
 In one run, on the machine it runs on:

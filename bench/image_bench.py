@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """image_bench: loaderd's image pipeline against torchvision's ImageFolder
 and DataLoader on the same JPEGs, and single-core decoding against
 torchvision's, measured in one run on one machine.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """megatron_peer: megatron-core's GPTDataset through a torch DataLoader,
 moving token batches to one GPU: the peer bench/token_bench.py compares
 loaderd's token delivery with.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """node_bench: one loaderd feeding every GPU of the node: a ResNet trained
 with DistributedDataParallel under torchrun, one rank per GPU, fed by one
 daemon, by a DataLoader in every rank, and by random data on the GPU (the

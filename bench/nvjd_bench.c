@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-nvjd-bench: how fast gpudecode/nvjd decodes JPEGs on one GPU's
  * hardware engines, whole and as RandomResizedCrop regions, from several

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # probe.sh BUILD_DIR: where GPU delivery's throughput goes (bench/RESULTS.md,
 # "Where the time went"). On a GPU machine, with numpy: writes 8 GiB of
 # random 1 MiB records to /dev/shm, runs loaderd-bus-probe on it (the bus

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """py_host_bench: what the Python package's batch lifetime and writable host
 tensors cost, on host delivery with torch.
 

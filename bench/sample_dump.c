@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-sample-dump: what the workers make of each of some JPEG files
  * under an image pipeline's transform, with the crop box and the DCT scale

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """token_bench: LLM token batches to one GPU (issue 16): loaderd's megatron
 pipelines against megatron-core's GPTDataset through a DataLoader, and
 against the bus, measured in one run on one machine.

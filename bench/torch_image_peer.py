@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_image_peer: torchvision's ImageFolder and a DataLoader feeding one
 GPU, and torchvision's JPEG decoding on one core: the peers
 bench/image_bench.py compares loaderd's image pipelines with.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """torch_peer: a framework DataLoader moving raw records to one GPU, the peer
 bench/gpu_bench.py compares loaderd's GPU delivery with.
 

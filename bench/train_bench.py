@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """train_bench: end-to-end training throughput of a ResNet on one GPU, fed
 by loaderd, by torchvision's ImageFolder and DataLoader, and by random data
 already on the GPU (the ceiling), measured in one run on one machine.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch: the client library's batches (client_impl.h): next, release, the
  * device calls on a held batch, sample indices and position tokens.

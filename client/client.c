@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client: the client library's connection, attach and handle
  * (client_impl.h says how the library's files divide the work).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * client_impl.h: the client library's handle, shared by its files; nothing
  * outside the library includes it (client/loaderd.h is the interface).

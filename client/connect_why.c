@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* connect_why: why the daemon's socket could not be reached (connect_why.h). */
 #include "connect_why.h"
 

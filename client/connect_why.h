@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * connect_why: what a failed connect to the daemon's socket means, and
  * what to do about it, for the client library's error text (client.c):

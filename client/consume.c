@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * consume: `loaderctl consume` (loaderctl.h). Attaches exactly like a
  * training process (host delivery, or device delivery with --device),

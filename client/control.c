@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * control: the client library's control requests (ldr_status, ldr_reload):
  * each call makes a handle of its own (client_impl.h) for one connection,

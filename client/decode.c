@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* decode: the client's own GPU JPEG decoding (decode.h). */
 #include "decode.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * decode: the client library's own GPU JPEG decoding (internal to client/).
  *

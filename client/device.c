@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* device: the client's GPU side through the CUDA driver API (device.h). */
 #include "device.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderctl: the operator's command-line client of loaderd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderctl.h: loaderctl's internals, shared by loaderctl.c (main, the
  * usage text, option parsing, the stop flag, status, peek and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd.h: the loaderd client library, the one header a training process
  * (or the Python package, through ctypes) needs.

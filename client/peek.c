@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* peek: one image batch as a PNG contact sheet, through libpng (peek.h). */
 #include "peek.h"
 

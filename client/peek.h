@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * peek: renders one batch of an image pipeline as a PNG contact sheet
  * (`loaderctl peek`; internal to loaderctl).

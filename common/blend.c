@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* blend: the greedy blending rule and each member's sample orders (blend.h). */
 #include "common/blend.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * blend: weighted blending of token datasets into one stream, as
  * Megatron-LM's BlendedDataset mixes corpora.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * clock: the monotonic clock, in nanoseconds for stage timings and in
  * milliseconds for deadlines and status ages (never wall time).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* confine: a path within a set of directories (confine.h). */
 #include "common/confine.h"
 

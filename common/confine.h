@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * confine: whether a path lies within a set of directories, as the file
  * system resolves it (realpath: every symlink followed, every ".." taken),

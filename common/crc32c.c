@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* crc32c: table and SSE4.2 implementations of CRC-32C (crc32c.h). */
 #include "common/crc32c.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * crc32c: CRC-32C (Castagnoli), the checksum `loaderctl consume --dump`
  * prints per sample. Uses the SSE4.2 instruction when the CPU has it.

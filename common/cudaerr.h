@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cudaerr: the one place CUDA code (the daemon's GPU threads, daemon/gpu/;
  * the GPU decoding library, gpudecode/) turns a cudaError_t into the text

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * docorder: the order of a token dataset's documents in each epoch, as
  * Megatron-LM's GPTDataset shuffles them before it cuts windows: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* errtext: the error text of a failed call (errtext.h). */
 #include "common/errtext.h"
 

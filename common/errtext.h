@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * errtext: how loaderd's modules say why a call failed. A function that
  * can fail returns 0 or -errno (docs/style.md, habit 2) and, when its caller passes a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* escape: untrusted bytes as printable ASCII (escape.h). */
 #include "common/escape.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * escape: untrusted bytes rendered as printable ASCII, for the status text
  * and log lines. A client chooses its name, the pipeline name and the resume

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fdpass: messages with descriptors over a Unix socket (fdpass.h). */
 #include "common/fdpass.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fdpass: one message over a Unix socket with descriptors riding along by
  * SCM_RIGHTS, for every channel of loaderd that passes them (the client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* fsname: file names in Python's sorted() order (fsname.h). */
 #include "common/fsname.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fsname: file names in the order Python sorts them, so that lists the
  * daemon builds from directories (imagefolder's classes and files) number

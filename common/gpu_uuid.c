@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpu_uuid: GPU UUID text form (gpu_uuid.h). */
 #include "common/gpu_uuid.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpu_uuid: GPU UUIDs as text, the form nvidia-smi prints and
  * CUDA_VISIBLE_DEVICES accepts: "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx".

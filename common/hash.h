@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * hash: the one per-sample hash of loaderd. Every choice that must be the
  * same whatever the worker count, timing or restarts (the epoch's

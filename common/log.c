@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* log: level-prefixed lines on stderr (see log.h). */
 #include "common/log.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * log: one line per event on stderr, with the level prefix systemd's journal
  * understands ("<3>" ... "<7>") when stderr is the journal, and a readable

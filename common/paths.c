@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* paths: default socket location, the programs the daemon starts (paths.h). */
 #include "common/paths.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * paths: where the daemon's socket lives when nobody says, shared by
  * loaderd, the client library and loaderctl so they always agree.

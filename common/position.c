@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* position: resumable stream position tokens (position.h). */
 #include "common/position.h"
 

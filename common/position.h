@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * position: a client's resumable place in a pipeline's stream, as a short
  * text token ("ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET", with ":valid" or

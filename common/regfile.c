@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* regfile: open a regular file, never blocking in open(2) (regfile.h). */
 #include "common/regfile.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * regfile: opening a data file that must be a regular file, in the daemon
  * and in the workers alike.

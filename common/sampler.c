@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* sampler: seeded per-epoch permutation, sharding and batching (sampler.h). */
 #include "common/sampler.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sampler: which samples make which batch, for every rank, every epoch.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* split: megatron-core's train/valid/test ranges (split.h). */
 #include "common/split.h"
 

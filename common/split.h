@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * split: the train, valid and test splits of a Megatron dataset, as
  * megatron-core's dataset builder divides it for `--split 969,30,1`, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* suggest: close matches for a misspelt name (suggest.h). */
 #include "common/suggest.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * suggest: "did you mean ...?" for a name that is not one of a known set
  * (a config key, a section, a transform op, a source kind, a choice, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tarpattern: brace expansion of a shard pattern (tarpattern.h). */
 #include "common/tarpattern.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tarpattern: the brace expansion of a shard pattern, `source = tar:PATTERN`
  * and `source = llmc:PATTERN` (daemon/source/tarshard.h, llmc.h), as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* jobs: pipelines that training jobs declare (jobs.h). */
 #include "daemon/jobs.h"
 

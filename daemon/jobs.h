@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jobs: pipelines that training jobs declare through the client
  * (docs/clients.md, "Declaring a pipeline") instead of naming one the

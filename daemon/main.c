@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd: the master process. Start-up order and lifetime only; every job
  * lives in its module:

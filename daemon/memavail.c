@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* memavail: memory available to the arena, from /proc and cgroup v2 (memavail.h). */
 #include "daemon/memavail.h"
 

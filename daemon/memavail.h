@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * memavail: how much memory the shared-memory arena can still take. The
  * arena is memory of the daemon's own (a sealed memfd), charged to its

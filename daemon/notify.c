@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* notify: sd_notify protocol (notify.h). */
 #include "daemon/notify.h"
 

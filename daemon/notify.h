@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * notify: the systemd notification protocol (sd_notify(3)): READY=1,
  * STOPPING=1, STATUS=..., WATCHDOG=1 as datagrams to $NOTIFY_SOCKET.

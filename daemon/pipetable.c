@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pipetable: the pipelines while loaderd runs (pipetable.h). */
 #include "daemon/pipetable.h"
 

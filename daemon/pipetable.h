@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pipetable: the pipelines while loaderd runs. The arena's pipeline table
  * has ARENA_PIPELINES_MAX entries (shm/layout.h); this module says which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* preflight: the checks before loaderd creates anything (preflight.h). */
 #include "daemon/preflight.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * preflight: what loaderd checks before it creates anything, the same at
  * start and for --check-config, so that a configuration that passes the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* reload: the configuration re-read while loaderd runs (reload.h). */
 #include "daemon/reload.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reload: re-reading the configuration while loaderd runs, on SIGHUP (what
  * systemd's ExecReload sends) and on `loaderctl reload`.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """ddp: one rank of a torchrun job, for train_resnet.py and train_tokens.py.
 
 Started by torchrun (LOCAL_RANK, RANK and WORLD_SIZE in the environment),

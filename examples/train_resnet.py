@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """train_resnet: a torchvision ResNet trained on an image folder, fed by
 loaderd, by torchvision's ImageFolder and DataLoader, or by random data
 already on the GPU; the same training loop for all three, timed.

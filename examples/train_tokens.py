@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """train_tokens: a small causal transformer language model trained on a
 loaderd tokens pipeline, timed the way train_resnet.py times its loop.
 

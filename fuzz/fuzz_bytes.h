@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_bytes: what the harnesses of binary formats share: reading a
  * little-endian integer of the input, to steer a harness by its bytes.

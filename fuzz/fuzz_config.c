@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_config: libFuzzer harness for the configuration parser
  * (daemon/config/config.c). The input becomes the content of an in-memory file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_decoder: libFuzzer harness for the checks of the messages between
  * the daemon's decoding thread and a decoder process (daemon/gpu/decoder_msg.c):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_jpeg: libFuzzer harness for the JPEG decoder of image pipelines
  * (image/jpeg.c), which reads files nobody vetted: jd_check_entropy on the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_jpeghdr: libFuzzer harness for the JPEG header reader
  * (image/jpeghdr.c), which workers run on every image before any decoder

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_llmc: libFuzzer harness for the llm.c token shard header reader
  * (daemon/source/llmc.c), which reads shard headers nobody vetted. The input is

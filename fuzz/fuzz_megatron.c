@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_megatron: libFuzzer harness for the Megatron-LM index reader
  * (daemon/source/megatron.c), which reads .idx files nobody vetted. The input is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_position: libFuzzer harness for the two parsers of text a client
  * sends that the daemon reads or shows: position tokens (common/position.c,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_proto: libFuzzer harness for the frame decoder (proto/proto.c).
  *

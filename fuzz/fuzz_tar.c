@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_tar: libFuzzer harness for the tar shard reader (daemon/source/tarshard.c),
  * which reads archives nobody vetted at every start. The input is one

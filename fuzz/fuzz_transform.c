@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fuzz_transform: libFuzzer harness for the transform chain's parser
  * (image/transform.c), which reads a pipeline's `transform` text, and its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gdbatch: one batch's decode on the GPU (gpudecode.h). The images go to
  * the hardware engines (nvjd.h, whole images: a region of interest was no

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpudecode: JPEG decoding on the GPU, a library of its own. The daemon's
  * GPU threads link it (daemon/gpu/pinner_decode.c) and so can the client

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * imgkernel: a batch's resample and store on the GPU (imgkernel.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * imgkernel: the GPU half of an image sample, for images decoded on the
  * GPU: from a batch of decoded RGB regions in device memory to the

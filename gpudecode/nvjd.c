@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd: decoders on the GPU's hardware JPEG engines (nvjd.h): open, the
  * checks of each image, batched submission and the search for the bad

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd: batches of JPEGs decoded on a GPU's hardware JPEG engines (nvJPEG's
  * NVJPEG_BACKEND_HARDWARE: A100, H100 and later), with a status per image,

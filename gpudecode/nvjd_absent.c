@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_absent: the nvjd calls (nvjd.h) in a build that found no nvjpeg.h
  * (LOADERD_HAVE_NVJPEG 0), so that callers need no conditional code and the

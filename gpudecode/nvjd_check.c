@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_check: what nvjd.c asks of each image before the engines get it
  * (nvjd.h, "Every image is checked on the host first"), and the header

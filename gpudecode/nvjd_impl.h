@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_impl: what nvjd.c and nvjd_lib.c share (internal to gpudecode/): the
  * table of nvJPEG's functions that nvjd_load fills (nvjd_lib.c) and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_lib: nvjd_load (nvjd.h): nvJPEG opened with dlopen and every
  * function the decoder calls resolved into the table `nvjd_lib` (nvjd_impl.h),

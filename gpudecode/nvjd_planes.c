@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_planes: where an image's pixels lie in its destination, in either
  * of nvjd's output formats (nvjd.h), and whether a decode of a given size

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* image_sample: one image sample into its slot row (image_sample.h). */
 #include "image/image_sample.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image_sample: one image sample, from the bytes of its JPEG file to its
  * row of the staging slot, in the worker: header, the transform chain's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeg: region decode at a DCT scale through libjpeg-turbo (jpeg.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeg: JPEG decoding for image pipelines, through libjpeg-turbo's libjpeg
  * API, where the work per image follows the output size rather than the

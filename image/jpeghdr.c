@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeghdr: a JPEG header reader that needs no libjpeg, and the hardware
  * decoder's rule (jpeghdr.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeghdr: what a JPEG file's header says, read without libjpeg, and
  * whether the GPU's hardware JPEG decoder (the nvJPEG hardware backend)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpegscan: the structural check of a JPEG's scan (jh_check_scan in
  * jpeghdr.h), made before an image goes to the GPU's engines. nvJPEG

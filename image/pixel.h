@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pixel: how a resampled uint8 RGB value becomes an element of an image
  * pipeline's float output, (x / 255 - mean) / std, shared by the worker

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resize: PIL's antialiased bilinear resample of a box of an RGB image,
  * in float, from per-axis tap tables (contract in resize.h).

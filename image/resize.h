@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resize: the antialiased resampler of image pipelines. Takes a box of an
  * RGB image (uint8, 3 bytes per pixel, interleaved) and writes it resampled

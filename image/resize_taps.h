@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * resize_taps: the part of the resampler (resize.h) that decides which
  * source pixels an output reads and with what weights, and which pass goes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transform: a transform chain's text, parsed and formatted (transform.h;
  * the per-sample plan is transform_plan.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transform: an image pipeline's transform chain, parsed from its config
  * text, and the per-sample plan a worker executes (crop this box of the

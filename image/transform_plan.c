@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * transform_plan: where one sample's transform chain takes it (transform.h,
  * tf_plan_sample): the box of the source image it covers, the output size,

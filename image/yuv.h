@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * yuv: a pixel of a JPEG image from its decoded Y, Cb and Cr planes, as
  * libjpeg-turbo makes it: for what reads the planes the GPU's engines

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # A Debian package of what `cmake --install` puts, with the prefix /usr:
 #
 #   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build -j

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto: the encoder and decoder of loaderd frames, byte for byte as
  * proto/PROTOCOL.md describes them.

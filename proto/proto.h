@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto: the loaderd wire format (see proto/PROTOCOL.md for the byte-level
  * description; this header and that document change together).

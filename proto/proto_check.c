@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto_check: the rules each message's values obey (proto_impl.h),
  * written once for both sides: the encoder applies them before it writes

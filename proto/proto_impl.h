@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto_impl: what the codec (proto.c) and the rules it applies
  * (proto_check.c) share. Not an interface: nothing outside proto/ includes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire: moves one proto frame per SOCK_SEQPACKET packet, with at most one
  * fd riding along by SCM_RIGHTS (wire.h has the contract).

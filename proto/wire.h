@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * wire: one proto frame per SOCK_SEQPACKET packet, with an optional fd
  * passed by SCM_RIGHTS. Shared by the daemon and the client library.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # gpu-check.sh: build loaderd on a GPU machine that has a compiler, cmake and
 # the CUDA toolkit but none of loaderd's -dev packages, then run the whole
 # test suite (GPU tests included), the GPU transfer benchmark, device

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # install-deps: installs what loaderd's build and tests need on Debian 12
 # (as root, or through sudo otherwise). Does nothing when every package is
 # already installed; runs `apt-get update` only when something is missing.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run-demo: builds loaderd, makes a sample dataset, starts the daemon and
 # streams from it with loaderctl so you can see what it does and how fast:
 #   1. installs missing build dependencies (scripts/install-deps.sh);

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # run-tests: everything CI checks, from a clean clone.
 #   deps      scripts/install-deps.sh
 #   build     -DLOADERD_WERROR=ON in ./build-test

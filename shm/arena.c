@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* arena: create, attach and navigate the shared-memory arena (arena.h). */
 #include "shm/arena.h"
 

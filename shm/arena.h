@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * arena: the daemon's one shared-memory segment (layout in shm/layout.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * layout: every structure that lives in the shared-memory arena and is read
  * by more than one process (the master and its workers). The master writes

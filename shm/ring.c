@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* ring: SPSC ring in shared memory (ring.h). */
 #include "shm/ring.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * ring: a single-producer single-consumer queue of fixed-size entries in
  * shared memory, used between the master and each worker process (one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Run by `cmake --install` (systemd/CMakeLists.txt): writes the unit with
 # the paths of this install and installs it, and installs the configuration
 # unless one is already in place. CMAKE_INSTALL_PREFIX is the prefix the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """check_layers: every `#include "..."` of loaderd's C and CUDA sources
 against the layer table (tools/layers.txt), and the length of every file
 under the folders the table limits.

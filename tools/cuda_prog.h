@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * cuda_prog: what the small CUDA programs of tests/gpu/ and bench/ share
  * (attach_cycles, stream_check, loaderd-h2d-ceiling, loaderd-bus-probe): a

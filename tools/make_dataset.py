@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """make_dataset: deterministic pseudo-random datasets for loaderd.
 
     make_dataset.py raw    --out FILE --records N --record-bytes B [--seed S]

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """megatron_split_reference: the train/valid/test ranges megatron-core gives
 for `--split`, written as the fixture tests/unit/test_split.c checks
 common/split.c against.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """spdx: the license header of every source file.
 
     tools/spdx.py [--check] [ROOT]

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """wait: a condition polled under a deadline, the one way loaderd's tests
 (tests/integration/harness.py) and benchmarks (bench/bench_daemon.py) wait
 for something to happen: never a fixed sleep (docs/style.md, habit 11). Each

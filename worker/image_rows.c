@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * image_rows: a worker's image rows (reader_impl.h). Each row's JPEG is
  * read whole (a file under an imagefolder's root, or a member of a tar

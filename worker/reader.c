@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reader: the worker's event loop (reader.h). Commands are checked and
  * planned in full before any read starts; reads go through io_uring, or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reader: the worker's event loop. It pops struct work_cmd from the
  * worker's command ring, reads each sample of an item from the pipeline's

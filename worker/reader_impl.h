@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * reader_impl: what the worker's event loop (reader.c) and its image rows
  * (image_rows.c) share: the checked pipeline, a work item and its reads.

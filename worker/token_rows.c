@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * token_rows: the worker's raw and token rows (reader_impl.h): a raw or
  * token pipeline's table entry checked, a row's read planned (one range of

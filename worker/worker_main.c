@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-worker: the worker processes (worker/worker.h). This file is
  * start-up only: arguments (and the --probe answer), the --zygote mode

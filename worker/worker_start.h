@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * worker_start: what loaderd-worker's two ways of starting share: the
  * exec'd worker of worker_main.c (`--index N --parent PID`) and the

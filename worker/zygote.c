@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zygote: `loaderd-worker --zygote`, the fork server every worker is a
  * fork of (worker/zygote.h is the contract). It maps the arena read-write

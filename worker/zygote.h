@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zygote: the contract between the master (daemon/pool/zygote.h) and the
  * worker zygote, `loaderd-worker --zygote`, the one process every worker

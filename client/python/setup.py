@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The wheel is built for the platform it runs on: the package carries
 libloaderd_client.so, a shared library of this machine's architecture, so
 the wheel is tagged py3-none-<platform> (py3-none-linux_x86_64 on x86-64

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config: reads loaderd's INI file into struct config (config.h). Every key
  * accepted is documented in docs/config.md; the two change together. This

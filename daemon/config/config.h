@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config: loaderd's INI configuration (inih), with embedded defaults for
  * every daemon key; pipelines exist only when the file defines them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_check: what a single key's parser cannot check, because it
  * involves several keys: at the end of a pipeline's section (required

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_fail: how the configuration parser records its problems. Every
  * problem is kept, as "FILE:LINE: message" (the first CONFIG_PROBLEMS_MAX

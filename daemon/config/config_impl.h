@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_impl.h: what the configuration parser's files share, and nothing
  * else includes. The files, each calling only those below it:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_keys: every key loaderd's config file accepts (config_impl.h's
  * tables: type, field, limits), the defaults of the keys left out, and the

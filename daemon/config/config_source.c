@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_source: the value of a pipeline's `source` key. One source
  * "KIND:PATH", its path resolved against the config file's directory and a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_values: the parser of each value type (config_impl.h's enum
  * config_value_type), which config_set_value picks by the key's entry in

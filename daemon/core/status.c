@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* status: bounded status text (status.h). */
 #include "daemon/core/status.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * status: the daemon's human-readable status text, answered to STATUS_REQ
  * (what `loaderctl status` prints). The line formats are documented in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* copyteam: one memcpy shared by a few threads (copyteam.h). */
 #include "daemon/gpu/copyteam.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * copyteam: a few threads that share one large memcpy (pin = copy: staging
  * slot -> pinned buffer). One thread's memcpy into pinned memory measured

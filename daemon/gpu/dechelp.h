@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * dechelp: the helpers of a GPU thread's JPEG decoder (pinner_decode.c's
  * "Submission" and "Decoder processes"): threads, each with an nvJPEG

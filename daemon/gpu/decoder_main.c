@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * loaderd-decoder: a decoder process of the daemon's GPU JPEG decoding
  * (gpu_decode_helpers = processes): it decodes the share of a batch's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * decoder_msg: the checks of the two messages that carry work between the
  * daemon's decoding thread and a decoder process (decoder_proto.h): a job,

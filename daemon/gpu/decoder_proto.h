@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * decoder_proto: what the daemon's decoding thread and a decoder process
  * (loaderd-decoder, daemon/gpu/decoder_main.c) say to each other, over a

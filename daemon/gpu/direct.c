@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* direct: device delivery straight from a pipeline's data file (direct.h). */
 #include "daemon/gpu/direct.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * direct: device delivery straight from a pipeline's data file (a pipeline
  * with `direct = on`). Part of the GPU threads: only they call these (one direct_scratch per thread).

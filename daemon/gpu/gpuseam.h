@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuseam: the one interface between the loop thread and a GPU thread.
  *

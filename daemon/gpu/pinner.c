@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pinner: the GPU threads and every CUDA call of the daemon (pinner.h). */
 #include "daemon/gpu/pinner.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pinner: the GPU threads, the only code of the daemon that calls CUDA.
  * One thread per GPU ("lane", named loaderd-gpuN): a GPU's clients never

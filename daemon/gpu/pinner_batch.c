@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pinner_batch: one batch's way to the GPU, on its GPU's thread
  * (pinner.h describes the path; pinner_impl.h the shared state). */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pinner_client: a device client's resources on its GPU's thread: its
  * ring, streams and interprocess events, made and exported at attach,
  * freed at retire once its stream has drained (pinner.h). */

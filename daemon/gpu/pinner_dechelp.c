@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pinner_dechelp: the helpers of a lane's JPEG decoder (dechelp.h), on
  * their own threads: each takes a share of a part of a batch for one

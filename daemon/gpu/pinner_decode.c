@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pinner_decode: GPU decoding of image batches, on the GPU thread of the
  * batch's client (pinner.h). The workers left the images the GPU takes as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pinner_impl.h: the GPU threads' internals, shared by pinner.c (start-up,
  * the threads and the loop side), pinner_client.c (attach, retire),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* exitwatch: process exit notification on the loop (exitwatch.h). */
 #include "daemon/pool/exitwatch.h"
 

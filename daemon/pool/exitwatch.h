@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * exitwatch: calls a function on the loop once a process has exited.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool: the pool's interface (pool.h): start, feed, resize, stop and
  * describe the workers. What happens when one ends is pool_supervise.c's;
  * one worker's process and rings are pool_worker.c's. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool: the master's side of the worker processes: starting them (each a
  * fork of the worker zygote, daemon/pool/zygote.h, which the arena's seal

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool_impl.h: the worker pool's state, shared by its files; nothing else
  * includes it. Each file calls only those below it:

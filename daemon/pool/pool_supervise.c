@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * pool_supervise: what the pool does when a worker ends (pool.h): collect
  * what it finished, re-issue what it held (as suspect when it crashed or

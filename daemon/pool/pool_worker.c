@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* pool_worker: one worker's process and rings (pool_impl.h): forking it
  * from the zygote, signalling it, handing its completions to the sink,
  * queueing its exit; and closing every handle once no process is left.

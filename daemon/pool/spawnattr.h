@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * spawnattr: what every program the pool starts with posix_spawn gets
  * (the worker zygote, the worker program's probe): an empty signal mask

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* workerprobe: run `worker_program --probe` and judge its answer (workerprobe.h). */
 #include "daemon/pool/workerprobe.h"
 

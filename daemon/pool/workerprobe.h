@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * workerprobe: is worker_program a loaderd worker of this version? Asked
  * once before loaderd creates anything (and by --check-config), so that a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* zygote: start, ask and watch the worker zygote (daemon/pool/zygote.h). */
 #include "daemon/pool/zygote.h"
 

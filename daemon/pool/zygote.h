@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * zygote: the master's side of the worker zygote (worker/zygote.h), the
  * process every worker is forked from, so that the workers can write the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batch: the scheduler's bottom layer (sched_impl.h): a client's stream
  * of batches (the next batch, where it sits, its READY), the staging

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * batchfail: what goes wrong with a client's batches, decided and logged
  * here, once (sched_impl.h): bad images (counted, each file logged once),

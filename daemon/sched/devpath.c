@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * devpath: device delivery on the loop side (sched.h, sched_impl.h): a
  * device client's ring of device slots, asked for at attach and let go

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * fill: the scheduler's engine (sched_impl.h): which client's batch
  * starts in a free staging slot, its work items queued and handed to the

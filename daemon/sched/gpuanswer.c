@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpuanswer: the GPU thread's answers on the loop (daemon/gpu/gpuseam.h,
  * sched_gpu_answers): a device client's ring made or refused, a copy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpushare: the GPU's share of a client's JPEG decoding, from its data
  * wait (gpushare.h has the rule and why). Pure: the scheduler passes the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpushare: how much of a client's JPEG decoding its GPU takes, driven by
  * the client's data wait (docs/config.md, "The split between the workers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * group: clients that see the same batches from one read (sched_impl.h),
  * e.g. the tensor-parallel ranks of one data-parallel rank. The rules:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sched: the scheduler made and freed, wired to its workers and GPU
  * thread, and its status lines (sched.h; the files and their order are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sched: the master's scheduler. It decides everything workers do: which
  * samples make which batch for each attached client (common/sampler.h),

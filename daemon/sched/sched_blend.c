@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sched_blend: the batches of a blend (daemon/source/source.h, common/blend.h).
  * The client's sampler shards the blend's order over the ranks as it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * sched_impl.h: the scheduler's state and the calls its files make to
  * one another; nothing outside daemon/sched includes it.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * session: a client's session with the scheduler (sched.h): attaching
  * (checks, resume, depth, the WELCOME), detaching, releasing its batches,

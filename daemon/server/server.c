@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* server: the listening socket's life (server.h): made, bound, given its
  * owner and mode, listened on; shut down and freed. Accepting connections
  * is server_accept.c's, their sessions server_conn.c's. */

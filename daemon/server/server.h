@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server: the daemon's Unix socket (SOCK_SEQPACKET): accepting clients,
  * reading and validating their frames (proto/wire.h), turning HELLO,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server_accept: taking connections in (server_impl.h), so that idle,
  * unidentifiable or too many connections cannot take the daemon's

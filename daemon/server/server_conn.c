@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server_conn: a connection's session (server_impl.h): frames in and out,
  * HELLO, RELEASE, BYE, STATUS_REQ and RELOAD_REQ, the scheduler's answers

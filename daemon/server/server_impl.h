@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server_impl.h: what the server's files share; no other module includes
  * it (daemon/server/server.h is the interface). Each file calls only those

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* docorder: the daemon's per-epoch document order sums (docorder.h). */
 #include "daemon/source/docorder.h"
 

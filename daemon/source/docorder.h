@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * docorder (daemon side): where each window of an epoch starts in the
  * epoch's document order (common/docorder.h), for a megatron pipeline with

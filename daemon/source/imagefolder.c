@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* imagefolder: the sample list of an imagefolder source (imagefolder.h). */
 #include "daemon/source/imagefolder.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * imagefolder: the sample list of `source = imagefolder:ROOT`, built once
  * at start from directory entries and file sizes, never file contents.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* llmc: an llm.c token shard's header, read and checked (llmc.h). */
 #include "daemon/source/llmc.h"
 

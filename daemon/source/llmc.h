@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * llmc: the header of an llm.c token shard, read and checked before any
  * token of the shard is served.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * megatron: a Megatron-LM dataset index, read and checked (megatron.h).
  *

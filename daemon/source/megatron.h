@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * megatron: the index of a Megatron-LM indexed dataset (the MMapIndexed /
  * IndexedDataset format of tokenized text), read and checked in full

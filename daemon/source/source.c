@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source: the table of source kinds, the dispatch of every call of
  * source.h to the source's ops, and what the kinds share: the batch

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source: a pipeline's data source as the master sees it. Every kind of
  * source (raw, tokens, megatron, llmc, imagefolder, tar, and a blend of

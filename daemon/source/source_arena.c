@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* source_arena: the sources' sample lists in the arena's index area and
  * their table entries, each through its kind's ops (source.h). */
 #include "daemon/source/source.h"

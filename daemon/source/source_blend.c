@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_blend: a pipeline that blends token sources (docs/config.md,
  * "Blending"; common/blend.h): its members opened as lone sources, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_id: a pipeline's data identity (source.h, source_data_id), the
  * DATA field of its position tokens (common/position.h), and the hash

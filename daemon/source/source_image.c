@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_image: the image sources, `source = imagefolder:ROOT` (the tree
  * scanned by imagefolder.c) and `source = tar:PATTERN` (WebDataset shards

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_impl.h: what the kinds' files of daemon/source share (source.h
  * is the interface): the kinds' ops, the batch layout, the data file of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_llmc: `source = llmc:PATTERN`, llm.c token shards (each header
  * checked by llmc.c), read as one stream of uint16 tokens cut into

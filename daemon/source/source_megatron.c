@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_megatron: `source = megatron:PREFIX`, a Megatron indexed dataset
  * (PREFIX.idx read by megatron.c, the tokens in PREFIX.bin), packed

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_raw: `source = raw:PATH`, a file of fixed-size records
  * (record_bytes each), one record a sample, delivered as tensor "data"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * source_tokens: `source = tokens:PATH`, a flat file of uint16 or uint32
  * tokens (token_dtype); sample i is the window of seq_len + 1 tokens

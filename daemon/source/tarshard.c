@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* tarshard: the sample list of a tar source (tarshard.h). */
 #include "daemon/source/tarshard.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * tarshard: the sample list of `source = tar:PATTERN`, tar shards in
  * WebDataset layout, built once at start from the tar headers (and each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """example_harness: what the examples' smoke tests share on top of
 tests/integration/harness.py: skipping where torch cannot run, running an
 example under a deadline, and reading its result (one JSON line on stdout)

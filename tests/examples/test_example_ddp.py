@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """examples/train_tokens.py as two ranks of one job (examples/ddp.py), on
 the CPU, against one loaderd.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """examples/train_resnet.py runs against a real loaderd, on the CPU.
 
 A tree of 24 small JPEGs in 3 classes (`mkjpeg --tree`), one daemon with

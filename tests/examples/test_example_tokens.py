@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """examples/train_tokens.py runs against a real loaderd, on the CPU.
 
 A file of 20,000 uint16 tokens below 500 (tools/make_dataset.py), one

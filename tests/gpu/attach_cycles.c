@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * attach_cycles: attaching to a GPU and leaving, many times over, must give
  * back everything each attachment took (device memory, IPC mappings, fds).

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpu_harness: what the GPU tests (tests/gpu/test_*.py) need on top of
 tests/integration/harness.py.
 

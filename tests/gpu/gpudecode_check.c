@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * gpudecode_check: the GPU decoding library (gpudecode/gpudecode.h) alone,
  * linked as the client library would link it, beside the client's own

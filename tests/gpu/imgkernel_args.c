@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for gpudecode/imgkernel's host side, which needs the CUDA toolkit
  * to build but no GPU to run: imgk_plan's checks of formats and items and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * imgkernel_check: the GPU resample and store (gpudecode/imgkernel.h) against
  * the worker's CPU path, on a real GPU: rs_resize_rgb over the decoded

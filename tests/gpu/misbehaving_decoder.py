@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A loaderd-decoder that misbehaves, for test_gpu_decoder_faults: it
 speaks daemon/gpu/decoder_proto.h on descriptor 3 as the real program does,
 up to the point where LOADERD_TEST_DECODER says it goes wrong:

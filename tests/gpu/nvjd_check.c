@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nvjd_check: gpudecode/nvjd on a real GPU's JPEG engines, against libjpeg.
  *

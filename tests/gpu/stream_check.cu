@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * stream_check: checks, on a real GPU, that device delivery orders the
  * client's kernels against the daemon's copies with the ready and released

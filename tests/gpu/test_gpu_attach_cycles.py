@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """1000 device attachments leave nothing behind, in the client or the daemon.
 
 attach_cycles connects, attaches with device "0", takes and releases 2

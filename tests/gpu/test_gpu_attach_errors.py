@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Device attach failures are clear errors naming the GPU, and cost nothing.
 
   - a HELLO naming a GPU the daemon does not see (a made-up UUID) gets ERROR

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A device client that decodes its GPU's JPEGs in its own process
 (client/decode.h), against host delivery and against the daemon's own
 decoding.

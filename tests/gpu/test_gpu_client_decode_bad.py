@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Bad images that pass the workers' checks, decoded by the client
 (client/decode.h): on_error applies in the training's process as it does
 on the daemon's GPU thread (test_gpu_decode_bad.py, whose damaged files

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What a training process does beside the client's own decoding thread
 (client/decode.h), each made to happen while the thread decodes: none may
 deadlock, fail, or change a batch.

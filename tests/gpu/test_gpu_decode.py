@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU decoding of image pipelines (decode = gpu | auto | cpu).
 
 A tree made with mkjpeg: 4 classes of baseline 4:2:0 photos, 150-420 px,

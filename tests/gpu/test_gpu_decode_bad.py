@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Bad images that pass the workers' checks, through decode = gpu.
 
 The workers send every damaged JPEG they can see (cut short, a marker

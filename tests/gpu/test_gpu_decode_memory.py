@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU decoding within gpu_decode_memory, and beyond what the GPU has.
 
 (a) gpu_decode_memory = 16M, the smallest the config takes: each of the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU decoding of awkward images: the same pixels as the workers' decode.
 
 Nearly every file here is one the hardware decoder takes (baseline, 1 or 3

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU decoding from decoder processes (gpu_decode_helpers = processes).
 
 (a) A decode = gpu pipeline of good baseline JPEGs, gpu_decode_threads = 3:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Decoder processes (gpu_decode_helpers = processes) that fail in every
 way a process can: no program, a refusal, a malformed or no answer to
 the setup, a malformed answer to a job, an exit at a job.

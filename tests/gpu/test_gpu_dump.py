@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Device delivery is byte-exact: the same bytes as host delivery.
 
 Three pipelines: raw records (1 MiB batches), uint16 tokens delivered as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """GPU delivery and GPU decoding under CUDA MPS.
 
 Beside a training process, the daemon's GPU work shares the GPU with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """One daemon feeds every GPU of the node: N ranks, one per GPU (N = every
 GPU `loaderd --version` lists; skipped with fewer than 2).
 

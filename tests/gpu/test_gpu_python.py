@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python package on a GPU: zero-copy torch tensors, ordered by the
 caller's streams, and distributed ranks.
 

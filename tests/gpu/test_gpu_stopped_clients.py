@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Stopped clients, device and host, take no staging slot from the others.
 
 One daemon, 8 staging slots, device_slots 4, max_depth 16. Three clients

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Kernels on the client's stream see exactly the delivered batch, ordered
 by the ready and released events alone (stream_check).
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Several GPU threads for one GPU (`gpu_threads = 3`).
 
 For each pin mode, a daemon with `gpu_threads = 3` (and, for `pin = copy`,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A group of 2 device clients receives the same batches from one read.
 
 A raw pipeline of 300 records of 16 KiB, batch 16, chunk 4 (4 items a

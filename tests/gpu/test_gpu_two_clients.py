@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A device client killed mid-stream takes its device ring with it, and
 the other device client on the GPU goes on unharmed.
 

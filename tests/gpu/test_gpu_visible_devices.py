@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A client names its GPU as its own CUDA_VISIBLE_DEVICES shows it, whatever
 the daemon's is: the daemon must resolve it by UUID, never by ordinal.
 

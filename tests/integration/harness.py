@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """harness: shared helpers for loaderd's integration tests.
 
 Every test is its own process (tests/integration/test_*.py) that runs a real

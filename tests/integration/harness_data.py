@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """harness_data: the part of the integration tests' harness (harness.py,
 which re-exports all of it) that runs nothing: a failed check, the
 expected content of samples, config files, and the readers of what

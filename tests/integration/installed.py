@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """installed: this build installed into a test's own prefix, for the tests
 of what `cmake --install` puts (test_install.py, test_systemd_unit.py).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """rawconn: connections to loaderd made by hand, for the tests of what the
 daemon does with connections that are idle, many, or unidentifiable.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Out of descriptors with nothing to reclaim: the daemon refuses new
 connections at once, pauses accepting instead of spinning, still answers
 status, and says so once per episode.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A client can read the arena but change nothing in it, whoever it runs as.
 
 A hostile client attaches by hand (HELLO over SOCK_SEQPACKET, as

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Malformed frames get an ERROR frame or a closed connection, never a hang.
 
 Frames are built by hand over SOCK_SEQPACKET, following proto/PROTOCOL.md:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A blend of token sources in one pipeline: `source = megatron:A 60,
 megatron:B 36, llmc:C_{0..1}.bin 24` (docs/config.md, "Blending").
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A blend's configuration errors point at the fault (docs/config.md,
 "Blending").
 

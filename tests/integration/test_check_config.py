@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """--check-config catches what would stop loaderd at start, and names it.
 
 Everything here is refused by `loaderd --check-config` (within seconds:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A client killed mid-stream takes nothing with it.
 
 Two pipelines on one daemon with few staging slots: consumer A steps slowly

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What a client sends cannot forge status or log lines, nor reach a
 terminal raw.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Bad configurations are refused with a message that points at the fault.
 
 `loaderd --check-config --config F` must exit non-zero and print

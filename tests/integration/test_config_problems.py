@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every problem in one run, each saying what to do.
 
 - `loaderd --check-config` on a file with five problems of five kinds in

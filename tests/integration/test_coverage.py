@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every epoch covers the dataset the way DistributedSampler does.
 
 A raw dataset of 1001 records (divisible by neither 2 nor 3), batch 32; for

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`loaderctl consume` prints its position on every exit, and the position
 agrees with its dump exactly.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Debian package (packaging/deb.cmake) holds the install with the
 prefix /usr, and what it holds runs.
 

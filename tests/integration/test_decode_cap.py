@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """No image, however costly to decode, holds a worker longer than max_decode_ms.
 
 An imagefolder of small photos and one large progressive noise JPEG (well

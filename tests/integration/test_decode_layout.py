@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The staging slot of an image pipeline that may decode on the GPU, and
 host clients of it.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """decode_scale: an image pipeline's samples against torchvision's, with
 the workers decoding at full size (`full`) and at the smallest DCT scale
 that covers the output (`fast`, the default).

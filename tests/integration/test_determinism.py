@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """What a rank receives depends on the seed only, never on the worker count.
 
 The same pipeline (small work items, so a batch is spread over every

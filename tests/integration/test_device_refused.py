@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Device delivery from a daemon that cannot offer it is a clear error.
 
 A HELLO asking for device delivery (the protocol's own frame, with a made-up

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """More idle connections than the daemon has descriptors for: the daemon
 stays answerable, idle, quiet, and serves data once they are gone.
 

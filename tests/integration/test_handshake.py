@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A connection must send its first frame in time, and idle ones cannot
 take the places of those that do.
 

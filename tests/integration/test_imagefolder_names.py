@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """imagefolder labels and sample order on names that are not plain UTF-8,
 against torchvision's own ImageFolder on the same tree.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Image pipelines (source = imagefolder): labels, coverage, determinism,
 bad images, and decode fidelity against a reference.
 

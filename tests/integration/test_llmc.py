@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """llmc:PATTERN pipelines: llm.c token shards, written here as llm.c's
 write_datafile writes them (a header of 256 little-endian int32: magic
 20240520, version 1, the token count N; then N uint16 tokens).

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Start-up lines are not rate-limited: every one of them may matter.
 
 A configuration with 60 pipelines whose data files are missing (more than

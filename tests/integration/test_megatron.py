@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """megatron:PREFIX pipelines: Megatron-LM's indexed datasets, read as they
 are written (PREFIX.idx, PREFIX.bin).
 

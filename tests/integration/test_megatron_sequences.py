@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """megatron:PREFIX with documents of several sequences: `split` divides the
 index's sequences, as megatron-core's GPTDataset does, and an end of a
 split that falls inside a document cuts it.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """megatron:PREFIX with document_shuffle (on by default): each epoch's
 documents in an order of their own, concatenated, then cut into windows of
 seq_len + 1 tokens, as Megatron-LM's GPTDataset builds its samples.

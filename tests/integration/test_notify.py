@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """loaderd speaks the sd_notify protocol and shuts down cleanly.
 
 READY=1 (and a STATUS= line) must arrive on $NOTIFY_SOCKET, and only once

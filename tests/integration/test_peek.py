@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`loaderctl peek`: a batch of an image pipeline as a PNG contact sheet.
 
 A tree of 12 classes of one JPEG each (`mkjpeg --tree`), so sample i has

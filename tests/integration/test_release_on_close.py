@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A client's last RELEASEs count even when it hangs up right after them.
 
 A client that closes its socket with READY frames still unread (it asked

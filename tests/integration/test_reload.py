@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A configuration reload changes the worker count live and loses nothing;
 a reload it cannot apply is refused whole, with a reason, and changes
 nothing.

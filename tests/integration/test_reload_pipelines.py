@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A reload adds, removes and replaces pipelines while loaderd runs, and the
 clients of the pipelines it leaves alone notice nothing.
 

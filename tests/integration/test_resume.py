@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A position token resumes the epoch exactly, at any world size.
 
 Both ranks of world 2 consume K batches and print their position; the two

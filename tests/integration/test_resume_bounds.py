@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Every field of a resume token is bounded, and a stream never wraps.
 
 - Tokens refused at attach (exit 1), each with a message naming the token

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A position token resumes only the stream it was saved on: its pipeline,
 with the data it had.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A data file cut short after start fails the client that reads past its
 end, with an error that names the pipeline, the sample and the file; the
 daemon goes on serving the others.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """SIGTERM while a consumer is mid-epoch ends both cleanly.
 
 A consumer steps slowly through an epoch; once it has released a few

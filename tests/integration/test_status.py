@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`loaderctl status` tells the truth about the daemon.
 
 Every line must follow the contract's format. It must show the project's

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A status text longer than one STATUS frame keeps its summary and says
 what it left out.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Stopped clients keep what they hold, and take no staging slot from others.
 
 Defaults that used to let one client hold every slot: 16 staging slots,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Data files swapped after start never block a worker, and a batch that
 fails says which on_error policy applied and why it could not help.
 

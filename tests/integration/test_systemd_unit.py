@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The unit `cmake --install` puts is one systemd accepts, runs the
 installed daemon, and has the directives the daemon relies on.
 

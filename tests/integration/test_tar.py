@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tar shard pipelines (source = tar:PATTERN): the same images as
 test_images.py's tree, written as WebDataset shards, must be delivered
 exactly as the imagefolder pipeline delivers them; bad images are replaced

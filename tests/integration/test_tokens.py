@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Token pipelines deliver windows of seq_len+1 tokens, widened exactly.
 
 uint16 and uint32 token files over the whole range of their dtype (so the

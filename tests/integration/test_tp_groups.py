@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Groups: clients that receive the same batches from one read.
 
 Host delivery, a raw pipeline of 1024 records, batch 32, chunk 8 (4 items

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A peer the daemon cannot identify is refused.
 
 loaderd runs in a new pid namespace (`unshare --pid --fork --mount-proc`,

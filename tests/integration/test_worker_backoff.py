@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Workers that die at start are retried with back-off; fatal ones are not;
 a daemon none of whose workers can start exits, naming the program.
 

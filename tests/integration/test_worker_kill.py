@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A worker killed mid-epoch costs nothing but time.
 
 With 2 workers, a consumer stepping slowly through an epoch (--step-ms, so

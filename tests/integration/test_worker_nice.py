@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The workers run below normal priority (worker_nice), the daemon at its own.
 
 1. worker_nice = 7: every worker, and the zygote they are forks of, runs at

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Stopped, stuck and storm-killed workers never hang a client.
 
 1. A worker is SIGSTOPped, then a consumer starts (worker_timeout_ms

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Workers are forks of one zygote, which holds the arena's only writable
 mapping outside the master; losing it is fatal, and said so.
 

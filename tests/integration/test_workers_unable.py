@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """When no worker can run any more, clients are told why instead of waiting.
 
 The worker program is a script that runs the real worker with

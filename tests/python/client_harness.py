@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """client_harness: what the Python package's tests (tests/python, and
 tests/gpu/test_gpu_python.py) share on top of tests/integration/harness.py.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """`cmake --install` into a prefix of the test's own puts a daemon that
 runs from there, and the installed tree is what the service and the
 Python package use.

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A blended pipeline through the Python package: Loader("mix").
 
 The members of tests/integration/test_blend.py (two Megatron datasets and

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A loader whose daemon fails keeps its exact position: checkpoint, restart
 the daemon, resume, and no sample is lost or repeated.
 

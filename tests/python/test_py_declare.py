@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Pipelines a job declares through Loader(source=..., ...) instead of naming
 one of the daemon's configuration.
 

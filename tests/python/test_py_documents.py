@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Document-aware outputs of token pipelines (outputs = tokens positions
 loss_mask cu_seqlens), through the Python package in host mode.
 

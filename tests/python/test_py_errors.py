@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Errors reach Python as exceptions that carry the daemon's message.
 
 - an unknown pipeline: PipelineNotFoundError naming it and the pipelines;

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python package behaves as a torch DataLoader does where a training
 loop relies on it (host delivery; numpy, and torch when importable).
 

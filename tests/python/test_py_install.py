@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The package installs with pip and finds its library.
 
 - `pip install $BUILD/python` into a fresh virtual environment (with the

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Splits of a megatron pipeline through the Python package:
 Loader(NAME, split="valid").
 

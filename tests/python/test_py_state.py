@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """state_dict(), load_state_dict(), Loader(state=...) and set_epoch().
 
 For each framework (numpy; torch when importable), on a raw dataset of

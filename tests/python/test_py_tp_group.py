@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Tensor-parallel groups through the Python package:
 Loader(NAME, rank=R, world_size=W, tp_group=KEY, tp_size=N).
 

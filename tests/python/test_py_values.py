@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The Python package in host mode delivers the dataset's bytes, in the
 sampler's order, exactly once per epoch over two ranks.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """The wheel: tagged for its platform, numpy optional, and working in fresh
 virtual environments with torch alone, numpy alone, or a clear error with
 neither.

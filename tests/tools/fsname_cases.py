@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """Writes tests/unit/fsname_cases.h: byte names and what Python makes of
 them, for tests/unit/test_fsname.c.
 

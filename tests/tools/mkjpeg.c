@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * mkjpeg: makes the JPEG files the tests and benchmarks read, with libjpeg's
  * own compressor, so that every file is one a real encoder writes.

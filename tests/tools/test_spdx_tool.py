@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """tools/spdx.py on a tree of its own: the header in each kind of file's
 own comment syntax, after a #! line and a Python encoding line; files that
 are not sources left alone; a second run changing nothing; --check

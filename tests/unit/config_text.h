@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * config_text.h: what the configuration parser's unit tests share: a
  * temporary directory per test process, config text written to a file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Written by tests/tools/fsname_cases.py (Python 3.11); do not edit. */
 #ifndef LDR_TESTS_FSNAME_CASES_H
 #define LDR_TESTS_FSNAME_CASES_H

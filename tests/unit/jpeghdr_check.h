@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * jpeghdr_check: what the header reader's tests (test_jpeghdr.c,
  * test_jpeghdr_bytes.c) share: libjpeg's own reading of a header, to check

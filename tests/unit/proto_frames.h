@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * proto_frames: what the codec's tests (test_proto.c, test_proto_device.c)
  * share: the frame buffer and the messages encoded into and decoded out of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * rng.h: the tests' random numbers, splitmix64 (common/hash.h) over a
  * state each test seeds with a constant (or its --seed), so that a failure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for shm/arena: the layout a plan produces, creating a real
  * arena (a nameless memfd, fully reserved, sealed against size changes),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/blend: the greedy rule gives the member sequences
  * that a literal Python computation of it gives (pinned here), agrees with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the client library's edges (client/loaderd.h) that need no
  * daemon: connecting to a missing path or to something that is not a

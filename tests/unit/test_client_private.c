@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for LDR_ATTACH_WRITABLE (client/loaderd.h): the arena mapped
  * private and writable in host delivery.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/config/config: defaults, a file that sets every key, one
  * case per error with the exact "FILE:LINE: " prefix and message, size and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for a blend's configuration (daemon/config/config_source.c): the list
  * "SOURCE WEIGHT, ..." parsed into members (kinds, paths resolved against

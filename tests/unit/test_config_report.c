@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the configuration's problem report: every problem of a
  * file in one load, each "FILE:LINE: message" in line order, a close

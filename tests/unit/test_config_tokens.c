@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/config/config, the keys of token datasets as LLM training
  * reads them: a megatron pipeline's split (Megatron's --split weights) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for client/connect_why: what a failed connect is told, over
  * a /proc made up in a temporary directory (loaderd processes, their fds,

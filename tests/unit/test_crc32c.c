@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/crc32c: published check values, chaining, and
  * agreement with a bit-at-a-time reference for every length and alignment,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/gpu/decoder_msg.c, the checks of the messages between
  * the daemon's decoding thread and a decoder process (decoder_proto.h):

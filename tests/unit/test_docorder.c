@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/source/docorder and common/docorder.h: every window of an
  * epoch is located where a direct walk over the epoch's document order

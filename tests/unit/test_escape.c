@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/escape: every byte value's rendering, the bytes a
  * forged status line or a terminal escape needs, UTF-8, and truncation

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/fdpass: a message and its descriptors arrive
  * together and stay usable and close-on-exec; a message without any;

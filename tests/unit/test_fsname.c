@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/fsname: every kind of ill-formed UTF-8 decoded to
  * the code points Python's surrogateescape gives, and random names sorted

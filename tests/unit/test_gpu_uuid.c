@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/gpu_uuid: the text form nvidia-smi prints, round
  * trips, and the malformed inputs a user can type for --device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/sched/gpushare: the GPU's share of a client's
  * JPEG decoding, driven by the client's data wait, against a simulated

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/hash.h: the values are pinned, because every
  * delivered batch (permutations, crops, flips, substitutes) is drawn from

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for image/jpeg. Every JPEG is made here, in memory, by
  * libjpeg's own compressor (jpeg_mem_dest) from smooth gradients plus

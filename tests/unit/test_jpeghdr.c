@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for image/jpeghdr on real files, made here, in memory, by
  * libjpeg's own compressor. Every field jh_parse reports is checked against

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for image/jpeghdr on hand-made byte strings, built segment by
  * segment here (in libjpeg's order, so that the frame header sits at offset

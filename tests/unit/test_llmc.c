@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/source/llmc: llm.c token shard headers written here as
  * llm.c's write_datafile lays them out (256 int32: magic 20240520,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/log: the per-site rate limit. A site logging 10,000
  * lines writes LOG_BURST of them and, once its window has ended, one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/source/megatron: indexes written here byte by byte the
  * way Megatron-LM's writer lays them out (uint16 and int32 tokens, several

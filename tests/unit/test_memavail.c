@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/memavail: the memory the arena can take, read from
  * fixture copies of /proc/meminfo, /proc/self/cgroup and a cgroup v2

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/paths: the default socket path's order of
  * precedence ($LOADERD_SOCKET, root's /run path, $XDG_RUNTIME_DIR, none)

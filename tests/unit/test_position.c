@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/position: the token's text form is exact in both
  * directions; every field is bounded and checked, and a refusal names the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_proto: the frame codec (proto/proto.c) against proto/PROTOCOL.md, and
  * the packet layer (proto/wire.c) over a real AF_UNIX SOCK_SEQPACKET pair.

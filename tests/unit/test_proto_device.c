@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_proto_device: WELCOME with device delivery (proto/proto.c) against
  * proto/PROTOCOL.md §5.2: the device block's layout, its rules, the fields

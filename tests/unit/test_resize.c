@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for image/resize: agreement with a plain double-precision
  * implementation of the definition in resize.h on random images and boxes

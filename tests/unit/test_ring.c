@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for shm/ring: FIFO order, full and empty, index wrap-around,
  * reset, and a producer process feeding a consumer process through a

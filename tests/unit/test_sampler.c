@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/sampler: the per-epoch permutation is a bijection
  * that depends on (seed, epoch) only, and sharding plus batching match an

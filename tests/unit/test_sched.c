@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for the scheduler (daemon/sched/sched.h) with every neighbour
  * faked: the connections (struct sched_ops), the worker pool (struct

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/server/server: server_check_peer, the decision whether a
  * connecting process is identified well enough to be served. A failed

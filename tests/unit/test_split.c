@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/split: the train/valid/test ranges are
  * megatron-core's, checked against every row of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for common/suggest: the distance (insertions, deletions,
  * substitutions, adjacent transpositions, letter case), the closeness

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/source/tarshard: brace patterns (ranges with and without
  * zero padding, descending, lists, products, every malformed form) and tar

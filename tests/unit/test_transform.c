@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for image/transform: the chain text round-trips through
  * tf_parse and tf_format; every malformed chain is refused with a message

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_worker: the real loaderd-worker executable, driven the way the
  * master drives it (worker/worker.h): a real arena, real data files, real

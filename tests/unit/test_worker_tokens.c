@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * test_worker_tokens: the real loaderd-worker on the token rows of LLM
  * datasets (worker/token_rows.c), driven as the master drives it, each

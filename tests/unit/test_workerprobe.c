@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * Unit tests for daemon/pool/workerprobe: the real loaderd-worker of this build
  * answers `--probe` and passes; every other kind of program is refused

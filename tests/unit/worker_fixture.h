@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * worker_fixture.h: what the worker's unit tests share: a real arena with
  * raw and token pipelines over real files, the real loaderd-worker

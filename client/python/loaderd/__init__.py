@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """loaderd: batches from the loaderd daemon as framework tensors.
 
     import loaderd

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """_dlpack: DLPack capsules for memory loaderd owns, built with ctypes.
 
 A capsule named "dltensor" holds a DLManagedTensor (dlpack.h, the

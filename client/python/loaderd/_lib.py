@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """_lib: the C client library (client/loaderd.h) through ctypes.
 
 The structs below mirror loaderd.h field for field; load() checks their

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """batch: Batch (one delivered batch: its tensors in output order, also
 reachable by name) and _Exporter (one of its tensors as a DLPack producer).
 

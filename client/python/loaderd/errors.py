@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """errors: what the loaderd package raises.
 
 Every error from the daemon or the client library is a LoaderdError (a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """loader: Loader (one attachment to a pipeline); the batches it hands out
 are Batch objects (batch.py): their tensors in output order, also read by
 name (`image, label = batch`, `batch["image"]`).
