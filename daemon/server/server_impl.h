@@ -70,6 +70,7 @@ struct server {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	bool listening;
+	bool from_systemd;       /* listen_fd came from systemd (daemon/listenfd.h) */
 	uv_poll_t listen_poll;
 	struct conn *conns;
 	struct proto_msg *rx; /* scratch for decoding (a frame can be 64 KiB) */
