@@ -430,6 +430,11 @@ static int take_systemd_socket(struct daemon *d, bool have_path)
 		return -1;
 	}
 	log_info("socket %s: from systemd (socket activation)", bound);
+	if (config_key_line(&d->cfg, NULL, "socket_group") > 0 ||
+	    config_key_line(&d->cfg, NULL, "socket_mode") > 0)
+		log_warning("%s: socket_group and socket_mode apply only to a socket loaderd binds "
+			    "itself; the one from systemd has the .socket unit's SocketGroup= and "
+			    "SocketMode=", d->cfg.file);
 	return 1;
 }
 

@@ -7,8 +7,8 @@
  *
  * The work counts (progress_add); what is said, and where, is the sink's
  * (daemon/main.c: the log, and STATUS= with EXTEND_TIMEOUT_USEC= on
- * $NOTIFY_SOCKET). Without a sink (--check-config's callers that set
- * none, tests, the fuzzers) counting costs a clock read and says nothing.
+ * $NOTIFY_SOCKET), set for start-up and --check-config. Without a sink
+ * (a reload, the unit tests, the fuzzers) counting says nothing.
  * Start-up only: one thread, no locking.
  */
 #ifndef LDR_DAEMON_CORE_PROGRESS_H
