@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* listenfd: the socket systemd passes (listenfd.h). */
 #include "daemon/listenfd.h"
 

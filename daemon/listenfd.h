@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * listenfd: the listening socket systemd passes to a socket-activated
  * service (sd_listen_fds(3)): $LISTEN_PID names this process, $LISTEN_FDS

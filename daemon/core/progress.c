@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* progress: how far long start-up work is (progress.h). */
 #include "daemon/core/progress.h"
 

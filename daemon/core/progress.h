@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * progress: how far a long piece of start-up work is (listing an image
  * tree of millions of files, reading the shards of a tar or llm.c dataset,

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """seccomp_exec: runs a command under the system-call filter and address
 family restriction a systemd unit would give it, without systemd.
 

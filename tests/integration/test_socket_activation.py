@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """loaderd serves the listening socket systemd passes (loaderd.socket).
 
 systemd-socket-activate plays systemd's part: it binds and listens on the
@@ -6,7 +7,8 @@ socket, and starts loaderd (with $LISTEN_FDS and $LISTEN_PID) only when
 the first client connects. That client, `loaderctl status`, connected
 before the daemon even started: it must wait in the backlog and then be
 served; the status and the log must say the socket came from systemd, and
-the daemon must leave the socket file (systemd's) in place when it stops.
+the daemon must leave the socket file (systemd's) in place when it stops,
+and warn that socket_mode, set in its file, does not apply to that socket.
 A stream socket (ListenStream=) instead of a SOCK_SEQPACKET one, and a
 socket bound to another path than the configuration's, are refused at
 start (exit 1), saying what was passed.
@@ -57,7 +59,7 @@ def body(env):
         raise harness.TestSkip("systemd-socket-activate is not installed")
     data = env.make_raw("data.bin", 100, 128)
     pipes = {"p": {"source": "raw:" + data, "record_bytes": 128, "batch_size": 10}}
-    cfg = env.config("sa", pipes)
+    cfg = env.config("sa", pipes, socket_mode="0660")
     sock = env.path("sa.sock")
     d = env.start_daemon(cfg, wait_ready=False, wrapper=activate(sock))
     harness.wait_for(lambda: os.path.exists(sock), 10, "systemd-socket-activate's socket")
@@ -79,6 +81,8 @@ def body(env):
           and "listening on %s (socket from systemd)" % sock in log,
           "the log does not say the socket came from systemd:\n%s" % log)
     check(d.status()["connections"]["socket"] == "systemd", "a second status disagrees")
+    check("socket_group and socket_mode apply only to a socket loaderd binds itself" in log,
+          "the log does not say socket_mode (set in the file) is not applied:\n%s" % log)
 
     d.proc.send_signal(signal.SIGTERM)
     rc = d.proc.wait(timeout=20)

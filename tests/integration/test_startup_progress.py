@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """A long start-up scan says how far it is, in the log and to systemd.
 
 An imagefolder pipeline over 200,000 (empty) files is listed at start;

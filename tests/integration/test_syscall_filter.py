@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
 """loaderd and its workers run under the installed unit's system-call
 filter, and make no call outside it.
 
