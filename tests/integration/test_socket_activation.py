@@ -40,9 +40,16 @@ def activate(listen, seqpacket=True):
     return cmd
 
 
+def listening(d, path):
+    """Waits until systemd-socket-activate listens on path (it says so
+    once listen() returned; the file exists from bind() on)."""
+    harness.wait_for(lambda: "Listening on %s as 3." % path in d.log(), 10,
+                     "systemd-socket-activate to listen on %s" % path)
+
+
 def expect_refused(env, cfg, listen, seqpacket, want, what):
     d = env.start_daemon(cfg, wait_ready=False, wrapper=activate(listen, seqpacket))
-    harness.wait_for(lambda: os.path.exists(listen), 10, "%s: the socket %s" % (what, listen))
+    listening(d, listen)
     kind = socket.SOCK_SEQPACKET if seqpacket else socket.SOCK_STREAM
     poke = socket.socket(socket.AF_UNIX, kind)
     poke.connect(listen)  # starts the daemon
@@ -62,7 +69,7 @@ def body(env):
     cfg = env.config("sa", pipes, socket_mode="0660")
     sock = env.path("sa.sock")
     d = env.start_daemon(cfg, wait_ready=False, wrapper=activate(sock))
-    harness.wait_for(lambda: os.path.exists(sock), 10, "systemd-socket-activate's socket")
+    listening(d, sock)
     check(not d.notes and "loaderd:" not in d.log(), "loaderd started before a client connected")
 
     # Connects while nothing accepts: it waits in the backlog, starts the
