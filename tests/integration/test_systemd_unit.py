@@ -17,7 +17,15 @@ with what the daemon and the hardening promise: Type=notify and
 NotifyAccess=main (READY=1 and WATCHDOG=1 come from the master), the
 loaderd user and runtime directory, LimitMEMLOCK=infinity, LimitNOFILE=65536
 (room for max_clients and max_handshakes at their largest), restart and stop
-behaviour, and sandboxing that leaves /dev/nvidia* visible.
+behaviour, and sandboxing that leaves /dev/nvidia* visible (a closed
+device policy that allows the NVIDIA device classes, no PrivateDevices=,
+no MemoryDenyWriteExecute=). ExecReload must run the installed loaderctl's
+`reload` (which exits 1 when the daemon refuses: test_reload.py), with
+LOADERD_SOCKET set to the unit's socket. loaderd.socket must be installed
+beside the service, pass verify too, and listen where the daemon's socket
+is, with its owner and mode. `systemd-analyze security --offline=yes`
+must rate the service EXPOSURE_MAX (3.0) or less (not rated where
+systemd-analyze has no --offline, before systemd 252).
 
 Without systemd as PID 1 (a build machine, a container) the service is
 never started here: not its sandbox, the user it runs as, its
