@@ -36,6 +36,8 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "daemon/config/config.h"
+#include "daemon/core/progress.h"
+#include "daemon/listenfd.h"
 #include "daemon/pool/exitwatch.h"
 #include "daemon/jobs.h"
 #include "daemon/notify.h"
@@ -72,6 +74,7 @@ struct daemon {
 	bool pool_ready, gpu_ready, ready_logged;
 	char gpu_text[600]; /* the status "delivery:" line without a pinner */
 	char socket_path[PATH_MAX];
+	int systemd_fd; /* the listening socket systemd passed, or -1 */
 	unsigned long long start_ms;
 	bool stopping;
 	int exit_code;
@@ -393,8 +396,8 @@ static int start(struct daemon *d, const char *worker_program)
 	struct server_ops server_ops = {.ctx = d, .status = render_status,
 				     .summary = render_summary, .reload = daemon_reload,
 				     .declare = daemon_declare};
-	rc = server_start(&d->loop, &d->cfg, d->socket_path, d->sched, &d->arena, &server_ops,
-			      &d->server, err, sizeof(err));
+	rc = server_start(&d->loop, &d->cfg, d->socket_path, d->systemd_fd, d->sched, &d->arena,
+			  &server_ops, &d->server, err, sizeof(err));
 	if (rc < 0) {
 		char where[PATH_MAX + 128];
 		log_error("%s: %s", preflight_socket_where(&d->cfg, d->socket_path, where,
@@ -441,11 +444,72 @@ static int start(struct daemon *d, const char *worker_program)
 		}
 #endif
 	}
-	log_info("listening on %s: %zu pipeline%s, %u workers, %u staging slots, %zu bytes of "
-		 "shared memory", d->socket_path, d->cfg.n_pipelines,
+	log_info("listening on %s%s: %zu pipeline%s, %u workers, %u staging slots, %zu bytes of "
+		 "shared memory", d->socket_path, d->systemd_fd >= 0 ? " (socket from systemd)" : "",
+		 d->cfg.n_pipelines,
 		 d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->cfg.staging_slots,
 		 d->arena.bytes);
 	return 0;
+}
+
+/* The socket systemd passed (loaderd.socket), if any, into d->systemd_fd:
+ * 0 when none was passed, 1 when taken, -1 (logged) when it is not one
+ * loaderd can serve or is bound to a path other than the configured one,
+ * where clients would not look. */
+static int take_systemd_socket(struct daemon *d, bool have_path)
+{
+	char err[PATH_MAX + 256], bound[PATH_MAX], where[PATH_MAX + 128];
+	d->systemd_fd = -1;
+	int rc = listenfd_take(&d->systemd_fd, bound, sizeof(bound), err, sizeof(err));
+	if (rc < 0) {
+		log_error("the socket from systemd: %s", err);
+		return -1;
+	}
+	if (rc == 0 || !have_path)
+		return 0;
+	if (strcmp(bound, d->socket_path) != 0) {
+		log_error("the socket from systemd is bound to %s, but %s: set the same path in the "
+			  ".socket unit's ListenSequentialPacket=", bound,
+			  preflight_socket_where(&d->cfg, d->socket_path, where, sizeof(where)));
+		return -1;
+	}
+	log_info("socket %s: from systemd (socket activation)", bound);
+	if (config_key_line(&d->cfg, NULL, "socket_group") > 0 ||
+	    config_key_line(&d->cfg, NULL, "socket_mode") > 0)
+		log_warning("%s: socket_group and socket_mode apply only to a socket loaderd binds "
+			    "itself; the one from systemd has the .socket unit's SocketGroup= and "
+			    "SocketMode=", d->cfg.file);
+	return 1;
+}
+
+/* progress (daemon/core/progress.h) during start-up: to the log, and to
+ * systemd with more time, so that a long scan does not hit TimeoutStartSec. */
+static void on_progress(const char *text, bool done)
+{
+	log_info("%s", text);
+	if (done)
+		return;
+	char state[PROGRESS_TEXT_MAX + 64];
+	snprintf(state, sizeof(state), "STATUS=%s\nEXTEND_TIMEOUT_USEC=%llu", text,
+		 (unsigned long long)PROGRESS_EXTEND_USEC);
+	notify_send(state);
+}
+
+/* $LOADERD_PROGRESS_MS, the interval of start-up progress lines (1 to
+ * 3600000 ms), in ns; 0 (the defaults) when unset or not such a number. */
+static uint64_t progress_interval_env(void)
+{
+	const char *s = getenv("LOADERD_PROGRESS_MS");
+	if (!s || !*s)
+		return 0;
+	char *end;
+	unsigned long long ms = strtoull(s, &end, 10);
+	if (*end || ms < 1 || ms > 3600000) {
+		log_warning("$LOADERD_PROGRESS_MS=\"%s\": not a number of milliseconds from 1 to "
+			    "3600000; progress lines keep their default interval", s);
+		return 0;
+	}
+	return (uint64_t)ms * 1000000ull;
 }
 
 /* The last line of a refused start or --check-config: how many problems
@@ -522,10 +586,15 @@ int main(int argc, char **argv)
 		log_error(path_rc == -ENOENT ? "no socket path: set `socket` in [daemon], or "
 			  "$LOADERD_SOCKET, or $XDG_RUNTIME_DIR" : "the socket path from "
 			  "$LOADERD_SOCKET or $XDG_RUNTIME_DIR is too long");
+	int systemd_rc = take_systemd_socket(&d, path_rc == 0);
+	progress_set_interval(progress_interval_env());
+	progress_set_sink(on_progress);
 	struct arena_sizing sizing;
 	unsigned found = preflight_run(&d.cfg, d.sources, worker_program,
-				       path_rc == 0 ? d.socket_path : NULL, &sizing);
+				       path_rc == 0 && systemd_rc == 0 ? d.socket_path : NULL, &sizing);
+	progress_set_sink(NULL);
 	found += path_rc < 0;
+	found += systemd_rc < 0;
 	if (found) {
 		report_problems(config_file, found, check_only);
 		return 1;

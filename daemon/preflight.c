@@ -18,6 +18,7 @@
 #include "common/errtext.h"
 #include "common/log.h"
 #include "common/regfile.h"
+#include "daemon/core/progress.h"
 #include "daemon/pool/workerprobe.h"
 
 #define GROUP_BUF_MAX (1u << 20) /* getgrnam_r's buffer grows up to this */
@@ -218,8 +219,12 @@ static unsigned preflight_open_sources(const struct config *cfg, uint64_t skip,
 		const struct pipeline_cfg *pl = &cfg->pipelines[i];
 		if (skip >> i & 1u)
 			continue;
-		char err[PATH_MAX + 256];
-		if (source_open(pl, &sources[i], err, sizeof(err)) < 0) {
+		char err[PATH_MAX + 256], scope[PROTO_NAME_MAX + 16];
+		snprintf(scope, sizeof(scope), "pipeline %s", pl->name);
+		progress_scope(scope); /* a long scan says which pipeline it is for */
+		int rc = source_open(pl, &sources[i], err, sizeof(err));
+		progress_scope(NULL);
+		if (rc < 0) {
 			int line = config_key_line(cfg, pl, "source");
 			if (cfg->file[0] && line > 0)
 				log_error("%s:%d: %s", cfg->file, line, err);

@@ -22,7 +22,8 @@ packages=(
 	python3 python3-pil python3-numpy  # tests: reference image decode
 	python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision  # the Python package: install, tests, examples
 	python3-pip      # nvJPEG's headers from the Python package index, where the CUDA toolkit lacks them
-	systemd          # systemd-analyze, to check the unit file
+	systemd          # systemd-analyze, to check the unit files; systemd-socket-activate
+	strace python3-seccomp  # the system calls loaderd makes, and a run under the unit's filter
 	clang libclang-rt-14-dev  # libFuzzer harnesses
 )
 

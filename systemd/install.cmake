@@ -36,6 +36,8 @@ loaderd_full(loaderd_unitdir "${LOADERD_UNIT_DIR}")
 loaderd_unit_word(exe "${loaderd_bindir}/loaderd")
 loaderd_unit_word(config "${loaderd_confdir}/loaderd.conf")
 set(LOADERD_UNIT_EXEC_START "${exe} --config ${config}")
+loaderd_unit_word(ctl "${loaderd_bindir}/loaderctl")
+set(LOADERD_UNIT_EXEC_RELOAD "${ctl} reload")
 # Written in a directory of its own for each destination: installs of one
 # build tree to several prefixes may run at once (the tests do).
 string(MD5 stage "$ENV{DESTDIR}|${CMAKE_INSTALL_PREFIX}")

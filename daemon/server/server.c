@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* server: the listening socket's life (server.h): made, bound, given its
- * owner and mode, listened on; shut down and freed. Accepting connections
+ * owner and mode, listened on (or taken from systemd, who did all that);
+ * shut down and freed. Accepting connections
  * is server_accept.c's, their sessions server_conn.c's. */
 #include "daemon/server/server.h"
 
@@ -103,7 +104,7 @@ static int socket_permissions(const struct config *cfg, const char *path, char *
 	return 0;
 }
 
-int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
+int server_start(uv_loop_t *loop, const struct config *cfg, const char *path, int systemd_fd,
 		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
 		 struct server **out, char *err, size_t err_cap)
 {
@@ -129,6 +130,11 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 	srv->ops = *ops;
 	memcpy(srv->path, addr.sun_path, sizeof(srv->path));
 
+	if (systemd_fd >= 0) { /* made, bound, owned and listened on by systemd */
+		srv->listen_fd = systemd_fd;
+		srv->from_systemd = true;
+		goto poll_listen;
+	}
 	rc = make_socket_dirs(path, err, err_cap);
 	if (rc < 0)
 		goto free_srv;
@@ -149,9 +155,12 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
 		snprintf(err, err_cap, "listen: %s", strerror(errno));
 		goto unlink_socket;
 	}
+poll_listen:
 	rc = uv_poll_init(loop, &srv->listen_poll, srv->listen_fd);
 	if (rc < 0) {
 		snprintf(err, err_cap, "polling: %s", uv_strerror(rc));
+		if (srv->from_systemd)
+			goto free_srv; /* systemd's socket stays, for the next start */
 		goto unlink_socket;
 	}
 	srv->listen_poll.data = srv;
@@ -184,7 +193,10 @@ void server_shutdown(struct server *srv)
 		srv->listening = false;
 		uv_poll_stop(&srv->listen_poll);
 		uv_close((uv_handle_t *)&srv->listen_poll, on_listen_closed);
-		unlink(srv->path);
+		/* systemd's socket file stays: a client connecting after this
+		 * waits in systemd's backlog for the next start. */
+		if (!srv->from_systemd)
+			unlink(srv->path);
 	}
 	server_accept_stop(srv);
 	for (struct conn *c = srv->conns; c; c = c->next) {

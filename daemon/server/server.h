@@ -58,10 +58,13 @@ struct server_ops {
 
 /* Makes path's missing directories (0755, as `mkdir -p`), binds and
  * listens on path (a stale socket file is replaced; a live one, or a file
- * that is not a socket, is an error), mode and group from cfg. 0 or -errno
- * with err saying why, without the path: the caller names it, with the
- * file and line that set it (preflight_socket_where). */
-int server_start(uv_loop_t *loop, const struct config *cfg, const char *path,
+ * that is not a socket, is an error), mode and group from cfg. With
+ * systemd_fd (not -1: the listening socket systemd passed, bound to path,
+ * daemon/listenfd.h) it only serves that one: systemd made it and gave it
+ * its owner and mode, and its file stays after server_shutdown. 0 or
+ * -errno with err saying why, without the path: the caller names it, with
+ * the file and line that set it (preflight_socket_where). */
+int server_start(uv_loop_t *loop, const struct config *cfg, const char *path, int systemd_fd,
 		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
 		 struct server **out, char *err, size_t err_cap);
 

@@ -433,7 +433,7 @@ void server_describe_connections(struct server *srv, struct status_text *t)
 	const struct server_counts *n = &srv->counts;
 	status_printf(t, "connections: handshaking %u max_handshakes %u timed_out %" PRIu64 " evicted %"
 		      PRIu64 " unidentified %" PRIu64 " shed %" PRIu64 " accept_pauses %" PRIu64
-		      " accepting %s\n", srv->n_handshakes, srv->cfg->max_handshakes, n->timed_out,
-		      n->evicted, n->unidentified, n->shed, n->accept_pauses,
-		      srv->accept_paused ? "paused" : "yes");
+		      " accepting %s socket %s\n", srv->n_handshakes, srv->cfg->max_handshakes,
+		      n->timed_out, n->evicted, n->unidentified, n->shed, n->accept_pauses,
+		      srv->accept_paused ? "paused" : "yes", srv->from_systemd ? "systemd" : "bound");
 }

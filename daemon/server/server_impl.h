@@ -76,6 +76,7 @@ struct server {
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	bool listening;
+	bool from_systemd;       /* listen_fd came from systemd (daemon/listenfd.h) */
 	uv_poll_t listen_poll;
 	struct conn *conns;
 	uint64_t next_conn_id;

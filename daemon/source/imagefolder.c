@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include "common/errtext.h"
 #include "common/fsname.h"
 #include "common/regfile.h"
+#include "daemon/core/progress.h"
 
 #define DEPTH_MAX 64 /* directory levels under a class */
 
@@ -94,6 +96,7 @@ struct imagefolder_walk {
 	uint64_t cap_entries, cap_paths;
 	char *err;
 	size_t err_cap;
+	struct progress progress; /* files listed, for a long scan (progress.h) */
 };
 
 /* code, with "PATH: WHY" in the caller's buffer. */
@@ -140,6 +143,8 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 		struct imagefolder_names *into = is_dir ? dirs : others;
 		if (into)
 			err = imagefolder_names_add(into, e->d_name);
+		if (into && !is_dir)
+			progress_add(&s->progress, 1);
 	}
 	if (err == 0 && errno != 0)
 		err = imagefolder_fail(s, -errno, rel, strerror(errno));
@@ -309,6 +314,9 @@ int imagefolder_scan(const char *root, const char *roots, struct image_index *ou
 		return errtext(err, err_cap, -code, "%s", strerror(code));
 	}
 	int rc = 0;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "listing %s", root);
+	progress_begin(&s.progress, "files", what);
 	struct imagefolder_names classes = {0};
 	DIR *d = fdopendir(fcntl(s.root_fd, F_DUPFD_CLOEXEC, 0));
 	if (!d) {
@@ -345,6 +353,7 @@ int imagefolder_scan(const char *root, const char *roots, struct image_index *ou
 		rc = imagefolder_scan_class(&s, classes.v[i], (int64_t)i);
 	if (rc == -ENOMEM)
 		errtext(err, err_cap, rc, "out of memory for the file list");
+	progress_end(&s.progress);
 	out->n_classes = (uint32_t)classes.n;
 	imagefolder_names_free(&classes);
 	if (rc < 0)

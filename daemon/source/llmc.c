@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +14,7 @@
 
 #include "common/errtext.h"
 #include "common/regfile.h"
+#include "daemon/core/progress.h"
 #include "daemon/source/tarshard.h"
 
 enum { LLMC_MAGIC_AT = 0, LLMC_VERSION_AT = 4, LLMC_TOKENS_AT = 8 };
@@ -110,11 +112,16 @@ int llmc_scan(const char *pattern, uint64_t seq_len, struct image_index *out,
 		rc = errtext(err, cap, -ENOMEM, "%s", strerror(ENOMEM));
 		goto free_index;
 	}
+	struct progress progress;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "reading the shards %s", pattern);
+	progress_begin(&progress, "shards", what);
 	for (size_t i = 0; i < n; i++) {
 		uint64_t tokens;
 		rc = llmc_header_read(paths[i], &tokens, err, cap);
 		if (rc < 0)
 			goto free_index;
+		progress_add(&progress, 1);
 		struct arena_shard *sh = &out->shards[i];
 		sh->path_offset = out->paths_bytes;
 		sh->first_sample = *n_samples;
@@ -124,6 +131,7 @@ int llmc_scan(const char *pattern, uint64_t seq_len, struct image_index *out,
 		out->paths_bytes += strlen(paths[i]) + 1;
 	}
 	out->n_shards = (uint32_t)n;
+	progress_end(&progress);
 	if (*n_samples == 0) {
 		rc = errtext(err, cap, -EINVAL, "%zu shards without one window of seq_len + 1 = %"
 			     PRIu64 " tokens", n, seq_len + 1);

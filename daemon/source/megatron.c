@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,7 @@
 
 #include "common/errtext.h"
 #include "common/regfile.h"
+#include "daemon/core/progress.h"
 
 static const uint8_t mg_magic[9] = {'M', 'M', 'I', 'D', 'I', 'D', 'X', 0, 0};
 
@@ -370,6 +372,27 @@ static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
 	return 0;
 }
 
+/* Reads the mapped index in (a page at a time) before the parser walks
+ * it, counting MiB: a large index on a slow disk says how far it is
+ * (daemon/core/progress.h), and the parser, which must stay pure, finds it
+ * in memory. */
+static void mg_read_ahead(const char *idx, const uint8_t *map, size_t len)
+{
+	struct progress progress;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "reading %s", idx);
+	progress_begin(&progress, "MiB", what);
+	volatile uint8_t sink = 0;
+	for (size_t at = 0; at < len; at += (size_t)1 << 20) {
+		size_t end = len - at > ((size_t)1 << 20) ? at + ((size_t)1 << 20) : len;
+		for (size_t page = at; page < end; page += 4096)
+			sink ^= map[page];
+		progress_add(&progress, 1);
+	}
+	(void)sink;
+	progress_end(&progress);
+}
+
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
 {
 	if (err && cap > 0)
@@ -420,6 +443,7 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 	}
 	/* A file that shrinks under the mapping would fault (SIGBUS) here;
 	 * dataset files are written once, before training starts. */
+	mg_read_ahead(idx, map, len);
 	rc = mg_index_parse(map, len, bin_bytes, idx, out, err, cap);
 	if (map)
 		munmap((void *)map, len);

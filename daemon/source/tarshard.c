@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 
 #include "common/errtext.h"
 #include "common/regfile.h"
+#include "daemon/core/progress.h"
 
 #define BLOCK 512u
 #define NAME_MAX_BYTES 4096u /* a GNU long name or pax path longer than this is refused */
@@ -441,6 +443,10 @@ int tar_scan(const char *pattern, struct image_index *out, char *err, size_t err
 	s->err_cap = err_cap;
 	s->fd = -1;
 	s->one_file = n_paths == 1 && strcmp(paths[0], pattern) == 0;
+	struct progress progress;
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "reading the shards %s", pattern);
+	progress_begin(&progress, "shards", what);
 	for (size_t i = 0; rc == 0 && i < n_paths; i++) {
 		struct arena_shard *sh = &out->shards[i];
 		rc = image_index_add_path(out, &s->cap_paths, paths[i], &sh->path_offset);
@@ -452,7 +458,9 @@ int tar_scan(const char *pattern, struct image_index *out, char *err, size_t err
 		rc = tar_scan_shard(s);
 		sh->n_samples = out->n - sh->first_sample;
 		out->n_shards = (uint32_t)(i + 1);
+		progress_add(&progress, 1);
 	}
+	progress_end(&progress);
 	if (rc == 0 && out->n == 0)
 		rc = errtext(err, err_cap, -ENOENT,
 			     "no sample with a .jpg or .jpeg member in the %zu shard%s", n_paths,

@@ -245,7 +245,8 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
     r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
-    r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused)$")
+    r"shed (?P<shed>\d+) accept_pauses (?P<accept_pauses>\d+) accepting (?P<accepting>yes|paused) "
+    r"socket (?P<socket>systemd|bound)$")
 _GPU_RE = re.compile(r"^  gpu (\d+) uuid (GPU-[0-9a-f-]{36}) name \"([^\"]*)\" clients (\d+) "
                      r"device_bytes (\d+) decode_bytes (\d+) mps ([01]) decoders (\d+)$")
 _DECODE_RE = re.compile(r"^  decode pipeline (\S+) gpu (\d+) engines (\d+) images_gpu (\d+) "
@@ -402,5 +403,5 @@ def parse_status(text):
     n, line = next_line()
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
-    st["connections"] = {k: (v if k == "accepting" else int(v)) for k, v in m.groupdict().items()}
+    st["connections"] = {k: (v if k in ("accepting", "socket") else int(v)) for k, v in m.groupdict().items()}
     return st

@@ -52,7 +52,8 @@ def body(env):
     print(listing)
     paths = {line.split()[5].lstrip(".") for line in listing.splitlines() if len(line.split()) >= 6}
     want = ["/usr/bin/loaderd", "/usr/bin/loaderctl", "/usr/libexec/loaderd/loaderd-worker",
-            "/usr/lib/systemd/system/loaderd.service", "/usr/lib/sysusers.d/loaderd.conf",
+            "/usr/lib/systemd/system/loaderd.service", "/usr/lib/systemd/system/loaderd.socket",
+            "/usr/lib/sysusers.d/loaderd.conf",
             "/etc/loaderd/loaderd.conf", "/usr/include/loaderd.h",
             "/usr/lib/python3/dist-packages/loaderd/__init__.py",
             "/usr/lib/python3/dist-packages/loaderd/libloaderd_client.so",

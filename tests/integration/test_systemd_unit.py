@@ -18,7 +18,15 @@ with what the daemon and the hardening promise: Type=notify and
 NotifyAccess=main (READY=1 and WATCHDOG=1 come from the master), the
 loaderd user and runtime directory, LimitMEMLOCK=infinity, LimitNOFILE=65536
 (room for max_clients and max_handshakes at their largest), restart and stop
-behaviour, and sandboxing that leaves /dev/nvidia* visible.
+behaviour, and sandboxing that leaves /dev/nvidia* visible (a closed
+device policy that allows the NVIDIA device classes, no PrivateDevices=,
+no MemoryDenyWriteExecute=). ExecReload must run the installed loaderctl's
+`reload` (which exits 1 when the daemon refuses: test_reload.py), with
+LOADERD_SOCKET set to the unit's socket. loaderd.socket must be installed
+beside the service, pass verify too, and listen where the daemon's socket
+is, with its owner and mode. `systemd-analyze security --offline=yes`
+must rate the service EXPOSURE_MAX (3.0) or less (not rated where
+systemd-analyze has no --offline, before systemd 252).
 
 Without systemd as PID 1 (a build machine, a container) the service is
 never started here: not its sandbox, the user it runs as, its
@@ -45,7 +53,7 @@ UNIT = None  # the installed unit, set by body()
 REQUIRED = {
     ("Service", "Type"): "notify",
     ("Service", "NotifyAccess"): "main",
-    ("Service", "ExecReload"): "/bin/kill -HUP $MAINPID",
+    ("Service", "RuntimeDirectoryPreserve"): "yes",
     ("Service", "User"): "loaderd",
     ("Service", "Group"): "loaderd",
     ("Service", "RuntimeDirectory"): "loaderd",
@@ -65,13 +73,41 @@ REQUIRED = {
     ("Service", "ProtectControlGroups"): "yes",
     ("Service", "RestrictAddressFamilies"): "AF_UNIX",
     ("Service", "LockPersonality"): "yes",
+    ("Service", "CapabilityBoundingSet"): "",
+    ("Service", "ProtectKernelModules"): "yes",
+    ("Service", "ProtectKernelLogs"): "yes",
+    ("Service", "ProtectClock"): "yes",
+    ("Service", "ProtectHostname"): "yes",
+    ("Service", "RestrictNamespaces"): "yes",
+    ("Service", "RestrictRealtime"): "yes",
+    ("Service", "RestrictSUIDSGID"): "yes",
+    ("Service", "SystemCallArchitectures"): "native",
+    ("Service", "SystemCallFilter"): "@system-service io_uring_setup io_uring_enter io_uring_register",
+    ("Service", "SystemCallErrorNumber"): "EPERM",
+    ("Service", "DevicePolicy"): "closed",
+    ("Service", "Environment"): None,  # checked in check_directives
 }
 
-# Keys the unit must not set: either would hide the GPU device nodes from
-# the daemon.
+# The socket unit: what loaderd does itself with socket_group (empty: its
+# own group) and socket_mode (0660), on the path the unit's daemon uses.
+SOCKET_REQUIRED = {
+    ("Socket", "ListenSequentialPacket"): "/run/loaderd/loaderd.sock",
+    ("Socket", "SocketUser"): "loaderd",
+    ("Socket", "SocketGroup"): "loaderd",
+    ("Socket", "SocketMode"): "0660",
+    ("Install", "WantedBy"): "sockets.target",
+}
+
+# The GPU's device nodes, by class, that DevicePolicy=closed must allow.
+DEVICES = ["char-nvidia-frontend rw", "char-nvidia-uvm rw", "char-nvidia-caps r"]
+# The most `systemd-analyze security --offline=yes` may rate the unit.
+EXPOSURE_MAX = 3.0
+
+# Keys the unit must not set: each would break the GPU (device nodes, the
+# driver's W+X JIT mappings).
 FORBIDDEN = {
     ("Service", "PrivateDevices"): "it hides /dev/nvidia*",
-    ("Service", "DevicePolicy"): "a closed or strict policy denies /dev/nvidia*",
+    ("Service", "MemoryDenyWriteExecute"): "the CUDA driver maps W+X memory",
 }
 
 # The unit runs as User=loaderd, which the packaging creates
@@ -117,24 +153,32 @@ def parse_unit(path):
 def check_directives(entries):
     for (section, key), want in REQUIRED.items():
         got = entries.get((section, key))
+        if key == "Environment":
+            check(got is not None and "LOADERD_SOCKET=/run/loaderd/loaderd.sock" in got,
+                  "%s: Environment=%s does not set LOADERD_SOCKET=/run/loaderd/loaderd.sock, "
+                  "the socket ExecReload's loaderctl asks" % (UNIT, got))
+            continue
         check(got is not None, "[%s] %s= is missing from %s (expected %s=%s)"
               % (section, key, UNIT, key, want))
         check(got == [want], "[%s] %s= is %s in %s, expected exactly %r"
               % (section, key, got, UNIT, want))
     for (section, key), why in FORBIDDEN.items():
         got = entries.get((section, key))
-        if key == "DevicePolicy" and got is not None and got[-1] == "auto":
-            continue
-        check(got is None, "[%s] %s=%s must not be set in %s: %s" % (section, key, got, UNIT, why))
+        check(got is None or got == ["no"], "[%s] %s=%s must not be set in %s: %s"
+              % (section, key, got, UNIT, why))
+    allowed = entries.get(("Service", "DeviceAllow"), [])
+    for dev in DEVICES:
+        check(dev in allowed, "%s: DevicePolicy=closed without DeviceAllow=%s: the GPU would be "
+              "denied (DeviceAllow= is %s)" % (UNIT, dev, allowed))
 
 
-def verify(tmp_dir):
-    """systemd-analyze verify on the installed unit."""
+def verify(tmp_dir, units):
+    """systemd-analyze verify on the installed units."""
     env = dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="cat")
     # --man=no: the unit names no man pages and the container has none.
     # --recursive-errors=no: complaints about the units it is ordered after
     # (local-fs.target, multi-user.target) belong to this machine, not to us.
-    cmd = ["systemd-analyze", "verify", "--man=no", "--recursive-errors=no", UNIT]
+    cmd = ["systemd-analyze", "verify", "--man=no", "--recursive-errors=no"] + units
     r = subprocess.run(cmd, cwd=tmp_dir, capture_output=True, text=True, timeout=60, env=env)
     lines = [l for l in (r.stdout + r.stderr).splitlines() if l.strip()]
     complaints = [l for l in lines if not about_missing_user(l)]
@@ -144,6 +188,40 @@ def verify(tmp_dir):
           "%s exited %d without saying why" % (" ".join(cmd), r.returncode))
     for l in lines:
         print("accepted: %s" % l)
+
+
+def check_exec_reload(entries, prefix):
+    """ExecReload runs the installed loaderctl's reload, which fails when
+    the daemon refuses (test_reload.py checks loaderctl's exit status)."""
+    want = os.path.join(prefix, installed.BIN, "loaderctl") + " reload"
+    got = entries.get(("Service", "ExecReload"))
+    check(got == [want], "%s: ExecReload=%s, expected %r" % (UNIT, got, want))
+    check(os.access(want.split()[0], os.X_OK), "%s: ExecReload names %s, which is not installed"
+          % (UNIT, want.split()[0]))
+
+
+def check_socket_unit(path):
+    entries = parse_unit(path)
+    for (section, key), want in SOCKET_REQUIRED.items():
+        got = entries.get((section, key))
+        check(got == [want], "%s: [%s] %s= is %s, expected exactly %r" % (path, section, key, got, want))
+
+
+def check_exposure(tmp_dir):
+    """systemd-analyze security rates the installed unit EXPOSURE_MAX or less."""
+    env = dict(os.environ, SYSTEMD_LOG_COLOR="0", SYSTEMD_PAGER="cat")
+    cmd = ["systemd-analyze", "security", "--offline=yes", UNIT]
+    r = subprocess.run(cmd, cwd=tmp_dir, capture_output=True, text=True, timeout=60, env=env)
+    out = r.stdout + r.stderr
+    if "--offline" in out and ("unrecognized" in out or "Unknown option" in out or "invalid option" in out):
+        print("systemd-analyze has no --offline (systemd before 252): the exposure is not rated here")
+        return
+    m = re.search(r"Overall exposure level for \S+: (\d+(?:\.\d+)?)", out)
+    check(m is not None, "%s (exit %d) gave no overall exposure level:\n%s" % (" ".join(cmd), r.returncode, out))
+    level = float(m.group(1))
+    print("systemd-analyze security: %s" % m.group(0))
+    check(level <= EXPOSURE_MAX, "%s rates the unit %.1f, above %.1f:\n%s"
+          % (" ".join(cmd), level, EXPOSURE_MAX, out))
 
 
 def check_exec_start(entries, prefix):
@@ -184,7 +262,12 @@ def body(env):
     entries = parse_unit(UNIT)
     check_directives(entries)
     check_exec_start(entries, prefix)
-    verify(env.dir)
+    check_exec_reload(entries, prefix)
+    socket_unit = os.path.join(os.path.dirname(UNIT), "loaderd.socket")
+    check(os.path.exists(socket_unit), "%s is not installed beside the service" % socket_unit)
+    check_socket_unit(socket_unit)
+    verify(env.dir, [UNIT, socket_unit])
+    check_exposure(env.dir)
     check_sysusers(env.dir, prefix)
 
 
