@@ -36,7 +36,6 @@
 #include "common/log.h"
 #include "common/paths.h"
 #include "daemon/config/config.h"
-#include "daemon/core/progress.h"
 #include "daemon/listenfd.h"
 #include "daemon/pool/exitwatch.h"
 #include "daemon/jobs.h"
@@ -482,36 +481,6 @@ static int take_systemd_socket(struct daemon *d, bool have_path)
 	return 1;
 }
 
-/* progress (daemon/core/progress.h) during start-up: to the log, and to
- * systemd with more time, so that a long scan does not hit TimeoutStartSec. */
-static void on_progress(const char *text, bool done)
-{
-	log_info("%s", text);
-	if (done)
-		return;
-	char state[PROGRESS_TEXT_MAX + 64];
-	snprintf(state, sizeof(state), "STATUS=%s\nEXTEND_TIMEOUT_USEC=%llu", text,
-		 (unsigned long long)PROGRESS_EXTEND_USEC);
-	notify_send(state);
-}
-
-/* $LOADERD_PROGRESS_MS, the interval of start-up progress lines (1 to
- * 3600000 ms), in ns; 0 (the defaults) when unset or not such a number. */
-static uint64_t progress_interval_env(void)
-{
-	const char *s = getenv("LOADERD_PROGRESS_MS");
-	if (!s || !*s)
-		return 0;
-	char *end;
-	unsigned long long ms = strtoull(s, &end, 10);
-	if (*end || ms < 1 || ms > 3600000) {
-		log_warning("$LOADERD_PROGRESS_MS=\"%s\": not a number of milliseconds from 1 to "
-			    "3600000; progress lines keep their default interval", s);
-		return 0;
-	}
-	return (uint64_t)ms * 1000000ull;
-}
-
 /* The last line of a refused start or --check-config: how many problems
  * the lines above list. */
 static void report_problems(const char *config_file, unsigned n, bool check_only)
@@ -587,12 +556,11 @@ int main(int argc, char **argv)
 			  "$LOADERD_SOCKET, or $XDG_RUNTIME_DIR" : "the socket path from "
 			  "$LOADERD_SOCKET or $XDG_RUNTIME_DIR is too long");
 	int systemd_rc = take_systemd_socket(&d, path_rc == 0);
-	progress_set_interval(progress_interval_env());
-	progress_set_sink(on_progress);
+	notify_progress_start();
 	struct arena_sizing sizing;
 	unsigned found = preflight_run(&d.cfg, d.sources, worker_program,
 				       path_rc == 0 && systemd_rc == 0 ? d.socket_path : NULL, &sizing);
-	progress_set_sink(NULL);
+	notify_progress_stop();
 	found += path_rc < 0;
 	found += systemd_rc < 0;
 	if (found) {

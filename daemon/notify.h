@@ -20,4 +20,11 @@ int notify_send(const char *state);
  * 0 when the watchdog is off for this process. */
 uint64_t notify_watchdog_usec(void);
 
+/* Start-up progress (daemon/core/progress.h) goes to the log and to
+ * systemd (STATUS= with EXTEND_TIMEOUT_USEC=), at the interval
+ * $LOADERD_PROGRESS_MS asks for (1 to 3600000 ms; else the default). */
+void notify_progress_start(void);
+/* ... and no more after this. */
+void notify_progress_stop(void);
+
 #endif
