@@ -40,6 +40,10 @@ void preflight_arena_sizing(const struct config *cfg, const struct source *sourc
 	memset(out, 0, sizeof(*out));
 	uint64_t slot_bytes = cfg->staging_slot_bytes > ARENA_ALIGN ? cfg->staging_slot_bytes :
 			      ARENA_ALIGN;
+	/* Jobs may declare pipelines and nothing sized the slots for them:
+	 * room for their share, or for a batch of 256 ImageNet crops. */
+	if (cfg->job_roots[0] && cfg->staging_slot_bytes == 0)
+		slot_bytes = cfg->job_batch_bytes ? cfg->job_batch_bytes : PREFLIGHT_JOB_SLOT_BYTES;
 	for (size_t i = 0; i < cfg->n_pipelines; i++)
 		if (sources[i].slot_bytes > slot_bytes)
 			slot_bytes = sources[i].slot_bytes;

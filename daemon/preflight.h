@@ -32,6 +32,11 @@
 #include "daemon/source/source.h"
 #include "shm/arena.h"
 
+/* A staging slot's bytes at least where jobs may declare pipelines
+ * (job_roots) and neither staging_slot_bytes nor job_batch_bytes says:
+ * 256 rows of 224 x 224 x 3 bytes, and their labels, with room. */
+#define PREFLIGHT_JOB_SLOT_BYTES (48ull << 20)
+
 /* The arena's size for a configuration and its opened sources. */
 struct arena_sizing {
 	struct arena_plan plan;
