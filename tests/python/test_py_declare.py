@@ -187,6 +187,16 @@ def body(env):
     ch.expect(refused, ["job_roots in [daemon]"], lambda: new("Z", 8), "no job_roots")
     d.stop()
 
+    # A daemon with job_roots and nothing else: its staging slots take a
+    # declared batch of a few MiB (48 MiB by default, not 4 KiB).
+    d2 = env.start_daemon(env.config("roots-only", {}, job_roots=root))
+    big = loaderd.Loader(source=src, options={"record_bytes": RECORD}, batch_size=N // 2, seed=3,
+                         job="big", socket=d2.socket, framework="numpy", device="cpu")
+    got = ch.flat(ch.epoch_indices(big))
+    check(sorted(got) == list(range(N // 2 * 2)), "a roots-only daemon: %d samples" % len(got))
+    big.close()
+    d2.stop()
+
 
 if __name__ == "__main__":
     harness.run_test("test_py_declare", body)
