@@ -14,7 +14,8 @@
 /* Keys a reload applies while running; every other change takes a restart. */
 static bool key_is_live(const char *pipeline, const char *key)
 {
-	return !pipeline && (strcmp(key, "workers") == 0 || strcmp(key, "log_level") == 0);
+	return !pipeline && (strcmp(key, "workers") == 0 || strcmp(key, "log_level") == 0 ||
+			     strcmp(key, "min_workers") == 0 || strcmp(key, "worker_cpu_budget") == 0);
 }
 
 struct restart_keys {
@@ -104,16 +105,25 @@ int reload_run(struct config *running, struct pool *pool, struct reload_log *log
 
 	size_t len = 0;
 	text[0] = '\0';
-	if (next->workers != running->workers) {
+	if (next->workers_auto) { /* the count stays the controller's, within the new bounds */
+		if (!running->workers_auto)
+			len += (size_t)snprintf(text, cap, "workers %u -> auto", running->workers);
+		running->workers_auto = true;
+	} else if (next->workers != running->workers || running->workers_auto) {
 		char err[256];
 		rc = pool_resize(pool, next->workers, err, sizeof(err));
 		if (rc < 0) {
 			snprintf(text, cap, "workers %u -> %u: %s", running->workers, next->workers, err);
 			goto refused;
 		}
-		len += (size_t)snprintf(text, cap, "workers %u -> %u", running->workers, next->workers);
+		len += (size_t)snprintf(text, cap, "workers %s%u -> %u", running->workers_auto ?
+					"auto " : "", running->workers, next->workers);
 		running->workers = next->workers;
+		running->workers_auto = false;
 	}
+	/* workers = auto's bounds: the controller reads them at its next tick */
+	running->min_workers = next->min_workers;
+	running->worker_cpu_budget = next->worker_cpu_budget;
 	if (next->log_level != running->log_level && len < cap) {
 		len += (size_t)snprintf(text + len, cap - len, "%slog_level %s -> %s", len ? ", " : "",
 					log_level_name(running->log_level), log_level_name(next->log_level));
