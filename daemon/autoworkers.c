@@ -166,13 +166,15 @@ static void on_tick(uv_timer_t *t)
 	uint64_t now = clock_mono_ns();
 	struct wtune_limits lim;
 	double idle_cores, workers_cores;
-	measure_cpu(a, now, &idle_cores, &workers_cores);
-	if (!a->cfg->workers_auto) {
+	if (!a->cfg->workers_auto) { /* nothing measured: the next start begins afresh */
 		if (a->tuning)
 			pool_set_note(a->pool, "");
 		a->tuning = false;
+		a->cpu_known = false;
+		a->last_ns = 0;
 		return;
 	}
+	measure_cpu(a, now, &idle_cores, &workers_cores);
 	limits(a->cfg, &lim);
 	if (!a->tuning) { /* auto from here: the pool's count is where it starts */
 		wtune_init(&a->tune, &lim, pool_count(a->pool), now);
