@@ -19,6 +19,7 @@
 #define HOLD_DOUBLINGS 4u /* the cap's hold doubles with each raise taken back, this often */
 #define PER_WORKER_MIN 0.05 /* cores a worker is taken to use at least */
 #define FRAC_TOP 0.9      /* a wait fraction counts as at most this when sizing a raise */
+#define SILENT_WINDOWS 5u /* a client without a RELEASE this many windows counts as not waiting */
 
 static uint32_t lo_bound(const struct wtune_limits *l)
 {
@@ -80,6 +81,7 @@ static size_t measure(struct wtune *w, const struct wtune_tick *t, double window
 	w->frac_id = 0;
 	w->frac_pid = 0;
 	w->rate = 0;
+	bool silent = false;
 	for (size_t i = 0; i < t->n_clients; i++) {
 		const struct wtune_client *c = &t->clients[i];
 		const struct wtune_seen *s = NULL;
@@ -97,6 +99,9 @@ static size_t measure(struct wtune *w, const struct wtune_tick *t, double window
 			continue;
 		}
 		measured++;
+		/* No RELEASE: it may be waiting still (a wait is known only once
+		 * its batch comes), or paused. */
+		silent |= c->releases == s->releases;
 		double f = (double)(c->wait_ns - s->wait_ns) / window_ns;
 		if (f > 1.0)
 			f = 1.0;
@@ -109,6 +114,7 @@ static size_t measure(struct wtune *w, const struct wtune_tick *t, double window
 	}
 	if (matched < w->n_seen)
 		w->clients_changed = true; /* went in the window */
+	w->silent = silent ? w->silent + 1 : 0;
 	return measured;
 }
 
@@ -242,7 +248,7 @@ static enum wtune_event decide(struct wtune *w, size_t measured, uint64_t now_ns
 		w->settle = 1;
 		return WTUNE_RAISED;
 	}
-	if (measured > 0 && w->frac > QUIET_FRAC) {
+	if (measured > 0 && (w->frac > QUIET_FRAC || (w->silent && w->silent < SILENT_WINDOWS))) {
 		w->quiet = 0;
 		return WTUNE_SAME;
 	}

@@ -31,7 +31,10 @@
  *    most 16), while such raises keep failing.
  *  - Lower by one, when no client waited for data (at most 0.5% of the
  *    window) two windows in a row, or no client released a batch, down to
- *    min_workers. A lower after which a client waits again (within the
+ *    min_workers. A client that released nothing in a window may be
+ *    waiting still (a wait is known once its batch comes): such a window
+ *    is not one without a wait, unless the client has been silent five
+ *    windows in a row (a client paused, or stopped but attached). A lower after which a client waits again (within the
  *    minute) is answered by a raise (judged as any), and the count is not
  *    lowered below the one it had for a minute, then 2, 4, ... (at most
  *    16) while that repeats: a count on the edge of what a client needs
@@ -107,6 +110,7 @@ struct wtune {
 	/* the controller */
 	uint32_t settle;         /* windows not used after a change */
 	uint32_t quiet;          /* windows in a row without a wait */
+	uint32_t silent;         /* windows in a row in which a client released nothing */
 	bool judging;            /* a raise from `from` waits for its judgment */
 	uint32_t from;
 	double rate_before, frac_before;

@@ -219,6 +219,33 @@ static void test_no_client(void **state)
 	assert_int_equal(sim.lowered, 4);
 }
 
+/* A client whose batches take longer than a window (so its waits come in
+ * late): windows without its RELEASE do not lower the count; one silent
+ * for 5 windows (paused, or stopped but attached) no longer holds it. */
+static void test_silent_client(void **state)
+{
+	(void)state;
+	struct wtune w;
+	struct wtune_limits lim = {.min = 1, .max = 8, .cores = 8, .budget_cores = 8};
+	wtune_init(&w, &lim, 4, S);
+	struct wtune_client c = {.id = 1, .pid = 10, .releases = 1, .wait_ns = 0};
+	struct wtune_tick t = {.now_ns = S, .workers = 4, .idle_cores = 0.2, .workers_cores = 4,
+			       .clients = &c, .n_clients = 1};
+	uint32_t to;
+	int lowered_at = -1;
+	for (int s = 1; s <= 30 && lowered_at < 0; s++) {
+		t.now_ns += S;
+		if (s <= 12 && s % 3 == 0) { /* a batch every 3 s, each waited for 2.9 s */
+			c.releases++;
+			c.wait_ns += 29 * S / 10;
+		}
+		if (wtune_tick(&w, &t, &to) == WTUNE_LOWERED)
+			lowered_at = s;
+	}
+	assert_true(lowered_at > 12 + 2 * 5); /* only once silent for 5 windows after the last */
+	assert_int_equal(to, 3);
+}
+
 /* Bounds: a count outside them (a reload) is brought in at the next tick;
  * a count set from outside is taken as it is; the log's reasons. */
 static void test_bounds_and_reasons(void **state)
@@ -281,6 +308,7 @@ int main(int argc, char **argv)
 		cmocka_unit_test(test_two_cores),
 		cmocka_unit_test(test_oscillation_bounded),
 		cmocka_unit_test(test_no_client),
+		cmocka_unit_test(test_silent_client),
 		cmocka_unit_test(test_bounds_and_reasons),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
