@@ -211,6 +211,7 @@ static enum wtune_event decide(struct wtune *w, size_t measured, uint64_t now_ns
 		w->settle--;
 		return WTUNE_SAME;
 	}
+	w->held[0] = '\0'; /* said again below while it lasts */
 	if (w->judging) {
 		enum wtune_event ev = judge(w, now_ns, to);
 		if (ev != WTUNE_SAME)
@@ -232,7 +233,6 @@ static enum wtune_event decide(struct wtune *w, size_t measured, uint64_t now_ns
 		uint32_t k = raise_by(w, now_ns);
 		if (k == 0)
 			return WTUNE_SAME;
-		w->held[0] = '\0';
 		char idle[64] = "";
 		if (w->idle_cores >= 0)
 			snprintf(idle, sizeof(idle), " and the node has %.1f idle cores", w->idle_cores);

@@ -133,7 +133,7 @@ struct wtune {
 	enum wtune_event last_event;
 	uint64_t last_change_ns;
 	char reason[WTUNE_REASON_MAX];
-	char held[WTUNE_REASON_MAX];
+	char held[WTUNE_REASON_MAX]; /* why the last window that wanted a raise got none, "" */
 };
 
 /* Starts at count `workers` (clamped into the bounds by the first tick). */
