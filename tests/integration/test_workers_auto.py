@@ -9,7 +9,7 @@
   consumer's wait per batch drops.
 - Then a slow consumer (200 ms a batch): no client waits, and the count
   comes back down to min_workers, the reason in status and the log.
-- The rows the first consumer received while the count rose (up to 64
+- The rows the first consumer received while the count rose (up to 32
   batches after the raise), and those the slow one received while it came
   down, are byte-identical (CRC-32C per row) to what a daemon with a fixed worker
   count delivers.
@@ -80,7 +80,7 @@ def stop_consumer(p, what):
 
 def body(env):
     root = env.path("imgs")
-    subprocess.run([harness.binary("mkjpeg"), "--tree", root, "--classes", "4", "--per-class", "64",
+    subprocess.run([harness.binary("mkjpeg"), "--tree", root, "--classes", "4", "--per-class", "32",
                     "--min-side", "300", "--max-side", "500", "--seed", "3"], check=True,
                    stdout=subprocess.DEVNULL)
     cfg = make_config(env, "auto", "auto", root, worker_cpu_budget="100%")
@@ -107,8 +107,8 @@ def body(env):
         rose = False
     idle_seen = idle_since(cpu_then)
     st = d.status()
-    # the rows compared below: those up to the raise, and 64 batches more
-    compared = (client_wait(st, fast.pid)[0] + 64) * BATCH
+    # the rows compared below: those up to the raise, and 32 batches more
+    compared = (client_wait(st, fast.pid)[0] + 32) * BATCH
     auto = st["workers_auto"]
     if rose:
         check(auto["last_change"] is not None and "workers 1 -> " in auto["last_change"]
