@@ -35,6 +35,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/paths.h"
+#include "daemon/autoworkers.h"
 #include "daemon/config/config.h"
 #include "daemon/listenfd.h"
 #include "daemon/pool/exitwatch.h"
@@ -64,6 +65,7 @@ struct daemon {
 	struct sched *sched;
 	struct server *server;
 	struct pool *pool;
+	struct autoworkers *autoworkers; /* workers = auto's timer */
 	struct zygote *zygote;
 	struct pinner *pinner;
 	struct exitwatch_set exits;
@@ -179,6 +181,8 @@ static void daemon_stop(struct daemon *d, const char *why)
 	notify_send("STOPPING=1");
 	if (d->server)
 		server_shutdown(d->server);
+	autoworkers_stop(d->autoworkers);
+	d->autoworkers = NULL;
 	pool_stop(d->pool, STOP_TIMEOUT_MS);
 }
 
@@ -422,6 +426,9 @@ static int start(struct daemon *d, const char *worker_program)
 	d->reload.pool = d->pool;
 	struct sched_workers workers = {.pool = d->pool, .submit = pool_submit};
 	sched_set_workers(d->sched, &workers);
+	if (autoworkers_start(&d->loop, &d->cfg, d->pool, d->sched, &d->autoworkers) < 0)
+		log_error("workers = auto cannot run (out of memory): the count stays %u",
+			  d->cfg.workers);
 	d->gpu_ready = true;
 	if (d->cfg.gpu == GPU_OFF) {
 		snprintf(d->gpu_text, sizeof(d->gpu_text), "off");
@@ -443,10 +450,10 @@ static int start(struct daemon *d, const char *worker_program)
 		}
 #endif
 	}
-	log_info("listening on %s%s: %zu pipeline%s, %u workers, %u staging slots, %zu bytes of "
+	log_info("listening on %s%s: %zu pipeline%s, %u workers%s, %u staging slots, %zu bytes of "
 		 "shared memory", d->socket_path, d->systemd_fd >= 0 ? " (socket from systemd)" : "",
-		 d->cfg.n_pipelines,
-		 d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers, d->cfg.staging_slots,
+		 d->cfg.n_pipelines, d->cfg.n_pipelines == 1 ? "" : "s", d->cfg.workers,
+		 d->cfg.workers_auto ? " (auto, to start)" : "", d->cfg.staging_slots,
 		 d->arena.bytes);
 	return 0;
 }

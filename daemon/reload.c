@@ -20,6 +20,7 @@
 static bool key_is_live(const char *key)
 {
 	return strcmp(key, "workers") == 0 || strcmp(key, "log_level") == 0 ||
+	       strcmp(key, "min_workers") == 0 || strcmp(key, "worker_cpu_budget") == 0 ||
 	       strncmp(key, "job_", 4) == 0 || strcmp(key, "max_job_pipelines") == 0;
 }
 
@@ -127,16 +128,25 @@ static int apply(struct reload *r, struct config *next, struct pipe_open *list, 
 		return reserved;
 	size_t len = 0;
 	text[0] = '\0';
-	if (next->workers != running->workers) {
+	if (next->workers_auto) { /* the count stays the controller's, within the new bounds */
+		if (!running->workers_auto)
+			say(text, cap, &len, "workers %u -> auto", running->workers);
+		running->workers_auto = true;
+	} else if (next->workers != running->workers || running->workers_auto) {
 		char err[256];
 		int rc = pool_resize(r->pool, next->workers, err, sizeof(err));
 		if (rc < 0) {
 			snprintf(text, cap, "workers %u -> %u: %s", running->workers, next->workers, err);
 			return rc;
 		}
-		say(text, cap, &len, "workers %u -> %u", running->workers, next->workers);
+		say(text, cap, &len, "workers %s%u -> %u", running->workers_auto ? "auto " : "",
+		    running->workers, next->workers);
 		running->workers = next->workers;
+		running->workers_auto = false;
 	}
+	/* workers = auto's bounds: the controller reads them at its next tick */
+	running->min_workers = next->min_workers;
+	running->worker_cpu_budget = next->worker_cpu_budget;
 	/* Nothing fails from here on. */
 	for (size_t i = 0; i < running->n_pipelines; i++) {
 		const char *name = running->pipelines[i].name;

@@ -183,12 +183,24 @@ enum pin_mode {
 	PIN_COPY = 1,     /* copy each batch into one of pinned_slots page-locked buffers */
 };
 
+/* worker_cpu_budget: one of the two is set (> 0), or neither (the default,
+ * online cores - 1, at least 1). */
+struct config_cpu_budget {
+	double cores;
+	double percent; /* of the online cores */
+};
+
 struct config {
 	char file[PATH_MAX];       /* the file read, "" for defaults only */
 	char socket[PATH_MAX];     /* "" = resolve at start (common/paths.h) */
 	char socket_group[64];     /* group owning the socket, "" = the daemon's */
 	uint32_t socket_mode;      /* default 0660 */
-	uint32_t workers;          /* default: online cores - 1, at least 1; max ARENA_WORKERS_MAX */
+	uint32_t workers;          /* default: online cores - 1, at least 1; max ARENA_WORKERS_MAX;
+				    * with workers_auto: the count now (min_workers at start) */
+	bool workers_auto;         /* workers = auto: the daemon sets the count (daemon/pool/wtune.h) */
+	uint32_t min_workers;      /* workers = auto: the fewest, default 1 */
+	struct config_cpu_budget worker_cpu_budget; /* workers = auto: the most CPU the workers
+						     * may use */
 	uint32_t max_workers;      /* ring pairs reserved: a reload may raise workers to this;
 				    * default max(workers, online cores) */
 	bool max_workers_given;    /* set in the file (else the default above) */
@@ -241,6 +253,12 @@ struct config {
 
 /* Fills in every default. */
 void config_defaults(struct config *c);
+
+/* CPUs loaderd may run on: its affinity mask, else the online count. */
+long config_cpus(void);
+
+/* worker_cpu_budget in cores, for `cpus` online cores. */
+double config_cpu_budget_cores(const struct config *c, long cpus);
 
 /* Problems config_load_problems keeps the text of; more are counted. */
 #define CONFIG_PROBLEMS_MAX 64

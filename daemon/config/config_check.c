@@ -236,6 +236,11 @@ void config_pipeline_end(struct config_parse *p)
 void config_finish(struct config_parse *p)
 {
 	struct config *c = p->c;
+	/* workers = auto starts at min_workers; the pool's count follows the
+	 * clients from there (daemon/pool/wtune.h). */
+	c->workers_auto = c->workers == 0;
+	if (c->workers_auto)
+		c->workers = c->min_workers;
 	c->max_workers_given = p->daemon_key_line[CONFIG_DK_MAX_WORKERS] != 0;
 	if (!c->max_workers_given) { /* default: max(workers, CPUs), at most 256 */
 		long cpus = config_cpus();
@@ -258,9 +263,17 @@ void config_finish(struct config_parse *p)
 			config_fail(p, p->daemon_key_line[CONFIG_DK_JOB_ROOTS], "[daemon] job_roots: "
 				    "\"%.*s\" is not an absolute directory without \"..\" (job_roots is "
 				    "a list of them, separated by spaces)", (int)n, r);
-			return;
+			break;
 		}
 		r += n;
+	}
+	if (c->workers_auto && c->min_workers > c->max_workers &&
+	    !config_key_bad(&p->daemon_bad, CONFIG_DK_MIN_WORKERS) &&
+	    !config_key_bad(&p->daemon_bad, CONFIG_DK_MAX_WORKERS)) {
+		int ml = p->daemon_key_line[CONFIG_DK_MIN_WORKERS];
+		config_fail(p, ml ? ml : p->daemon_key_line[CONFIG_DK_MAX_WORKERS],
+			    "[daemon] min_workers: \"%u\" is more than max_workers (%u): lower it, or "
+			    "raise max_workers", c->min_workers, c->max_workers);
 	}
 	/* A worker may spend max_decode_ms on one image between two signs of
 	 * life: the watchdog must give it longer than that. */

@@ -39,6 +39,9 @@ enum config_value_type {
 	CONFIG_VALUE_TRANSFORM,    /* a transform chain (image/transform.h), kept as text */
 	CONFIG_VALUE_RGB,          /* three decimal numbers "R,G,B", into a double[3] */
 	CONFIG_VALUE_SPLIT,        /* "A,B,C" split weights (common/split.h), into a double[3] */
+	CONFIG_VALUE_UINT_AUTO,    /* "auto" (stored as 0) or a decimal integer in min..max */
+	CONFIG_VALUE_CPU_BUDGET,   /* cores ("12", "7.5") or a percent of the online cores
+				    * ("75%"), into a struct config_cpu_budget */
 	CONFIG_VALUE_TYPES,
 };
 
@@ -75,7 +78,8 @@ enum config_daemon_key {
 	CONFIG_DK_GPU_DECODE_MEMORY, CONFIG_DK_GPU_DECODE_THREADS, CONFIG_DK_GPU_DECODE_HELPERS,
 	CONFIG_DK_GROUP_TIMEOUT_MS, CONFIG_DK_WORKER_NICE, CONFIG_DK_RUNTIME_INDEX_BYTES,
 	CONFIG_DK_STAGING_SLOT_BYTES, CONFIG_DK_JOB_ROOTS, CONFIG_DK_MAX_JOB_PIPELINES,
-	CONFIG_DK_JOB_INDEX_BYTES, CONFIG_DK_JOB_BATCH_BYTES, CONFIG_DK_JOB_LINGER_MS, CONFIG_DK_COUNT,
+	CONFIG_DK_JOB_INDEX_BYTES, CONFIG_DK_JOB_BATCH_BYTES, CONFIG_DK_JOB_LINGER_MS, CONFIG_DK_MIN_WORKERS,
+	CONFIG_DK_WORKER_CPU_BUDGET, CONFIG_DK_COUNT,
 };
 _Static_assert(CONFIG_DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
 
@@ -194,8 +198,6 @@ unsigned config_member_flag(enum source_kind kind);
 
 /* ---- config_keys.c ---- */
 
-/* CPUs loaderd may run on: its affinity mask, else the online count. */
-long config_cpus(void);
 /* A new pipeline's defaults, in pl (zeroed by the caller). */
 void config_pipeline_defaults(struct pipeline_cfg *pl);
 

@@ -51,8 +51,8 @@ _Static_assert(sizeof(enum gpu_mode) == sizeof(uint32_t) && sizeof(enum pin_mode
 
 const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	[CONFIG_DK_SOCKET] = {"socket", CONFIG_VALUE_STRING, DAEMON(socket), 0, SUN_PATH_MAX, 0, NULL},
-	[CONFIG_DK_WORKERS] = {"workers", CONFIG_VALUE_UINT, DAEMON(workers), 1, ARENA_WORKERS_MAX, 0,
-			       NULL},
+	[CONFIG_DK_WORKERS] = {"workers", CONFIG_VALUE_UINT_AUTO, DAEMON(workers), 1,
+			       ARENA_WORKERS_MAX, 0, NULL},
 	[CONFIG_DK_SHM_BYTES] = {"shm_bytes", CONFIG_VALUE_SIZE, DAEMON(shm_bytes), 1, INT64_MAX, 0, NULL},
 	[CONFIG_DK_STAGING_SLOTS] = {"staging_slots", CONFIG_VALUE_UINT, DAEMON(staging_slots), 1,
 				     STAGING_SLOTS_MAX, 0, NULL},
@@ -120,6 +120,12 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 				       0, 1ull << 40, 0, NULL},
 	[CONFIG_DK_JOB_LINGER_MS] = {"job_linger_ms", CONFIG_VALUE_UINT, DAEMON(job_linger_ms), 0,
 				     86400000, 0, NULL},
+	/* also <= max_workers, checked at the end of the file */
+	[CONFIG_DK_MIN_WORKERS] = {"min_workers", CONFIG_VALUE_UINT, DAEMON(min_workers), 1,
+				   ARENA_WORKERS_MAX, 0, NULL},
+	/* cores in min..max (thousandths), or a percent in 1..100 */
+	[CONFIG_DK_WORKER_CPU_BUDGET] = {"worker_cpu_budget", CONFIG_VALUE_CPU_BUDGET,
+					 DAEMON(worker_cpu_budget), 1, 4096000, 0, NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -252,6 +258,16 @@ void config_defaults(struct config *c)
 	c->max_job_pipelines = JOB_PIPELINES_DEFAULT;
 	c->job_index_bytes = JOB_INDEX_BYTES_DEFAULT;
 	c->job_linger_ms = JOB_LINGER_MS_DEFAULT;
+	c->min_workers = 1;
+}
+
+double config_cpu_budget_cores(const struct config *c, long cpus)
+{
+	if (c->worker_cpu_budget.cores > 0)
+		return c->worker_cpu_budget.cores;
+	if (c->worker_cpu_budget.percent > 0)
+		return (double)cpus * c->worker_cpu_budget.percent / 100.0;
+	return cpus > 1 ? (double)(cpus - 1) : 1.0;
 }
 
 void config_pipeline_defaults(struct pipeline_cfg *pl)

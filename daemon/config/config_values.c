@@ -101,6 +101,61 @@ static void config_value_uint(struct config_parse *p, const struct config_key *k
 	config_store_in_range(p, k, value, field, parsed, v, "an integer", "");
 }
 
+/* workers: "auto" (0: config_finish sets the start) or an integer. */
+static void config_value_uint_auto(struct config_parse *p, const struct config_key *k,
+				   const char *value, void *field)
+{
+	if (strcmp(value, "auto") == 0) {
+		config_store(k, field, 0);
+		return;
+	}
+	uint64_t v = 0;
+	bool parsed = config_parse_u64(value, &v) == 0;
+	config_store_in_range(p, k, value, field, parsed, v, "an integer", " or auto");
+}
+
+/* worker_cpu_budget: cores, with an optional fraction ("12", "7.5"), in
+ * k->min..k->max thousandths, or a whole percent in 1..100 ("75%"). */
+static void config_value_cpu_budget(struct config_parse *p, const struct config_key *k,
+				    const char *value, void *field)
+{
+	struct config_cpu_budget b = {0, 0};
+	size_t len = strlen(value);
+	const char *s = value;
+	uint64_t whole = 0, milli = 0;
+	unsigned digits = 0, frac_digits = 0;
+	for (; *s >= '0' && *s <= '9' && digits < 9; s++, digits++)
+		whole = whole * 10 + (uint64_t)(*s - '0');
+	if (*s == '.' && len && value[len - 1] != '%') {
+		for (s++; *s >= '0' && *s <= '9' && frac_digits < 3; s++, frac_digits++)
+			milli = milli * 10 + (uint64_t)(*s - '0');
+		for (unsigned i = frac_digits; i < 3; i++)
+			milli *= 10;
+	}
+	bool percent = *s == '%' && s[1] == '\0';
+	if (digits == 0 || (*s != '\0' && !percent) || (*s == '\0' && value[len - 1] == '.')) {
+		config_bad_value(p, k, value, "is not a number of cores (\"12\", \"7.5\") or a "
+				 "percent of the online cores (\"75%%\")");
+		return;
+	}
+	if (percent) {
+		if (whole < 1 || whole > 100) {
+			config_bad_value(p, k, value, "is not a percent in 1..100");
+			return;
+		}
+		b.percent = (double)whole;
+	} else {
+		uint64_t m = whole * 1000 + milli;
+		if (m < k->min || m > k->max) {
+			config_bad_value(p, k, value, "is not a number of cores in %.3g..%.0f",
+					 (double)k->min / 1000, (double)k->max / 1000);
+			return;
+		}
+		b.cores = (double)m / 1000;
+	}
+	memcpy(field, &b, sizeof(b));
+}
+
 static void config_value_bool(struct config_parse *p, const struct config_key *k, const char *value,
 			      void *field)
 {
@@ -293,6 +348,8 @@ static config_value_fn *const config_value_parsers[CONFIG_VALUE_TYPES] = {
 	[CONFIG_VALUE_SIZE] = config_value_size, [CONFIG_VALUE_MODE] = config_value_mode,
 	[CONFIG_VALUE_STRING] = config_value_string, [CONFIG_VALUE_RGB] = config_value_rgb,
 	[CONFIG_VALUE_SPLIT] = config_value_split,
+	[CONFIG_VALUE_UINT_AUTO] = config_value_uint_auto,
+	[CONFIG_VALUE_CPU_BUDGET] = config_value_cpu_budget,
 	[CONFIG_VALUE_LOG_LEVEL] = config_value_log_level, [CONFIG_VALUE_CHOICE] = config_value_choice,
 	[CONFIG_VALUE_SOURCE] = config_value_source, [CONFIG_VALUE_TRANSFORM] = config_value_transform,
 	[CONFIG_VALUE_TOKEN_STORED] = config_value_token,

@@ -240,7 +240,7 @@ void pool_describe(const struct pool *p, struct status_text *t)
 	uint32_t listed = 0;
 	for (uint32_t i = 0; i < p->n_init; i++)
 		listed += i < p->n || p->workers[i].state == WORKER_RETIRING;
-	status_printf(t, "workers: %u\n", listed);
+	status_printf(t, "workers: %u%s%s\n", listed, p->note[0] ? " " : "", p->note);
 	struct status_list l;
 	status_list_begin(t, &l, "workers");
 	for (uint32_t i = 0; i < p->n_init; i++) { /* n <= n_init: pool_resize opens before it grows */
@@ -260,4 +260,27 @@ void pool_describe(const struct pool *p, struct status_text *t)
 		status_item_end(t, &l);
 	}
 	status_list_end(t, &l);
+}
+
+uint32_t pool_count(const struct pool *p)
+{
+	return p->n;
+}
+
+uint32_t pool_pids(const struct pool *p, int *pids, uint32_t *indexes, uint32_t cap)
+{
+	uint32_t k = 0;
+	for (uint32_t i = 0; i < p->n_init && k < cap; i++) {
+		const struct worker *w = &p->workers[i];
+		if (!w->proc_open || w->pid <= 0)
+			continue;
+		pids[k] = w->pid;
+		indexes[k++] = i;
+	}
+	return k;
+}
+
+void pool_set_note(struct pool *p, const char *note)
+{
+	snprintf(p->note, sizeof(p->note), "%s", note);
 }

@@ -116,4 +116,16 @@ void pool_free(struct pool *p);
 /* Status lines ("workers: N" and one line per worker). */
 void pool_describe(const struct pool *p, struct status_text *t);
 
+/* The count of workers [0, n) that run (pool_resize's n). */
+uint32_t pool_count(const struct pool *p);
+
+/* The pids of the workers' processes alive now (running, starting or
+ * retiring), with their indexes; returns how many (at most cap). */
+uint32_t pool_pids(const struct pool *p, int *pids, uint32_t *indexes, uint32_t cap);
+
+/* A text the status line "workers: N" carries after the count (workers =
+ * auto's bounds and last change); "" for none. Cut at POOL_NOTE_MAX - 1. */
+#define POOL_NOTE_MAX 512
+void pool_set_note(struct pool *p, const char *note);
+
 #endif

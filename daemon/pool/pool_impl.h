@@ -91,6 +91,7 @@ struct pool {
 	uint32_t n;      /* the worker count: workers [0, n) run, the rest retire */
 	uint32_t n_init; /* workers whose fds and handles exist: [0, n_init) */
 	uint32_t cap;    /* ring pairs in the arena: n never exceeds it */
+	char note[POOL_NOTE_MAX]; /* after the count on the status line (pool_set_note) */
 	struct worker workers[];
 };
 

@@ -274,3 +274,17 @@ void sched_describe_errors(const struct sched *s, struct status_text *t)
 	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",
 		      s->read_errors, s->bad_images, s->substituted);
 }
+
+size_t sched_waits(const struct sched *s, struct sched_wait *out, size_t cap)
+{
+	size_t n = 0;
+	for (uint32_t i = 0; i < s->n_clients && n < cap; i++) {
+		const struct sched_client *c = s->clients[i];
+		if (!c || !c->conn || c->failed || c->direct || c->attaching)
+			continue;
+		out[n++] = (struct sched_wait){.session = c->session, .pid = c->pid,
+					       .releases = c->share.releases,
+					       .wait_ns = c->share.wait_ns};
+	}
+	return n;
+}

@@ -210,6 +210,18 @@ void sched_describe_item(struct sched *s, uint64_t item_id, char *buf, size_t ca
 void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, char *buf,
 			   size_t cap);
 
+/* A client's data wait, as its RELEASEs said it (proto_release.wait_ns),
+ * summed since it attached: for workers = auto (daemon/pool/wtune.h). */
+struct sched_wait {
+	uint64_t session;
+	pid_t pid;
+	uint64_t releases;
+	uint64_t wait_ns;
+};
+/* Fills out with the clients the workers serve (attached, not failed, not
+ * direct), at most cap of them; returns how many. */
+size_t sched_waits(const struct sched *s, struct sched_wait *out, size_t cap);
+
 /* Status lines: the arena's; then pipelines, clients and error counters. */
 void sched_describe_arena(const struct sched *s, struct status_text *t);
 void sched_describe(const struct sched *s, struct status_text *t);

@@ -220,6 +220,9 @@ def token_data(token):
 _STATUS_HEAD_RE = re.compile(r"^loaderd (\S+) pid (\d+) uptime (\d+(?:\.\d+)?)s$")
 _ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes, (\d+) in use, "
                        r"share (\d+)$")
+# "workers: N", and with workers = auto its bounds, last change and what holds a raise back
+_WORKERS_RE = re.compile(r"^workers: (\d+)(?: auto count (\d+) min (\d+) max (\d+) cpu_budget ([\d.]+)"
+                         r"(?: last_change ([\d.]+)s ago \"([^\"]*)\")?(?: held \"([^\"]*)\")?)?$")
 _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
                         r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
@@ -335,7 +338,13 @@ def parse_status(text):
     m = expect(_ARENA_RE, "arena")
     st["arena_bytes"], st["slots"], st["slot_bytes"], st["in_use"], st["share"] = (
         int(x) for x in m.groups())
-    n_workers = int(expect(re.compile(r"^workers: (\d+)$"), "workers").group(1))
+    m = expect(_WORKERS_RE, "workers")
+    n_workers = int(m.group(1))
+    st["workers_auto"] = None if m.group(2) is None else {
+        "count": int(m.group(2)), "min": int(m.group(3)), "max": int(m.group(4)),
+        "cpu_budget": float(m.group(5)),
+        "last_change_ago_s": None if m.group(6) is None else float(m.group(6)),
+        "last_change": m.group(7), "held": m.group(8)}
     for k in range(n_workers):
         if left_out("workers", k, n_workers):
             break

@@ -4,8 +4,9 @@
 
 The same pipeline (small work items, so a batch is spread over every
 worker) is consumed by both ranks of world 2 for two epochs, once from a
-daemon with 1 worker and once from a daemon with 4: the dumps must be
-byte-identical and every CRC must match the file. A pipeline with another
+daemon with 1 worker, once from a daemon with 4 and once from one with
+`workers = auto` (which starts at 1 and changes the count as it sees fit):
+the dumps must be byte-identical and every CRC must match the file. A pipeline with another
 seed must give another order of the same samples.
 """
 
@@ -26,16 +27,17 @@ def body(env):
     pipelines = {"a": dict(common, seed=42), "b": dict(common, seed=43)}
 
     dumps = {}
-    for workers in (1, 4):
-        d = env.start_daemon(env.config("w%d" % workers, pipelines, workers=workers))
+    for workers in (1, 4, "auto"):
+        d = env.start_daemon(env.config("w%s" % workers, pipelines, workers=workers))
         st = d.status()
-        check(len(st["workers"]) == workers, "status lists %d workers, configured %d"
+        expected = 1 if workers == "auto" else workers
+        check(len(st["workers"]) == expected, "status lists %d workers, configured %s"
               % (len(st["workers"]), workers))
         jobs = [{"pipeline": p, "rank": r, "world": 2, "epochs": 2,
-                 "dump": env.path("%s-w%d-r%d.dump" % (p, workers, r))}
+                 "dump": env.path("%s-w%s-r%d.dump" % (p, workers, r))}
                 for p in ("a", "b") for r in range(2)]
         for j, (_, _, rows) in zip(jobs, harness.consume_all(env, d.socket, jobs)):
-            harness.check_dump_crcs(rows, crcs, "%s rank %d with %d workers" % (j["pipeline"], j["rank"], workers))
+            harness.check_dump_crcs(rows, crcs, "%s rank %d with %s workers" % (j["pipeline"], j["rank"], workers))
             dumps[(j["pipeline"], workers, j["rank"])] = harness.read_text(j["dump"])
         if workers == 4:
             busy = [w["index"] for w in d.status()["workers"] if w["items"] > 0]
@@ -44,10 +46,12 @@ def body(env):
 
     for p in ("a", "b"):
         for r in range(2):
-            one, four = dumps[(p, 1, r)], dumps[(p, 4, r)]
-            check(one == four, "pipeline %s rank %d: the dump with 4 workers differs from the one "
-                  "with 1 worker (first differing line %s)"
-                  % (p, r, harness.first_difference(one.splitlines(), four.splitlines())))
+            one = dumps[(p, 1, r)]
+            for other in (4, "auto"):
+                two = dumps[(p, other, r)]
+                check(one == two, "pipeline %s rank %d: the dump with %s workers differs from the "
+                      "one with 1 worker (first differing line %s)"
+                      % (p, r, other, harness.first_difference(one.splitlines(), two.splitlines())))
     for r in range(2):
         a = [line.split()[2] for line in dumps[("a", 1, r)].splitlines()]
         b = [line.split()[2] for line in dumps[("b", 1, r)].splitlines()]

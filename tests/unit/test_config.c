@@ -422,6 +422,43 @@ static void test_max_workers(void **state)
 		     "[daemon] max_workers: \"257\" is not an integer in 1..256");
 }
 
+/* workers = auto, its bounds and its CPU budget. */
+static void test_workers_auto(void **state)
+{
+	(void)state;
+	long cpus = config_cpus();
+	assert_int_equal(load_text("[daemon]\nworkers = 4\n"), 0);
+	assert_false(cfg->workers_auto);
+	assert_int_equal(cfg->min_workers, 1);
+	assert_true(config_cpu_budget_cores(cfg, 16) == 15.0);
+	assert_true(config_cpu_budget_cores(cfg, 1) == 1.0);
+	/* auto starts at min_workers */
+	assert_int_equal(load_text("[daemon]\nworkers = auto\n"), 0);
+	assert_true(cfg->workers_auto);
+	assert_int_equal(cfg->workers, 1);
+	assert_int_equal(cfg->max_workers, cpus > 1 ? cpus : 1);
+	assert_int_equal(load_text("[daemon]\nworkers = auto\nmin_workers = 3\nmax_workers = 8\n"
+				   "worker_cpu_budget = 6.5\n"), 0);
+	assert_int_equal(cfg->workers, 3);
+	assert_true(config_cpu_budget_cores(cfg, 16) == 6.5);
+	assert_int_equal(load_text("[daemon]\nworkers = auto\nworker_cpu_budget = 75%\n"), 0);
+	assert_true(config_cpu_budget_cores(cfg, 16) == 12.0);
+	assert_int_equal(load_text("[daemon]\nworker_cpu_budget = 0.25\n"), 0);
+	assert_true(config_cpu_budget_cores(cfg, 16) == 0.25);
+	expect_error("[daemon]\nworkers = auto\nmin_workers = 9\nmax_workers = 4\n", 3,
+		     "[daemon] min_workers: \"9\" is more than max_workers (4)");
+	expect_error("[daemon]\nworkers = Auto\n", 2,
+		     "[daemon] workers: \"Auto\" is not an integer in 1..256 or auto");
+	expect_error("[daemon]\nworker_cpu_budget = 0\n", 2,
+		     "[daemon] worker_cpu_budget: \"0\" is not a number of cores in 0.001..4096");
+	expect_error("[daemon]\nworker_cpu_budget = 101%\n", 2,
+		     "[daemon] worker_cpu_budget: \"101%\" is not a percent in 1..100");
+	const char *bad[] = {"", "%", "7.", ".5", "7.5%", "12 cores", "-1", "1e3", "5%%", NULL};
+	for (int i = 0; bad[i]; i++)
+		expect_error(textf("[daemon]\nworker_cpu_budget = %s\n", bad[i]), 2,
+			     "is not a number of cores (\"12\", \"7.5\") or a percent");
+}
+
 struct diff_seen {
 	char text[512];
 };
@@ -934,6 +971,7 @@ int main(void)
 		cmocka_unit_test(test_lines),
 		cmocka_unit_test(test_parse_size),
 		cmocka_unit_test(test_values),
+		cmocka_unit_test(test_workers_auto),
 		cmocka_unit_test(test_relative_source),
 		cmocka_unit_test(test_example_config),
 	};
