@@ -7,7 +7,7 @@
 #   asan      the same with -DLOADERD_SANITIZE=address,undefined in ./build-asan
 #   fuzz      when fuzz/CMakeLists.txt exists and clang is installed: the
 #             libFuzzer harnesses built with clang in ./build-fuzz, each run
-#             for $LOADERD_FUZZ_SECONDS (default 30) seconds; the inputs of
+#             for $LOADERD_FUZZ_SECONDS (default 20) seconds; the inputs of
 #             one that fails are printed in base64, with how to run them
 # Prints how long each phase took; exits non-zero when any phase fails.
 set -euo pipefail
@@ -15,7 +15,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
 jobs=$(nproc)
-fuzz_seconds=${LOADERD_FUZZ_SECONDS:-30}
+fuzz_seconds=${LOADERD_FUZZ_SECONDS:-20}
 timings=()
 
 report() {
