@@ -169,7 +169,7 @@ static void config_unknown_key(struct config_parse *p, const char *name)
 	size_t which;
 	config_key_did_you_mean(name, p->keys, p->n_keys, &which, hint, sizeof(hint));
 	if (which < p->n_keys)
-		p->suggested |= 1u << which;
+		p->suggested |= 1ull << which;
 	config_fail(p, p->lineno, "unknown key \"%s\" in %s%s", name, p->label,
 		    hint[0] ? hint : " (docs/config.md lists every key)");
 }
@@ -205,7 +205,7 @@ static int config_on_key(void *user, const char *section, const char *name, cons
 	unsigned before = config_problem_count(p);
 	config_set_value(p, &p->keys[key], p->base, value);
 	if (config_problem_count(p) != before)
-		*p->bad |= 1u << key;
+		*p->bad |= 1ull << key;
 	return 1;
 }
 

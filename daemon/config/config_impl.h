@@ -82,6 +82,7 @@ enum config_daemon_key {
 	CONFIG_DK_WORKER_CPU_BUDGET, CONFIG_DK_COUNT,
 };
 _Static_assert(CONFIG_DK_COUNT <= CONFIG_KEYS_MAX, "struct config's key_line holds every daemon key");
+_Static_assert(CONFIG_KEYS_MAX <= 64, "config_parse's masks hold a bit per key");
 
 /* The keys of [pipeline.NAME], indexes into config_pipeline_keys and a
  * pipeline's key_line. */
@@ -145,16 +146,16 @@ struct config_parse {
 	int *daemon_key_line;      /* c->key_line: the line each key was set on, 0 = unset */
 	int *pipeline_key_line;    /* the current pipeline's key_line */
 	struct pipeline_cfg *pipeline;   /* the current pipeline */
-	uint32_t *bad;             /* the current section's keys refused, a bit per key */
-	uint32_t daemon_bad;       /* [daemon]'s */
-	uint32_t pipeline_bad[ARENA_PIPELINES_MAX]; /* each pipeline's */
+	uint64_t *bad;             /* the current section's keys refused, a bit per key */
+	uint64_t daemon_bad;       /* [daemon]'s */
+	uint64_t pipeline_bad[ARENA_PIPELINES_MAX]; /* each pipeline's */
 	/* A pipeline section that is not one of the config's (a duplicate, a
 	 * bad name, one too many): its keys are checked here all the same. */
 	struct pipeline_cfg scratch;
-	uint32_t scratch_bad;
+	uint64_t scratch_bad;
 	/* The current section's keys an unknown key was taken for ("did you
 	 * mean"): not reported again as missing. */
-	uint32_t suggested;
+	uint64_t suggested;
 	int long_value_line;       /* the line whose value is in long_value */
 	bool declaration;          /* a client's declaration (config_declare): no sections */
 	char long_value[CONFIG_LINE_MAX + 1];
@@ -162,7 +163,7 @@ struct config_parse {
 };
 
 /* Whether key (an index into the current section's table) was refused. */
-static inline bool config_key_bad(const uint32_t *bad, size_t key)
+static inline bool config_key_bad(const uint64_t *bad, size_t key)
 {
 	return bad && (*bad >> key) & 1u;
 }
