@@ -59,7 +59,7 @@ int ctl_install_stop_handlers(void)
 }
 
 static const char ctl_usage_text[] =
-	"Usage: loaderctl [--socket PATH] status | reload\n"
+	"Usage: loaderctl [--socket PATH] status [--json] | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--split train|valid|test] [--group ID --group-size N]\n"
@@ -67,7 +67,8 @@ static const char ctl_usage_text[] =
 	"       loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png\n"
 	"       loaderctl --help | --version\n"
 	"\n"
-	"  status     print the daemon's status\n"
+	"  status     print the daemon's status; --json: as one JSON document\n"
+	"             (schema loaderd.status/1), every worker, pipeline and client\n"
 	"  reload     make the daemon re-read its configuration file and print what\n"
 	"             changed (live: workers and log_level); a file with errors, or one\n"
 	"             changing anything else, is refused and nothing changes (exit 1)\n"
@@ -311,11 +312,12 @@ close_client:
 }
 
 /* status and reload: one control request, its text on stdout. */
-static int ctl_control_run(const char *socket, bool reload)
+static int ctl_control_run(const char *socket, bool reload, bool json)
 {
 	char *text;
 	char err[4096]; /* a connect failure's explanation (client/connect_why.h) */
 	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
+		: json ? ldr_status_json(socket, &text, err, sizeof err)
 		       : ldr_status(socket, &text, err, sizeof err);
 	if (r < 0) {
 		ctl_error("%s%s", reload ? "reload: " : "", err);
@@ -354,10 +356,13 @@ int main(int argc, char **argv)
 	if (i >= argc)
 		return ctl_usage_error("no command given (status, reload, consume or peek)");
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
+		bool reload = strcmp(argv[i], "reload") == 0;
+		bool json = !reload && i + 1 < argc && strcmp(argv[i + 1], "--json") == 0;
+		i += json;
 		if (i + 1 < argc)
 			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
 					       "unexpected argument '%s'", argv[i + 1]);
-		return ctl_control_run(socket, strcmp(argv[i], "reload") == 0);
+		return ctl_control_run(socket, reload, json);
 	}
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);

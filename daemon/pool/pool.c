@@ -248,13 +248,17 @@ void pool_describe(const struct pool *p, struct status_text *t)
 			continue;
 		if (!status_item_begin(t, &l))
 			continue;
-		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
-			      w->index, w->pid, pool_state_names[w->state], w->items_done,
-			      w->n_outstanding, w->restarts);
+		status_field(t, "index", "  worker %u", w->index);
+		status_field(t, "pid", " pid %d", (int)w->pid);
+		status_field(t, "state", " state %s", pool_state_names[w->state]);
+		status_field(t, "items", " items %" PRIu64, w->items_done);
+		status_field(t, "inflight", " inflight %u", w->n_outstanding);
+		status_field(t, "restarts", " restarts %u", w->restarts);
 		if (w->last_exit[0])
-			status_printf(t, " last_exit \"%s\"", w->last_exit);
+			status_field(t, "last_exit", " last_exit \"%s\"", w->last_exit);
 		if (w->state == WORKER_BACKOFF)
-			status_printf(t, " retry_in_ms %llu", w->retry_at_ms > now ? w->retry_at_ms - now : 0);
+			status_field(t, "retry_in_ms", " retry_in_ms %llu",
+				     w->retry_at_ms > now ? w->retry_at_ms - now : 0ULL);
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}
