@@ -65,11 +65,11 @@ static int client_control_request(const char *socket_path, uint16_t type, uint32
 				      CLIENT_STATUS_TIMEOUT_MS, NULL);
 	if (r < 0)
 		goto free_client;
-	if (c->msg.hdr.type == PROTO_ERROR) {
-		r = client_daemon_error(c);
-		goto free_client;
-	}
 	for (;;) {
+		if (c->msg.hdr.type == PROTO_ERROR) {
+			r = client_daemon_error(c);
+			break;
+		}
 		r = client_status_append(c, type, text, &len, max);
 		if (r < 0 || !(c->msg.hdr.flags & PROTO_FLAG_MORE))
 			break;
