@@ -59,7 +59,7 @@ int ctl_install_stop_handlers(void)
 }
 
 static const char ctl_usage_text[] =
-	"Usage: loaderctl [--socket PATH] status [--json] | reload\n"
+	"Usage: loaderctl [--socket PATH] status [--json] | metrics | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--split train|valid|test] [--group ID --group-size N]\n"
@@ -69,6 +69,8 @@ static const char ctl_usage_text[] =
 	"\n"
 	"  status     print the daemon's status; --json: as one JSON document\n"
 	"             (schema loaderd.status/1), every worker, pipeline and client\n"
+	"  metrics    print the status in Prometheus's text exposition format (for\n"
+	"             node_exporter's textfile collector)\n"
 	"  reload     make the daemon re-read its configuration file and print what\n"
 	"             changed (live: workers and log_level); a file with errors, or one\n"
 	"             changing anything else, is refused and nothing changes (exit 1)\n"
@@ -354,7 +356,7 @@ int main(int argc, char **argv)
 			return ctl_usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return ctl_usage_error("no command given (status, reload, consume or peek)");
+		return ctl_usage_error("no command given (status, metrics, reload, consume or peek)");
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
 		bool reload = strcmp(argv[i], "reload") == 0;
 		bool json = !reload && i + 1 < argc && strcmp(argv[i + 1], "--json") == 0;
@@ -364,6 +366,12 @@ int main(int argc, char **argv)
 					       "unexpected argument '%s'", argv[i + 1]);
 		return ctl_control_run(socket, reload, json);
 	}
+	if (strcmp(argv[i], "metrics") == 0) {
+		if (i + 1 < argc)
+			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
+					       "unexpected argument '%s'", argv[i + 1]);
+		return ctl_metrics_run(socket);
+	}
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);
 	if (strcmp(argv[i], "peek") == 0) {
@@ -371,10 +379,10 @@ int main(int argc, char **argv)
 		int r = ctl_peek_parse(argc, argv, i + 1, &o);
 		return r != 0 ? r : ctl_peek_run(&o);
 	}
-	static const char *const commands[] = {"status", "reload", "consume", "peek", NULL};
+	static const char *const commands[] = {"status", "metrics", "reload", "consume", "peek", NULL};
 	const char *best = suggest_among(argv[i], strlen(argv[i]), commands);
 	if (best)
-		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, reload, "
+		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, metrics, reload, "
 				       "consume or peek)", argv[i], best);
-	return ctl_usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
+	return ctl_usage_error("unknown command '%s' (status, metrics, reload, consume or peek)", argv[i]);
 }
