@@ -151,7 +151,11 @@ static void json_put(struct status_json *j, const char *s, size_t n)
 			cap *= 2;
 		if (cap > PROTO_STATUS_JSON_MAX + 1)
 			cap = PROTO_STATUS_JSON_MAX + 1;
-		char *p = j->len + n + 1 <= cap ? realloc(j->buf, cap) : NULL;
+		if (j->len + n + 1 > cap) {
+			j->failed = j->over = true;
+			return;
+		}
+		char *p = realloc(j->buf, cap);
 		if (!p) {
 			j->failed = true;
 			return;
@@ -237,7 +241,7 @@ static void json_open(struct status_text *t, const char *key, const char *brace)
 	json_key(j, key);
 	json_puts(j, brace);
 	if (j->depth + 1 >= STATUS_JSON_DEPTH_MAX) {
-		j->failed = true;
+		j->failed = j->malformed = true;
 		return;
 	}
 	j->comma[++j->depth] = false;
@@ -257,8 +261,12 @@ void status_array(struct status_text *t, const char *key)
 void status_close(struct status_text *t)
 {
 	struct status_json *j = t->json;
-	if (!j || j->failed || j->depth == 0)
+	if (!j || j->failed)
 		return;
+	if (j->depth == 0) {
+		j->failed = j->malformed = true;
+		return;
+	}
 	json_put(j, &j->closer[j->depth--], 1);
 }
 
@@ -275,12 +283,12 @@ void status_init_json(struct status_text *t, struct status_json *j)
 int status_json_finish(struct status_text *t)
 {
 	struct status_json *j = t->json;
-	if (!j->failed && j->depth != 0)
-		j->failed = true; /* a describe call left a container open */
+	if (j->malformed || (!j->failed && j->depth != 0))
+		return -EINVAL; /* a describe call's containers do not match */
 	json_put(j, "}\n", 2);
 	if (!j->failed)
 		return 0;
-	return j->cap > PROTO_STATUS_JSON_MAX ? -E2BIG : -ENOMEM;
+	return j->over ? -E2BIG : -ENOMEM;
 }
 
 void status_json_free(struct status_json *j)

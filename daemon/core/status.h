@@ -35,6 +35,8 @@ struct status_json {
 	char *buf;
 	size_t len, cap;
 	bool failed;   /* out of memory, over the limit or nested too deep */
+	bool over;     /* over PROTO_STATUS_JSON_MAX */
+	bool malformed; /* containers closed that were not open, or nested too deep */
 	uint32_t depth;
 	bool comma[STATUS_JSON_DEPTH_MAX]; /* the container at this depth has a member */
 	char closer[STATUS_JSON_DEPTH_MAX]; /* '}' or ']' */
@@ -66,6 +68,8 @@ void status_init(struct status_text *t);
  * status_json_free): writes the opening brace and the "schema" member;
  * status_json_finish closes the document. */
 void status_init_json(struct status_text *t, struct status_json *j);
+/* 0; -E2BIG over PROTO_STATUS_JSON_MAX; -EINVAL a container left open
+ * or nested too deep (a describe call's bug); -ENOMEM. */
 int status_json_finish(struct status_text *t);
 void status_json_free(struct status_json *j);
 

@@ -70,6 +70,8 @@ static int status_json(struct server *srv, struct status_json *j, char *why, siz
 	if (rc == -E2BIG)
 		return errtext(why, cap, rc, "the status as JSON is over the %u bytes it may take",
 			       (unsigned)PROTO_STATUS_JSON_MAX);
+	if (rc == -EINVAL)
+		return errtext(why, cap, rc, "the status as JSON is malformed (unclosed or too deep)");
 	if (rc < 0)
 		return errtext(why, cap, rc, "out of memory");
 	return 0;
