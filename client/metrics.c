@@ -117,9 +117,8 @@ static void put_labels(FILE *out, enum metric_from from, json_t *item, json_t *o
 		put_label(out, "gpu", json_string_value(json_object_get(item, "gpu")), first);
 		item = owner; /* then the device's client */
 		__attribute__((fallthrough));
-	case FROM_CLIENTS:
+	case FROM_CLIENTS: /* its name and pid: loaderd_client_info's alone */
 		put_label_int(out, "client", json_object_get(item, "id"), first);
-		put_label(out, "name", json_string_value(json_object_get(item, "name")), first);
 		put_label(out, "pipeline", json_string_value(json_object_get(item, "pipeline")), first);
 		put_label_int(out, "rank", json_object_get(item, "rank"), first);
 		break;
@@ -201,6 +200,18 @@ static void metrics_write(FILE *out, json_t *doc)
 			else
 				put_sample(out, m, item, NULL);
 		}
+	}
+	fputs("# HELP loaderd_client_info A client's name and pid, by its id.\n"
+	      "# TYPE loaderd_client_info gauge\n", out);
+	size_t i;
+	json_t *c;
+	json_array_foreach(json_object_get(doc, "clients"), i, c) {
+		first = true;
+		fputs("loaderd_client_info{", out);
+		put_label_int(out, "client", json_object_get(c, "id"), &first);
+		put_label(out, "name", json_string_value(json_object_get(c, "name")), &first);
+		put_label_int(out, "pid", json_object_get(c, "pid"), &first);
+		fputs("} 1\n", out);
 	}
 	json_t *conn = json_object_get(doc, "connections");
 	fprintf(out, "# HELP loaderd_accepting Whether the daemon accepts connections (1) or has paused (0).\n"

@@ -7,9 +7,10 @@ a sample; names and label names of the format's alphabet; label values
 with only its three escapes; a TYPE (counter or gauge) once per metric,
 before its samples, which are contiguous; no sample twice; counters named
 `_total`. The figures are the status's: the pipelines' samples and batch
-sizes, a sample per worker, the attached clients (labels client, name,
-pipeline, rank) with their batches, the configured workers; and a client
-whose name has a quote comes out with the format's escape.
+sizes, a sample per worker, the attached clients (labels client,
+pipeline, rank) with their batches and their names and pids (in
+loaderd_client_info), the configured workers; and a client whose name
+has a quote comes out with the format's escape.
 """
 
 import os
@@ -121,11 +122,14 @@ def body(env):
           "worker samples: %s" % samples(m, "loaderd_worker_items_total"))
     check(samples(m, "loaderd_config_workers") == {(): float(WORKERS)}, "config workers")
     sent = samples(m, "loaderd_client_batches_sent_total")
-    want = {(("client", str(c["id"])), ("name", c["name"]), ("pipeline", c["pipeline"]), ("rank", str(c["rank"]))):
+    want = {(("client", str(c["id"])), ("pipeline", c["pipeline"]), ("rank", str(c["rank"]))):
             float(c["sent"]) for c in st["clients"]}
     check(set(sent) == set(want), "client labels: %s, expected %s" % (sorted(sent), sorted(want)))
     check(all(sent[k] >= want[k] for k in want), "client batches sent: %s, status had %s" % (sent, want))
-    check(any(dict(k)["name"] == 'say \\"hi\\"' for k in sent), "the quoted name's label: %s" % sorted(sent))
+    info = samples(m, "loaderd_client_info")
+    want = {(("client", str(c["id"])), ("name", c["name"]), ("pid", str(c["pid"]))): 1.0 for c in st["clients"]}
+    check(info == want, "loaderd_client_info: %s, expected %s" % (info, want))
+    check(any(dict(k)["name"] == 'say \\"hi\\"' for k in info), "the quoted name's label: %s" % sorted(info))
     stages = {dict(k)["stage"] for k in samples(m, "loaderd_client_stage_seconds")}
     check(stages == {"fill", "order", "gpu", "held"}, "stages: %s" % stages)
     check(m["loaderd_client_wait_seconds_total"]["type"] == "counter"
