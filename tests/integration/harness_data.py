@@ -425,7 +425,7 @@ def parse_status_json(doc):
     arena = doc["arena"]
     st = {"json": doc, "version": doc["daemon"]["version"], "pid": doc["daemon"]["pid"],
           "uptime": doc["daemon"]["uptime_s"], "delivery": delivery, "omitted": {},
-          "gpus": [dict(g) for g in doc["gpus"]],
+          "gpus": [dict(g, mps=g["mps"] == 1) for g in doc["gpus"]],
           "decode_library": doc["decode"].get("library"),
           "decode": [dict(x, unavailable=x.get("unavailable")) for x in doc["decode"]["pipelines"]],
           "arena_bytes": arena["bytes"], "slots": arena["staging_slots"],
