@@ -18,11 +18,36 @@
  * large imagefolder's tree takes a while). */
 #define CLIENT_RELOAD_TIMEOUT_MS 600000
 
-/* One control session: sends the request frame `type` (no payload) and
- * returns the STATUS text that answers it. */
-static int client_control_request(const char *socket_path, uint16_t type, char **text, char *err,
-				  size_t err_cap)
+/* Appends the STATUS frame in c->msg to *text (*len bytes so far), the
+ * whole answer at most max bytes. */
+static int client_status_append(struct ldr_client *c, uint16_t type, char **text, size_t *len,
+				size_t max)
 {
+	const struct proto_status *st = &c->msg.u.status;
+	if (c->msg.hdr.type != PROTO_STATUS || c->msg.hdr.request_id != 1 ||
+	    st->text_len > PROTO_STATUS_TEXT_MAX)
+		return client_error(c, -EPROTO, "bad answer to %s: %s", proto_type_name(type),
+				    proto_type_name(c->msg.hdr.type));
+	if (*len + st->text_len > max)
+		return client_error(c, -EPROTO, "the answer to %s is over %zu bytes",
+				    proto_type_name(type), max);
+	char *p = realloc(*text, *len + st->text_len + 1);
+	if (!p)
+		return client_error(c, -ENOMEM, "out of memory");
+	memcpy(p + *len, st->text, st->text_len);
+	*len += st->text_len;
+	p[*len] = '\0';
+	*text = p;
+	return 0;
+}
+
+/* One control session: sends the request frame `type` (no payload;
+ * flags PROTO_FLAG_JSON for the status as JSON) and returns the STATUS
+ * text that answers it, joined from its frames (PROTO_FLAG_MORE). */
+static int client_control_request(const char *socket_path, uint16_t type, uint32_t flags,
+				  char **text, char *err, size_t err_cap)
+{
+	size_t len = 0, max = flags & PROTO_FLAG_JSON ? PROTO_STATUS_JSON_MAX : PROTO_STATUS_TEXT_MAX;
 	struct ldr_client *c = client_new(); /* one frame buffer and error text */
 	int r;
 	*text = NULL;
@@ -34,26 +59,30 @@ static int client_control_request(const char *socket_path, uint16_t type, char *
 	memset(&c->msg, 0, sizeof c->msg);
 	c->msg.hdr.type = type;
 	c->msg.hdr.request_id = 1;
+	c->msg.hdr.flags = flags;
 	r = client_send_frame(c, proto_type_name(type));
 	if (r == 0)
 		r = client_recv_frame(c, type == PROTO_RELOAD_REQ ? CLIENT_RELOAD_TIMEOUT_MS :
 				      CLIENT_STATUS_TIMEOUT_MS, NULL);
 	if (r < 0)
 		goto free_client;
-	if (c->msg.hdr.type == PROTO_ERROR) {
-		r = client_daemon_error(c);
-		goto free_client;
+	for (;;) {
+		if (c->msg.hdr.type == PROTO_ERROR) {
+			r = client_daemon_error(c);
+			break;
+		}
+		r = client_status_append(c, type, text, &len, max);
+		if (r < 0 || !(c->msg.hdr.flags & PROTO_FLAG_MORE))
+			break;
+		r = client_recv_frame(c, CLIENT_STATUS_TIMEOUT_MS, NULL);
+		if (r < 0)
+			break;
 	}
-	if (c->msg.hdr.type != PROTO_STATUS || c->msg.hdr.request_id != 1 ||
-	    c->msg.u.status.text_len > PROTO_STATUS_TEXT_MAX) {
-		r = client_error(c, -EPROTO, "bad answer to %s: %s", proto_type_name(type),
-				 proto_type_name(c->msg.hdr.type));
-		goto free_client;
-	}
-	*text = strndup(c->msg.u.status.text, c->msg.u.status.text_len);
-	if (!*text)
-		r = client_error(c, -ENOMEM, "out of memory");
 free_client:
+	if (r < 0) {
+		free(*text);
+		*text = NULL;
+	}
 	if (c->sock >= 0)
 		close(c->sock);
 	if (r < 0)
@@ -64,10 +93,16 @@ free_client:
 
 int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap)
 {
-	return client_control_request(socket_path, PROTO_STATUS_REQ, text, err, err_cap);
+	return client_control_request(socket_path, PROTO_STATUS_REQ, 0, text, err, err_cap);
+}
+
+int ldr_status_json(const char *socket_path, char **json, char *err, size_t err_cap)
+{
+	return client_control_request(socket_path, PROTO_STATUS_REQ, PROTO_FLAG_JSON, json, err,
+				      err_cap);
 }
 
 int ldr_reload(const char *socket_path, char **text, char *err, size_t err_cap)
 {
-	return client_control_request(socket_path, PROTO_RELOAD_REQ, text, err, err_cap);
+	return client_control_request(socket_path, PROTO_RELOAD_REQ, 0, text, err, err_cap);
 }

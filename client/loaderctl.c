@@ -60,7 +60,7 @@ int ctl_install_stop_handlers(void)
 }
 
 static const char ctl_usage_text[] =
-	"Usage: loaderctl [--socket PATH] status | reload\n"
+	"Usage: loaderctl [--socket PATH] status [--json] | metrics | reload\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--split train|valid|test] [--group ID --group-size N]\n"
@@ -68,7 +68,10 @@ static const char ctl_usage_text[] =
 	"       loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png\n"
 	"       loaderctl --help | --version\n"
 	"\n"
-	"  status     print the daemon's status\n"
+	"  status     print the daemon's status; --json: as one JSON document\n"
+	"             (schema loaderd.status/1), every worker, pipeline and client\n"
+	"  metrics    print the status in Prometheus's text exposition format (for\n"
+	"             node_exporter's textfile collector)\n"
 	"  reload     make the daemon re-read its configuration file and print what\n"
 	"             changed (live: workers, min_workers, worker_cpu_budget and\n"
 	"             log_level); a file with errors, or one changing anything else,\n"
@@ -313,11 +316,12 @@ close_client:
 }
 
 /* status and reload: one control request, its text on stdout. */
-static int ctl_control_run(const char *socket, bool reload)
+static int ctl_control_run(const char *socket, bool reload, bool json)
 {
 	char *text;
 	char err[4096]; /* a connect failure's explanation (client/connect_why.h) */
 	int r = reload ? ldr_reload(socket, &text, err, sizeof err)
+		: json ? ldr_status_json(socket, &text, err, sizeof err)
 		       : ldr_status(socket, &text, err, sizeof err);
 	if (r < 0) {
 		ctl_error("%s%s", reload ? "reload: " : "", err);
@@ -354,12 +358,21 @@ int main(int argc, char **argv)
 			return ctl_usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return ctl_usage_error("no command given (status, reload, consume or peek)");
+		return ctl_usage_error("no command given (status, metrics, reload, consume or peek)");
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
+		bool reload = strcmp(argv[i], "reload") == 0;
+		bool json = !reload && i + 1 < argc && strcmp(argv[i + 1], "--json") == 0;
+		i += json;
 		if (i + 1 < argc)
 			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
 					       "unexpected argument '%s'", argv[i + 1]);
-		return ctl_control_run(socket, strcmp(argv[i], "reload") == 0);
+		return ctl_control_run(socket, reload, json);
+	}
+	if (strcmp(argv[i], "metrics") == 0) {
+		if (i + 1 < argc)
+			return ctl_usage_error(strncmp(argv[i + 1], "--", 2) == 0 ? "unknown option '%s'" :
+					       "unexpected argument '%s'", argv[i + 1]);
+		return ctl_metrics_run(socket);
 	}
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);
@@ -368,10 +381,10 @@ int main(int argc, char **argv)
 		int r = ctl_peek_parse(argc, argv, i + 1, &o);
 		return r != 0 ? r : ctl_peek_run(&o);
 	}
-	static const char *const commands[] = {"status", "reload", "consume", "peek", NULL};
+	static const char *const commands[] = {"status", "metrics", "reload", "consume", "peek", NULL};
 	const char *best = suggest_among(argv[i], strlen(argv[i]), commands);
 	if (best)
-		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, reload, "
+		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, metrics, reload, "
 				       "consume or peek)", argv[i], best);
-	return ctl_usage_error("unknown command '%s' (status, reload, consume or peek)", argv[i]);
+	return ctl_usage_error("unknown command '%s' (status, metrics, reload, consume or peek)", argv[i]);
 }

@@ -25,6 +25,9 @@ extern volatile sig_atomic_t ctl_stop_requested;
 
 /* Sets ctl_stop_requested on SIGINT and SIGTERM (without SA_RESTART, so a
  * blocked wait returns EINTR); 0, or -1 after printing the reason. */
+/* `loaderctl metrics` (metrics.c): the status in Prometheus's text format
+ * on stdout. Returns the exit code. */
+int ctl_metrics_run(const char *socket);
 int ctl_install_stop_handlers(void);
 
 /* Monotonic clock, in seconds. */

@@ -342,6 +342,13 @@ void ldr_close(struct ldr_client *c);
  * On failure, err (if not NULL) receives the reason. */
 int ldr_status(const char *socket_path, char **text, char *err, size_t err_cap);
 
+/* The same status as one JSON document (schema "loaderd.status/1",
+ * docs/operations.md, "Status as JSON"), with every worker, pipeline and
+ * client (the text cuts long lists; the JSON does not). *json is
+ * malloc'ed and NUL-terminated; the caller frees it. A daemon older than
+ * the JSON status refuses the request (err says so). */
+int ldr_status_json(const char *socket_path, char **json, char *err, size_t err_cap);
+
 /* Asks the daemon at socket_path (NULL: default) to reload its
  * configuration file (only root and the daemon's own user may). On
  * success *text (malloc'ed, the caller frees it) says what changed; on

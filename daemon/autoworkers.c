@@ -140,25 +140,22 @@ static void limits(const struct config *cfg, struct wtune_limits *lim)
 				     .budget_cores = config_cpu_budget_cores(cfg, cpus > 0 ? cpus : 1)};
 }
 
-/* The status line's note: "auto", the bounds, the last change and what
- * holds a raise back. */
+/* What status says of workers = auto: the count, the bounds, the last
+ * change and what holds a raise back. */
 static void show(struct autoworkers *a, uint64_t now_ns)
 {
 	const struct wtune *w = &a->tune;
 	uint32_t hi = w->lim.max < w->lim.cores ? w->lim.max : w->lim.cores;
-	char note[POOL_NOTE_MAX];
-	int len = snprintf(note, sizeof(note), "auto count %u min %u max %u cpu_budget %.1f",
-			   pool_count(a->pool), w->lim.min, hi < w->lim.min ? w->lim.min : hi,
-			   w->lim.budget_cores);
-	if (w->last_change_ns && len > 0 && (size_t)len < sizeof(note)) {
-		uint64_t ago_ms = (now_ns - w->last_change_ns) / 1000000;
-		len += snprintf(note + len, sizeof(note) - (size_t)len, " last_change %" PRIu64
-				".%" PRIu64 "s ago \"%s\"", ago_ms / 1000, (ago_ms % 1000) / 100,
-				w->reason);
+	struct pool_auto st = {.on = true, .count = pool_count(a->pool), .min = w->lim.min,
+			       .max = hi < w->lim.min ? w->lim.min : hi,
+			       .cpu_budget = w->lim.budget_cores};
+	if (w->last_change_ns) {
+		st.changed = true;
+		st.last_change_ago_ms = (now_ns - w->last_change_ns) / 1000000;
+		snprintf(st.last_change, sizeof(st.last_change), "%s", w->reason);
 	}
-	if (w->held[0] && len > 0 && (size_t)len < sizeof(note))
-		snprintf(note + len, sizeof(note) - (size_t)len, " held \"%s\"", w->held);
-	pool_set_note(a->pool, note);
+	snprintf(st.held, sizeof(st.held), "%s", w->held);
+	pool_set_auto(a->pool, &st);
 }
 
 static void on_tick(uv_timer_t *t)
@@ -169,7 +166,7 @@ static void on_tick(uv_timer_t *t)
 	double idle_cores, workers_cores;
 	if (!a->cfg->workers_auto) { /* nothing measured: the next start begins afresh */
 		if (a->tuning)
-			pool_set_note(a->pool, "");
+			pool_set_auto(a->pool, &(struct pool_auto){.on = false});
 		a->tuning = false;
 		a->cpu_known = false;
 		a->last_ns = 0;

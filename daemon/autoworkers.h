@@ -6,7 +6,7 @@
  * worker), hands them to the controller (daemon/pool/wtune.h), and applies
  * the count it asks for through pool_resize, the path a reload takes. Each
  * change is logged with its reason; the status line "workers: N" carries
- * "auto", the bounds and the last change (pool_set_note).
+ * "auto", the bounds and the last change (pool_set_auto).
  *
  * The timer runs whatever `workers` says, and does nothing while it is a
  * number: a reload may turn auto on or off (daemon/reload.c sets

@@ -123,17 +123,28 @@ static void render_status(void *ctx, struct status_text *t)
 {
 	struct daemon *d = ctx;
 	unsigned long long up = status_now_ms() - d->start_ms;
-	status_printf(t, "loaderd %s pid %d uptime %llu.%llus\n", LOADERD_VERSION, (int)getpid(),
-		      up / 1000, (up % 1000) / 100);
+	status_object(t, "daemon");
+	status_field(t, "version", "loaderd %s", LOADERD_VERSION);
+	status_field(t, "pid", " pid %d", (int)getpid());
+	status_field(t, "uptime_s", " uptime %.1fs\n", (double)(up / 100) / 10);
+	status_close(t);
 #if LOADERD_HAVE_CUDA
 	if (d->pinner) {
 		pinner_describe(d->pinner, t);
 	} else
 #endif
 	{
-		status_printf(t, "delivery: host (GPU %s)\n", d->gpu_text);
-		status_printf(t, "gpus: 0\n");
-		status_printf(t, "decode: 0\n");
+		status_object(t, "delivery");
+		status_json_bool(t, "device", false);
+		status_field(t, "gpu", "delivery: host (GPU %s)\n", d->gpu_text);
+		status_close(t);
+		status_printf(t, "gpus: 0\ndecode: 0\n");
+		status_array(t, "gpus");
+		status_close(t);
+		status_object(t, "decode");
+		status_array(t, "pipelines");
+		status_close(t);
+		status_close(t);
 	}
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);

@@ -412,7 +412,10 @@ void pipetable_describe(struct pipetable *pt, struct status_text *t)
 	unsigned draining = 0;
 	for (int i = 0; i < ARENA_PIPELINES_MAX; i++)
 		draining += pt->e[i].state == PIPE_REMOVED;
-	status_printf(t, "runtime_index: %" PRIu64 " of %" PRIu64 " bytes taken, %u removed "
-		      "pipeline%s draining\n", index_used(pt), pt->runtime_end - pt->runtime_at,
-		      draining, draining == 1 ? "" : "s");
+	status_object(t, "runtime_index");
+	status_field(t, "taken_bytes", "runtime_index: %" PRIu64, index_used(pt));
+	status_field(t, "bytes", " of %" PRIu64 " bytes taken", pt->runtime_end - pt->runtime_at);
+	status_field(t, "draining", ", %u removed ", draining);
+	status_printf(t, "pipeline%s draining\n", draining == 1 ? "" : "s");
+	status_close(t);
 }

@@ -383,12 +383,18 @@ refused:
 void reload_describe(const struct reload *r, struct status_text *t)
 {
 	const struct config *running = r->running;
-	status_printf(t, "config: %s workers %u max_workers %u reloads %u refused %u\n",
-		      running->file[0] ? running->file : "(defaults)", running->workers,
-		      running->max_workers, r->log.applied, r->log.refused);
+	status_object(t, "config");
+	status_field(t, "file", "config: %s", running->file[0] ? running->file : "(defaults)");
+	status_field(t, "workers", " workers %u", running->workers);
+	status_field(t, "max_workers", " max_workers %u", running->max_workers);
+	status_field(t, "reloads", " reloads %u", r->log.applied);
+	status_field(t, "refused", " refused %u\n", r->log.refused);
 	if (r->log.last_ms) {
 		unsigned long long ago = status_now_ms() - r->log.last_ms;
-		status_printf(t, "  last_reload %llu.%llus ago: %s\n", ago / 1000, (ago % 1000) / 100,
-			      r->log.last);
+		status_object(t, "last_reload");
+		status_field(t, "ago_s", "  last_reload %.1fs ago", (double)(ago / 100) / 10);
+		status_field(t, "result", ": %s\n", r->log.last);
+		status_close(t);
 	}
+	status_close(t);
 }

@@ -487,6 +487,9 @@ int proto_encode(const struct proto_msg *msg, uint8_t *buf, size_t cap)
 
 	if (h->type < 1 || h->type > PROTO_TYPE_MAX || (h->flags & ~PROTO_FLAGS_KNOWN))
 		return -EINVAL;
+	if (((h->flags & PROTO_FLAG_JSON) && h->type != PROTO_STATUS_REQ) ||
+	    ((h->flags & PROTO_FLAG_MORE) && h->type != PROTO_STATUS))
+		return -EINVAL;
 	if (proto_check_payload(h->type, msg, NULL, 0) < 0)
 		return -EINVAL;
 
@@ -552,6 +555,11 @@ int proto_decode(const uint8_t *buf, size_t len, struct proto_msg *msg,
 			       h->flags & ~PROTO_FLAGS_KNOWN);
 	if (h->type < 1 || h->type > PROTO_TYPE_MAX)
 		return errtext(why, why_cap, -EPROTO, "unknown message type %u", h->type);
+	if (((h->flags & PROTO_FLAG_JSON) && h->type != PROTO_STATUS_REQ) ||
+	    ((h->flags & PROTO_FLAG_MORE) && h->type != PROTO_STATUS))
+		return errtext(why, why_cap, -EPROTO, "header flag 0x%x on %s (JSON is STATUS_REQ's, "
+			       "MORE is STATUS's)", h->flags & (PROTO_FLAG_JSON | PROTO_FLAG_MORE),
+			       proto_type_name(h->type));
 
 	r = (struct proto_reader){.p = buf + PROTO_HEADER_BYTES, .len = h->length,
 			    .msg_name = proto_type_name(h->type), .why = why, .why_cap = why_cap};

@@ -41,6 +41,9 @@
 #define PROTO_NDIM_MAX 4         /* dims per tensor, the batch dim included */
 #define PROTO_ERROR_TEXT_MAX 1024
 #define PROTO_STATUS_TEXT_MAX (PROTO_MAX_PAYLOAD - 8)
+/* The JSON status travels in up to 256 STATUS frames (PROTO_FLAG_MORE). */
+#define PROTO_STATUS_JSON_FRAMES 256
+#define PROTO_STATUS_JSON_MAX (PROTO_STATUS_JSON_FRAMES * PROTO_STATUS_TEXT_MAX)
 #define PROTO_UUID_BYTES 16
 #define PROTO_DEVICE_SLOTS_MAX 32  /* device ring slots per client */
 #define PROTO_IPC_HANDLE_BYTES 64  /* a CUDA IPC memory or event handle */
@@ -62,8 +65,10 @@ enum proto_type {
 };
 
 /* Header flags. */
-#define PROTO_FLAG_FD 0x1u /* an fd rides along with this frame (SCM_RIGHTS) */
-#define PROTO_FLAGS_KNOWN PROTO_FLAG_FD
+#define PROTO_FLAG_FD 0x1u   /* an fd rides along with this frame (SCM_RIGHTS) */
+#define PROTO_FLAG_JSON 0x2u /* STATUS_REQ: answer with the status as JSON */
+#define PROTO_FLAG_MORE 0x4u /* STATUS: another STATUS frame continues this text */
+#define PROTO_FLAGS_KNOWN (PROTO_FLAG_FD | PROTO_FLAG_JSON | PROTO_FLAG_MORE)
 
 enum proto_delivery {
 	PROTO_DELIVERY_HOST = 0,   /* batches stay in shared memory */

@@ -373,4 +373,9 @@ uint64_t pinner_now_ns(void);
  * wait for a pinned buffer or for their slot. */
 void pinner_drop_waiting(struct lane *l, struct pinner_client *pc);
 
+/* pinner_status.c: a device client's part of its status line (the
+ * scheduler's describe_client). */
+struct status_text;
+void pinner_describe_client(struct pinner_client *pc, struct status_text *t);
+
 #endif

@@ -240,7 +240,25 @@ void pool_describe(const struct pool *p, struct status_text *t)
 	uint32_t listed = 0;
 	for (uint32_t i = 0; i < p->n_init; i++)
 		listed += i < p->n || p->workers[i].state == WORKER_RETIRING;
-	status_printf(t, "workers: %u%s%s\n", listed, p->note[0] ? " " : "", p->note);
+	status_field(t, "worker_count", "workers: %u", listed);
+	const struct pool_auto *a = &p->autow;
+	if (a->on) {
+		status_object(t, "workers_auto");
+		status_printf(t, " auto");
+		status_field(t, "count", " count %u", a->count);
+		status_field(t, "min", " min %u", a->min);
+		status_field(t, "max", " max %u", a->max);
+		status_field(t, "cpu_budget", " cpu_budget %.1f", a->cpu_budget);
+		if (a->changed) {
+			status_field(t, "last_change_ago_s", " last_change %.1fs ago",
+				     (double)(a->last_change_ago_ms / 100) / 10.0);
+			status_quoted(t, "last_change", " ", a->last_change);
+		}
+		if (a->held[0])
+			status_quoted(t, "held", " held ", a->held);
+		status_close(t);
+	}
+	status_printf(t, "\n");
 	struct status_list l;
 	status_list_begin(t, &l, "workers");
 	for (uint32_t i = 0; i < p->n_init; i++) { /* n <= n_init: pool_resize opens before it grows */
@@ -249,13 +267,17 @@ void pool_describe(const struct pool *p, struct status_text *t)
 			continue;
 		if (!status_item_begin(t, &l))
 			continue;
-		status_printf(t, "  worker %u pid %d state %s items %" PRIu64 " inflight %u restarts %u",
-			      w->index, w->pid, pool_state_names[w->state], w->items_done,
-			      w->n_outstanding, w->restarts);
+		status_field(t, "index", "  worker %u", w->index);
+		status_field(t, "pid", " pid %d", (int)w->pid);
+		status_field(t, "state", " state %s", pool_state_names[w->state]);
+		status_field(t, "items", " items %" PRIu64, w->items_done);
+		status_field(t, "inflight", " inflight %u", w->n_outstanding);
+		status_field(t, "restarts", " restarts %u", w->restarts);
 		if (w->last_exit[0])
-			status_printf(t, " last_exit \"%s\"", w->last_exit);
+			status_field(t, "last_exit", " last_exit \"%s\"", w->last_exit);
 		if (w->state == WORKER_BACKOFF)
-			status_printf(t, " retry_in_ms %llu", w->retry_at_ms > now ? w->retry_at_ms - now : 0);
+			status_field(t, "retry_in_ms", " retry_in_ms %llu",
+				     w->retry_at_ms > now ? w->retry_at_ms - now : 0ULL);
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}
@@ -280,7 +302,7 @@ uint32_t pool_pids(const struct pool *p, int *pids, uint32_t *indexes, uint32_t 
 	return k;
 }
 
-void pool_set_note(struct pool *p, const char *note)
+void pool_set_auto(struct pool *p, const struct pool_auto *a)
 {
-	snprintf(p->note, sizeof(p->note), "%s", note);
+	p->autow = *a;
 }

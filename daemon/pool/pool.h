@@ -123,9 +123,20 @@ uint32_t pool_count(const struct pool *p);
  * retiring), with their indexes; returns how many (at most cap). */
 uint32_t pool_pids(const struct pool *p, int *pids, uint32_t *indexes, uint32_t cap);
 
-/* A text the status line "workers: N" carries after the count (workers =
- * auto's bounds and last change); "" for none. Cut at POOL_NOTE_MAX - 1. */
-#define POOL_NOTE_MAX 512
-void pool_set_note(struct pool *p, const char *note);
+/* What the status says of workers = auto after the count: its count,
+ * bounds and CPU budget, the last change (how long ago, as of when it was
+ * set, and why) and what holds a raise back; set by the daemon's
+ * autoworkers, cleared (on false) when workers is a number again. */
+#define POOL_AUTO_TEXT_MAX 256
+struct pool_auto {
+	bool on;
+	uint32_t count, min, max;
+	double cpu_budget;             /* cores */
+	bool changed;                  /* a change was made since the start */
+	uint64_t last_change_ago_ms;
+	char last_change[POOL_AUTO_TEXT_MAX]; /* why */
+	char held[POOL_AUTO_TEXT_MAX];        /* "" when nothing holds a raise back */
+};
+void pool_set_auto(struct pool *p, const struct pool_auto *a);
 
 #endif

@@ -91,7 +91,7 @@ struct pool {
 	uint32_t n;      /* the worker count: workers [0, n) run, the rest retire */
 	uint32_t n_init; /* workers whose fds and handles exist: [0, n_init) */
 	uint32_t cap;    /* ring pairs in the arena: n never exceeds it */
-	char note[POOL_NOTE_MAX]; /* after the count on the status line (pool_set_note) */
+	struct pool_auto autow;   /* workers = auto, for status (pool_set_auto) */
 	struct worker workers[];
 };
 

@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/position.h"
+#include "daemon/core/status.h"
 #include "daemon/sched/sched_impl.h"
 
 void sched_slot_free(struct sched *s, struct slot *sl)
@@ -49,6 +50,22 @@ int sched_stage_text(const struct sched_client *c, char *buf, size_t cap)
 		us[i] = c->stages.n[i] ? (double)c->stages.ns[i] / (double)c->stages.n[i] / 1e3 : 0.0;
 	return snprintf(buf, cap, " fill_us %.1f order_us %.1f gpu_us %.1f held_us %.1f",
 			us[STAGE_FILL], us[STAGE_ORDER], us[STAGE_GPU], us[STAGE_HELD]);
+}
+
+void sched_stage_describe(const struct sched_client *c, struct status_text *t)
+{
+	static const char *const keys[STAGE_COUNT] = {
+		[STAGE_FILL] = "fill_us", [STAGE_ORDER] = "order_us", [STAGE_GPU] = "gpu_us",
+		[STAGE_HELD] = "held_us",
+	};
+	static const char *const fmts[STAGE_COUNT] = {
+		[STAGE_FILL] = " fill_us %.1f", [STAGE_ORDER] = " order_us %.1f",
+		[STAGE_GPU] = " gpu_us %.1f", [STAGE_HELD] = " held_us %.1f",
+	};
+	for (int i = 0; i < STAGE_COUNT; i++) {
+		double us = c->stages.n[i] ? (double)c->stages.ns[i] / (double)c->stages.n[i] / 1e3 : 0.0;
+		status_field_(t, keys[i], STATUS_F64, fmts[i], us);
+	}
 }
 
 struct batch_pos sched_batch_next(struct sched_client *c)
@@ -226,6 +243,14 @@ uint32_t sched_share_units(const struct sched_client *c)
 			share = client_share(m);
 	}
 	return gpushare_units(share);
+}
+
+void sched_share_describe(const struct sched_client *c, struct status_text *t)
+{
+	status_field(t, "gpu_share", " gpu_share %.2f", client_share(c));
+	status_field(t, "wait_ms", " wait_ms %" PRIu64, c->share.wait_ns / 1000000);
+	status_field(t, "wait_pct", " wait_pct %.1f",
+		     100 * gpushare_wait_fraction(&c->share, sched_now_ns()));
 }
 
 int sched_share_text(const struct sched_client *c, char *buf, size_t cap)

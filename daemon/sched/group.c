@@ -35,6 +35,7 @@
 
 #include "common/errtext.h"
 #include "common/log.h"
+#include "daemon/core/status.h"
 #include "daemon/sched/sched_impl.h"
 
 /* The group a new member with this key joins. An ended group whose
@@ -335,6 +336,22 @@ uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns)
 		fail_members(s, g, NULL, ETIME, why);
 	}
 	return next;
+}
+
+void group_describe(const struct sched_client *c, struct status_text *t)
+{
+	const struct sched_group *g = c->group;
+	if (!g)
+		return;
+	status_object(t, "group");
+	status_field(t, "key", " group \"%s\"", g->shown); /* escaped (escape.h) */
+	status_field(t, "size", " group_size %u", g->size);
+	status_field(t, "joined", " joined %u", g->joined);
+	bool ended = g->failed || g->ending, waiting = !ended && g->joined < g->size;
+	status_json_bool(t, "ended", ended);
+	status_json_bool(t, "waiting", waiting);
+	status_printf(t, "%s", ended ? " ended" : waiting ? " waiting" : "");
+	status_close(t);
 }
 
 int group_status_text(const struct sched_client *c, char *buf, size_t cap)

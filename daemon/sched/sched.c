@@ -240,9 +240,13 @@ void sched_describe_sample(struct sched *s, uint32_t pipeline, uint64_t sample, 
 
 void sched_describe_arena(const struct sched *s, struct status_text *t)
 {
-	status_printf(t, "arena: %zu bytes, %u staging slots of %" PRIu64 " bytes, %u in use, "
-		      "share %u\n", s->arena->bytes, s->n_slots, s->arena->hdr->slot_bytes,
-		      s->n_slots - s->free_slots, sched_slot_share(s));
+	status_object(t, "arena");
+	status_field(t, "bytes", "arena: %zu bytes", s->arena->bytes);
+	status_field(t, "staging_slots", ", %u staging slots", s->n_slots);
+	status_field(t, "slot_bytes", " of %" PRIu64 " bytes", s->arena->hdr->slot_bytes);
+	status_field(t, "in_use", ", %u in use", s->n_slots - s->free_slots);
+	status_field(t, "share", ", share %u\n", sched_slot_share(s));
+	status_close(t);
 }
 
 void sched_describe(const struct sched *s, struct status_text *t)
@@ -259,9 +263,10 @@ void sched_describe(const struct sched *s, struct status_text *t)
 			continue;
 		source_describe(src, t);
 		if (src->cfg->job[0]) { /* declared by a client (daemon/jobs.h) */
-			char job[ESCAPE_SIZE(CONFIG_JOB_MAX - 1)];
-			status_printf(t, "    declared job \"%s\" pid %d\n",
-				      escape_str(src->cfg->job, job, sizeof(job)), (int)src->cfg->declared_pid);
+			status_object(t, "declared");
+			status_quoted(t, "job", "    declared job ", src->cfg->job);
+			status_field(t, "pid", " pid %d\n", (int)src->cfg->declared_pid);
+			status_close(t);
 		}
 		status_item_end(t, &l);
 	}
@@ -271,8 +276,11 @@ void sched_describe(const struct sched *s, struct status_text *t)
 
 void sched_describe_errors(const struct sched *s, struct status_text *t)
 {
-	status_printf(t, "errors: read %" PRIu64 " bad_images %" PRIu64 " substituted %" PRIu64 "\n",
-		      s->read_errors, s->bad_images, s->substituted);
+	status_object(t, "errors");
+	status_field(t, "read", "errors: read %" PRIu64, s->read_errors);
+	status_field(t, "bad_images", " bad_images %" PRIu64, s->bad_images);
+	status_field(t, "substituted", " substituted %" PRIu64 "\n", s->substituted);
+	status_close(t);
 }
 
 size_t sched_waits(const struct sched *s, struct sched_wait *out, size_t cap)

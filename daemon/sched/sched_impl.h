@@ -235,6 +235,7 @@ uint64_t sched_now_ns(void);
 void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to);
 /* " fill_us F order_us O gpu_us G held_us H": c's means per batch. */
 int sched_stage_text(const struct sched_client *c, char *buf, size_t cap);
+void sched_stage_describe(const struct sched_client *c, struct status_text *t);
 void sched_slot_free(struct sched *s, struct slot *sl);
 /* The slot holding client c's finished batch `seq`, or NULL. */
 struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq);
@@ -263,6 +264,7 @@ uint32_t sched_share_units(const struct sched_client *c);
 /* " gpu_share S wait_ms W wait_pct P" for c's status line: its share now,
  * its data wait in all and as a percent of its time attached. */
 int sched_share_text(const struct sched_client *c, char *buf, size_t cap);
+void sched_share_describe(const struct sched_client *c, struct status_text *t);
 
 /* ---- group.c ---- */
 
@@ -306,6 +308,7 @@ void group_fail_others(struct sched *s, struct sched_client *c, int code, const 
 uint64_t group_expire(struct sched *s, uint64_t now_ns, uint64_t timeout_ns);
 /* " group KEY size N members M/N" for c's status line, "" for none. */
 int group_status_text(const struct sched_client *c, char *buf, size_t cap);
+void group_describe(const struct sched_client *c, struct status_text *t);
 
 /* ---- batchfail.c ---- */
 

@@ -361,27 +361,37 @@ void session_describe(const struct sched *s, struct status_text *t)
 		const struct sched_client *c = s->clients[i];
 		if (!status_item_begin(t, &l))
 			continue;
-		bool splits = s->sources[c->pipeline].has_splits;
-		status_printf(t, "  client %" PRIu64 " pid %d name \"%s\" pipeline %s%s%s rank %u world %u "
-			      "depth %u epoch %" PRIu64 " sent %" PRIu64 " released %" PRIu64
-			      " in_flight %u staging %u", c->session, (int)c->pid, c->name,
-			      s->sources[c->pipeline].cfg->name, splits ? " split " : "",
-			      splits ? split_name(c->split) : "", c->sampler.rank, c->sampler.world,
-			      c->depth, c->epoch, c->send_seq, c->released, c->in_flight, c->staging);
-		char share[96];
-		sched_share_text(c, share, sizeof(share));
-		status_printf(t, "%s", share);
-		char stages[128], group[ESCAPE_SIZE(PROTO_GROUP_MAX - 1) + 64];
-		group_status_text(c, group, sizeof(group));
-		sched_stage_text(c, stages, sizeof(stages));
-		status_printf(t, "%s%s", group, stages);
-		if (c->device && c->pc)
+		status_field(t, "id", "  client %" PRIu64, c->session);
+		status_field(t, "pid", " pid %d", (int)c->pid);
+		status_field(t, "name", " name \"%s\"", c->name); /* escaped at HELLO */
+		status_field(t, "pipeline", " pipeline %s", s->sources[c->pipeline].cfg->name);
+		if (s->sources[c->pipeline].has_splits)
+			status_field(t, "split", " split %s", split_name(c->split));
+		status_field(t, "rank", " rank %u", c->sampler.rank);
+		status_field(t, "world", " world %u", c->sampler.world);
+		status_field(t, "depth", " depth %u", c->depth);
+		status_field(t, "epoch", " epoch %" PRIu64, c->epoch);
+		status_field(t, "sent", " sent %" PRIu64, c->send_seq);
+		status_field(t, "released", " released %" PRIu64, c->released);
+		status_field(t, "in_flight", " in_flight %u", c->in_flight);
+		status_field(t, "staging", " staging %u", c->staging);
+		sched_share_describe(c, t);
+		group_describe(c, t);
+		sched_stage_describe(c, t);
+		if (c->device && c->pc) {
+			status_object(t, "device");
 			s->gpu.describe_client(c->pc, t);
-		if (c->client_decode)
-			status_printf(t, " client_decode batches %" PRIu64 " gpu %" PRIu64 " cpu %" PRIu64
-				      " bad %" PRIu64 " submit_us %" PRIu64, c->decoded.batches,
-				      c->decoded.gpu, c->decoded.cpu, c->decoded.bad,
-				      c->decoded.submit_ns / 1000);
+			status_close(t);
+		}
+		if (c->client_decode) {
+			status_object(t, "client_decode");
+			status_field(t, "batches", " client_decode batches %" PRIu64, c->decoded.batches);
+			status_field(t, "gpu", " gpu %" PRIu64, c->decoded.gpu);
+			status_field(t, "cpu", " cpu %" PRIu64, c->decoded.cpu);
+			status_field(t, "bad", " bad %" PRIu64, c->decoded.bad);
+			status_field(t, "submit_us", " submit_us %" PRIu64, c->decoded.submit_ns / 1000);
+			status_close(t);
+		}
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}

@@ -251,9 +251,10 @@ static void server_shed_backlog(struct server *srv)
 			int rc = wire_recv(fd, srv->rx, &passed, why, sizeof(why));
 			if (passed >= 0)
 				close(passed);
+			int sndbuf = SERVER_SNDBUF_BYTES;
+			setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf));
 			if (rc == 0 && srv->rx->hdr.type == PROTO_STATUS_REQ &&
-			    server_status_frame(srv, srv->rx->hdr.request_id) == 0) {
-				(void)wire_send(fd, srv->tx, -1);
+			    server_status_at_once(srv, fd, srv->rx) == 0) {
 				close(fd);
 			} else {
 				srv->counts.shed++;

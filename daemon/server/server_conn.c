@@ -38,6 +38,7 @@ static void on_conn_closed(uv_handle_t *h)
 	if (c->next)
 		c->next->prev = c->prev;
 	free(c->declaring);
+	server_status_drop(c);
 	free(c);
 }
 
@@ -197,51 +198,11 @@ void server_attached(struct conn *c, int rc, const struct proto_welcome *welcome
 	conn_send(c, &out, welcome->decode ? c->srv->arena->client_fd : -1);
 }
 
-/* The STATUS frame in srv->tx: text (len bytes, at most
- * PROTO_STATUS_TEXT_MAX). */
-static void status_frame(struct server *srv, uint64_t request_id, const char *text, size_t len)
-{
-	struct proto_msg *m = srv->tx;
-	memset(&m->hdr, 0, sizeof(m->hdr));
-	m->hdr.type = PROTO_STATUS;
-	m->hdr.request_id = request_id;
-	m->u.status.text_len = (uint32_t)len;
-	memcpy(m->u.status.text, text, len);
-	m->u.status.text[len] = '\0';
-}
-
 /* Answers a control request with STATUS carrying text and closes the
  * control session. */
 static void conn_send_status(struct conn *c, uint64_t request_id, const char *text, size_t len)
 {
-	status_frame(c->srv, request_id, text, len);
-	conn_send(c, c->srv->tx, -1);
-	conn_close(c);
-}
-
-int server_status_frame(struct server *srv, uint64_t request_id)
-{
-	struct status_text *t = malloc(2 * sizeof(*t)), *summary = t + 1;
-	if (!t)
-		return -ENOMEM;
-	status_init(summary);
-	srv->ops.summary(srv->ops.ctx, summary);
-	server_describe_connections(srv, summary);
-	status_init(t);
-	status_reserve(t, summary->len);
-	srv->ops.status(srv->ops.ctx, t);
-	status_append(t, summary);
-	status_frame(srv, request_id, t->buf, t->len);
-	free(t);
-	return 0;
-}
-
-static void handle_status(struct conn *c, const struct proto_msg *in)
-{
-	if (server_status_frame(c->srv, in->hdr.request_id) < 0) {
-		conn_error(c, in->hdr.request_id, ENOMEM, "out of memory");
-		return;
-	}
+	server_status_fill(c->srv, request_id, text, len);
 	conn_send(c, c->srv->tx, -1);
 	conn_close(c);
 }
@@ -299,7 +260,7 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 			return;
 		}
 		if (type == PROTO_STATUS_REQ) {
-			handle_status(c, m);
+			server_answer_status(c, m);
 			return;
 		}
 		if (type == PROTO_RELOAD_REQ) {
@@ -311,9 +272,10 @@ static void conn_handle(struct conn *c, const struct proto_msg *m)
 		protocol_error(c, m->hdr.request_id, why);
 		return;
 	}
-	if (c->state == CONN_RELOADING || c->state == CONN_DECLARING) {
+	if (c->state == CONN_RELOADING || c->state == CONN_DECLARING || c->state == CONN_STATUS) {
 		snprintf(why, sizeof(why), "%s frame before %s", proto_type_name(type),
-			 c->state == CONN_RELOADING ? "its reload's answer" : "WELCOME");
+			 c->state == CONN_RELOADING ? "its reload's answer" :
+			 c->state == CONN_STATUS ? "the end of its status" : "WELCOME");
 		protocol_error(c, m->hdr.request_id, why);
 		return;
 	}
@@ -381,7 +343,10 @@ void conn_read(struct conn *c, bool peer_gone)
 
 void on_conn_event(uv_poll_t *h, int status, int events)
 {
-	conn_read(h->data, status < 0);
+	struct conn *c = h->data;
+	if (status == 0 && (events & UV_WRITABLE) && c->state == CONN_STATUS)
+		server_status_writable(c);
+	conn_read(c, status < 0);
 }
 
 void server_send_ready(struct conn *c, const struct proto_ready *ready)
@@ -428,12 +393,3 @@ void server_handshake_remove(struct conn *c)
 	srv->n_handshakes--;
 }
 
-void server_describe_connections(struct server *srv, struct status_text *t)
-{
-	const struct server_counts *n = &srv->counts;
-	status_printf(t, "connections: handshaking %u max_handshakes %u timed_out %" PRIu64 " evicted %"
-		      PRIu64 " unidentified %" PRIu64 " shed %" PRIu64 " accept_pauses %" PRIu64
-		      " accepting %s socket %s\n", srv->n_handshakes, srv->cfg->max_handshakes,
-		      n->timed_out, n->evicted, n->unidentified, n->shed, n->accept_pauses,
-		      srv->accept_paused ? "paused" : "yes", srv->from_systemd ? "systemd" : "bound");
-}

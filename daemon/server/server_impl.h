@@ -36,6 +36,7 @@ enum conn_state {
 	CONN_CLOSING,
 	CONN_RELOADING, /* RELOAD_REQ taken: its answer comes once the reload ends */
 	CONN_DECLARING, /* HELLO declared a pipeline being made: server_declared goes on */
+	CONN_STATUS,    /* the JSON status is being sent, frame by frame as the peer reads */
 };
 
 struct conn {
@@ -54,6 +55,9 @@ struct conn {
 	uint64_t reload_request_id; /* CONN_RELOADING: the request to answer */
 	uint64_t id;                /* server-unique, for answers that come later */
 	struct proto_hello *declaring; /* CONN_DECLARING: its HELLO, kept */
+	struct status_json *status_out; /* CONN_STATUS: the JSON, and the bytes sent */
+	size_t status_at;
+	uint64_t status_request_id;
 	uv_poll_t poll;
 	struct sched_client *client;
 };
@@ -96,6 +100,7 @@ struct server {
 	uint64_t episode_start_ms, episode_failures, episode_shed;
 	uint32_t pause_ms;       /* the next pause: 50 ms doubling to 1 s */
 	int spare_fd;            /* /dev/null, given up to take one connection at EMFILE */
+	uint32_t n_status_out;   /* connections in CONN_STATUS (server_status.c) */
 	struct server_counts counts;
 };
 
@@ -113,12 +118,28 @@ void conn_error(struct conn *c, uint64_t request_id, int code, const char *text)
  * gone, else up to a budget). */
 void conn_read(struct conn *c, bool peer_gone);
 void on_conn_event(uv_poll_t *h, int status, int events);
-/* Fills srv->tx with the STATUS answering request_id: 0 or -ENOMEM. */
-int server_status_frame(struct server *srv, uint64_t request_id);
+void server_describe_connections(struct server *srv, struct status_text *t);
+
+/* ---- server_status.c ---- */
+
+/* srv->tx becomes the STATUS frame answering request_id with text (len
+ * bytes, at most PROTO_STATUS_TEXT_MAX). */
+void server_status_fill(struct server *srv, uint64_t request_id, const char *text, size_t len);
+/* STATUS_REQ on c: the text in one frame, then closes c; or (its JSON
+ * flag) the JSON, sent by as many frames as the socket takes now and the
+ * rest as it drains (CONN_STATUS, server_status_writable), then closes. */
+void server_answer_status(struct conn *c, const struct proto_msg *in);
+/* c's socket takes more: the next frames of its JSON status. */
+void server_status_writable(struct conn *c);
+/* c is freed: lets go of its JSON status, if any. */
+void server_status_drop(struct conn *c);
+/* Answers a STATUS_REQ on a connection the server cannot keep (out of
+ * descriptors): every frame sent at once, or as many as the socket
+ * takes. 0 or -errno. */
+int server_status_at_once(struct server *srv, int fd, const struct proto_msg *req);
 /* c, just accepted, joins the handshake queue (newest last)... */
 void server_handshake_push(struct server *srv, struct conn *c);
 /* ...and leaves it when it has sent its first frame, or is closing. */
 void server_handshake_remove(struct conn *c);
-void server_describe_connections(struct server *srv, struct status_text *t);
 
 #endif

@@ -369,14 +369,26 @@ void source_describe(const struct source *src, struct status_text *t)
 void source_describe_line(const struct source *s, struct status_text *t)
 {
 	const struct pipeline_cfg *cfg = s->cfg;
-	status_printf(t, "  pipeline %s source %s:%s samples %" PRIu64 " batch_size %u shuffle %d "
-		      "drop_last %d", cfg->name, config_source_name(cfg->kind), cfg->path,
-		      s->n_samples, cfg->batch_size, cfg->shuffle, cfg->drop_last);
+	status_field(t, "name", "  pipeline %s", cfg->name);
+	status_field(t, "source", " source %s", config_source_name(cfg->kind));
+	status_field(t, "path", ":%s", cfg->path);
+	status_field(t, "samples", " samples %" PRIu64, s->n_samples);
+	status_field(t, "batch_size", " batch_size %u", cfg->batch_size);
+	status_field(t, "shuffle", " shuffle %d", cfg->shuffle);
+	status_field(t, "drop_last", " drop_last %d", cfg->drop_last);
 	/* samples is the train split's; each split's sequences and samples */
-	for (uint32_t k = 0; s->has_splits && k < SPLIT_COUNT; k++)
-		status_printf(t, " split %s sequences %" PRIu64 "..%" PRIu64 " samples %" PRIu64,
-			      split_name(k), s->splits[k].first_seq,
-			      s->splits[k].first_seq + s->splits[k].n_seqs, s->splits[k].n_samples);
+	if (s->has_splits)
+		status_array(t, "splits");
+	for (uint32_t k = 0; s->has_splits && k < SPLIT_COUNT; k++) {
+		status_object(t, NULL);
+		status_field(t, "split", " split %s", split_name(k));
+		status_field(t, "first_sequence", " sequences %" PRIu64, s->splits[k].first_seq);
+		status_field(t, "end_sequence", "..%" PRIu64, s->splits[k].first_seq + s->splits[k].n_seqs);
+		status_field(t, "samples", " samples %" PRIu64, s->splits[k].n_samples);
+		status_close(t);
+	}
+	if (s->has_splits)
+		status_close(t);
 	status_printf(t, "\n");
 }
 

@@ -253,19 +253,35 @@ static const char *blend_where(const struct source *src, const struct arena *are
 static void blend_describe(const struct source *src, struct status_text *t)
 {
 	const struct pipeline_cfg *cfg = src->cfg;
-	status_printf(t, "  pipeline %s source blend samples %" PRIu64 " batch_size %u shuffle %d "
-		      "drop_last %d\n", cfg->name, src->n_samples, cfg->batch_size, cfg->shuffle,
-		      cfg->drop_last);
+	status_field(t, "name", "  pipeline %s", cfg->name);
+	status_field(t, "source", " source %s", "blend");
+	status_field(t, "samples", " samples %" PRIu64, src->n_samples);
+	status_field(t, "batch_size", " batch_size %u", cfg->batch_size);
+	status_field(t, "shuffle", " shuffle %d", cfg->shuffle);
+	status_field(t, "drop_last", " drop_last %d\n", cfg->drop_last);
+	status_array(t, "members");
 	for (uint32_t m = 0; m < src->n_members; m++) {
 		const struct source_member *mb = &src->members[m];
-		status_printf(t, "    member %u source %s:%s weight %.6f", m + 1,
-			      config_source_name(mb->cfg.kind), mb->cfg.path, mb->weight);
-		for (uint32_t k = 0; k < SPLIT_COUNT; k++)
-			if (src->splits[k].present)
-				status_printf(t, " %s samples %" PRIu64 " taken %" PRIu64, split_name(k),
-					      mb->src.splits[k].n_samples, src->blend[k].taken[m]);
+		status_object(t, NULL);
+		status_field(t, "member", "    member %u", m + 1);
+		status_field(t, "source", " source %s", config_source_name(mb->cfg.kind));
+		status_field(t, "path", ":%s", mb->cfg.path);
+		status_field(t, "weight", " weight %.6f", mb->weight);
+		status_array(t, "splits");
+		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+			if (!src->splits[k].present)
+				continue;
+			status_object(t, NULL);
+			status_field(t, "split", " %s", split_name(k));
+			status_field(t, "samples", " samples %" PRIu64, mb->src.splits[k].n_samples);
+			status_field(t, "taken", " taken %" PRIu64, src->blend[k].taken[m]);
+			status_close(t);
+		}
+		status_close(t);
 		status_printf(t, "\n");
+		status_close(t);
 	}
+	status_close(t);
 }
 
 /* The members' identities and normalised weights, blend_samples. */

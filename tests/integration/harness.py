@@ -17,6 +17,7 @@ module's too, so a test imports harness alone.
 """
 
 import contextlib
+import json
 import os
 import re
 import shutil
@@ -367,13 +368,21 @@ class Daemon:
         check(r.returncode == 0, "loaderctl status exited %d: %s" % (r.returncode, r.stderr))
         return r.stdout
 
+    def status_json(self, timeout_s=10):
+        """`loaderctl status --json`, loaded."""
+        r = self.env.loaderctl(["--socket", self.socket, "status", "--json"], timeout_s=timeout_s)
+        check(r.returncode == 0, "loaderctl status --json exited %d: %s" % (r.returncode, r.stderr))
+        return json.loads(r.stdout)
+
     def status(self):
-        return parse_status(self.status_text())
+        """The status (from its JSON), as parse_status makes it of the text."""
+        return parse_status_json(self.status_json())
 
     def try_status(self):
-        """The parsed status, or None while the daemon does not answer."""
-        r = self.env.loaderctl(["--socket", self.socket, "status"], timeout_s=10)
-        return parse_status(r.stdout) if r.returncode == 0 else None
+        """The status as status() gives it, or None while the daemon does
+        not answer."""
+        r = self.env.loaderctl(["--socket", self.socket, "status", "--json"], timeout_s=10)
+        return parse_status_json(json.loads(r.stdout)) if r.returncode == 0 else None
 
     def wait_status(self, pred, timeout_s, what):
         """Polls status until pred(status) is true; returns that status."""

@@ -414,3 +414,83 @@ def parse_status(text):
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k in ("accepting", "socket") else int(v)) for k, v in m.groupdict().items()}
     return st
+
+
+STATUS_SCHEMA = "loaderd.status/1"
+
+
+def parse_status_json(doc):
+    """`loaderctl status --json` (already json.loads'ed), as the dict
+    parse_status makes of the text, so tests read either alike. Fields the
+    text does not have are the JSON's own (doc is kept as st["json"])."""
+    check(doc.get("schema") == STATUS_SCHEMA, "status JSON schema is %r, expected %r"
+          % (doc.get("schema"), STATUS_SCHEMA))
+    dv = doc["delivery"]
+    if dv["device"]:
+        threads = dv["gpu_threads"]
+        delivery = "host, device (%s%s, %d thread%s per GPU)" % (
+            dv["gpu"], ", %d free" % dv["pinned_free"] if "pinned_free" in dv else "", threads,
+            "" if threads == 1 else "s")
+    else:
+        delivery = "host (GPU %s%s)" % (dv["gpu"], ": " + dv["unavailable"] if "unavailable" in dv else "")
+    arena = doc["arena"]
+    st = {"json": doc, "version": doc["daemon"]["version"], "pid": doc["daemon"]["pid"],
+          "uptime": doc["daemon"]["uptime_s"], "delivery": delivery, "omitted": {},
+          "gpus": [dict(g, mps=g["mps"] == 1) for g in doc["gpus"]],
+          "decode_library": doc["decode"].get("library"),
+          "decode": [dict(x, unavailable=x.get("unavailable")) for x in doc["decode"]["pipelines"]],
+          "arena_bytes": arena["bytes"], "slots": arena["staging_slots"],
+          "slot_bytes": arena["slot_bytes"], "in_use": arena["in_use"], "share": arena["share"]}
+    st["workers"] = [{"index": w["index"], "pid": w["pid"], "state": w["state"], "items": w["items"],
+                      "inflight": w["inflight"], "restarts": w["restarts"],
+                      "last_exit": w.get("last_exit"), "retry_in_ms": w.get("retry_in_ms")}
+                     for w in doc["workers"]]
+    wa = doc.get("workers_auto")
+    st["workers_auto"] = None if wa is None else {
+        "count": wa["count"], "min": wa["min"], "max": wa["max"], "cpu_budget": wa["cpu_budget"],
+        "last_change_ago_s": wa.get("last_change_ago_s"), "last_change": wa.get("last_change"),
+        "held": wa.get("held")}
+    st["pipelines"] = []
+    for p in doc["pipelines"]:
+        q = {"name": p["name"], "source": p["source"] + (":" + p["path"] if "path" in p else ""),
+             "samples": p["samples"], "batch_size": p["batch_size"], "shuffle": int(p["shuffle"]),
+             "drop_last": int(p["drop_last"])}
+        if "members" in p:
+            q["members"] = [{"source": m["source"] + ":" + m["path"], "weight": round(m["weight"], 6),
+                             "splits": {x["split"]: (x["samples"], x["taken"]) for x in m["splits"]}}
+                            for m in p["members"]]
+        if "declared" in p:
+            q.update({"job": p["declared"]["job"], "declared_pid": p["declared"]["pid"]})
+        if "splits" in p:
+            q["splits"] = {x["split"]: (x["first_sequence"], x["end_sequence"], x["samples"])
+                           for x in p["splits"]}
+        st["pipelines"].append(q)
+    st["clients"] = []
+    for c in doc["clients"]:
+        g, dev, dec = c.get("group"), c.get("device") or {}, c.get("client_decode")
+        st["clients"].append({
+            "id": c["id"], "pid": c["pid"], "name": c["name"], "pipeline": c["pipeline"],
+            "rank": c["rank"], "world": c["world"], "depth": c["depth"], "epoch": c["epoch"],
+            "sent": c["sent"], "released": c["released"], "in_flight": c["in_flight"],
+            "staging": c["staging"], "group": None if g is None else g["key"],
+            "group_size": 1 if g is None else g["size"],
+            "group_joined": None if g is None else g["joined"],
+            "group_state": None if g is None else
+            "ended" if g["ended"] else "waiting" if g["waiting"] else "running",
+            "stages_us": {"fill": c["fill_us"], "order": c["order_us"], "gpu": c["gpu_us"],
+                          "held": c["held_us"], "queue": dev.get("queue_us"), "copy": dev.get("copy_us")},
+            "gpu": dev.get("gpu"), "thread": dev.get("thread"), "stream_depth": dev.get("stream_depth"),
+            "bytes_moved": dev.get("bytes_moved"), "path": dev.get("path"),
+            "gpu_share": c["gpu_share"], "wait_ms": c["wait_ms"], "wait_pct": c["wait_pct"],
+            "client_decode": None if dec is None else dict(dec)})
+    e = doc["errors"]
+    st["read_errors"], st["bad_images"], st["substituted"] = e["read"], e["bad_images"], e["substituted"]
+    cf = doc["config"]
+    last = cf.get("last_reload")
+    st["config"] = {"file": cf["file"], "workers": cf["workers"], "max_workers": cf["max_workers"],
+                    "reloads": cf["reloads"], "refused": cf["refused"],
+                    "last": None if last is None else tuple(last["result"].split(": ", 1))}
+    ri = doc["runtime_index"]
+    st["runtime_index"] = {"taken": ri["taken_bytes"], "bytes": ri["bytes"], "draining": ri["draining"]}
+    st["connections"] = dict(doc["connections"])
+    return st

@@ -291,12 +291,28 @@ static void test_bad_header(void **state)
 		put_le(frame + 6, bad_types[i], 2);
 		expect(frames_decode(len), -EPROTO, "unknown message type");
 	}
-	static const uint32_t bad_flags[] = {0x2, 0x80000000u, 0xffffffffu};
+	static const uint32_t bad_flags[] = {0x8, 0x80000000u, 0xffffffffu};
 	for (size_t i = 0; i < 3; i++) {
 		len = encode_sample(S_BYE);
 		put_le(frame + 8, bad_flags[i], 4);
 		expect(frames_decode(len), -EBADMSG, "flag");
 	}
+	/* JSON belongs to STATUS_REQ, MORE to STATUS: elsewhere refused */
+	len = encode_sample(S_BYE);
+	put_le(frame + 8, PROTO_FLAG_JSON, 4);
+	expect(frames_decode(len), -EPROTO, "flag 0x2 on BYE");
+	len = encode_sample(S_BYE);
+	put_le(frame + 8, PROTO_FLAG_MORE, 4);
+	expect(frames_decode(len), -EPROTO, "flag 0x4 on BYE");
+	make_sample(S_BYE, &in);
+	in.hdr.flags = PROTO_FLAG_MORE;
+	assert_int_equal(proto_encode(&in, frame, sizeof(frame)), -EINVAL);
+	memset(&in.hdr, 0, sizeof(in.hdr));
+	in.hdr.type = PROTO_STATUS_REQ;
+	in.hdr.flags = PROTO_FLAG_JSON;
+	len = (size_t)proto_encode(&in, frame, sizeof(frame));
+	expect(frames_decode(len), 0, NULL);
+	assert_int_equal(out.hdr.flags, PROTO_FLAG_JSON);
 }
 
 /* Every payload cut short at every byte, and every payload with one byte

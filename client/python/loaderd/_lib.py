@@ -101,6 +101,8 @@ _SIGNATURES = {
     "ldr_error": (ctypes.c_char_p, [_CLIENT]),
     "ldr_close": (None, [_CLIENT]),
     "ldr_status": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), ctypes.c_char_p, ctypes.c_size_t]),
+    "ldr_status_json": (ctypes.c_int, [ctypes.c_char_p, _P(ctypes.c_void_p), ctypes.c_char_p,
+                                       ctypes.c_size_t]),
 }
 
 _lock = threading.Lock()

@@ -45,6 +45,7 @@ import collections.abc
 import ctypes
 import errno
 import gc
+import json as _json
 import os
 import sys
 import threading
@@ -697,17 +698,20 @@ def _declaration(pipeline, options=None, **keys):
     return "\n".join(lines) + "\n"
 
 
-def status(socket=None):
-    """The daemon's status text (what `loaderctl status` prints)."""
+def status(socket=None, json=False):
+    """The daemon's status text (what `loaderctl status` prints), or with
+    json=True the same status as a dict (`loaderctl status --json`, schema
+    "loaderd.status/1": docs/operations.md, "Status as JSON")."""
     lib = _lib.load()
     text = ctypes.c_void_p()
     err = ctypes.create_string_buffer(4096)  # room for why a connect failed
-    rc = lib.ldr_status(None if socket is None else os.fsencode(socket), ctypes.byref(text), err,
-                        len(err))
+    call = lib.ldr_status_json if json else lib.ldr_status
+    rc = call(None if socket is None else os.fsencode(socket), ctypes.byref(text), err, len(err))
     if rc < 0:
         raise DaemonUnavailableError(-rc, "loaderd: " + (err.value.decode(errors="replace") or
                                                          os.strerror(-rc)))
     try:
-        return ctypes.string_at(text).decode()
+        out = ctypes.string_at(text).decode(errors="surrogateescape")
     finally:
         lib.free(text)
+    return _json.loads(out) if json else out
