@@ -62,8 +62,9 @@ cat > "$work/loaderd.ini" <<INI
 [daemon]
 socket = $sock
 workers = $workers
-; jobs may declare their own pipelines on the demo's data
+; jobs may declare their own pipelines on the demo's data, batches of up to 16 MiB
 job_roots = $work
+job_batch_bytes = 16M
 
 [pipeline.records]
 source = raw:$work/images.bin
