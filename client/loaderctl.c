@@ -61,6 +61,7 @@ int ctl_install_stop_handlers(void)
 
 static const char ctl_usage_text[] =
 	"Usage: loaderctl [--socket PATH] status [--json] | metrics | reload\n"
+	"       loaderctl [--socket PATH] top [--interval S] [--once | --iterations N]\n"
 	"       loaderctl [--socket PATH] consume --pipeline NAME [--device DEV] [--rank R] [--world W]\n"
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--split train|valid|test] [--group ID --group-size N]\n"
@@ -72,6 +73,10 @@ static const char ctl_usage_text[] =
 	"             (schema loaderd.status/1), every worker, pipeline and client\n"
 	"  metrics    print the status in Prometheus's text exposition format (for\n"
 	"             node_exporter's textfile collector)\n"
+	"  top        a table refreshed every --interval seconds (default 1): per\n"
+	"             pipeline and client, batches/s, the share of time a client\n"
+	"             waited for data and what limits it; plain snapshots one after\n"
+	"             another when stdout is not a terminal or with --once/--iterations\n"
 	"  reload     make the daemon re-read its configuration file and print what\n"
 	"             changed (live: workers, min_workers, worker_cpu_budget and\n"
 	"             log_level); a file with errors, or one changing anything else,\n"
@@ -358,7 +363,7 @@ int main(int argc, char **argv)
 			return ctl_usage_error("option '--socket' needs a non-empty value");
 	}
 	if (i >= argc)
-		return ctl_usage_error("no command given (status, metrics, reload, consume or peek)");
+		return ctl_usage_error("no command given (status, metrics, top, reload, consume or peek)");
 	if (strcmp(argv[i], "status") == 0 || strcmp(argv[i], "reload") == 0) {
 		bool reload = strcmp(argv[i], "reload") == 0;
 		bool json = !reload && i + 1 < argc && strcmp(argv[i + 1], "--json") == 0;
@@ -374,6 +379,8 @@ int main(int argc, char **argv)
 					       "unexpected argument '%s'", argv[i + 1]);
 		return ctl_metrics_run(socket);
 	}
+	if (strcmp(argv[i], "top") == 0)
+		return ctl_top_command(argc, argv, i + 1, socket);
 	if (strcmp(argv[i], "consume") == 0)
 		return consume_command(argc, argv, i + 1, socket);
 	if (strcmp(argv[i], "peek") == 0) {
@@ -381,10 +388,10 @@ int main(int argc, char **argv)
 		int r = ctl_peek_parse(argc, argv, i + 1, &o);
 		return r != 0 ? r : ctl_peek_run(&o);
 	}
-	static const char *const commands[] = {"status", "metrics", "reload", "consume", "peek", NULL};
+	static const char *const commands[] = {"status", "metrics", "top", "reload", "consume", "peek", NULL};
 	const char *best = suggest_among(argv[i], strlen(argv[i]), commands);
 	if (best)
-		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, metrics, reload, "
+		return ctl_usage_error("unknown command '%s'; did you mean '%s'? (status, metrics, top, reload, "
 				       "consume or peek)", argv[i], best);
-	return ctl_usage_error("unknown command '%s' (status, metrics, reload, consume or peek)", argv[i]);
+	return ctl_usage_error("unknown command '%s' (status, metrics, top, reload, consume or peek)", argv[i]);
 }

@@ -28,6 +28,10 @@ extern volatile sig_atomic_t ctl_stop_requested;
 /* `loaderctl metrics` (metrics.c): the status in Prometheus's text format
  * on stdout. Returns the exit code. */
 int ctl_metrics_run(const char *socket);
+
+/* `loaderctl top` (top.c): parses its options from argv[first..] and
+ * refreshes a table of rates until SIGINT or its iterations; the exit code. */
+int ctl_top_command(int argc, char **argv, int first, const char *socket);
 int ctl_install_stop_handlers(void);
 
 /* Monotonic clock, in seconds. */
