@@ -138,13 +138,7 @@ static void render_status(void *ctx, struct status_text *t)
 		status_json_bool(t, "device", false);
 		status_field(t, "gpu", "delivery: host (GPU %s)\n", d->gpu_text);
 		status_close(t);
-		status_printf(t, "gpus: 0\ndecode: 0\n");
-		status_array(t, "gpus");
-		status_close(t);
-		status_object(t, "decode");
-		status_array(t, "pipelines");
-		status_close(t);
-		status_close(t);
+		status_no_gpus(t);
 	}
 	sched_describe_arena(d->sched, t);
 	pool_describe(d->pool, t);

@@ -354,3 +354,14 @@ void status_json_bool(struct status_text *t, const char *key, bool v)
 	json_key(t->json, key);
 	json_puts(t->json, v ? "true" : "false");
 }
+
+void status_no_gpus(struct status_text *t)
+{
+	status_printf(t, "gpus: 0\ndecode: 0\n");
+	status_array(t, "gpus");
+	status_close(t);
+	status_object(t, "decode");
+	status_array(t, "pipelines");
+	status_close(t);
+	status_close(t);
+}

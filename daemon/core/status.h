@@ -96,6 +96,10 @@ void status_quoted(struct status_text *t, const char *key, const char *prefix, c
 /* A fact only JSON states; the text says it by its wording. */
 void status_json_bool(struct status_text *t, const char *key, bool v);
 
+/* "gpus: 0" and "decode: 0", and their empty JSON ("gpus": [],
+ * "decode": {"pipelines": []}): a daemon with no GPU to deliver to. */
+void status_no_gpus(struct status_text *t);
+
 /* JSON structure; nothing in text. key is NULL inside an array. */
 void status_object(struct status_text *t, const char *key);
 void status_array(struct status_text *t, const char *key);

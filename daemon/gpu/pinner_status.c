@@ -78,13 +78,7 @@ void pinner_describe(struct pinner *p, struct status_text *t)
 			status_field(t, "gpu", "delivery: host (GPU %s)\n", "starting");
 		}
 		status_close(t);
-		status_printf(t, "gpus: 0\ndecode: 0\n");
-		status_array(t, "gpus");
-		status_close(t);
-		status_object(t, "decode");
-		status_array(t, "pipelines");
-		status_close(t);
-		status_close(t);
+		status_no_gpus(t);
 		return;
 	}
 	status_field(t, "gpu", "delivery: host, device (%s", p->loop_summary);
