@@ -173,6 +173,9 @@ static struct sched_client *share_leader(const struct sched *s, struct sched_cli
 {
 	struct sched_client *lead = c;
 	uint32_t n = 1;
+	*members = 1;
+	if (!same_job(c, c)) /* in no job: a client of world 1, or not decoding under auto */
+		return c;
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *m = s->clients[k];
 		if (m == c || !same_job(c, m))
