@@ -27,6 +27,10 @@
 # The megatron-core wheel (Python 3.12) and packaging, which it imports,
 # travel in .gpu/wheels (fetched by --fetch too); bench/token_bench.py
 # installs them into a directory of its own run, never into the system.
+# The pyseccomp wheel and .gpu/syscall-groups.txt (systemd-analyze's listing
+# of the system-call groups, written by --fetch) let
+# gpu.test_gpu_syscall_filter run the daemon's CUDA work under the unit's
+# filter on machines without systemd or python3-seccomp.
 #
 # LOADERD_GPU_TESTS=0, LOADERD_GPU_BENCH=0, LOADERD_GPU_DEVICE_BENCH=0,
 # LOADERD_GPU_IMAGE_BENCH=0, LOADERD_GPU_TRAIN_BENCH=0, LOADERD_GPU_NVJD_BENCH=0,
@@ -51,6 +55,10 @@ if [ "${1:-}" = "--fetch" ]; then
 	mkdir -p .gpu/wheels .gpu/debs
 	pip download megatron-core==0.16.1 "packaging>=24.2" --no-deps --only-binary=:all: \
 		--python-version 3.12 --platform manylinux_2_28_x86_64 -d .gpu/wheels || exit 1
+	# The unit's system-call filter on a GPU (gpu.test_gpu_syscall_filter):
+	# pyseccomp, and the filter's groups as this machine's systemd lists them.
+	pip download pyseccomp==0.1.2 --no-deps -d .gpu/wheels || exit 1
+	SYSTEMD_PAGER=cat systemd-analyze syscall-filter > .gpu/syscall-groups.txt || exit 1
 	cd .gpu/debs && exec apt-get download $DEBS
 fi
 OUT=${OUT:-/tmp/loaderd-gpu-out}
@@ -65,6 +73,12 @@ export CPATH=$D/usr/include/x86_64-linux-gnu
 export LD_LIBRARY_PATH=$D/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export PATH=/usr/local/cuda/bin:$PATH
 nproc=$(nproc)
+# What gpu.test_gpu_syscall_filter needs where systemd and python3-seccomp are not.
+[ -f .gpu/syscall-groups.txt ] && export LOADERD_SYSCALL_GROUPS=$PWD/.gpu/syscall-groups.txt
+for w in .gpu/wheels/pyseccomp-*.whl; do
+	[ -f "$w" ] && python3 -c 'import zipfile, sys; zipfile.ZipFile(sys.argv[1]).extractall(sys.argv[2])' \
+		"$w" "$D/pyseccomp" && export LOADERD_PYSECCOMP=$D/pyseccomp
+done
 { cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DLOADERD_STATIC_DEPS=ON -DLOADERD_WERROR=ON \
 	&& cmake --build "$B" -j"$nproc"; } > "$OUT/build.log" 2>&1 || { tail -40 "$OUT/build.log"; exit 1; }
 "$B/bin/loaderd" --version | tee "$OUT/version.txt"

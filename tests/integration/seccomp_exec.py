@@ -11,7 +11,9 @@ ERRNO (SystemCallErrorNumber=). FAMILY (RestrictAddressFamilies=, one
 family, e.g. AF_UNIX) is the only one socket() and socketpair() accept;
 others fail with EAFNOSUPPORT, as under systemd. no_new_privs is
 set (NoNewPrivileges=yes), then COMMAND is exec'ed: it and every process it
-forks run under the filter. Needs the libseccomp binding (python3-seccomp).
+forks run under the filter. Needs the libseccomp binding (python3-seccomp),
+or pyseccomp (the same API over ctypes, from the Python package index;
+$LOADERD_PYSECCOMP may name the directory that holds it).
 """
 
 import errno
@@ -19,7 +21,14 @@ import os
 import socket
 import sys
 
-import seccomp
+# A directory holding pyseccomp, where neither binding is installed
+# (scripts/gpu-check.sh unpacks its wheel there on the GPU machines).
+if os.environ.get("LOADERD_PYSECCOMP"):
+    sys.path.append(os.environ["LOADERD_PYSECCOMP"])
+try:
+    import seccomp
+except ImportError:  # pyseccomp: the same API over ctypes, from the package index
+    import pyseccomp as seccomp
 
 
 def main(argv):

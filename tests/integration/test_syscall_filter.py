@@ -43,7 +43,44 @@ REFUSED = ["io_uring is not available", "the workers run at nice", "Operation no
            "Address family not supported"]
 
 
-def expand(name, seen=None):
+# A file holding `systemd-analyze syscall-filter`'s listing of every group,
+# for a machine without systemd-analyze (scripts/gpu-check.sh --fetch writes
+# one on the machine that fetches, for the GPU machines).
+GROUPS_ENV = "LOADERD_SYSCALL_GROUPS"
+
+
+def parse_groups(text):
+    """{"@group": [word, ...]} from `systemd-analyze syscall-filter`'s
+    listing: a group's name at the start of a line, its members indented,
+    comments after #."""
+    groups, current = {}, None
+    for line in text.splitlines():
+        word = line.split("#", 1)[0].strip()
+        if not word:
+            continue
+        if not line[0].isspace():
+            current = groups.setdefault(word, []) if word.startswith("@") else None
+        elif current is not None:
+            current.append(word)
+    return groups
+
+
+def group_listing():
+    """Every group's members: from the file $LOADERD_SYSCALL_GROUPS names,
+    else from this machine's systemd-analyze (None when neither)."""
+    path = os.environ.get(GROUPS_ENV)
+    if path:
+        with open(path) as f:
+            return parse_groups(f.read())
+    if shutil.which("systemd-analyze") is None:
+        return None
+    r = subprocess.run(["systemd-analyze", "syscall-filter"], capture_output=True, text=True,
+                       timeout=60, env=dict(os.environ, SYSTEMD_PAGER="cat"))
+    check(r.returncode == 0, "systemd-analyze syscall-filter exited %d: %s" % (r.returncode, r.stderr))
+    return parse_groups(r.stdout)
+
+
+def expand(groups, name, seen=None):
     """The system calls of a SystemCallFilter= word (a call, or @group)."""
     if not name.startswith("@"):
         return {name}
@@ -51,29 +88,39 @@ def expand(name, seen=None):
     if name in seen:
         return set()
     seen.add(name)
-    r = subprocess.run(["systemd-analyze", "syscall-filter", name], capture_output=True,
-                       text=True, timeout=60, env=dict(os.environ, SYSTEMD_PAGER="cat"))
-    check(r.returncode == 0, "systemd-analyze syscall-filter %s exited %d: %s"
-          % (name, r.returncode, r.stderr))
+    check(name in groups, "the filter names %s, a group systemd-analyze does not list" % name)
     calls = set()
-    for line in r.stdout.splitlines()[1:]:
-        word = line.strip()
-        if word and not word.startswith("#"):
-            calls |= expand(word, seen)
+    for word in groups[name]:
+        calls |= expand(groups, word, seen)
     return calls
 
 
-def unit_filter(unit):
+def unit_filter(unit, groups):
     words = []
     for value in read_all(unit, "SystemCallFilter"):
         check(not value.startswith("~"), "%s: a deny list (%s) is not what this test reads" % (unit, value))
         words += value.split()
     calls = set()
     for w in words:
-        calls |= expand(w)
+        calls |= expand(groups, w)
     check("io_uring_enter" in calls and "clone" in calls, "%s: the filter %s lacks io_uring_enter "
           "or clone" % (unit, words))
     return words, calls
+
+
+def have_binding():
+    """Whether seccomp_exec.py can load a filter: the libseccomp binding
+    (python3-seccomp), or pyseccomp (the same API over ctypes; in the
+    directory $LOADERD_PYSECCOMP names, or installed)."""
+    if os.environ.get("LOADERD_PYSECCOMP"):
+        sys.path.append(os.environ["LOADERD_PYSECCOMP"])
+    for name in ("seccomp", "pyseccomp"):
+        try:
+            __import__(name)
+            return True
+        except (ImportError, RuntimeError):  # pyseccomp: RuntimeError without libseccomp
+            pass
+    return False
 
 
 def read_all(unit, key):
@@ -158,14 +205,11 @@ def under_seccomp(env, pipes, words, calls, unit):
 
 
 def body(env):
-    if shutil.which("systemd-analyze") is None:
-        raise harness.TestSkip("systemd-analyze is not installed")
+    groups = group_listing()
+    if groups is None:
+        raise harness.TestSkip("systemd-analyze is not installed (nor $%s set)" % GROUPS_ENV)
     have_strace = shutil.which("strace") is not None
-    try:
-        import seccomp  # noqa: F401
-        have_seccomp = True
-    except ImportError:
-        have_seccomp = False
+    have_seccomp = have_binding()
     if not have_strace and not have_seccomp:
         raise harness.TestSkip("neither strace nor the libseccomp binding (python3-seccomp) is installed")
     # In a sanitized build, LeakSanitizer's exit check uses ptrace, which
@@ -174,7 +218,7 @@ def body(env):
     os.environ["ASAN_OPTIONS"] = ":".join(x for x in [os.environ.get("ASAN_OPTIONS", ""),
                                                       "detect_leaks=0"] if x)
     unit = os.path.join(installed.install(env), installed.UNIT)
-    words, calls = unit_filter(unit)
+    words, calls = unit_filter(unit, groups)
     pipes = pipelines(env)
     if have_strace:
         under_strace(env, pipes, calls)
