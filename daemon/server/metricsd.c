@@ -26,6 +26,14 @@
 
 #define METRICSD_BACKLOG 64
 
+/* A peer's address, for the per-address limit: family 0 is a free slot;
+ * a Unix peer (no address) has family AF_UNIX and counts only in the
+ * total. */
+struct peer_key {
+	int family;
+	unsigned char addr[16];
+};
+
 struct metricsd {
 	struct metricsd_ops ops;
 	struct MHD_Daemon *mhd;
@@ -36,6 +44,7 @@ struct metricsd {
 	unsigned open_handles;
 	bool stopped;
 	unsigned connections; /* open now */
+	struct peer_key peers[METRICSD_CONNECTIONS_MAX]; /* the open connections' addresses */
 	uint64_t scrapes;     /* GET or HEAD /metrics answered 200 */
 	uint64_t refused;     /* answered 404, 405 or 500, or turned away at the limits */
 };
@@ -129,28 +138,59 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	return qrc;
 }
 
-/* Turns a connection away beyond METRICSD_CONNECTIONS_MAX, counted; MHD's
- * own limits (the same, and per address) stand behind it. */
+static struct peer_key peer_key_of(const struct sockaddr *addr)
+{
+	struct peer_key k = {.family = addr ? addr->sa_family : AF_UNIX};
+	if (k.family == AF_INET)
+		memcpy(k.addr, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, 4);
+	else if (k.family == AF_INET6)
+		memcpy(k.addr, &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr, 16);
+	else
+		k.family = AF_UNIX;
+	return k;
+}
+
+/* The limits, counted: a connection beyond METRICSD_CONNECTIONS_MAX, or
+ * beyond METRICSD_PER_IP_MAX from one address, is turned away. MHD's own
+ * limits, one above, stand behind these (MHD applies them before asking
+ * here, and would turn connections away uncounted). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *addr, socklen_t addrlen)
 {
 	struct metricsd *m = cls;
-	(void)addr;
 	(void)addrlen;
-	if (m->connections < METRICSD_CONNECTIONS_MAX)
+	struct peer_key k = peer_key_of(addr);
+	unsigned same = 0;
+	for (unsigned i = 0; i < METRICSD_CONNECTIONS_MAX; i++)
+		same += k.family != AF_UNIX && memcmp(&m->peers[i], &k, sizeof(k)) == 0;
+	if (m->connections < METRICSD_CONNECTIONS_MAX && same < METRICSD_PER_IP_MAX)
 		return MHD_YES;
 	m->refused++;
 	return MHD_NO;
 }
 
+/* Keeps peers[] and the count: a started connection takes a free slot
+ * (there is one: on_accept let it in), its socket context pointing at it. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
 			  enum MHD_ConnectionNotificationCode toe)
 {
 	struct metricsd *m = cls;
-	(void)conn;
-	(void)socket_context;
-	if (toe == MHD_CONNECTION_NOTIFY_STARTED)
+	if (toe == MHD_CONNECTION_NOTIFY_STARTED) {
+		const union MHD_ConnectionInfo *ci =
+			MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+		for (unsigned i = 0; i < METRICSD_CONNECTIONS_MAX; i++) {
+			if (m->peers[i].family)
+				continue;
+			m->peers[i] = peer_key_of(ci ? ci->client_addr : NULL);
+			*socket_context = &m->peers[i];
+			break;
+		}
 		m->connections++;
-	else if (m->connections > 0)
+		return;
+	}
+	struct peer_key *slot = *socket_context;
+	if (slot)
+		memset(slot, 0, sizeof(*slot));
+	if (m->connections > 0)
 		m->connections--;
 }
 
@@ -265,8 +305,8 @@ int metricsd_start(uv_loop_t *loop, const struct config *cfg, const struct metri
 		MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, on_accept, m, on_request, m,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, m,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICSD_CONNECTIONS_MAX,
-		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)METRICSD_PER_IP_MAX,
+		MHD_OPTION_CONNECTION_LIMIT, (unsigned int)METRICSD_CONNECTIONS_MAX + 1,
+		MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)METRICSD_PER_IP_MAX + 1,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)METRICSD_IDLE_S,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)METRICSD_REQUEST_BYTES,
 		MHD_OPTION_NOTIFY_CONNECTION, on_connection, m,
