@@ -18,7 +18,9 @@ Without systemd as PID 1 the unit itself cannot be started here; instead:
   and socket() limited to the unit's family, then the same workload: every
   consumer gets its epoch, no worker restarts, the log has no sign of a
   refused call (io_uring falling back, setpriority refused), and the daemon
-  exits 0 on SIGTERM.
+  exits 0 on SIGTERM. A daemon told to serve its metrics on a loopback
+  port (metrics_listen) does not start there, and its log says why (the
+  unit allows only AF_UNIX; docs/operations.md gives the drop-in).
 
 The CUDA driver's calls are not covered here (no GPU on a build machine);
 its ioctl, mmap, mbind and sched_setaffinity are in @system-service.
@@ -181,6 +183,16 @@ def under_seccomp(env, pipes, words, calls, unit):
     log = d.log()
     for sign in REFUSED:
         check(sign not in log, "under the filter (%s) the log says %r:\n%s" % (" ".join(words), sign, log))
+    # A loopback port for the metrics needs the drop-in docs/operations.md
+    # gives: without it the daemon does not start, and says why.
+    cfg = env.config("tcp", {"raw": pipes["raw"]}, workers=1, metrics_listen="127.0.0.1:9")
+    d = env.start_daemon(cfg, wait_ready=False, wrapper=[sys.executable, os.path.join(HERE, "seccomp_exec.py"),
+                                                         listed, errno_name, families[0]])
+    rc = d.proc.wait(timeout=60)
+    want = "metrics_listen = 127.0.0.1:9: socket: Address family not supported by protocol"
+    check(rc == 1 and want in d.log(), "metrics on a TCP port under RestrictAddressFamilies=%s: exit %d, log:\n%s"
+          % (families[0], rc, d.log()))
+    print("metrics on a TCP port under the filter: %s" % [x for x in d.log().splitlines() if want in x][0])
 
 
 def body(env):
