@@ -412,6 +412,10 @@ static int start(struct daemon *d, const char *worker_program)
 							   sizeof(where)), err);
 		return rc;
 	}
+	if ((rc = server_metrics_start(d->server)) < 0) { /* GET /metrics, if metrics_listen */
+		server_shutdown(d->server);
+		return rc;
+	}
 	struct pool_sink sink = {
 		.sched = d->sched, .item_done = sched_item_done, .item_lost = sched_item_lost,
 		.capacity = sched_pump, .workers_unable = sched_workers_unable,

@@ -9,8 +9,8 @@
 # /etc/loaderd/loaderd.conf, the configuration's place for the prefix /usr.
 # The dependencies are what dpkg-shlibdeps finds the programs and the
 # client library linked against (libuv1, liburing2, libinih1,
-# libjpeg62-turbo, libpng16-16, zlib1g, libjansson4, libc6; fewer with
-# LOADERD_STATIC_DEPS). The configuration is a conffile; postinst creates
+# libjpeg62-turbo, libpng16-16, zlib1g, libjansson4, libmicrohttpd12, libc6;
+# fewer with LOADERD_STATIC_DEPS). The configuration is a conffile; postinst creates
 # the user and reloads systemd; the service is not enabled.
 set(LOADERD_DEB_MAINTAINER "loaderd maintainers <loaderd@localhost>" CACHE STRING
     "Maintainer field of the Debian package")

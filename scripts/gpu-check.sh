@@ -50,7 +50,7 @@
 # tests.log (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev libjansson-dev libjansson4"
+DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12"
 if [ "${1:-}" = "--fetch" ]; then
 	mkdir -p .gpu/wheels .gpu/debs
 	pip download megatron-core==0.16.1 "packaging>=24.2" --no-deps --only-binary=:all: \

@@ -19,7 +19,9 @@ packages=(
 	build-essential cmake pkg-config
 	libuv1-dev liburing-dev libinih-dev libcmocka-dev
 	libjpeg62-turbo-dev libpng-dev  # image pipelines: decode, loaderctl peek
-	libjansson-dev   # loaderctl metrics: reads the status JSON
+	libjansson-dev   # loaderctl metrics and GET /metrics: read the status JSON
+	libmicrohttpd-dev  # the daemon's GET /metrics (metrics_listen)
+	prometheus       # tests: a real Prometheus scrapes GET /metrics
 	python3 python3-pil python3-numpy  # tests: reference image decode
 	python3-jsonschema  # tests: the status JSON against docs/status.schema.json
 	python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision  # the Python package: install, tests, examples

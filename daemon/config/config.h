@@ -246,6 +246,9 @@ struct config {
 	uint64_t job_index_bytes;
 	uint64_t job_batch_bytes;  /* 0: a whole staging slot */
 	uint32_t job_linger_ms;
+	/* where GET /metrics is served (daemon/server/metricsd.h): a Unix
+	 * socket path or a loopback address; "" (the default): nowhere */
+	char metrics_listen[108];
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];

@@ -15,6 +15,8 @@
 
 #include <string.h>
 
+#include "common/listenaddr.h"
+
 /* config_token_types[] entry of a dtype set from token_output; the dtype is valid. */
 static const struct config_token_name *config_token_of(uint32_t dtype)
 {
@@ -267,6 +269,12 @@ void config_finish(struct config_parse *p)
 		}
 		r += n;
 	}
+	struct listen_addr metrics;
+	char bad_addr[256];
+	if (c->metrics_listen[0] && !config_key_bad(&p->daemon_bad, CONFIG_DK_METRICS_LISTEN) &&
+	    listen_addr_parse(c->metrics_listen, &metrics, bad_addr, sizeof(bad_addr)) < 0)
+		config_fail(p, p->daemon_key_line[CONFIG_DK_METRICS_LISTEN], "[daemon] metrics_listen: "
+			    "%s", bad_addr);
 	if (c->workers_auto && c->min_workers > c->max_workers &&
 	    !config_key_bad(&p->daemon_bad, CONFIG_DK_MIN_WORKERS) &&
 	    !config_key_bad(&p->daemon_bad, CONFIG_DK_MAX_WORKERS)) {

@@ -126,6 +126,10 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	/* cores in min..max (thousandths), or a percent in 1..100 */
 	[CONFIG_DK_WORKER_CPU_BUDGET] = {"worker_cpu_budget", CONFIG_VALUE_CPU_BUDGET,
 					 DAEMON(worker_cpu_budget), 1, 4096000, 0, NULL},
+	/* a Unix path or a loopback address (common/listenaddr.h), checked at
+	 * the end of the file */
+	[CONFIG_DK_METRICS_LISTEN] = {"metrics_listen", CONFIG_VALUE_STRING, DAEMON(metrics_listen), 0,
+				      SUN_PATH_MAX, 0, NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {

@@ -20,6 +20,7 @@
 
 #include "common/log.h"
 #include "common/regfile.h"
+#include "daemon/server/metricsd.h"
 #include "daemon/server/server_impl.h"
 
 /* A socket file left by a daemon that died is replaced; one that answers
@@ -81,7 +82,7 @@ static int make_socket_dirs(const char *path, char *err, size_t cap)
 	}
 }
 
-static int socket_permissions(const struct config *cfg, const char *path, char *err, size_t cap)
+int server_socket_permissions(const struct config *cfg, const char *path, char *err, size_t cap)
 {
 	if (cfg->socket_group[0]) {
 		struct group gr, *found = NULL;
@@ -147,7 +148,7 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path, in
 	rc = bind_socket(srv->listen_fd, &addr, err, err_cap);
 	if (rc < 0)
 		goto close_listen;
-	rc = socket_permissions(cfg, path, err, err_cap);
+	rc = server_socket_permissions(cfg, path, err, err_cap);
 	if (rc < 0)
 		goto unlink_socket;
 	if (listen(srv->listen_fd, SERVER_BACKLOG) < 0) {
@@ -199,6 +200,7 @@ void server_shutdown(struct server *srv)
 			unlink(srv->path);
 	}
 	server_accept_stop(srv);
+	metricsd_stop(srv->metrics);
 	for (struct conn *c = srv->conns; c; c = c->next) {
 		if (c->state == CONN_DATA || c->state == CONN_ATTACHING)
 			conn_error(c, 0, ESHUTDOWN, "daemon shutting down");
@@ -211,6 +213,7 @@ void server_free(struct server *srv)
 {
 	if (!srv)
 		return;
+	metricsd_free(srv->metrics);
 	free(srv->rx);
 	free(srv->tx);
 	free(srv);

@@ -68,6 +68,11 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path, in
 		 struct sched *sched, struct arena *arena, const struct server_ops *ops,
 		 struct server **out, char *err, size_t err_cap);
 
+/* Serves GET /metrics where cfg's metrics_listen says (metricsd.h), if
+ * anywhere; server_shutdown stops it. 0, or -errno, logged naming the
+ * file and line of metrics_listen. */
+int server_metrics_start(struct server *srv);
+
 /* Raises RLIMIT_NOFILE's soft limit to the hard limit and warns when that
  * is below the descriptors cfg may need (clients, connections waiting for
  * their first frame, two per worker, a margin). Call once at start, before

@@ -12,6 +12,8 @@
  *   server_conn.c    sessions: frames in and out, HELLO/RELEASE/BYE,
  *                    STATUS_REQ/RELOAD_REQ, closing; the handshake queue's
  *                    links and the connections' status line
+ *   server_status.c  the status, as text and as JSON
+ *   server_metrics.c GET /metrics (metricsd.c, HTTP) from the status JSON
  *
  * Everything here runs on the loop thread.
  */
@@ -101,8 +103,15 @@ struct server {
 	uint32_t pause_ms;       /* the next pause: 50 ms doubling to 1 s */
 	int spare_fd;            /* /dev/null, given up to take one connection at EMFILE */
 	uint32_t n_status_out;   /* connections in CONN_STATUS (server_status.c) */
+	struct metricsd *metrics; /* GET /metrics (server_metrics.c), NULL: not served */
 	struct server_counts counts;
 };
+
+/* ---- server.c ---- */
+
+/* Gives the socket file at path cfg's socket_group and socket_mode. 0 or
+ * -errno with err. */
+int server_socket_permissions(const struct config *cfg, const char *path, char *err, size_t cap);
 
 /* ---- server_accept.c ---- */
 
@@ -137,6 +146,10 @@ void server_status_drop(struct conn *c);
  * descriptors): every frame sent at once, or as many as the socket
  * takes. 0 or -errno. */
 int server_status_at_once(struct server *srv, int fd, const struct proto_msg *req);
+/* The status as JSON into j (freed with status_json_free, also on
+ * failure): the same describe calls as the text, in the same order,
+ * nothing cut. 0, or -ENOMEM / -E2BIG / -EINVAL with why. */
+int server_status_json(struct server *srv, struct status_json *j, char *why, size_t cap);
 /* c, just accepted, joins the handshake queue (newest last)... */
 void server_handshake_push(struct server *srv, struct conn *c);
 /* ...and leaves it when it has sent its first frame, or is closing. */

@@ -16,6 +16,7 @@
 #include "common/errtext.h"
 #include "common/log.h"
 #include "daemon/core/status.h"
+#include "daemon/server/metricsd.h"
 #include "daemon/server/server_impl.h"
 #include "proto/wire.h"
 
@@ -55,7 +56,7 @@ static int status_text(struct server *srv, uint64_t request_id)
 
 /* The JSON into j: the same describe calls, in the same order, nothing
  * cut. 0, or -ENOMEM / -E2BIG with why. */
-static int status_json(struct server *srv, struct status_json *j, char *why, size_t cap)
+int server_status_json(struct server *srv, struct status_json *j, char *why, size_t cap)
 {
 	struct status_text *t = malloc(sizeof(*t));
 	if (!t) {
@@ -137,7 +138,7 @@ void server_answer_status(struct conn *c, const struct proto_msg *in)
 		return;
 	}
 	struct status_json *j = malloc(sizeof(*j));
-	int rc = j ? status_json(srv, j, why, sizeof(why)) : errtext(why, sizeof(why), -ENOMEM,
+	int rc = j ? server_status_json(srv, j, why, sizeof(why)) : errtext(why, sizeof(why), -ENOMEM,
 								      "out of memory");
 	if (rc < 0) {
 		log_warning("client pid %d asked for the status: %s", (int)c->pid, why);
@@ -180,7 +181,7 @@ int server_status_at_once(struct server *srv, int fd, const struct proto_msg *re
 	char why[PROTO_ERROR_TEXT_MAX];
 	struct status_json j;
 	size_t at = 0;
-	int rc = status_json(srv, &j, why, sizeof(why));
+	int rc = server_status_json(srv, &j, why, sizeof(why));
 	if (rc == 0)
 		rc = status_send_frames(srv, fd, request_id, &j, &at);
 	status_json_free(&j);
@@ -201,4 +202,5 @@ void server_describe_connections(struct server *srv, struct status_text *t)
 	status_field(t, "accepting", " accepting %s", srv->accept_paused ? "paused" : "yes");
 	status_field(t, "socket", " socket %s\n", srv->from_systemd ? "systemd" : "bound");
 	status_close(t);
+	metricsd_describe(srv->metrics, t);
 }

@@ -413,6 +413,10 @@ def parse_status(text):
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k in ("accepting", "socket") else int(v)) for k, v in m.groupdict().items()}
+    n, line = next_line()
+    m = re.match(r"^metrics: (.+) scrapes (\d+) refused (\d+)$", line or "")
+    check(m is not None, "status line %s is not the metrics line: %r\n%s" % (n, line, text))
+    st["metrics"] = {"listen": m.group(1), "scrapes": int(m.group(2)), "refused": int(m.group(3))}
     return st
 
 
@@ -493,4 +497,5 @@ def parse_status_json(doc):
     ri = doc["runtime_index"]
     st["runtime_index"] = {"taken": ri["taken_bytes"], "bytes": ri["bytes"], "draining": ri["draining"]}
     st["connections"] = dict(doc["connections"])
+    st["metrics"] = dict(doc["metrics"])
     return st

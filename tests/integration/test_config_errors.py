@@ -8,7 +8,8 @@ line sits at a different place in each file; among them a bad `split`, `split` o
 tokens source, `direct` with the megatron document shuffle and a malformed
 llmc pattern), and `pipeline "NAME": PATH:
 ...` for each data-file error (imagefolder trees too: a missing root, no
-class directory, a class without a JPEG, a directory loop); a valid file passes with exit 0 and says so.
+class directory, a class without a JPEG, a directory loop; a metrics_listen that is not loopback
+or an absolute path); a valid file passes with exit 0 and says so.
 Starting loaderd for real on a bad file must fail the same way.
 """
 
@@ -27,6 +28,11 @@ def config_cases(sock, data):
     p = ["[pipeline.p]", "source = raw:" + data, "record_bytes = 64", "batch_size = 8"]
     return [
         ("unknown key", ["[daemon]", "socket = " + sock, "workers = 1", BAD + "frobnicate = 3"] + p),
+        ("metrics on every address", ["[daemon]", "socket = " + sock, BAD + "metrics_listen = 0.0.0.0:9400",
+                                      "workers = 1"] + p),
+        ("metrics on a name", ["[daemon]", "socket = " + sock, "workers = 1",
+                               BAD + "metrics_listen = metrics.example:9400"] + p),
+        ("metrics on a relative path", ["[daemon]", BAD + "metrics_listen = metrics.sock", "socket = " + sock] + p),
         ("unknown section", ["[daemon]", "socket = " + sock, ""] + p + ["", BAD + "[nonsense]", "a = 1"]),
         ("bad integer", ["[daemon]", "socket = " + sock] + p[:3] + [BAD + "batch_size = 12x"]),
         ("bad daemon integer", ["[daemon]", "socket = " + sock, BAD + "workers = abc"] + p),
@@ -90,6 +96,9 @@ def body(env):
         check(r.returncode != 0, "%s: --check-config exited 0" % what)
         check(where in r.stderr, "%s: stderr does not contain %r:\n%s" % (what, where, r.stderr))
         print("%s: %s" % (what, r.stderr.strip().splitlines()[-1]))
+        if what == "metrics on every address":
+            check("[daemon] metrics_listen: \"0.0.0.0:9400\" is not a loopback address" in r.stderr,
+                  "%s: the reason is not given:\n%s" % (what, r.stderr))
         if what == "unknown key":
             started.append((what, path, where))
 
@@ -142,6 +151,9 @@ def body(env):
         expected = 'pipeline "%s": %s: %s' % (name, path, message or "")
         check(expected in r.stderr, "%s: stderr does not contain %r:\n%s" % (what, expected, r.stderr))
         print("%s: %s" % (what, r.stderr.strip().splitlines()[-1]))
+        if what == "metrics on every address":
+            check("[daemon] metrics_listen: \"0.0.0.0:9400\" is not a loopback address" in r.stderr,
+                  "%s: the reason is not given:\n%s" % (what, r.stderr))
         if what == "raw size":
             started.append((what, cfg, expected))
 

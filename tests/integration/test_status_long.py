@@ -58,7 +58,8 @@ def check_summary(text, st, what):
     check(len(text.encode()) <= STATUS_TEXT_MAX + 1,
           "%s: status is %d bytes, over one frame" % (what, len(text.encode())))
     last = text.rstrip("\n").splitlines()
-    check(last[-1].startswith("connections: ") and any(x.startswith("errors: ") for x in last)
+    check(last[-1].startswith("metrics: ") and last[-2].startswith("connections: ")
+          and any(x.startswith("errors: ") for x in last)
           and any(x.startswith("config: ") for x in last),
           "%s: the summary lines are missing:\n...%s" % (what, text[-1000:]))
     check(st["read_errors"] == 0 and st["config"]["workers"] == 1, "%s: summary %s %s"

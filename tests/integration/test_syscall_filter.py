@@ -10,14 +10,17 @@ Without systemd as PID 1 the unit itself cannot be started here; instead:
 
 - Under strace -f (when installed): the daemon, the worker zygote and its
   workers serve an epoch of a raw (io_uring reads), a token and an
-  ImageFolder pipeline, then stop; every system call strace counted must
+  ImageFolder pipeline, and a scrape of GET /metrics on a Unix path
+  (metrics_listen), then stop; every system call strace counted must
   be in the filter's set. A failure lists the calls that are not.
 - Under seccomp_exec.py (when the libseccomp binding, python3-seccomp, is
   installed): the same filter loaded with libseccomp, no_new_privs set,
   and socket() limited to the unit's family, then the same workload: every
   consumer gets its epoch, no worker restarts, the log has no sign of a
   refused call (io_uring falling back, setpriority refused), and the daemon
-  exits 0 on SIGTERM.
+  exits 0 on SIGTERM. A daemon told to serve its metrics on a loopback
+  port (metrics_listen) does not start there, and its log says why (the
+  unit allows only AF_UNIX; docs/operations.md gives the drop-in).
 
 The CUDA driver's calls are not covered here (no GPU on a build machine);
 its ioctl, mmap, mbind and sched_setaffinity are in @system-service.
@@ -29,6 +32,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -156,13 +160,37 @@ def pipelines(env):
     }
 
 
+def scrape(path):
+    """GET /metrics over the Unix socket at path: the response's bytes."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.connect(path)
+    s.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+    got = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    s.close()
+    return got
+
+
 def workload(env, name, pipes, wrapper):
-    """Starts loaderd under wrapper, consumes an epoch of every pipeline,
-    checks the workers never restarted; returns the daemon (running)."""
-    d = env.start_daemon(env.config(name, pipes, workers=2), wrapper=wrapper, timeout_s=60)
+    """Starts loaderd under wrapper (serving GET /metrics on a Unix path,
+    the unit's only address family), consumes an epoch of every pipeline
+    and scrapes the metrics, checks the workers never restarted; returns
+    the daemon (running)."""
+    metrics = env.path(name + "-metrics.sock")
+    d = env.start_daemon(env.config(name, pipes, workers=2, metrics_listen=metrics), wrapper=wrapper,
+                         timeout_s=60)
     for p in ("raw", "tok", "img"):
         r = env.loaderctl(harness.consume_args(d.socket, p, epochs=1), timeout_s=120)
         check(r.returncode == 0, "%s: consume %s exited %d: %s" % (name, p, r.returncode, r.stderr))
+    got = scrape(metrics)
+    check(got.startswith(b"HTTP/1.0 200") or got.startswith(b"HTTP/1.1 200"),
+          "%s: GET /metrics answered %r" % (name, got[:200]))
+    check(b"\nloaderd_worker_items_total{" in got, "%s: GET /metrics has no worker items" % name)
     st = d.status()
     restarts = [w["restarts"] for w in st["workers"]]
     check(restarts and not any(restarts), "%s: workers restarted %s\n%s" % (name, restarts, d.log()))
@@ -202,6 +230,16 @@ def under_seccomp(env, pipes, words, calls, unit):
     log = d.log()
     for sign in REFUSED:
         check(sign not in log, "under the filter (%s) the log says %r:\n%s" % (" ".join(words), sign, log))
+    # A loopback port for the metrics needs the drop-in docs/operations.md
+    # gives: without it the daemon does not start, and says why.
+    cfg = env.config("tcp", {"raw": pipes["raw"]}, workers=1, metrics_listen="127.0.0.1:9")
+    d = env.start_daemon(cfg, wait_ready=False, wrapper=[sys.executable, os.path.join(HERE, "seccomp_exec.py"),
+                                                         listed, errno_name, families[0]])
+    rc = d.proc.wait(timeout=60)
+    want = "metrics_listen = 127.0.0.1:9: socket: Address family not supported by protocol"
+    check(rc == 1 and want in d.log(), "metrics on a TCP port under RestrictAddressFamilies=%s: exit %d, log:\n%s"
+          % (families[0], rc, d.log()))
+    print("metrics on a TCP port under the filter: %s" % [x for x in d.log().splitlines() if want in x][0])
 
 
 def body(env):
