@@ -21,6 +21,9 @@
 # nvjpeg.h, and the GPU tests (gpu.nvjd_check among them) and the benchmark
 # load the libnvjpeg.so.13 beside it.
 #
+# libmicrohttpd (the metrics endpoint) is linked shared even there: its
+# static archive needs GnuTLS's; it and the libraries it loads travel as
+# packages too and are found through LD_LIBRARY_PATH.
 # The Debian -dev packages travel as .deb files in .gpu/debs (fetch them
 # with `scripts/gpu-check.sh --fetch` on a Debian machine) and are unpacked
 # into a private prefix, never into /; the build links them statically.
@@ -50,7 +53,7 @@
 # tests.log (the rest of the suite), in that order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12"
+DEBS="libuv1-dev libuv1 liburing-dev liburing2 libinih-dev libinih1 libcmocka-dev libcmocka0 libjpeg62-turbo-dev libjpeg62-turbo libpng-dev libpng16-16 zlib1g-dev libjansson-dev libjansson4 libmicrohttpd-dev libmicrohttpd12 libgnutls30 libgmp10 libhogweed6 libidn2-0 libnettle8 libp11-kit0 libtasn1-6 libunistring2 libffi8"
 if [ "${1:-}" = "--fetch" ]; then
 	mkdir -p .gpu/wheels .gpu/debs
 	pip download megatron-core==0.16.1 "packaging>=24.2" --no-deps --only-binary=:all: \
