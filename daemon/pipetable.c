@@ -10,6 +10,7 @@
 
 #include "common/log.h"
 #include "daemon/core/status.h"
+#include "daemon/core/progress.h"
 #include "daemon/sched/sched.h"
 
 enum pipe_state {
@@ -150,7 +151,9 @@ uint32_t pipetable_clients(const struct pipetable *pt, const char *name)
 static void open_work(uv_work_t *w)
 {
 	struct pipe_open *po = w->data;
+	progress_scope(po->cfg.name); /* status lists its scan (daemon/core/progress.h) */
 	po->rc = source_open(&po->cfg, &po->src, po->err, sizeof(po->err));
+	progress_scope(NULL);
 }
 
 static void open_after(uv_work_t *w, int status)
