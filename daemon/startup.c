@@ -306,13 +306,13 @@ static void scan_after(uv_work_t *w, int status)
 
 void startup_stop(struct daemon *d)
 {
-	atomic_store(&d->scan_cancel, true);
 	if (!d->scanning) /* a start that failed on the loop has closed them */
 		return;
 	char what[PROGRESS_TEXT_MAX];
-	progress_first(what, sizeof(what));
+	progress_first(what, sizeof(what)); /* before the scan hears it, and ends */
 	if (what[0])
 		log_info("stopping the scan: %s", what);
+	atomic_store(&d->scan_cancel, true);
 }
 
 void startup_describe(struct daemon *d, struct status_text *t)

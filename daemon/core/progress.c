@@ -60,14 +60,17 @@ static void progress_number(uint64_t n, char *buf, size_t cap)
 	buf[at] = '\0';
 }
 
-/* "pipeline train: listing /data/train: 1,200,000 files so far" */
+/* "pipeline train: listing /data/train: 1,200,000 files so far" (done:
+ * "in all", or "when stopped" for a scan its cancel flag stopped) */
 static void progress_text(const struct progress *p, uint64_t count, bool done, char *buf,
 			  size_t cap)
 {
 	char number[40];
 	progress_number(count, number, sizeof(number));
+	bool stopped = p->cancel && atomic_load(p->cancel);
 	snprintf(buf, cap, "%s%s%s%s: %s %s%s", p->pipeline[0] ? "pipeline " : "", p->pipeline,
-		 p->pipeline[0] ? ": " : "", p->what, number, p->unit, done ? " in all" : " so far");
+		 p->pipeline[0] ? ": " : "", p->what, number, p->unit,
+		 !done ? " so far" : stopped ? " when stopped" : " in all");
 }
 
 static void progress_say(struct progress *p, uint64_t now_ns, bool done)
