@@ -178,6 +178,7 @@ void daemon_stop(struct daemon *d, const char *why)
 		startup_stop(d);
 		return;
 	}
+	pipetable_stop(d->pt); /* pipelines being added: their scans give up */
 	autoworkers_stop(d->autoworkers);
 	d->autoworkers = NULL;
 	pool_stop(d->pool, STOP_TIMEOUT_MS);

@@ -16,7 +16,7 @@ SIGTERM during the scan stops it: the daemon exits 0 well before the scan
 would have ended, without an error line. A start whose scan then finds a
 bad pipeline tells the held client why, in the log's words, and exits 1.
 A reload that adds a pipeline shows its listing's progress in status
-(JSON and text) while it runs.
+(JSON and text) while it runs, and SIGTERM stops such a listing too.
 """
 
 import json
@@ -217,7 +217,19 @@ def reload_scan(env, root):
     check(st["scans"] == [] and any(p["name"] == "added" and p["samples"] == FILES
                                     for p in st["pipelines"]),
           "after the reload: scans %r, pipelines %r" % (st["scans"], st["pipelines"]))
+
+    # SIGTERM while a reload lists a pipeline: the listing gives up.
+    pipes["again"] = pipes.pop("added")
+    env.config("rl", pipes, **room)
+    reload = env.spawn_loaderctl(["--socket", d.socket, "reload"])
+    harness.wait_for(lambda: any(s["pipeline"] == "again" and s["count"] > 0
+                                 for s in (d.try_status() or {}).get("scans", [])),
+                     60, "the second reload's scan in status", interval_s=0.05)
+    t0 = time.monotonic()
     d.stop()
+    took = time.monotonic() - t0
+    check(took < 2.0, "loaderd took %.2f s to stop during a reload's scan" % took)
+    harness.finish(reload, 30, "loaderctl reload interrupted by SIGTERM")
 
 
 def body(env):
