@@ -125,6 +125,11 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 	while (err == 0 && (errno = 0, e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
+		if (progress_cancelled()) { /* also the pass that looks for directories */
+			err = imagefolder_fail(s, -ECANCELED, rel, "listing stopped (loaderd is "
+					       "stopping)");
+			break;
+		}
 		struct stat st;
 		if (s->roots[0] && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISLNK(st.st_mode)) {
