@@ -104,6 +104,7 @@ int client_connect_socket(struct ldr_client *c, const char *path)
 		return client_error(c, len ? -ENAMETOOLONG : -EINVAL, "socket path \"%s\" is %s", path,
 				    len ? "too long" : "empty");
 	memcpy(addr.sun_path, path, len + 1);
+	memcpy(c->socket_path, path, len + 1);
 	c->sock = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	if (c->sock < 0)
 		return client_error_errno(c, -errno, "socket");
@@ -389,6 +390,14 @@ static int client_open_decoder(struct ldr_client *c, const struct proto_welcome 
 	return 0;
 }
 
+int ldr_set_attach_timeout(struct ldr_client *c, int timeout_ms)
+{
+	if (!c)
+		return -EINVAL;
+	c->attach_timeout_ms = timeout_ms;
+	return 0;
+}
+
 int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 {
 	if (c->failed)
@@ -445,7 +454,14 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 		return client_fail(c, r);
 
 	int fd = -1;
-	r = client_recv_frame(c, CLIENT_ATTACH_TIMEOUT_MS, &fd);
+	int timeout_ms = c->attach_timeout_ms ? c->attach_timeout_ms : CLIENT_ATTACH_TIMEOUT_MS;
+	r = client_recv_frame(c, timeout_ms, &fd);
+	if (r == -ETIMEDOUT) { /* a daemon still starting holds the HELLO: say what it does */
+		char starting[CLIENT_ERROR_MAX - 64];
+		client_starting_text(c->socket_path, starting, sizeof starting);
+		if (starting[0])
+			client_error(c, r, "%s; no answer to HELLO within %d ms", starting, timeout_ms);
+	}
 	if (r < 0)
 		return client_fail(c, r);
 	if (msg->hdr.type == PROTO_ERROR) {

@@ -49,6 +49,7 @@ struct consume_opts {
 	uint64_t epochs;  /* 0: not given */
 	uint64_t batches; /* 0: not given */
 	uint64_t step_ms;
+	uint64_t attach_timeout_ms; /* 0: the library's default */
 	const char *dump;
 	const char *dump_data;
 	bool quiet;
@@ -85,6 +86,7 @@ static int consume_parse(int argc, char **argv, int first, struct consume_opts *
 		{ "--epochs", .number = &o->epochs, .min = 1, .max = UINT64_MAX },
 		{ "--batches", .number = &o->batches, .min = 1, .max = UINT64_MAX },
 		{ "--step-ms", .number = &o->step_ms, .max = 86400000 },
+		{ "--attach-timeout-ms", .number = &o->attach_timeout_ms, .min = 1, .max = INT32_MAX },
 	};
 	int r = ctl_parse_options(argc, argv, first, specs, sizeof specs / sizeof specs[0]);
 	if (r != 0)
@@ -393,6 +395,7 @@ static int consume_run(const struct consume_opts *o)
 		.client_name = o->name ? o->name : "consume", .device = o->device, .split = o->split,
 		.group = o->group, .group_size = (unsigned)o->group_size,
 	};
+	ldr_set_attach_timeout(c, (int)o->attach_timeout_ms);
 	if (ldr_attach(c, &ao) < 0) {
 		ctl_error("%s", ldr_error(c));
 		goto close_client;

@@ -66,6 +66,7 @@ static const char ctl_usage_text[] =
 	"                 [--epochs N | --batches N] [--resume TOKEN] [--dump FILE [--dump-data FILE]]\n"
 	"                 [--split train|valid|test] [--group ID --group-size N]\n"
 	"                 [--depth D] [--step-ms MS] [--name NAME] [--quiet] [--stages]\n"
+	"                 [--attach-timeout-ms MS]\n"
 	"       loaderctl [--socket PATH] peek --pipeline NAME [--batch N] [--columns C] --out FILE.png\n"
 	"       loaderctl --help | --version\n"
 	"\n"

@@ -177,6 +177,15 @@ struct ldr_batch {
  * unless -ENOMEM; close it with ldr_close. */
 int ldr_connect(const char *socket_path, struct ldr_client **out);
 
+/* How long ldr_attach waits for the daemon's answer: timeout_ms, or
+ * (0) the default, 60 s, or (< 0) forever. A daemon still starting holds
+ * a HELLO until it is up (docs/operations.md, "Start-up"): when the time
+ * runs out first, ldr_attach fails with -ETIMEDOUT and ldr_error() says
+ * what the daemon is doing ("daemon is starting: pipeline train: listing
+ * /data/train: 1,200,000 files so far, 12.0 s; ..."). 0, or -EINVAL for
+ * no handle. */
+int ldr_set_attach_timeout(struct ldr_client *c, int timeout_ms);
+
 /* Attaches to a pipeline (once per handle). -ENOENT unknown pipeline,
  * -EINVAL bad rank/world/token, -EPROTO protocol trouble; ldr_error() has
  * the daemon's reason. */

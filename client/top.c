@@ -137,6 +137,13 @@ static void top_header(FILE *out, json_t *doc, json_t *prev)
 		fputc(')', out);
 	}
 	fputc('\n', out);
+	/* scans: start-up's (the daemon is starting), or pipelines being added */
+	json_t *scan;
+	json_array_foreach(json_object_get(doc, "scans"), i, scan)
+		fprintf(out, "%s: pipeline %s: %s: %lld %s so far, %.1f s\n",
+			json_object_get(doc, "starting") ? "starting" : "adding", str(scan, "pipeline"),
+			str(scan, "what"), (long long)num(scan, "count"), str(scan, "unit"),
+			num(scan, "seconds"));
 }
 
 static void top_pipelines(FILE *out, json_t *doc, json_t *prev, double dt)

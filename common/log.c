@@ -131,6 +131,34 @@ static const char *const level_words[] = {
 };
 
 /* Writes one line: the prefix, the formatted text and '\n', in one write. */
+/* log_capture's buffer: error lines' messages, "; " between them. */
+static char *log_capture_buf; /* under log_lock */
+static size_t log_capture_cap;
+static atomic_bool log_capture_on; /* read without the lock: whether to bother */
+
+static void log_capture_add(const char *msg)
+{
+	pthread_mutex_lock(&log_lock);
+	if (log_capture_buf) {
+		size_t at = strlen(log_capture_buf);
+		if (at + 3 < log_capture_cap)
+			snprintf(log_capture_buf + at, log_capture_cap - at, "%s%s", at ? "; " : "",
+				 msg);
+	}
+	pthread_mutex_unlock(&log_lock);
+}
+
+void log_capture(char *buf, size_t cap)
+{
+	pthread_mutex_lock(&log_lock);
+	log_capture_buf = buf && cap ? buf : NULL;
+	log_capture_cap = cap;
+	atomic_store(&log_capture_on, log_capture_buf != NULL);
+	if (log_capture_buf)
+		buf[0] = '\0';
+	pthread_mutex_unlock(&log_lock);
+}
+
 static void log_write_line(int level, const char *fmt, va_list ap)
 {
 	char line[2048];
@@ -143,6 +171,10 @@ static void log_write_line(int level, const char *fmt, va_list ap)
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
+	if (level == LOG_LEVEL_ERROR && atomic_load_explicit(&log_capture_on, memory_order_relaxed)) {
+		line[len] = '\0';
+		log_capture_add(line + n);
+	}
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;

@@ -21,6 +21,7 @@
 #define LDR_COMMON_LOG_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 enum log_level {
@@ -53,6 +54,12 @@ int64_t log_flush_suppressed(void);
 /* Replaces the monotonic clock (milliseconds) the rate limit reads; NULL
  * restores it. For tests: call it while no other thread logs. */
 void log_set_clock(uint64_t (*now_ms)(void));
+
+/* From now on the message of every error line (without the ident and
+ * level) is also appended to buf (cap bytes, emptied here), "; " between
+ * them, as far as it fits; NULL stops it. For a process that must tell
+ * someone else why it failed with the words its log used. */
+void log_capture(char *buf, size_t cap);
 
 /* The level's name as log_level_parse takes it ("info"). */
 const char *log_level_name(enum log_level level);

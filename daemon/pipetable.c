@@ -3,6 +3,7 @@
 #include "daemon/pipetable.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "common/log.h"
 #include "daemon/core/status.h"
+#include "daemon/core/progress.h"
 #include "daemon/sched/sched.h"
 
 enum pipe_state {
@@ -38,6 +40,7 @@ struct pipetable {
 	uint64_t index_at[ARENA_PIPELINES_MAX]; /* each entry's list, in the index area */
 	struct pipe_entry e[ARENA_PIPELINES_MAX];
 	unsigned opens_running;   /* opens under way on the thread pool */
+	atomic_bool stopping;     /* pipetable_stop: opens under way give up */
 };
 
 struct pipetable *pipetable_create(uv_loop_t *loop, const struct config *cfg,
@@ -150,7 +153,11 @@ uint32_t pipetable_clients(const struct pipetable *pt, const char *name)
 static void open_work(uv_work_t *w)
 {
 	struct pipe_open *po = w->data;
+	progress_scope(po->cfg.name); /* status lists its scan (daemon/core/progress.h) */
+	progress_set_cancel(&po->pt->stopping);
 	po->rc = source_open(&po->cfg, &po->src, po->err, sizeof(po->err));
+	progress_set_cancel(NULL);
+	progress_scope(NULL);
 }
 
 static void open_after(uv_work_t *w, int status)
@@ -186,6 +193,12 @@ int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
 	pt->opens_running++;
 	*out = po;
 	return 0;
+}
+
+void pipetable_stop(struct pipetable *pt)
+{
+	if (pt)
+		atomic_store(&pt->stopping, true);
 }
 
 /* ---- the runtime index area: first fit between the shares taken ---- */

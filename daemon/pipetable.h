@@ -99,6 +99,10 @@ uint32_t pipetable_clients(const struct pipetable *pt, const char *name);
 int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
 		   void (*done)(struct pipe_open *po, void *ctx), void *ctx, struct pipe_open **out);
 
+/* loaderd stops: opens under way give up soon (their scans' progress_add
+ * fails, daemon/core/progress.h) and end with -ECANCELED. */
+void pipetable_stop(struct pipetable *pt);
+
 /*
  * Reserves what every opened pipeline of list needs (entries, index
  * shares), checking that each fits (a staging slot, direct off), all or

@@ -223,11 +223,12 @@ static unsigned preflight_open_sources(const struct config *cfg, uint64_t skip,
 		const struct pipeline_cfg *pl = &cfg->pipelines[i];
 		if (skip >> i & 1u)
 			continue;
-		char err[PATH_MAX + 256], scope[PROTO_NAME_MAX + 16];
-		snprintf(scope, sizeof(scope), "pipeline %s", pl->name);
-		progress_scope(scope); /* a long scan says which pipeline it is for */
+		char err[PATH_MAX + 256];
+		progress_scope(pl->name); /* a long scan says which pipeline it is for */
 		int rc = source_open(pl, &sources[i], err, sizeof(err));
 		progress_scope(NULL);
+		if (progress_cancelled()) /* stopping: no problem to report */
+			return found + 1;
 		if (rc < 0) {
 			int line = config_key_line(cfg, pl, "source");
 			if (cfg->file[0] && line > 0)
@@ -278,6 +279,43 @@ unsigned preflight_run(const struct config *cfg, struct source *sources,
 		found++;
 	}
 	if (sources_found == 0) { /* the arena's size needs every source */
+		preflight_arena_sizing(cfg, sources, sz);
+		if (preflight_arena(cfg, sz, &mem_paths, err, sizeof(err)) < 0) {
+			log_error("%s", err);
+			found++;
+		}
+	}
+	return found;
+}
+
+unsigned preflight_serve_checks(const struct config *cfg, const char *socket_path)
+{
+	char err[PATH_MAX + 2048];
+	unsigned found = 0;
+	if (preflight_socket_group(cfg, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		found++;
+	}
+	if (socket_path && preflight_socket(cfg, socket_path, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		found++;
+	}
+	return found;
+}
+
+unsigned preflight_scan(const struct config *cfg, struct source *sources,
+			const char *default_program, struct arena_sizing *sz)
+{
+	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
+	char err[PATH_MAX + 2048];
+	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
+	if (progress_cancelled())
+		return found;
+	if (preflight_worker(cfg, default_program, WORKER_PROBE_TIMEOUT_MS, err, sizeof(err)) < 0) {
+		log_error("%s", err);
+		found++;
+	}
+	if (sources_found == 0) {
 		preflight_arena_sizing(cfg, sources, sz);
 		if (preflight_arena(cfg, sz, &mem_paths, err, sizeof(err)) < 0) {
 			log_error("%s", err);

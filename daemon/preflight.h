@@ -55,6 +55,18 @@ unsigned preflight_run(const struct config *cfg, struct source *sources,
 		       const char *default_program, const char *socket_path,
 		       struct arena_sizing *sz);
 
+/* A start splits preflight_run in two, so that the socket is served
+ * while the data is scanned (daemon/startup.h): first, on the main
+ * thread, what serving the socket needs (socket_group, and the socket
+ * path when not NULL)... */
+unsigned preflight_serve_checks(const struct config *cfg, const char *socket_path);
+/* ...then, on start-up's thread, the rest: each pipeline's data, the
+ * worker program, the arena. Each logs every problem it finds and
+ * returns how many. The scan stops early, and its count means nothing,
+ * when the thread's cancel flag is set (daemon/core/progress.h). */
+unsigned preflight_scan(const struct config *cfg, struct source *sources,
+			const char *default_program, struct arena_sizing *sz);
+
 /* For a file with problems (config_load_problems), the checks of the
  * sections that have none, so that one run lists everything: the data of
  * each pipeline not in skip (bit i: pipeline i), and when daemon_ok the

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* server: the listening socket's life (server.h): made, bound, given its
  * owner and mode, listened on (or taken from systemd, who did all that);
- * shut down and freed. Accepting connections
+ * the daemon up, or failed to start; shut down and freed. Accepting connections
  * is server_accept.c's, their sessions server_conn.c's. */
 #include "daemon/server/server.h"
 
@@ -202,11 +202,57 @@ void server_shutdown(struct server *srv)
 	server_accept_stop(srv);
 	metricsd_stop(srv->metrics);
 	for (struct conn *c = srv->conns; c; c = c->next) {
-		if (c->state == CONN_DATA || c->state == CONN_ATTACHING)
+		if (c->state == CONN_DATA || c->state == CONN_ATTACHING || c->state == CONN_HELD)
 			conn_error(c, 0, ESHUTDOWN, "daemon shutting down");
 		else
 			conn_close(c);
 	}
+}
+
+/* Whether a held connection's peer is still there: its next frame (or
+ * nothing yet) is waiting, not its end. */
+static bool held_peer_there(const struct conn *c)
+{
+	char byte;
+	ssize_t n = recv(c->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n > 0 || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
+}
+
+void server_up(struct server *srv, struct sched *sched, struct arena *arena)
+{
+	srv->sched = sched;
+	srv->arena = arena;
+	for (struct conn *c = srv->conns, *next; c; c = next) {
+		next = c->next; /* serving c may close it (freed later, in its close callback) */
+		if (c->state != CONN_HELD)
+			continue;
+		struct proto_hello *hello = c->declaring;
+		c->declaring = NULL;
+		c->state = CONN_NEW;
+		srv->n_held--;
+		if (!held_peer_there(c)) {
+			log_info("client pid %d left before loaderd had started", (int)c->pid);
+			conn_close(c);
+		} else {
+			uv_poll_start(&c->poll, UV_READABLE | UV_DISCONNECT, on_conn_event);
+			conn_hello(c, hello);
+		}
+		free(hello);
+	}
+}
+
+void server_start_failed(struct server *srv, const char *why)
+{
+	for (struct conn *c = srv->conns, *next; c; c = next) {
+		next = c->next;
+		if (c->state == CONN_HELD)
+			conn_error(c, c->hello_request_id, ESHUTDOWN, why);
+	}
+}
+
+uint32_t server_held(const struct server *srv)
+{
+	return srv ? srv->n_held : 0;
 }
 
 void server_free(struct server *srv)

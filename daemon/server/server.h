@@ -72,6 +72,20 @@ int server_start(uv_loop_t *loop, const struct config *cfg, const char *path, in
  * anywhere; server_shutdown stops it. 0, or -errno, logged naming the
  * file and line of metrics_listen. */
 int server_metrics_start(struct server *srv);
+/*
+ * While the daemon starts (server_start with sched and arena NULL) the
+ * socket is served: status and reload requests are answered (through
+ * server_ops, which say the daemon is starting), and a HELLO is held:
+ * its connection is kept and not read further, at most max_clients of
+ * them. Then server_up serves every held HELLO, as if it had just come
+ * (a client that left meanwhile is dropped); or server_start_failed
+ * answers each with ERROR (ESHUTDOWN) and why, the log's own words, and
+ * the caller shuts the server down.
+ */
+void server_up(struct server *srv, struct sched *sched, struct arena *arena);
+void server_start_failed(struct server *srv, const char *why);
+/* HELLOs held now (0 for a NULL server). */
+uint32_t server_held(const struct server *srv);
 
 /* Raises RLIMIT_NOFILE's soft limit to the hard limit and warns when that
  * is below the descriptors cfg may need (clients, connections waiting for

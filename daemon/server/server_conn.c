@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
  * server_conn: a connection's session (server_impl.h): frames in and out,
- * HELLO, RELEASE, BYE, STATUS_REQ and RELOAD_REQ, the scheduler's answers
+ * HELLO (held while the daemon starts, for server_up), RELEASE, BYE,
+ * STATUS_REQ and RELOAD_REQ, the scheduler's answers
  * (server_attached, server_send_ready, server_fail_client), and closing.
  * Also the links of the handshake queue, which a connection leaves at its
  * first frame, and the status line of the connections' counts. Calls
@@ -37,6 +38,8 @@ static void on_conn_closed(uv_handle_t *h)
 		srv->conns = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
+	if (c->state_before_close == CONN_HELD)
+		c->srv->n_held--;
 	free(c->declaring);
 	server_status_drop(c);
 	free(c);
@@ -51,6 +54,7 @@ void conn_close(struct conn *c)
 {
 	if (c->state == CONN_CLOSING)
 		return;
+	c->state_before_close = c->state;
 	c->state = CONN_CLOSING;
 	server_handshake_remove(c);
 	uv_poll_stop(&c->poll);
@@ -133,35 +137,72 @@ static void hello_attach(struct conn *c, const struct proto_hello *hello, int en
 	conn_send(c, &out, srv->arena->client_fd); /* read-only: shm/arena.h */
 }
 
-static void handle_hello(struct conn *c, const struct proto_msg *in)
+void conn_hello(struct conn *c, const struct proto_hello *hello)
 {
 	struct server *srv = c->srv;
-	c->hello_request_id = in->hdr.request_id;
-	if (!in->u.hello.declaration[0]) {
-		hello_attach(c, &in->u.hello, -1);
+	if (!hello->declaration[0]) {
+		hello_attach(c, hello, -1);
 		return;
 	}
 	char err[PROTO_ERROR_TEXT_MAX];
 	int entry = -1;
-	int rc = srv->ops.declare ? srv->ops.declare(srv->ops.ctx, &in->u.hello, c->pid, c->id,
+	int rc = srv->ops.declare ? srv->ops.declare(srv->ops.ctx, hello, c->pid, c->id,
 						     &entry, err, sizeof(err)) :
 		 (snprintf(err, sizeof(err), "this daemon takes no declared pipelines"), -EPERM);
 	if (rc < 0) {
 		log_notice("client pid %d refused: %s", (int)c->pid, err);
-		conn_error(c, in->hdr.request_id, -rc, err);
+		conn_error(c, c->hello_request_id, -rc, err);
 		return;
 	}
 	if (rc == 0) {
-		hello_attach(c, &in->u.hello, entry);
+		hello_attach(c, hello, entry);
 		return;
 	}
 	c->declaring = malloc(sizeof(*c->declaring));
 	if (!c->declaring) {
-		conn_error(c, in->hdr.request_id, ENOMEM, "out of memory");
+		conn_error(c, c->hello_request_id, ENOMEM, "out of memory");
 		return;
 	}
-	*c->declaring = in->u.hello;
+	*c->declaring = *hello;
 	c->state = CONN_DECLARING;
+}
+
+/* A HELLO while the daemon starts is kept and its connection no longer
+ * read (its next frames wait in the socket) until server_up serves it or
+ * server_start_failed says why it cannot be. As many may wait as may
+ * attach (max_clients). */
+static void hold_hello(struct conn *c, const struct proto_hello *hello)
+{
+	struct server *srv = c->srv;
+	char why[PROTO_ERROR_TEXT_MAX];
+	if (srv->n_held >= srv->cfg->max_clients) {
+		snprintf(why, sizeof(why), "loaderd is starting and %u clients already wait for it "
+			 "(max_clients = %u)", srv->n_held, srv->cfg->max_clients);
+		log_notice("client pid %d refused: %s", (int)c->pid, why);
+		conn_error(c, c->hello_request_id, EAGAIN, why);
+		return;
+	}
+	c->declaring = malloc(sizeof(*c->declaring));
+	if (!c->declaring) {
+		conn_error(c, c->hello_request_id, ENOMEM, "out of memory");
+		return;
+	}
+	*c->declaring = *hello;
+	c->state = CONN_HELD;
+	srv->n_held++;
+	uv_poll_stop(&c->poll);
+	log_info("client pid %d waits for loaderd to start", (int)c->pid);
+}
+
+/* HELLO: served, or held while the daemon starts. */
+static void handle_hello(struct conn *c, const struct proto_msg *in)
+{
+	c->hello_request_id = in->hdr.request_id;
+	if (!c->srv->sched) {
+		hold_hello(c, &in->u.hello);
+		return;
+	}
+	conn_hello(c, &in->u.hello);
 }
 
 void server_declared(struct server *srv, uint64_t conn_id, int rc, int entry, const char *text)
@@ -311,7 +352,8 @@ void conn_read(struct conn *c, bool peer_gone)
 {
 	peer_gone = peer_gone || c->peer_closed;
 	bool reset_seen = false;
-	for (int i = 0; (peer_gone || i < SERVER_READ_BUDGET) && c->state != CONN_CLOSING; i++) {
+	for (int i = 0; (peer_gone || i < SERVER_READ_BUDGET) && c->state != CONN_CLOSING &&
+	     c->state != CONN_HELD; i++) {
 		char why[160] = "";
 		int fd = -1;
 		int rc = wire_recv(c->fd, c->srv->rx, &fd, why, sizeof(why));

@@ -5,7 +5,8 @@
  * below it:
  *
  *   server.c         the listening socket: start (bind, owner, mode,
- *                    listen) and shutdown
+ *                    listen) and shutdown; the daemon up (HELLOs held
+ *                    while it started served) or failed to start
  *   server_accept.c  connections: accept, the peer's identity, the queue of
  *                    connections that have not sent their first frame
  *                    (timeout, cap), running out of descriptors
@@ -39,6 +40,7 @@ enum conn_state {
 	CONN_RELOADING, /* RELOAD_REQ taken: its answer comes once the reload ends */
 	CONN_DECLARING, /* HELLO declared a pipeline being made: server_declared goes on */
 	CONN_STATUS,    /* the JSON status is being sent, frame by frame as the peer reads */
+	CONN_HELD,      /* HELLO while the daemon starts: kept, not read further (server_up) */
 };
 
 struct conn {
@@ -50,13 +52,14 @@ struct conn {
 	pid_t pid;
 	uid_t uid;
 	enum conn_state state;
+	enum conn_state state_before_close; /* CONN_CLOSING: the state it left */
 	bool peer_closed; /* a send found the peer gone: reads drain, then close */
 	bool said_bye;    /* BYE received: a device client has closed its IPC handles */
 	uint64_t accepted_ms; /* uv_now() at accept */
 	uint64_t hello_request_id;
 	uint64_t reload_request_id; /* CONN_RELOADING: the request to answer */
 	uint64_t id;                /* server-unique, for answers that come later */
-	struct proto_hello *declaring; /* CONN_DECLARING: its HELLO, kept */
+	struct proto_hello *declaring; /* CONN_DECLARING, CONN_HELD: its HELLO, kept */
 	struct status_json *status_out; /* CONN_STATUS: the JSON, and the bytes sent */
 	size_t status_at;
 	uint64_t status_request_id;
@@ -76,9 +79,10 @@ struct server_counts {
 struct server {
 	uv_loop_t *loop;
 	const struct config *cfg;
-	struct sched *sched;
+	struct sched *sched;      /* NULL while the daemon starts (server_up) */
 	struct arena *arena;
 	struct server_ops ops;
+	uint32_t n_held;          /* connections in CONN_HELD */
 	char path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	int listen_fd;
 	bool listening;
@@ -128,6 +132,10 @@ void conn_error(struct conn *c, uint64_t request_id, int code, const char *text)
 void conn_read(struct conn *c, bool peer_gone);
 void on_conn_event(uv_poll_t *h, int status, int events);
 void server_describe_connections(struct server *srv, struct status_text *t);
+
+/* HELLO (request id in c->hello_request_id): attached, or the declared
+ * pipeline made first. */
+void conn_hello(struct conn *c, const struct proto_hello *hello);
 
 /* ---- server_status.c ---- */
 

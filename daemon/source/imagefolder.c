@@ -125,6 +125,11 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 	while (err == 0 && (errno = 0, e = readdir(d))) {
 		if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
 			continue;
+		if (progress_cancelled()) { /* also the pass that looks for directories */
+			err = imagefolder_fail(s, -ECANCELED, rel, "listing stopped (loaderd is "
+					       "stopping)");
+			break;
+		}
 		struct stat st;
 		if (s->roots[0] && fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISLNK(st.st_mode)) {
@@ -143,8 +148,9 @@ static int imagefolder_list_dir(struct imagefolder_walk *s, const char *rel,
 		struct imagefolder_names *into = is_dir ? dirs : others;
 		if (into)
 			err = imagefolder_names_add(into, e->d_name);
-		if (into && !is_dir)
-			progress_add(&s->progress, 1);
+		if (err == 0 && into && !is_dir && progress_add(&s->progress, 1) < 0)
+			err = imagefolder_fail(s, -ECANCELED, rel, "listing stopped (loaderd is "
+					       "stopping)");
 	}
 	if (err == 0 && errno != 0)
 		err = imagefolder_fail(s, -errno, rel, strerror(errno));
@@ -252,6 +258,11 @@ static int imagefolder_add_files(struct imagefolder_walk *s, const char *rel, in
 	imagefolder_names_sort(&files);
 	for (size_t i = 0; err == 0 && i < files.n; i++) {
 		char path[PATH_MAX];
+		if (progress_cancelled()) {
+			err = imagefolder_fail(s, -ECANCELED, rel, "listing stopped (loaderd is "
+					       "stopping)");
+			break;
+		}
 		err = imagefolder_join(s, rel, files.v[i], path);
 		if (err < 0)
 			break;
@@ -316,13 +327,13 @@ int imagefolder_scan(const char *root, const char *roots, struct image_index *ou
 	int rc = 0;
 	char what[PATH_MAX + 16];
 	snprintf(what, sizeof(what), "listing %s", root);
-	progress_begin(&s.progress, "files", what);
 	struct imagefolder_names classes = {0};
 	DIR *d = fdopendir(fcntl(s.root_fd, F_DUPFD_CLOEXEC, 0));
 	if (!d) {
 		rc = errtext(err, err_cap, -errno, "%s", strerror(errno));
 		goto close_root;
 	}
+	progress_begin(&s.progress, "files", what); /* progress_end below, on every path */
 	struct dirent *e;
 	while (rc == 0 && (errno = 0, e = readdir(d))) {
 		struct stat st;

@@ -119,9 +119,12 @@ int llmc_scan(const char *pattern, uint64_t seq_len, struct image_index *out,
 	for (size_t i = 0; i < n; i++) {
 		uint64_t tokens;
 		rc = llmc_header_read(paths[i], &tokens, err, cap);
-		if (rc < 0)
+		if (rc == 0 && progress_add(&progress, 1) < 0)
+			rc = errtext(err, cap, -ECANCELED, "reading stopped (loaderd is stopping)");
+		if (rc < 0) {
+			progress_end(&progress);
 			goto free_index;
-		progress_add(&progress, 1);
+		}
 		struct arena_shard *sh = &out->shards[i];
 		sh->path_offset = out->paths_bytes;
 		sh->first_sample = *n_samples;

@@ -373,24 +373,26 @@ static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
 }
 
 /* Reads the mapped index in (a page at a time) before the parser walks
- * it, counting MiB: a large index on a slow disk says how far it is
+ * it, counting MiB (0, or -ECANCELED: loaderd is stopping): a large index on a slow disk says how far it is
  * (daemon/core/progress.h), and the parser, which must stay pure, finds it
  * in memory. */
-static void mg_read_ahead(const char *idx, const uint8_t *map, size_t len)
+static int mg_read_ahead(const char *idx, const uint8_t *map, size_t len)
 {
 	struct progress progress;
 	char what[PATH_MAX + 16];
 	snprintf(what, sizeof(what), "reading %s", idx);
 	progress_begin(&progress, "MiB", what);
 	volatile uint8_t sink = 0;
-	for (size_t at = 0; at < len; at += (size_t)1 << 20) {
+	int rc = 0;
+	for (size_t at = 0; rc == 0 && at < len; at += (size_t)1 << 20) {
 		size_t end = len - at > ((size_t)1 << 20) ? at + ((size_t)1 << 20) : len;
 		for (size_t page = at; page < end; page += 4096)
 			sink ^= map[page];
-		progress_add(&progress, 1);
+		rc = progress_add(&progress, 1);
 	}
 	(void)sink;
 	progress_end(&progress);
+	return rc;
 }
 
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
@@ -443,8 +445,11 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 	}
 	/* A file that shrinks under the mapping would fault (SIGBUS) here;
 	 * dataset files are written once, before training starts. */
-	mg_read_ahead(idx, map, len);
-	rc = mg_index_parse(map, len, bin_bytes, idx, out, err, cap);
+	rc = mg_read_ahead(idx, map, len);
+	if (rc < 0)
+		errtext(err, cap, rc, "%s: reading stopped (loaderd is stopping)", idx);
+	else
+		rc = mg_index_parse(map, len, bin_bytes, idx, out, err, cap);
 	if (map)
 		munmap((void *)map, len);
 close_fd:

@@ -458,7 +458,9 @@ int tar_scan(const char *pattern, struct image_index *out, char *err, size_t err
 		rc = tar_scan_shard(s);
 		sh->n_samples = out->n - sh->first_sample;
 		out->n_shards = (uint32_t)(i + 1);
-		progress_add(&progress, 1);
+		if (rc == 0 && progress_add(&progress, 1) < 0)
+			rc = errtext(err, err_cap, -ECANCELED, "reading stopped (loaderd is "
+				     "stopping)");
 	}
 	progress_end(&progress);
 	if (rc == 0 && out->n == 0)

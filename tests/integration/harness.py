@@ -380,9 +380,13 @@ class Daemon:
 
     def try_status(self):
         """The status as status() gives it, or None while the daemon does
-        not answer."""
+        not answer or is still starting (no workers, pipelines or clients
+        to look at yet)."""
         r = self.env.loaderctl(["--socket", self.socket, "status", "--json"], timeout_s=10)
-        return parse_status_json(json.loads(r.stdout)) if r.returncode == 0 else None
+        if r.returncode != 0:
+            return None
+        st = parse_status_json(json.loads(r.stdout))
+        return None if "starting" in st else st
 
     def wait_status(self, pred, timeout_s, what):
         """Polls status until pred(status) is true; returns that status."""

@@ -315,6 +315,19 @@ def parse_status(text):
 
     m = expect(_STATUS_HEAD_RE, "version")
     st["version"], st["pid"], st["uptime"] = m.group(1), int(m.group(2)), float(m.group(3))
+    st["state"] = "running"
+    n, line = next_line()
+    if line is not None and line.startswith("state: "):  # starting: no arena, workers, pipelines yet
+        m = _STATE_RE.match(line)
+        check(m is not None, "status line %d is not the state line: %r\n%s" % (n, line, text))
+        st["state"] = m.group(1)
+        st["starting"] = {"seconds": float(m.group(2)), "clients_waiting": int(m.group(3))}
+        st["scans"] = _parse_scans(next_line, pending)
+        n, line = _parse_config(st, next_line, expect, text)
+        _parse_connections(st, n, line, text)
+        _parse_metrics(st, next_line, text)
+        return st
+    pending.append((n, line))
     st["delivery"] = expect(re.compile(r"^delivery: (host.*)$"), "delivery").group(1)
     st["gpus"] = []
     n_gpus = int(expect(re.compile(r"^gpus: (\d+)$"), "gpus").group(1))
@@ -395,6 +408,40 @@ def parse_status(text):
                 ("batches", "gpu", "cpu", "bad", "submit_us"), (int(x) for x in g[27:32])))})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
+    st["scans"] = _parse_scans(next_line, pending)
+    n, line = _parse_config(st, next_line, expect, text)
+    m = re.match(r"^runtime_index: (\d+) of (\d+) bytes taken, (\d+) removed pipelines? draining$",
+                 line or "")
+    check(m is not None, "status line %s is not the runtime_index line: %r\n%s" % (n, line, text))
+    st["runtime_index"] = {"taken": int(m.group(1)), "bytes": int(m.group(2)), "draining": int(m.group(3))}
+    n, line = next_line()
+    _parse_connections(st, n, line, text)
+    _parse_metrics(st, next_line, text)
+    return st
+
+
+_STATE_RE = re.compile(r"^state: (starting|stopping) for ([\d.]+) s, (\d+) clients? waiting$")
+_SCAN_RE = re.compile(r"^scan: (?:pipeline (.+?): )?(.+): ([\d,]+) (\S+) so far, ([\d.]+) s$")
+
+
+def _parse_scans(next_line, pending):
+    """The "scan:" lines (scans running: start-up's, or of pipelines being
+    added), as the JSON's "scans" has them."""
+    scans = []
+    while True:
+        n, line = next_line()
+        m = _SCAN_RE.match(line or "")
+        if m is None:
+            pending.append((n, line))
+            return scans
+        scans.append({"pipeline": m.group(1) or "", "what": m.group(2),
+                      "count": int(m.group(3).replace(",", "")), "unit": m.group(4),
+                      "seconds": float(m.group(5))})
+
+
+def _parse_config(st, next_line, expect, text):
+    """The config line (and its last_reload line) into st["config"]; the
+    line after them."""
     m = expect(re.compile(r"^config: (.+) workers (\d+) max_workers (\d+) reloads (\d+) refused (\d+)$"),
                "config")
     st["config"] = {"file": m.group(1), "workers": int(m.group(2)), "max_workers": int(m.group(3)),
@@ -405,22 +452,31 @@ def parse_status(text):
         check(m is not None, "status line %d is not the last_reload line: %r\n%s" % (n, line, text))
         st["config"]["last"] = (m.group(2), m.group(3))
         n, line = next_line()
-    m = re.match(r"^runtime_index: (\d+) of (\d+) bytes taken, (\d+) removed pipelines? draining$",
-                 line or "")
-    check(m is not None, "status line %s is not the runtime_index line: %r\n%s" % (n, line, text))
-    st["runtime_index"] = {"taken": int(m.group(1)), "bytes": int(m.group(2)), "draining": int(m.group(3))}
-    n, line = next_line()
+    return n, line
+
+
+def _parse_connections(st, n, line, text):
     m = _CONNECTIONS_RE.match(line or "")
     check(m is not None, "status line %s is not the connections line: %r\n%s" % (n, line, text))
     st["connections"] = {k: (v if k in ("accepting", "socket") else int(v)) for k, v in m.groupdict().items()}
+
+
+def _parse_metrics(st, next_line, text):
     n, line = next_line()
     m = re.match(r"^metrics: (.+) scrapes (\d+) refused (\d+)$", line or "")
     check(m is not None, "status line %s is not the metrics line: %r\n%s" % (n, line, text))
     st["metrics"] = {"listen": m.group(1), "scrapes": int(m.group(2)), "refused": int(m.group(3))}
-    return st
 
 
 STATUS_SCHEMA = "loaderd.status/1"
+
+
+def _json_config(st, doc):
+    cf = doc["config"]
+    last = cf.get("last_reload")
+    st["config"] = {"file": cf["file"], "workers": cf["workers"], "max_workers": cf["max_workers"],
+                    "reloads": cf["reloads"], "refused": cf["refused"],
+                    "last": None if last is None else tuple(last["result"].split(": ", 1))}
 
 
 def parse_status_json(doc):
@@ -429,6 +485,13 @@ def parse_status_json(doc):
     text does not have are the JSON's own (doc is kept as st["json"])."""
     check(doc.get("schema") == STATUS_SCHEMA, "status JSON schema is %r, expected %r"
           % (doc.get("schema"), STATUS_SCHEMA))
+    if doc["state"] in ("starting", "stopping") and "starting" in doc:  # not up yet
+        st = {"json": doc, "version": doc["daemon"]["version"], "pid": doc["daemon"]["pid"],
+              "uptime": doc["daemon"]["uptime_s"], "state": doc["state"],
+              "starting": dict(doc["starting"]), "scans": [dict(x) for x in doc["scans"]],
+              "connections": dict(doc["connections"])}
+        _json_config(st, doc)
+        return st
     dv = doc["delivery"]
     if dv["device"]:
         threads = dv["gpu_threads"]
@@ -489,11 +552,9 @@ def parse_status_json(doc):
             "client_decode": None if dec is None else dict(dec)})
     e = doc["errors"]
     st["read_errors"], st["bad_images"], st["substituted"] = e["read"], e["bad_images"], e["substituted"]
-    cf = doc["config"]
-    last = cf.get("last_reload")
-    st["config"] = {"file": cf["file"], "workers": cf["workers"], "max_workers": cf["max_workers"],
-                    "reloads": cf["reloads"], "refused": cf["refused"],
-                    "last": None if last is None else tuple(last["result"].split(": ", 1))}
+    st["state"] = doc["state"]
+    st["scans"] = [dict(x) for x in doc["scans"]]
+    _json_config(st, doc)
     ri = doc["runtime_index"]
     st["runtime_index"] = {"taken": ri["taken_bytes"], "bytes": ri["bytes"], "draining": ri["draining"]}
     st["connections"] = dict(doc["connections"])

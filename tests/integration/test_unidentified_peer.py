@@ -83,8 +83,10 @@ def body(env):
     check(r.returncode != 0 and "not visible in loaderd's pid namespace" in r.stderr,
           "loaderctl status from outside exited %d: %s" % (r.returncode, r.stderr))
 
-    # Inside the namespace the same client is identified and served.
-    r = subprocess.run(["nsenter", "--target", str(pid), "--pid", "--",
+    # Inside the namespace the same client is identified and served. Its
+    # mount namespace too, whose /proc is the pid namespace's: a sanitized
+    # loaderctl reads /proc/PID/task at exit by the pid it has in there.
+    r = subprocess.run(["nsenter", "--target", str(pid), "--pid", "--mount", "--",
                         harness.binary("loaderctl"), "--socket", d.socket, "status"],
                        capture_output=True, text=True, timeout=20)
     check(r.returncode == 0, "loaderctl status inside the daemon's pid namespace exited %d: %s"

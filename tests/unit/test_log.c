@@ -316,9 +316,35 @@ static void test_many_sites(void **state)
 	capture_end();
 }
 
+/* log_capture: error lines' messages, "; " between them, cut to fit;
+ * other levels, and lines after it stops, are not kept. */
+static void test_capture(void **state)
+{
+	(void)state;
+	capture_begin();
+	char buf[64], after_two[64], after_three[64];
+	log_capture(buf, sizeof(buf));
+	log_error("first %d", 1);
+	log_warning("a warning");
+	log_error("second");
+	snprintf(after_two, sizeof(after_two), "%s", buf);
+	log_error("a line far too long to fit in what is left of the buffer");
+	snprintf(after_three, sizeof(after_three), "%s", buf);
+	log_capture(NULL, 0);
+	log_error("after");
+	char *out = capture_read();
+	capture_end();
+	assert_string_equal(after_two, "first 1; second");
+	assert_string_equal(after_three, "first 1; second; a line far too long to fit in what is left of ");
+	assert_string_equal(buf, after_three);
+	assert_int_equal(count_lines(out, "error: "), 4); /* the log has every line still */
+	free(out);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_capture),
 		cmocka_unit_test(test_burst_then_summary),
 		cmocka_unit_test(test_sites_independent),
 		cmocka_unit_test(test_filtered_lines_do_not_count),

@@ -12,11 +12,12 @@ Pure Python over the C client library (libloaderd_client.so, through
 ctypes). See loader.py for the lifetime and stream rules.
 """
 
-from .errors import (BatchReleasedError, DaemonUnavailableError, DeviceUnavailableError,
-                     LoaderdError, PipelineNotFoundError)
+from .errors import (AttachTimeoutError, BatchReleasedError, DaemonUnavailableError,
+                     DeviceUnavailableError, LoaderdError, PipelineNotFoundError)
 from .batch import Batch
 from .loader import Loader, default_rank_world, status
 
 __version__ = "0.1.0"
-__all__ = ["Batch", "BatchReleasedError", "DaemonUnavailableError", "DeviceUnavailableError",
-           "Loader", "LoaderdError", "PipelineNotFoundError", "default_rank_world", "status"]
+__all__ = ["AttachTimeoutError", "Batch", "BatchReleasedError", "DaemonUnavailableError",
+           "DeviceUnavailableError", "Loader", "LoaderdError", "PipelineNotFoundError",
+           "default_rank_world", "status"]

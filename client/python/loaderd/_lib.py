@@ -78,6 +78,7 @@ _CLIENT = ctypes.c_void_p  # struct ldr_client *, opaque
 _SIGNATURES = {
     # name: (restype, argtypes)
     "ldr_connect": (ctypes.c_int, [ctypes.c_char_p, _P(_CLIENT)]),
+    "ldr_set_attach_timeout": (ctypes.c_int, [_CLIENT, ctypes.c_int]),
     "ldr_attach": (ctypes.c_int, [_CLIENT, _P(AttachOpts)]),
     "ldr_dataset_size": (ctypes.c_uint64, [_CLIENT]),
     "ldr_batch_size": (ctypes.c_uint, [_CLIENT]),

@@ -27,6 +27,13 @@ class DaemonUnavailableError(LoaderdError, ConnectionError):
     """No daemon at the socket, or it went away."""
 
 
+class AttachTimeoutError(LoaderdError, TimeoutError):
+    """The daemon did not answer the attach within attach_timeout; while
+    it is still starting, the message says what it is doing ("daemon is
+    starting: pipeline train: listing /data/train: 1,200,000 files so
+    far, 12.0 s; ...")."""
+
+
 class BatchReleasedError(LoaderdError):
     """A batch was used after it was released."""
 

@@ -53,7 +53,8 @@ import warnings
 
 from . import _lib
 from .batch import Batch
-from .errors import DaemonUnavailableError, DeviceUnavailableError, LoaderdError, PipelineNotFoundError
+from .errors import (AttachTimeoutError, DaemonUnavailableError, DeviceUnavailableError, LoaderdError,
+                     PipelineNotFoundError)
 
 STATE_VERSION = 1
 _WAIT_SLICE_MS = 1000  # ldr_next waits this long between checks for signals
@@ -162,7 +163,8 @@ class Loader:
     Loader(pipeline=None, *, socket=None, device=None, rank=None, world_size=None,
            state=None, depth=0, timeout=None, framework=None, name=None, split=None,
            tp_group=None, tp_size=None, source=None, transform=None, batch_size=None,
-           shuffle=None, seed=None, outputs=None, options=None, job=None)
+           shuffle=None, seed=None, outputs=None, options=None, job=None,
+           attach_timeout=None)
 
     - pipeline: a pipeline the daemon's configuration defines. Or, instead,
       the job declares its own (docs/clients.md, "Declaring a pipeline"):
@@ -186,6 +188,10 @@ class Loader:
     - depth: batches the daemon prepares ahead (0: the daemon's default).
     - timeout: seconds to wait for a batch before TimeoutError (None:
       forever).
+    - attach_timeout: seconds to wait for the daemon to answer the attach
+      (None: 60). A daemon still starting (listing a large dataset) holds
+      the attach until it is up; when this runs out first,
+      AttachTimeoutError (a TimeoutError) says what it is doing.
     - framework: "torch" or "numpy" (host delivery only); default torch when
       it can be imported.
     - name: how `loaderctl status` shows this client (escaped there: any
@@ -216,7 +222,9 @@ class Loader:
     def __init__(self, pipeline=None, *, socket=None, device=None, rank=None, world_size=None,
                  state=None, depth=0, timeout=None, framework=None, name=None, split=None,
                  tp_group=None, tp_size=None, source=None, transform=None, batch_size=None,
-                 shuffle=None, seed=None, outputs=None, options=None, job=None):
+                 shuffle=None, seed=None, outputs=None, options=None, job=None,
+                 attach_timeout=None):
+        self._attach_timeout_ms = 0 if attach_timeout is None else max(1, int(attach_timeout * 1000))
         self._declaration = _declaration(pipeline, source=source, transform=transform,
                                          batch_size=batch_size, shuffle=shuffle, seed=seed,
                                          outputs=outputs, options=options)
@@ -294,10 +302,13 @@ class Loader:
             split=self.split.encode(),
             group=self.tp_group.encode() if self.tp_group else None, group_size=self.tp_size,
             flags=_lib.ATTACH_WRITABLE if self._ordinal is None and self._torch else 0)
+        lib.ldr_set_attach_timeout(handle, self._attach_timeout_ms)
         rc = lib.ldr_attach(handle, ctypes.byref(opts))
         if rc < 0:
             message = "loaderd: " + (lib.ldr_error(handle) or b"").decode(errors="replace")
             lib.ldr_close(handle)
+            if rc == -errno.ETIMEDOUT:
+                raise AttachTimeoutError(-rc, message)
             if rc == -errno.ENOENT:
                 raise PipelineNotFoundError(-rc, message)
             if rc in (-errno.EOPNOTSUPP, -errno.ENODEV):
