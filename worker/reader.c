@@ -37,6 +37,8 @@ struct reader {
 	struct ring cmd;
 	struct ring done;
 	struct worker_beat *beat;
+	struct worker_stats *stats;
+	uint64_t t_awake;     /* when the last blocking wait ended (busy_ns) */
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -126,6 +128,43 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 	return 0;
 }
 
+/* The stats block's figures of table entry `index` for its generation
+ * gen: cleared first when they counted for another (shm/layout.h). */
+static struct hist_atomic *reader_stage_hists(struct reader *r, uint32_t index, uint32_t gen)
+{
+	struct worker_stats *st = r->stats;
+	if (atomic_load_explicit(&st->gen[index], memory_order_relaxed) != gen) {
+		atomic_store_explicit(&st->gen[index], 0, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		for (uint32_t k = 0; k < PSTAGE_WORKER_COUNT; k++)
+			hist_atomic_clear(&st->stage[index][k]);
+		atomic_store_explicit(&st->gen[index], gen, memory_order_release);
+	}
+	return st->stage[index];
+}
+
+/* Time since the last wait counts as busy; the wait about to start is
+ * measured by reader_wait_end. */
+static uint64_t reader_wait_begin(struct reader *r)
+{
+	uint64_t now = clock_mono_ns();
+	atomic_store_explicit(&r->stats->busy_ns,
+			      atomic_load_explicit(&r->stats->busy_ns, memory_order_relaxed) +
+			      (now - r->t_awake), memory_order_relaxed);
+	return now;
+}
+
+/* A blocking wait that began at t0 has ended: with items in hand it was
+ * a wait for reads. */
+static void reader_wait_end(struct reader *r, uint64_t t0)
+{
+	r->t_awake = clock_mono_ns();
+	if (r->n_free < READER_ITEMS)
+		atomic_store_explicit(&r->stats->idle_io_ns,
+				      atomic_load_explicit(&r->stats->idle_io_ns, memory_order_relaxed) +
+				      (r->t_awake - t0), memory_order_relaxed);
+}
+
 /* slot_offset must be the start of one of the arena's staging slots: rows
  * are then checked against that slot, never against the whole arena, so a
  * bad command cannot reach the header, the rings or a neighbouring slot. */
@@ -167,6 +206,8 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 		reader_item_fail(it, cmd->first_row, err, 0);
 		return;
 	}
+	if (!(cmd->flags & WORK_CMD_NO_TIMING))
+		it->hist = reader_stage_hists(r, cmd->pipeline, it->pipe->generation);
 	for (uint32_t k = 0; k < cmd->count; k++) {
 		err = it->pipe->kind == ARENA_SOURCE_IMAGES ?
 		      image_plan(r->arena, r->slot_bytes, it, cmd, k, &it->reads[k]) :
@@ -195,6 +236,8 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
 		if (rd->done_bytes < rd->len)
 			/* a document-shuffled row goes on in the next document */
 			return rd->piece_end != rd->done_bytes || token_next_piece(rd);
+		if (it->hist)
+			hist_atomic_add_own(&it->hist[PSTAGE_READ], clock_mono_ns() - rd->t_read);
 		if (image)
 			return image_finish(rd);
 		token_finish(rd);
@@ -220,9 +263,11 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
  * on (false: the item has failed on it). Other rows are always ready. */
 static bool reader_read_arm(struct reader_read *rd)
 {
-	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES)
+	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES) {
+		reader_read_clock(rd);
 		return true;
-	return image_start(rd);
+	}
+	return image_start(rd); /* image_arm starts the clock of each file it opens */
 }
 
 static size_t reader_read_len(const struct reader_read *rd)
@@ -263,6 +308,7 @@ static int reader_done_signal(struct reader *r)
 static int reader_item_post(struct reader *r, struct reader_item *it)
 {
 	atomic_fetch_add_explicit(&r->beat->beats, 1, memory_order_release);
+	r->t_awake = reader_wait_begin(r); /* busy time so far counted now, not at the next wait */
 	struct work_done d = {
 		.item_id = it->item_id,
 		.status = it->status,
@@ -435,7 +481,9 @@ static int reader_uring_loop(struct reader *r)
 			return err;
 		if (r->exiting && r->n_free == READER_ITEMS)
 			return 0;
+		uint64_t t0 = reader_wait_begin(r);
 		int ret = io_uring_submit_and_wait(&r->uring, 1);
+		reader_wait_end(r, t0);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			return reader_fatal("io_uring_submit_and_wait", ret);
 		err = reader_uring_reap(r);
@@ -472,7 +520,9 @@ static int reader_pread_loop(struct reader *r)
 			return err;
 		if (r->exiting)
 			return 0;
+		uint64_t t0 = reader_wait_begin(r);
 		err = reader_pread_wait(r);
+		reader_wait_end(r, t0);
 		if (err < 0)
 			return err;
 	}
@@ -487,6 +537,8 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 	r->cmd = arena_cmd_ring(a, index);
 	r->done = arena_done_ring(a, index);
 	r->beat = arena_worker_beat(a, index);
+	r->stats = arena_worker_stats(a, index);
+	r->t_awake = clock_mono_ns();
 	r->cmd_fd = cmd_fd;
 	r->done_fd = done_fd;
 	r->n_pipelines = a->hdr->n_pipelines;

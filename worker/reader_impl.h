@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+#include "common/hist.h"
 #include "shm/arena.h"
 #include "shm/layout.h"
 #include "image/image_sample.h"
@@ -90,6 +92,7 @@ struct reader_read {
 	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
+	uint64_t t_read;  /* stage timing: when its sample's reads were armed */
 	/* tokens: the row of each document-aware output, NULL for none */
 	uint8_t *doc[READER_DOC_COUNT];
 	/* images, GPU decoding: the row's descriptor and its JPEG's place */
@@ -101,6 +104,9 @@ struct reader_item {
 	uint64_t item_id;
 	struct reader_pipeline *pipe;
 	struct worker_beat *beat; /* the worker's sign of life (shm/layout.h) */
+	/* its pipeline's stage figures in the worker's stats block
+	 * (PSTAGE_READ .. PSTAGE_TRANSFORM); NULL: stage timing is off */
+	struct hist_atomic *hist;
 	uint32_t pipeline;
 	uint32_t count;   /* reads planned */
 	uint32_t pending; /* reads queued or in flight (io_uring mode) */
@@ -123,6 +129,13 @@ static inline void reader_beat(const struct reader_read *rd)
 	atomic_store_explicit(&b->sample, rd->sample, memory_order_relaxed);
 	atomic_store_explicit(&b->pipeline, rd->item->pipeline, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->beats, 1, memory_order_release);
+}
+
+/* Stage timing: when rd's sample starts being read (armed). */
+static inline void reader_read_clock(struct reader_read *rd)
+{
+	if (rd->item->hist)
+		rd->t_read = clock_mono_ns();
 }
 
 /* Keeps the failure of the lowest row (reader.c). */

@@ -126,6 +126,8 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	/* cores in min..max (thousandths), or a percent in 1..100 */
 	[CONFIG_DK_WORKER_CPU_BUDGET] = {"worker_cpu_budget", CONFIG_VALUE_CPU_BUDGET,
 					 DAEMON(worker_cpu_budget), 1, 4096000, 0, NULL},
+	[CONFIG_DK_STAGE_TIMING] = {"stage_timing", CONFIG_VALUE_BOOL, DAEMON(stage_timing), 0, 0, 0,
+				    NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -253,6 +255,7 @@ void config_defaults(struct config *c)
 	c->gpu_decode_helpers = GPU_DECODE_HELPERS_AUTO;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
+	c->stage_timing = true;
 	c->worker_nice = WORKER_NICE_DEFAULT;
 	c->runtime_index_bytes = RUNTIME_INDEX_BYTES_DEFAULT;
 	c->max_job_pipelines = JOB_PIPELINES_DEFAULT;

@@ -242,7 +242,7 @@ bool devpath_release(struct sched_client *c, const struct proto_release *r)
 			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return false;
 	}
-	sched_stage(c, STAGE_HELD, ds->pos.t_ready, sched_now_ns());
+	sched_released(c, &ds->pos);
 	ds->state = DEV_FREE;
 	c->in_flight--;
 	c->released++;
