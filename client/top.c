@@ -120,7 +120,10 @@ static const struct {
 
 /* The stage of pipeline `name` that took the most time since prev (or in
  * all, on the first snapshot), the workers' divided among them; NULL when
- * none took any. */
+ * none took any. A read's time includes its wait for a CPU busy with
+ * other samples: the workers' read is the limit only where they spent
+ * more of their time waiting for reads than working, or did no other
+ * work. */
 static const char *pipeline_limit(json_t *doc, json_t *prev, const char *name)
 {
 	json_t *pl = NULL, *pp = NULL, *x;
@@ -133,19 +136,36 @@ static const char *pipeline_limit(json_t *doc, json_t *prev, const char *name)
 			if (strcmp(str(x, "name"), name) == 0)
 				pp = x;
 	json_t *st = json_object_get(pl, "stages"), *pst = json_object_get(pp, "stages");
-	double workers = (double)json_array_size(json_object_get(doc, "workers"));
+	json_t *ws = json_object_get(doc, "workers");
+	double workers = (double)json_array_size(ws), busy = 0, io = 0;
+	json_array_foreach(ws, i, x) {
+		busy += num(x, "busy_ratio");
+		io += num(x, "io_wait_ratio");
+	}
 	const char *best = NULL;
-	double most = 0;
+	double most = 0, cpu = 0;
 	for (size_t k = 0; k < sizeof(top_stages) / sizeof(top_stages[0]); k++) {
 		double s = num(json_object_get(st, top_stages[k].name), "sum_s");
 		if (pst)
 			s -= num(json_object_get(pst, top_stages[k].name), "sum_s");
 		if (top_stages[k].workers && workers > 0)
 			s /= workers;
+		bool read = strcmp(top_stages[k].name, "read") == 0;
+		if (top_stages[k].workers && !read)
+			cpu += s;
+		if (read && io < busy) /* judged after the CPU stages */
+			continue;
 		if (s > most) {
 			most = s;
 			best = top_stages[k].shown;
 		}
+	}
+	if (!best && cpu == 0 && io < busy) {
+		double s = num(json_object_get(st, "read"), "sum_s");
+		if (pst)
+			s -= num(json_object_get(pst, "read"), "sum_s");
+		if (s > 0)
+			best = top_stages[0].shown;
 	}
 	return best;
 }

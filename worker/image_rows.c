@@ -217,7 +217,6 @@ static int image_arm(struct reader_read *rd)
 	rd->fd = fd;
 	rd->len = e->file_bytes;
 	rd->offset = e->data_offset;
-	reader_read_clock(rd);
 	return 0;
 }
 

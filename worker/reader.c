@@ -39,6 +39,8 @@ struct reader {
 	struct worker_beat *beat;
 	struct worker_stats *stats;
 	uint64_t t_awake;     /* when the last blocking wait ended (busy_ns) */
+	uint32_t cq_stamped;  /* completions in the CQ whose reads have t_seen */
+	uint64_t t_looked;    /* the last look at the CQ in this reap, 0 before the first */
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -221,10 +223,20 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 	it->pending = cmd->count;
 }
 
-/* Applies the result of one read call (bytes, or -errno) to rd. Returns
- * true when rd needs another call (short read, transient error, an image
+/* Stage timing: a read call for rd is issued now. The sample's read time
+ * runs from its first call (a replacement image's: from its own). */
+static void reader_read_issued(struct reader_read *rd)
+{
+	if (rd->item->hist && rd->done_bytes == 0)
+		rd->t_read = clock_mono_ns();
+	rd->t_seen = 0;
+}
+
+/* Applies the result of one read call (bytes, or -errno) to rd; t_seen is
+ * when it was seen complete (stage timing: 0 for now). Returns true
+ * when rd needs another call (short read, transient error, an image
  * replaced by another). */
-static bool reader_read_progress(struct reader_read *rd, int64_t res)
+static bool reader_read_progress(struct reader_read *rd, int64_t res, uint64_t t_seen)
 {
 	struct reader_item *it = rd->item;
 	const struct reader_pipeline *p = it->pipe;
@@ -237,7 +249,8 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
 			/* a document-shuffled row goes on in the next document */
 			return rd->piece_end != rd->done_bytes || token_next_piece(rd);
 		if (it->hist)
-			hist_atomic_add_own(&it->hist[PSTAGE_READ], clock_mono_ns() - rd->t_read);
+			hist_atomic_add_own(&it->hist[PSTAGE_READ],
+					    (t_seen ? t_seen : clock_mono_ns()) - rd->t_read);
 		if (image)
 			return image_finish(rd);
 		token_finish(rd);
@@ -263,11 +276,9 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
  * on (false: the item has failed on it). Other rows are always ready. */
 static bool reader_read_arm(struct reader_read *rd)
 {
-	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES) {
-		reader_read_clock(rd);
+	if (rd->item->pipe->kind != ARENA_SOURCE_IMAGES)
 		return true;
-	}
-	return image_start(rd); /* image_arm starts the clock of each file it opens */
+	return image_start(rd);
 }
 
 static size_t reader_read_len(const struct reader_read *rd)
@@ -364,9 +375,10 @@ static int reader_pread_item(struct reader *r, struct reader_item *it)
 		bool more = reader_read_arm(rd);
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
+			reader_read_issued(rd);
 			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
 					  (off_t)reader_read_offset(rd));
-			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
+			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n, 0);
 		}
 		image_release(rd);
 	}
@@ -423,6 +435,7 @@ static int reader_uring_flush(struct reader *r)
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
+		reader_read_issued(rd);
 		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
 				   reader_read_offset(rd));
 		io_uring_sqe_set_data(sqe, rd);
@@ -442,11 +455,38 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
 	}
 	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 	r->inflight--;
-	if (reader_read_progress(rd, res)) {
+	if (reader_read_progress(rd, res, rd->t_seen)) {
 		reader_queue_push(r, rd);
 		return 0;
 	}
 	return reader_read_retire(r, rd);
+}
+
+/* Stage timing: when the reads whose completions are new in the CQ
+ * completed. Called before each completion's work (an image's decode).
+ * At a reap's first look, they are what ended the wait: complete now. At
+ * a later one they arrived while the worker worked on another sample,
+ * after its previous look: complete then, at the latest moment known not
+ * to be after it, so that a read is not charged with the decodes of the
+ * images before it (a lower bound, short by at most one sample's work). */
+static void reader_uring_stamp(struct reader *r)
+{
+	uint64_t now = clock_mono_ns();
+	uint64_t at = r->t_looked ? r->t_looked : now;
+	r->t_looked = now;
+	unsigned ready = io_uring_cq_ready(&r->uring);
+	if (ready <= r->cq_stamped)
+		return;
+	struct io_uring_cqe *cqes[2 * READER_URING_DEPTH];
+	unsigned n = io_uring_peek_batch_cqe(&r->uring, cqes, ready < 2 * READER_URING_DEPTH ?
+					     ready : 2 * READER_URING_DEPTH);
+	for (unsigned i = r->cq_stamped; i < n; i++) {
+		uint64_t tag = cqes[i]->user_data;
+		struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
+		if (tag != TAG_CMD_READ && tag != TAG_CMD_POLL)
+			rd->t_seen = at > rd->t_read ? at : rd->t_read;
+	}
+	r->cq_stamped = n;
 }
 
 static int reader_uring_reap(struct reader *r)
@@ -455,8 +495,11 @@ static int reader_uring_reap(struct reader *r)
 	unsigned head;
 	unsigned seen = 0;
 	int err = 0;
+	r->cq_stamped = 0;
+	r->t_looked = 0;
 	io_uring_for_each_cqe(&r->uring, head, cqe) {
 		seen++;
+		reader_uring_stamp(r);
 		err = reader_uring_complete(r, cqe->user_data, cqe->res);
 		if (err < 0)
 			break;

@@ -92,7 +92,9 @@ struct reader_read {
 	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
-	uint64_t t_read;  /* stage timing: when its sample's reads were armed */
+	/* stage timing: when its sample's first read was issued, and (io_uring)
+	 * when the worker first saw the completion of its latest one */
+	uint64_t t_read, t_seen;
 	/* tokens: the row of each document-aware output, NULL for none */
 	uint8_t *doc[READER_DOC_COUNT];
 	/* images, GPU decoding: the row's descriptor and its JPEG's place */
@@ -129,13 +131,6 @@ static inline void reader_beat(const struct reader_read *rd)
 	atomic_store_explicit(&b->sample, rd->sample, memory_order_relaxed);
 	atomic_store_explicit(&b->pipeline, rd->item->pipeline, memory_order_relaxed);
 	atomic_fetch_add_explicit(&b->beats, 1, memory_order_release);
-}
-
-/* Stage timing: when rd's sample starts being read (armed). */
-static inline void reader_read_clock(struct reader_read *rd)
-{
-	if (rd->item->hist)
-		rd->t_read = clock_mono_ns();
 }
 
 /* Keeps the failure of the lowest row (reader.c). */
