@@ -41,6 +41,7 @@ struct reader {
 	uint64_t t_awake;     /* when the last blocking wait ended (busy_ns) */
 	uint32_t cq_stamped;  /* completions in the CQ whose reads have t_seen */
 	uint64_t t_looked;    /* the last look at the CQ in this reap, 0 before the first */
+	uint32_t timed_items; /* items in hand whose stages are timed */
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -208,8 +209,10 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 		reader_item_fail(it, cmd->first_row, err, 0);
 		return;
 	}
-	if (!(cmd->flags & WORK_CMD_NO_TIMING))
+	if (!(cmd->flags & WORK_CMD_NO_TIMING)) {
 		it->hist = reader_stage_hists(r, cmd->pipeline, it->pipe->generation);
+		r->timed_items++;
+	}
 	for (uint32_t k = 0; k < cmd->count; k++) {
 		err = it->pipe->kind == ARENA_SOURCE_IMAGES ?
 		      image_plan(r->arena, r->slot_bytes, it, cmd, k, &it->reads[k]) :
@@ -330,6 +333,8 @@ static int reader_item_post(struct reader *r, struct reader_item *it)
 		.bad_status = it->bad_status,
 	};
 	r->free_items[r->n_free++] = it;
+	if (it->hist)
+		r->timed_items--;
 	return reader_done_push(r, &d);
 }
 
@@ -471,22 +476,26 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
  * images before it (a lower bound, short by at most one sample's work). */
 static void reader_uring_stamp(struct reader *r)
 {
+	if (r->timed_items == 0)
+		return;
 	uint64_t now = clock_mono_ns();
 	uint64_t at = r->t_looked ? r->t_looked : now;
 	r->t_looked = now;
 	unsigned ready = io_uring_cq_ready(&r->uring);
 	if (ready <= r->cq_stamped)
 		return;
-	struct io_uring_cqe *cqes[2 * READER_URING_DEPTH];
-	unsigned n = io_uring_peek_batch_cqe(&r->uring, cqes, ready < 2 * READER_URING_DEPTH ?
-					     ready : 2 * READER_URING_DEPTH);
-	for (unsigned i = r->cq_stamped; i < n; i++) {
-		uint64_t tag = cqes[i]->user_data;
+	/* the new entries only, as io_uring_for_each_cqe walks them: the head
+	 * stays where it is until the reap's end */
+	unsigned head = *r->uring.cq.khead;
+	for (unsigned i = r->cq_stamped; i < ready; i++) {
+		const struct io_uring_cqe *cqe =
+			&r->uring.cq.cqes[io_uring_cqe_index(&r->uring, head + i, r->uring.cq.ring_mask)];
+		uint64_t tag = cqe->user_data;
 		struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 		if (tag != TAG_CMD_READ && tag != TAG_CMD_POLL)
 			rd->t_seen = at > rd->t_read ? at : rd->t_read;
 	}
-	r->cq_stamped = n;
+	r->cq_stamped = ready;
 }
 
 static int reader_uring_reap(struct reader *r)
