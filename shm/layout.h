@@ -321,7 +321,8 @@ enum pstage {
 	PSTAGE_READ = 0,       /* a sample's bytes from storage: its reads issued -> all in */
 	PSTAGE_DECODE = 1,     /* an image's JPEG decode on the worker's CPU (header, region, DCT scale) */
 	PSTAGE_TRANSFORM = 2,  /* an image's resize, crop, flip, layout and dtype on the worker */
-	PSTAGE_GPU_DECODE = 3, /* a batch's decode on the GPU (host time of the GPU thread's call) */
+	PSTAGE_GPU_DECODE = 3, /* a batch's decode on the GPU (host time of the GPU thread's call,
+				* or of a decoding client's thread, as its DECODED says) */
 	PSTAGE_STAGING = 4,    /* a batch complete in its staging slot -> handed on (READY, or the GPU thread) */
 	PSTAGE_COPY = 5,       /* pin = copy: a batch's copy into pinned memory */
 	PSTAGE_H2D = 6,        /* a batch's device copy: issued -> seen complete (host-observed) */

@@ -42,6 +42,8 @@ struct reader {
 	uint32_t cq_stamped;  /* completions in the CQ whose reads have t_seen */
 	uint64_t t_looked;    /* the last look at the CQ in this reap, 0 before the first */
 	uint32_t timed_items; /* items in hand whose stages are timed */
+	bool look;            /* the CQ is to be looked at before the next completion */
+	uint64_t t_flush;     /* stage timing: when this flush's reads are issued, 0 unknown */
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -226,12 +228,17 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 	it->pending = cmd->count;
 }
 
-/* Stage timing: a read call for rd is issued now. The sample's read time
- * runs from its first call (a replacement image's: from its own). */
-static void reader_read_issued(struct reader_read *rd)
+/* Stage timing: a read call for rd is issued at *now (read from the
+ * clock on first use, 0 before: the reads of one flush share one read of
+ * the clock). The sample's read time runs from its first call (a
+ * replacement image's: from its own). */
+static void reader_read_issued(struct reader_read *rd, uint64_t *now)
 {
-	if (rd->item->hist && rd->done_bytes == 0)
-		rd->t_read = clock_mono_ns();
+	if (rd->item->hist && rd->done_bytes == 0) {
+		if (*now == 0)
+			*now = clock_mono_ns();
+		rd->t_read = *now;
+	}
 	rd->t_seen = 0;
 }
 
@@ -380,7 +387,8 @@ static int reader_pread_item(struct reader *r, struct reader_item *it)
 		bool more = reader_read_arm(rd);
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
-			reader_read_issued(rd);
+			uint64_t now = 0;
+			reader_read_issued(rd, &now);
 			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
 					  (off_t)reader_read_offset(rd));
 			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n, 0);
@@ -416,6 +424,7 @@ static int reader_cmd_take(struct reader *r)
  * completion ring has room for; submits whenever the SQ fills. */
 static int reader_uring_flush(struct reader *r)
 {
+	r->t_flush = 0;
 	for (;;) {
 		bool want_cmd = r->cmd_arm != 0;
 		if (!want_cmd && (r->queue_head == r->queue_tail || r->inflight >= r->inflight_max))
@@ -440,7 +449,7 @@ static int reader_uring_flush(struct reader *r)
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
-		reader_read_issued(rd);
+		reader_read_issued(rd, &r->t_flush);
 		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
 				   reader_read_offset(rd));
 		io_uring_sqe_set_data(sqe, rd);
@@ -460,7 +469,9 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
 	}
 	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 	r->inflight--;
-	if (reader_read_progress(rd, res, rd->t_seen)) {
+	/* not stamped: it arrived during this reap after its last look, while
+	 * the worker did short work (raw or token rows): as of that look */
+	if (reader_read_progress(rd, res, rd->t_seen ? rd->t_seen : r->t_looked)) {
 		reader_queue_push(r, rd);
 		return 0;
 	}
@@ -476,7 +487,7 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
  * images before it (a lower bound, short by at most one sample's work). */
 static void reader_uring_stamp(struct reader *r)
 {
-	if (r->timed_items == 0)
+	if (r->timed_items == 0 || !r->look)
 		return;
 	uint64_t now = clock_mono_ns();
 	uint64_t at = r->t_looked ? r->t_looked : now;
@@ -506,9 +517,16 @@ static int reader_uring_reap(struct reader *r)
 	int err = 0;
 	r->cq_stamped = 0;
 	r->t_looked = 0;
+	r->look = true;
 	io_uring_for_each_cqe(&r->uring, head, cqe) {
 		seen++;
 		reader_uring_stamp(r);
+		/* a completion that decodes an image takes long enough for more
+		 * to arrive: look again after it; a raw or token row's work is
+		 * too short to be worth a look (and a read of the clock) */
+		uint64_t tag = cqe->user_data;
+		r->look = tag != TAG_CMD_READ && tag != TAG_CMD_POLL &&
+			  ((struct reader_read *)(uintptr_t)tag)->item->pipe->kind == ARENA_SOURCE_IMAGES;
 		err = reader_uring_complete(r, cqe->user_data, cqe->res);
 		if (err < 0)
 			break;
