@@ -16,8 +16,9 @@ delivery: the staging wait, pinned copy and device copy are timed too;
 
 Each round runs every workload with stage timing on, then off, then the
 next round off then on (A B B A ...), a fresh daemon each time, and the
-table gives each configuration's median and the difference of the
-medians. Figures compare only within one run on one machine.
+table gives each configuration's median, their ratio, and the median of
+the rounds' own ratios (on and off of one round ran back to back, so
+that ratio is the less sensitive to a machine whose load drifts). Figures compare only within one run on one machine.
 
     bench/stage_timing_bench.py --build DIR [--rounds 6] [--workers 2]
         [--workloads raw,images] [--raw-mib 256] [--record-bytes 4096]
@@ -148,12 +149,13 @@ def main():
     print("machine: %d cores, %s, kernel %s" % (os.cpu_count(), cpu_model(), platform.release()))
     print("command: %s" % " ".join(shlex.quote(a) for a in [sys.argv[0]] + sys.argv[1:]))
     print()
-    print("| workload | stage_timing on, median samples/s | off, median | on / off | runs (on; off) |")
-    print("|---|---|---|---|---|")
+    print("| workload | stage_timing on, median samples/s | off, median | on / off | median of the rounds' on / off | runs (on; off) |")
+    print("|---|---|---|---|---|---|")
     for w in workloads:
         on, off = statistics.median(got[(w, "on")]), statistics.median(got[(w, "off")])
-        print("| %s | %.1f | %.1f | %.4f | %s; %s |" % (
-            w, on, off, on / off, ", ".join("%.0f" % x for x in got[(w, "on")]),
+        paired = statistics.median(a / b for a, b in zip(got[(w, "on")], got[(w, "off")]))
+        print("| %s | %.1f | %.1f | %.4f | %.4f | %s; %s |" % (
+            w, on, off, on / off, paired, ", ".join("%.0f" % x for x in got[(w, "on")]),
             ", ".join("%.0f" % x for x in got[(w, "off")])))
     return 0
 
