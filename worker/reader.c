@@ -258,9 +258,10 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res, uint64_t t
 		if (rd->done_bytes < rd->len)
 			/* a document-shuffled row goes on in the next document */
 			return rd->piece_end != rd->done_bytes || token_next_piece(rd);
-		if (it->hist)
-			hist_atomic_add_own(&it->hist[PSTAGE_READ],
-					    (t_seen ? t_seen : clock_mono_ns()) - rd->t_read);
+		if (it->hist) {
+			uint64_t end = t_seen ? t_seen : clock_mono_ns();
+			hist_atomic_add_own(&it->hist[PSTAGE_READ], end > rd->t_read ? end - rd->t_read : 0);
+		}
 		if (image)
 			return image_finish(rd);
 		token_finish(rd);
