@@ -5,11 +5,13 @@ daemon with real workers.
 
 A known slow stage shows as that stage's latency: two image pipelines,
 alike but for their JPEGs (64x64 against 1600x1600, both cropped and
-resized to 32x32), have the same counts in read, decode and transform
-once a client has taken their batches, and the big images' CPU decode is
+resized to 32x32), count every image in read, decode and transform once
+a client has taken an epoch of batches (the reads at least as many as
+the decodes: batches of the next epoch the daemon began for the client
+may be in flight), and the big images' CPU decode is
 several times the small ones' (its median at least 5x) and longer than
 their transform, which is alike for both (the same 32x32 output). Each
-batch's staging wait is counted once. (Their reads are not compared: on
+batch's staging wait is counted. (Their reads are not compared: on
 a loaded machine an io_uring read waits for the CPU like anything else.)
 
 The client's data wait (measured by its client library, reported in its
@@ -83,9 +85,10 @@ def body(env):
         s = stages[name]
         check(all(s.get(k, {}).get("count", 0) >= 32 for k in WORKER_STAGES),
               "pipeline %s: worker stages %s, expected every image counted" % (name, s))
-        check(s["read"]["count"] == s["decode"]["count"] == s["transform"]["count"],
+        check(s["read"]["count"] >= s["decode"]["count"] == s["transform"]["count"],
               "pipeline %s: counts differ: %s" % (name, s))
-        check(s.get("staging", {}).get("count") == 4, "pipeline %s: staging %s for 4 batches" % (name, s.get("staging")))
+        check(s.get("staging", {}).get("count", 0) >= 4, "pipeline %s: staging %s for 4 batches"
+              % (name, s.get("staging")))
         check(not any(k in s for k in ("gpu_decode", "copy", "h2d")), "host delivery with GPU stages: %s" % s)
     sd, bd = stages["small"]["decode"]["p50_ms"], stages["big"]["decode"]["p50_ms"]
     print("decode p50: small %.3f ms, big %.3f ms" % (sd, bd))
