@@ -8,7 +8,9 @@
  * uptime, workers and how many were busy), a row per pipeline (batches/s
  * and samples/s over its clients) and a row per client (batches/s from
  * `released`, the share of the interval it waited for data from
- * `wait_ms`, and the stage that limits it). On a terminal the screen is
+ * `data_wait_s`, the wait its client library measured, and what limits
+ * it: its own training, or the stage of its pipeline that took the most
+ * time over the interval, from the stages' histograms). On a terminal the screen is
  * cleared and redrawn; otherwise, or with --once or --iterations N, the
  * snapshots follow one another as plain text.
  */
@@ -91,43 +93,102 @@ static double client_rate(json_t *c, json_t *prev, double dt)
 	return d < 0 ? 0 : d / dt;
 }
 
-/* The share of the interval a client waited for data, in percent; on the
- * first snapshot (or a new client) the daemon's own wait_pct. */
+/* The share of the interval a client waited for data (its library's
+ * measure, data_wait_s), in percent; on the first snapshot (or a new
+ * client) the share of its time attached (wait_pct). */
 static double client_wait_pct(json_t *c, json_t *prev, double dt)
 {
 	json_t *p = prev ? find_by(json_object_get(prev, "clients"), "id", c) : NULL;
 	if (!p || dt <= 0)
 		return num(c, "wait_pct");
-	double pct = (num(c, "wait_ms") - num(p, "wait_ms")) / (dt * 10.0);
+	double pct = (num(c, "data_wait_s") - num(p, "data_wait_s")) * 100.0 / dt;
 	return pct < 0 ? 0 : pct > 100 ? 100 : pct;
 }
 
-/* The stage that limits a client: one that waits is held up by the loader,
- * by the GPU's copy and decoding where that stage's mean time exceeds the
- * workers' fill time (device clients), else by the workers; one that does
- * not wait is limited by its own training. */
-static const char *client_limit(json_t *c, double wait_pct)
+/* The stages that can limit a pipeline, as its status names them; the
+ * workers' stages run on every worker at once. The staging wait is left
+ * out: a batch waits there for the batches before it, the effect of a
+ * limit elsewhere. */
+static const struct {
+	const char *name, *shown;
+	bool workers;
+} top_stages[] = {
+	{"read", "read (workers)", true},         {"decode", "decode (workers)", true},
+	{"transform", "transform (workers)", true}, {"gpu_decode", "GPU decode", false},
+	{"copy", "pinned copy", false},           {"h2d", "device copy", false},
+};
+
+/* The stage of pipeline `name` that took the most time since prev (or in
+ * all, on the first snapshot), the workers' divided among them; NULL when
+ * none took any. A read's time includes its wait for a CPU busy with
+ * other samples: the workers' read is the limit only where they spent
+ * more of their time waiting for reads than working, or did no other
+ * work. */
+static const char *pipeline_limit(json_t *doc, json_t *prev, const char *name)
+{
+	json_t *pl = NULL, *pp = NULL, *x;
+	size_t i;
+	json_array_foreach(json_object_get(doc, "pipelines"), i, x)
+		if (strcmp(str(x, "name"), name) == 0)
+			pl = x;
+	if (prev)
+		json_array_foreach(json_object_get(prev, "pipelines"), i, x)
+			if (strcmp(str(x, "name"), name) == 0)
+				pp = x;
+	json_t *st = json_object_get(pl, "stages"), *pst = json_object_get(pp, "stages");
+	json_t *ws = json_object_get(doc, "workers");
+	double workers = (double)json_array_size(ws), busy = 0, io = 0;
+	json_array_foreach(ws, i, x) {
+		busy += num(x, "busy_ratio");
+		io += num(x, "io_wait_ratio");
+	}
+	const char *best = NULL;
+	double most = 0, cpu = 0;
+	for (size_t k = 0; k < sizeof(top_stages) / sizeof(top_stages[0]); k++) {
+		double s = num(json_object_get(st, top_stages[k].name), "sum_s");
+		if (pst)
+			s -= num(json_object_get(pst, top_stages[k].name), "sum_s");
+		if (top_stages[k].workers && workers > 0)
+			s /= workers;
+		bool read = strcmp(top_stages[k].name, "read") == 0;
+		if (top_stages[k].workers && !read)
+			cpu += s;
+		if (read && io < busy) /* judged after the CPU stages */
+			continue;
+		if (s > most) {
+			most = s;
+			best = top_stages[k].shown;
+		}
+	}
+	if (!best && cpu == 0 && io < busy) {
+		double s = num(json_object_get(st, "read"), "sum_s");
+		if (pst)
+			s -= num(json_object_get(pst, "read"), "sum_s");
+		if (s > 0)
+			best = top_stages[0].shown;
+	}
+	return best;
+}
+
+/* What limits a client: one that does not wait for data, its own
+ * training; one that waits, its pipeline's slowest stage (else the
+ * workers, before any stage has a figure). */
+static const char *client_limit(json_t *doc, json_t *prev, json_t *c, double wait_pct)
 {
 	if (wait_pct <= TOP_WAITING_PCT)
 		return "the training";
-	if (json_object_get(c, "device") && num(c, "gpu_us") > num(c, "fill_us"))
-		return "GPU copy/decode";
-	return "workers";
+	const char *stage = pipeline_limit(doc, prev, str(c, "pipeline"));
+	return stage ? stage : "workers";
 }
 
 static void top_header(FILE *out, json_t *doc, json_t *prev)
 {
 	json_t *daemon = json_object_get(doc, "daemon");
 	json_t *workers = json_object_get(doc, "workers");
-	size_t i, busy = 0;
-	json_t *w;
-	json_array_foreach(workers, i, w) {
-		json_t *p = prev ? find_by(json_object_get(prev, "workers"), "index", w) : NULL;
-		if (num(w, "inflight") > 0 || (p && num(w, "items") > num(p, "items")))
-			busy++;
-	}
-	fprintf(out, "loaderd %s pid %lld uptime %.1fs  workers %zu, %zu busy", str(daemon, "version"),
-		(long long)num(daemon, "pid"), num(daemon, "uptime_s"), json_array_size(workers), busy);
+	(void)prev;
+	fprintf(out, "loaderd %s pid %lld uptime %.1fs  workers %zu, %.0f%% busy", str(daemon, "version"),
+		(long long)num(daemon, "pid"), num(daemon, "uptime_s"), json_array_size(workers),
+		100.0 * num(doc, "workers_busy_ratio"));
 	json_t *a = json_object_get(doc, "workers_auto");
 	if (a) {
 		fprintf(out, "  (workers = auto: wants %lld of %lld..%lld", (long long)num(a, "count"),
@@ -176,7 +237,7 @@ static void top_pipelines(FILE *out, json_t *doc, json_t *prev, double dt)
 
 static void top_clients(FILE *out, json_t *doc, json_t *prev, double dt)
 {
-	fprintf(out, "\n%-6s %-8s %-16s %-9s %10s %6s  %-15s  %s\n", "CLIENT", "PID", "PIPELINE",
+	fprintf(out, "\n%-6s %-8s %-16s %-9s %10s %6s  %-19s  %s\n", "CLIENT", "PID", "PIPELINE",
 		"RANK", "BATCHES/S", "WAIT%", "LIMIT", "NAME");
 	size_t i;
 	json_t *c;
@@ -190,9 +251,9 @@ static void top_clients(FILE *out, json_t *doc, json_t *prev, double dt)
 		else
 			snprintf(rate, sizeof rate, "%.1f", r);
 		double wait = client_wait_pct(c, prev, dt);
-		fprintf(out, "%-6lld %-8lld %-16s %-9s %10s %6.1f  %-15s  %s\n", (long long)num(c, "id"),
+		fprintf(out, "%-6lld %-8lld %-16s %-9s %10s %6.1f  %-19s  %s\n", (long long)num(c, "id"),
 			(long long)num(c, "pid"), str(c, "pipeline"), rank, rate, wait,
-			client_limit(c, wait), str(c, "name"));
+			client_limit(doc, prev, c, wait), str(c, "name"));
 	}
 }
 

@@ -6,8 +6,10 @@
  * renderer for both. One table says which status field becomes which
  * metric: its name (loaderd_..., `_total` for counters, base units
  * `_seconds` and `_bytes`), type, help, and the labels of the list it
- * comes from (worker, pipeline, client, rank, gpu). The JSON is parsed
- * with jansson. docs/operations.md ("Metrics") lists the metrics, and
+ * comes from (worker, pipeline, client, rank, gpu). A row of type
+ * histogram reads a pipeline's "stages" object: one Prometheus histogram
+ * per stage (label stage), its buckets made cumulative with the bounds of
+ * common/hist.h. The JSON is parsed with jansson. docs/operations.md ("Metrics") lists the metrics, and
  * docs/grafana/loaderd.json charts them (a test holds its expressions
  * to this table's names).
  */
@@ -21,9 +23,11 @@
 #include <string.h>
 
 #include "common/errtext.h"
+#include "common/hist.h"
 
 /* Where a metric's samples come from: one object, or each item of a list. */
 enum metric_from {
+	FROM_STATUS, /* the document's own members */
 	FROM_DAEMON, FROM_ARENA, FROM_ERRORS, FROM_CONFIG, FROM_INDEX, FROM_CONNECTIONS,
 	FROM_WORKERS, FROM_PIPELINES, FROM_CLIENTS, FROM_CLIENT_DEVICES, FROM_GPUS, FROM_DECODE,
 	FROM_METRICS,
@@ -31,7 +35,7 @@ enum metric_from {
 
 struct metric {
 	const char *name;
-	const char *type; /* counter or gauge */
+	const char *type; /* counter, gauge or histogram */
 	const char *help;
 	enum metric_from from;
 	const char *field;   /* the status field (a number or a boolean) */
@@ -51,6 +55,10 @@ static const struct metric metrics[] = {
 	{"loaderd_worker_items_total", "counter", "Items a worker has done.", FROM_WORKERS, "items", 1, NULL},
 	{"loaderd_worker_inflight_items", "gauge", "Items a worker holds now.", FROM_WORKERS, "inflight", 1, NULL},
 	{"loaderd_worker_restarts_total", "counter", "Times a worker was restarted.", FROM_WORKERS, "restarts", 1, NULL},
+	{"loaderd_worker_busy_ratio", "gauge", "Share of the last second a worker was busy, by its own clock.", FROM_WORKERS, "busy_ratio", 1, NULL},
+	{"loaderd_worker_io_wait_ratio", "gauge", "Share of the last second a worker waited for reads with items in hand.", FROM_WORKERS, "io_wait_ratio", 1, NULL},
+	{"loaderd_workers_busy_ratio", "gauge", "The workers' mean share of the last second busy.", FROM_STATUS, "workers_busy_ratio", 1, NULL},
+	{"loaderd_stage_seconds", "histogram", "Latency of a pipeline's stage: per sample (read, decode, transform) or per batch.", FROM_PIPELINES, "stages", 1, NULL},
 	{"loaderd_pipeline_samples", "gauge", "Samples of a pipeline's epoch.", FROM_PIPELINES, "samples", 1, NULL},
 	{"loaderd_pipeline_batch_size", "gauge", "Rows of a pipeline's batch.", FROM_PIPELINES, "batch_size", 1, NULL},
 	{"loaderd_client_epoch", "gauge", "The epoch a client is in.", FROM_CLIENTS, "epoch", 1, NULL},
@@ -59,6 +67,9 @@ static const struct metric metrics[] = {
 	{"loaderd_client_batches_in_flight", "gauge", "Batches started for a client and not released.", FROM_CLIENTS, "in_flight", 1, NULL},
 	{"loaderd_client_staging_slots", "gauge", "Staging slots a client has in use.", FROM_CLIENTS, "staging", 1, NULL},
 	{"loaderd_client_wait_seconds_total", "counter", "Time a client's calls waited for a batch.", FROM_CLIENTS, "wait_ms", 1e-3, NULL},
+	{"loaderd_client_data_wait_seconds_total", "counter", "Time a client's calls for a batch waited, none being ready, as its client library measured it.", FROM_CLIENTS, "data_wait_s", 1, NULL},
+	{"loaderd_client_ready_wait_seconds_total", "counter", "Time a client's batches waited complete in staging before being handed on.", FROM_CLIENTS, "ready_wait_s", 1, NULL},
+	{"loaderd_client_bytes_total", "counter", "Bytes of the batches a client released.", FROM_CLIENTS, "bytes", 1, NULL},
 	{"loaderd_client_gpu_share", "gauge", "Share of a client's JPEGs its GPU's engines may take.", FROM_CLIENTS, "gpu_share", 1, NULL},
 	{"loaderd_client_stage_seconds", "gauge", "Mean time of a batch's stage for a client.", FROM_CLIENTS, "fill_us", 1e-6, "stage=\"fill\""},
 	{"loaderd_client_stage_seconds", "gauge", NULL, FROM_CLIENTS, "order_us", 1e-6, "stage=\"order\""},
@@ -139,8 +150,58 @@ static void put_labels(FILE *out, enum metric_from from, json_t *item, json_t *o
 	}
 }
 
+/* A number as the exposition format writes it: integers whole. */
+static void put_value(FILE *out, double x)
+{
+	if (x == (double)(long long)x && x < 9007199254740992.0 && x > -9007199254740992.0)
+		fprintf(out, "%lld", (long long)x); /* counts as integers */
+	else
+		fprintf(out, "%.15g", x);
+}
+
+/* A histogram row: for each stage of item's field (an object of stages,
+ * each with buckets, count and sum_s), NAME_bucket for every bound and
+ * +Inf (cumulative), NAME_sum and NAME_count. */
+static void put_histograms(FILE *out, const struct metric *m, json_t *item)
+{
+	json_t *stages = json_object_get(item, m->field);
+	const char *stage;
+	json_t *st;
+	json_object_foreach(stages, stage, st) {
+		char *labels = NULL;
+		size_t len = 0;
+		FILE *l = open_memstream(&labels, &len);
+		if (!l)
+			return;
+		bool first = true;
+		put_labels(l, m->from, item, NULL, &first);
+		put_label(l, "stage", stage, &first);
+		fclose(l);
+		json_t *buckets = json_object_get(st, "buckets");
+		uint64_t cum = 0;
+		for (size_t i = 0; i < HIST_BUCKETS; i++) {
+			cum += (uint64_t)json_integer_value(json_array_get(buckets, i));
+			char le[32];
+			if (i < HIST_FINITE)
+				snprintf(le, sizeof(le), "%.9g", (double)HIST_BOUND_NS(i) / 1e9);
+			else
+				snprintf(le, sizeof(le), "+Inf");
+			fprintf(out, "%s_bucket{%s,le=\"%s\"} %llu\n", m->name, labels, le,
+				(unsigned long long)cum);
+		}
+		fprintf(out, "%s_sum{%s} ", m->name, labels);
+		put_value(out, json_number_value(json_object_get(st, "sum_s")) * m->scale);
+		fprintf(out, "\n%s_count{%s} %llu\n", m->name, labels, (unsigned long long)cum);
+		free(labels);
+	}
+}
+
 static void put_sample(FILE *out, const struct metric *m, json_t *item, json_t *owner)
 {
+	if (strcmp(m->type, "histogram") == 0) {
+		put_histograms(out, m, item);
+		return;
+	}
 	json_t *v = json_object_get(item, m->field);
 	if (!json_is_number(v) && !json_is_boolean(v))
 		return; /* not in this item (a field only some have) */
@@ -155,18 +216,16 @@ static void put_sample(FILE *out, const struct metric *m, json_t *item, json_t *
 	if (m->extra)
 		fprintf(l, "%s%s", first ? "" : ",", m->extra);
 	fclose(l);
-	char value[40];
-	x *= m->scale;
-	if (x == (double)(long long)x && x < 9007199254740992.0 && x > -9007199254740992.0)
-		snprintf(value, sizeof(value), "%lld", (long long)x); /* counts as integers */
-	else
-		snprintf(value, sizeof(value), "%.15g", x);
-	fprintf(out, "%s%s%s%s %s\n", m->name, len ? "{" : "", len ? labels : "", len ? "}" : "", value);
+	fprintf(out, "%s%s%s%s ", m->name, len ? "{" : "", len ? labels : "", len ? "}" : "");
+	put_value(out, x * m->scale);
+	fputc('\n', out);
 	free(labels);
 }
 
 static json_t *section(json_t *doc, enum metric_from from)
 {
+	if (from == FROM_STATUS)
+		return doc;
 	static const char *const keys[] = {
 		[FROM_DAEMON] = "daemon", [FROM_ARENA] = "arena", [FROM_ERRORS] = "errors",
 		[FROM_CONFIG] = "config", [FROM_INDEX] = "runtime_index",

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/hash.h"
 #include "image/pixel.h"
 #include "proto/proto.h"
@@ -90,6 +91,13 @@ static void image_store_row(const struct image_sampler *s, uint8_t *row)
 int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
 		 uint64_t index, uint8_t *row)
 {
+	return image_sample_timed(s, data, len, epoch, index, row, NULL);
+}
+
+int image_sample_timed(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
+		       uint64_t index, uint8_t *row, struct image_times *times)
+{
+	uint64_t t0 = times ? clock_mono_ns() : 0, t1 = 0;
 	char err[ERR_TEXT];
 	uint32_t w = 0, h = 0;
 	int rc = jd_header(data, len, &w, &h, err, sizeof(err));
@@ -104,12 +112,19 @@ int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint6
 			   s->params.max_pixels, &img, &s->jd, err, sizeof(err));
 	if (rc < 0)
 		return rc;
+	if (times)
+		t1 = clock_mono_ns();
 	rc = rs_resize_rgb(img.rgb, img.w, img.h, img.stride, plan.x * img.sx - img.x0,
 			   plan.y * img.sy - img.y0, plan.w * img.sx, plan.h * img.sy, s->rgb,
 			   plan.out_w, plan.out_h, (size_t)plan.out_w * 3, plan.flip, &s->rs);
 	if (rc < 0)
 		return rc == -EINVAL ? -EBADMSG : rc;
 	image_store_row(s, row);
+	if (times) {
+		uint64_t t2 = clock_mono_ns();
+		times->decode_ns = t1 - t0;
+		times->transform_ns = t2 - t1;
+	}
 	return 0;
 }
 

@@ -8,7 +8,8 @@
  * (image/resize.h), then the pipeline's layout and dtype (uint8, or
  * (x / 255 - mean) / std as float16 or float32).
  *
- * Pure computation: no I/O, no logging; a bad image is a -errno
+ * Pure computation: no I/O, no logging (image_sample_timed reads the
+ * monotonic clock); a bad image is a -errno
  * (image/jpeg.h's codes) the reader turns into a substitution or a failed
  * item. The scratch buffers grow to the largest image met and are reused.
  */
@@ -44,6 +45,15 @@ void image_sampler_free(struct image_sampler *s);
  * pipeline's max_decode_ms). */
 int image_sample(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
 		 uint64_t index, uint8_t *row);
+
+/* image_sample, timed: with times not NULL, how long its decode (header,
+ * plan, region decode at the DCT scale) and its transform (resize, crop,
+ * flip, layout, dtype) took, on the monotonic clock (set on success). */
+struct image_times {
+	uint64_t decode_ns, transform_ns;
+};
+int image_sample_timed(struct image_sampler *s, const uint8_t *data, size_t len, uint64_t epoch,
+		       uint64_t index, uint8_t *row, struct image_times *times);
 
 /*
  * GPU decoding: whether the GPU's hardware decoder gets the JPEG in

@@ -24,6 +24,7 @@ packages=(
 	prometheus       # tests: a real Prometheus scrapes GET /metrics
 	python3 python3-pil python3-numpy  # tests: reference image decode
 	python3-jsonschema  # tests: the status JSON against docs/status.schema.json
+	python3-prometheus-client  # tests: loaderctl metrics read by Prometheus's own parser
 	python3-venv python3-setuptools python3-wheel python3-torch python3-torchvision  # the Python package: install, tests, examples
 	python3-pip      # nvJPEG's headers from the Python package index, where the CUDA toolkit lacks them
 	systemd          # systemd-analyze, to check the unit files; systemd-socket-activate

@@ -10,11 +10,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* One worker's region: command ring, completion ring, beat. */
+/* One worker's region: command ring, completion ring, beat, stats. */
 static uint64_t arena_ring_pair_bytes(void)
 {
 	return arena_align(ring_bytes(sizeof(struct work_cmd))) +
-	arena_align(ring_bytes(sizeof(struct work_done))) + arena_align(sizeof(struct worker_beat));
+	arena_align(ring_bytes(sizeof(struct work_done))) + arena_align(sizeof(struct worker_beat)) +
+	arena_align(sizeof(struct worker_stats));
 }
 
 /* Fills in every offset of the header for a plan. */
@@ -230,6 +231,12 @@ struct worker_beat *arena_worker_beat(const struct arena *a, uint32_t worker)
 	uint8_t *pair = a->base + a->hdr->rings_offset + (uint64_t)worker * a->hdr->ring_pair_bytes;
 	return (struct worker_beat *)(pair + arena_align(ring_bytes(sizeof(struct work_cmd))) +
 				      arena_align(ring_bytes(sizeof(struct work_done))));
+}
+
+struct worker_stats *arena_worker_stats(const struct arena *a, uint32_t worker)
+{
+	return (struct worker_stats *)((uint8_t *)arena_worker_beat(a, worker) +
+				       arena_align(sizeof(struct worker_beat)));
 }
 
 uint64_t arena_indexes_offset(const struct arena *a)

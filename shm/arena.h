@@ -31,7 +31,8 @@
  * the indexes before spawning workers, and later an entry of the table and
  * its lists in the index area for a pipeline a reload adds, before any
  * work item names it (shm/layout.h); a worker writes only into the staging slot rows named
- * by its commands and into its own rings' producer side; the zygote
+ * by its commands, into its own rings' producer side, its beat and its
+ * stats; the zygote
  * holds its mapping only to hand it down and never touches the contents.
  */
 #ifndef LDR_SHM_ARENA_H
@@ -105,6 +106,9 @@ struct ring arena_cmd_ring(const struct arena *a, uint32_t worker);
 struct ring arena_done_ring(const struct arena *a, uint32_t worker);
 /* Worker `worker`'s beat (shm/layout.h): it writes, the master reads. */
 struct worker_beat *arena_worker_beat(const struct arena *a, uint32_t worker);
+/* Worker `worker`'s time and stage figures (shm/layout.h): it writes, the
+ * master reads. */
+struct worker_stats *arena_worker_stats(const struct arena *a, uint32_t worker);
 uint64_t arena_slot_offset(const struct arena *a, uint32_t slot);
 /* Start of the indexes region: the master copies each image pipeline's
  * sample list there at start (arena_image_params says where). */

@@ -15,7 +15,7 @@
  * Arena layout (offsets in the header, each 4096-aligned):
  *
  *   [arena_header][arena_pipeline x n_pipelines (ARENA_PIPELINES_MAX)]
- *   [worker 0: cmd ring][done ring][beat] ... [worker W-1 ...]
+ *   [worker 0: cmd ring][done ring][beat][stats] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths; each document-shuffled megatron pipeline's
  *    document table; each llm.c pipeline's arena_shard table and paths;
@@ -33,8 +33,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/hist.h"
+
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 10
+#define ARENA_VERSION 11
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -238,6 +240,10 @@ struct arena_header {
  * many as work_cmd.gpu_share allows. */
 #define WORK_CMD_GPU_DECODE 0x1u
 
+/* work_cmd.flags: stage timing is off ([daemon] stage_timing = off): the
+ * worker times no stage of the item (struct worker_stats). */
+#define WORK_CMD_NO_TIMING 0x2u
+
 /* work_cmd.gpu_share: 1 is all of them. */
 #define WORK_GPU_SHARE_ONE 65536u
 
@@ -307,6 +313,42 @@ struct worker_beat {
 	uint8_t pad[40];
 };
 
+/* The stages of a pipeline whose latency is measured (per pipeline,
+ * histograms of common/hist.h). The first PSTAGE_WORKER_COUNT are timed
+ * by the workers, per sample, into their stats block; the others by the
+ * daemon (daemon/core/stagestats.h), per batch. */
+enum pstage {
+	PSTAGE_READ = 0,       /* a sample's bytes from storage: its reads issued -> all in */
+	PSTAGE_DECODE = 1,     /* an image's JPEG decode on the worker's CPU (header, region, DCT scale) */
+	PSTAGE_TRANSFORM = 2,  /* an image's resize, crop, flip, layout and dtype on the worker */
+	PSTAGE_GPU_DECODE = 3, /* a batch's decode on the GPU (host time of the GPU thread's call,
+				* or of a decoding client's thread, as its DECODED says) */
+	PSTAGE_STAGING = 4,    /* a batch complete in its staging slot -> handed on (READY, or the GPU thread) */
+	PSTAGE_COPY = 5,       /* pin = copy: a batch's copy into pinned memory */
+	PSTAGE_H2D = 6,        /* a batch's device copy: issued -> seen complete (host-observed) */
+	PSTAGE_COUNT = 7,
+	PSTAGE_WORKER_COUNT = 3,
+};
+
+/* A worker's time and stage figures, beside its beat. Written only by
+ * the worker that runs at this index (a new process at the index goes on
+ * from where the last one left: one writer at a time), read by the
+ * master. busy_ns: time out of a blocking wait; idle_io_ns: time blocked
+ * with items in hand (waiting for reads); the rest of the wall time it
+ * was blocked with nothing to do. stage[p] counts for table entry p
+ * while gen[p] equals that entry's generation: a worker that meets a new
+ * generation stores 0 in gen[p], clears stage[p], then stores the new
+ * generation (release); the master counts stage[p] only when gen[p]
+ * matches the entry before and after it reads it. work_cmd.flags
+ * WORK_CMD_NO_TIMING: the worker leaves the stage figures alone. */
+struct worker_stats {
+	_Atomic uint64_t busy_ns;
+	_Atomic uint64_t idle_io_ns;
+	_Atomic uint32_t gen[ARENA_PIPELINES_MAX];
+	uint8_t pad[48];
+	struct hist_atomic stage[ARENA_PIPELINES_MAX][PSTAGE_WORKER_COUNT];
+};
+
 /* A single-producer single-consumer ring header (shm/ring.h). head is
  * written only by the consumer, tail only by the producer; each sits on its
  * own cache line. */
@@ -334,6 +376,11 @@ _Static_assert(sizeof(struct work_cmd) == 56 + 3 * 8 * WORK_CHUNK_MAX, "work_cmd
 _Static_assert(offsetof(struct work_cmd, sample_index) == 56, "work_cmd layout");
 _Static_assert(sizeof(struct arena_gpu_image) == 80, "arena_gpu_image layout");
 _Static_assert(sizeof(struct work_done) == 48, "work_done layout");
+_Static_assert(sizeof(struct hist_atomic) == (HIST_BUCKETS + 1) * 8, "hist_atomic layout");
+_Static_assert(offsetof(struct worker_stats, stage) % 64 == 0, "worker_stats: stages on cache lines");
+_Static_assert(sizeof(struct worker_stats) == 64 * 5 +
+	       ARENA_PIPELINES_MAX * PSTAGE_WORKER_COUNT * sizeof(struct hist_atomic),
+	       "worker_stats layout");
 _Static_assert(sizeof(struct ring_header) == 128, "ring_header layout");
 _Static_assert(sizeof(struct worker_beat) == 64, "worker_beat layout");
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "rings need lock-free 32-bit atomics across processes");

@@ -321,10 +321,17 @@ bool image_finish(struct reader_read *rd)
 	if (rd->gpu_desc)
 		*rd->gpu_desc = (struct arena_gpu_image){.route = ARENA_ROUTE_CPU, .sample = rd->sample,
 							 .epoch = rd->item->epoch};
-	int status = image_sample(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst);
+	struct image_times times;
+	struct hist_atomic *hist = rd->item->hist;
+	int status = image_sample_timed(p->img, rd->buf, rd->len, rd->item->epoch, rd->sample, rd->dst,
+					hist ? &times : NULL);
 	reader_beat(rd); /* decoded (or found bad): progress */
 	if (status < 0)
 		return image_retry(rd, status);
+	if (hist) {
+		hist_atomic_add_own(&hist[PSTAGE_DECODE], times.decode_ns);
+		hist_atomic_add_own(&hist[PSTAGE_TRANSFORM], times.transform_ns);
+	}
 	int64_t label = p->index[rd->sample].label;
 	memcpy(rd->label, &label, sizeof(label));
 	image_release(rd);

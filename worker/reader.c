@@ -37,6 +37,13 @@ struct reader {
 	struct ring cmd;
 	struct ring done;
 	struct worker_beat *beat;
+	struct worker_stats *stats;
+	uint64_t t_awake;     /* when the last blocking wait ended (busy_ns) */
+	uint32_t cq_stamped;  /* completions in the CQ whose reads have t_seen */
+	uint64_t t_looked;    /* the last look at the CQ in this reap, 0 before the first */
+	uint32_t timed_items; /* items in hand whose stages are timed */
+	bool look;            /* the CQ is to be looked at before the next completion */
+	uint64_t t_flush;     /* stage timing: when this flush's reads are issued, 0 unknown */
 	int cmd_fd;
 	int done_fd;
 	uint32_t n_pipelines; /* header fields, copied once arena_attach checked them */
@@ -126,6 +133,43 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 	return 0;
 }
 
+/* The stats block's figures of table entry `index` for its generation
+ * gen: cleared first when they counted for another (shm/layout.h). */
+static struct hist_atomic *reader_stage_hists(struct reader *r, uint32_t index, uint32_t gen)
+{
+	struct worker_stats *st = r->stats;
+	if (atomic_load_explicit(&st->gen[index], memory_order_relaxed) != gen) {
+		atomic_store_explicit(&st->gen[index], 0, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		for (uint32_t k = 0; k < PSTAGE_WORKER_COUNT; k++)
+			hist_atomic_clear(&st->stage[index][k]);
+		atomic_store_explicit(&st->gen[index], gen, memory_order_release);
+	}
+	return st->stage[index];
+}
+
+/* Time since the last wait counts as busy; the wait about to start is
+ * measured by reader_wait_end. */
+static uint64_t reader_wait_begin(struct reader *r)
+{
+	uint64_t now = clock_mono_ns();
+	atomic_store_explicit(&r->stats->busy_ns,
+			      atomic_load_explicit(&r->stats->busy_ns, memory_order_relaxed) +
+			      (now - r->t_awake), memory_order_relaxed);
+	return now;
+}
+
+/* A blocking wait that began at t0 has ended: with items in hand it was
+ * a wait for reads. */
+static void reader_wait_end(struct reader *r, uint64_t t0)
+{
+	r->t_awake = clock_mono_ns();
+	if (r->n_free < READER_ITEMS)
+		atomic_store_explicit(&r->stats->idle_io_ns,
+				      atomic_load_explicit(&r->stats->idle_io_ns, memory_order_relaxed) +
+				      (r->t_awake - t0), memory_order_relaxed);
+}
+
 /* slot_offset must be the start of one of the arena's staging slots: rows
  * are then checked against that slot, never against the whole arena, so a
  * bad command cannot reach the header, the rings or a neighbouring slot. */
@@ -167,6 +211,10 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 		reader_item_fail(it, cmd->first_row, err, 0);
 		return;
 	}
+	if (!(cmd->flags & WORK_CMD_NO_TIMING)) {
+		it->hist = reader_stage_hists(r, cmd->pipeline, it->pipe->generation);
+		r->timed_items++;
+	}
 	for (uint32_t k = 0; k < cmd->count; k++) {
 		err = it->pipe->kind == ARENA_SOURCE_IMAGES ?
 		      image_plan(r->arena, r->slot_bytes, it, cmd, k, &it->reads[k]) :
@@ -180,10 +228,25 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 	it->pending = cmd->count;
 }
 
-/* Applies the result of one read call (bytes, or -errno) to rd. Returns
- * true when rd needs another call (short read, transient error, an image
+/* Stage timing: a read call for rd is issued at *now (read from the
+ * clock on first use, 0 before: the reads of one flush share one read of
+ * the clock). The sample's read time runs from its first call (a
+ * replacement image's: from its own). */
+static void reader_read_issued(struct reader_read *rd, uint64_t *now)
+{
+	if (rd->item->hist && rd->done_bytes == 0) {
+		if (*now == 0)
+			*now = clock_mono_ns();
+		rd->t_read = *now;
+	}
+	rd->t_seen = 0;
+}
+
+/* Applies the result of one read call (bytes, or -errno) to rd; t_seen is
+ * when it was seen complete (stage timing: 0 for now). Returns true
+ * when rd needs another call (short read, transient error, an image
  * replaced by another). */
-static bool reader_read_progress(struct reader_read *rd, int64_t res)
+static bool reader_read_progress(struct reader_read *rd, int64_t res, uint64_t t_seen)
 {
 	struct reader_item *it = rd->item;
 	const struct reader_pipeline *p = it->pipe;
@@ -195,6 +258,10 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res)
 		if (rd->done_bytes < rd->len)
 			/* a document-shuffled row goes on in the next document */
 			return rd->piece_end != rd->done_bytes || token_next_piece(rd);
+		if (it->hist) {
+			uint64_t end = t_seen ? t_seen : clock_mono_ns();
+			hist_atomic_add_own(&it->hist[PSTAGE_READ], end > rd->t_read ? end - rd->t_read : 0);
+		}
 		if (image)
 			return image_finish(rd);
 		token_finish(rd);
@@ -263,6 +330,7 @@ static int reader_done_signal(struct reader *r)
 static int reader_item_post(struct reader *r, struct reader_item *it)
 {
 	atomic_fetch_add_explicit(&r->beat->beats, 1, memory_order_release);
+	r->t_awake = reader_wait_begin(r); /* busy time so far counted now, not at the next wait */
 	struct work_done d = {
 		.item_id = it->item_id,
 		.status = it->status,
@@ -273,6 +341,8 @@ static int reader_item_post(struct reader *r, struct reader_item *it)
 		.bad_status = it->bad_status,
 	};
 	r->free_items[r->n_free++] = it;
+	if (it->hist)
+		r->timed_items--;
 	return reader_done_push(r, &d);
 }
 
@@ -318,9 +388,11 @@ static int reader_pread_item(struct reader *r, struct reader_item *it)
 		bool more = reader_read_arm(rd);
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
+			uint64_t now = 0;
+			reader_read_issued(rd, &now);
 			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
 					  (off_t)reader_read_offset(rd));
-			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n);
+			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n, 0);
 		}
 		image_release(rd);
 	}
@@ -353,6 +425,7 @@ static int reader_cmd_take(struct reader *r)
  * completion ring has room for; submits whenever the SQ fills. */
 static int reader_uring_flush(struct reader *r)
 {
+	r->t_flush = 0;
 	for (;;) {
 		bool want_cmd = r->cmd_arm != 0;
 		if (!want_cmd && (r->queue_head == r->queue_tail || r->inflight >= r->inflight_max))
@@ -377,6 +450,7 @@ static int reader_uring_flush(struct reader *r)
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
+		reader_read_issued(rd, &r->t_flush);
 		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
 				   reader_read_offset(rd));
 		io_uring_sqe_set_data(sqe, rd);
@@ -396,11 +470,44 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
 	}
 	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 	r->inflight--;
-	if (reader_read_progress(rd, res)) {
+	/* not stamped: it arrived during this reap after its last look, while
+	 * the worker did short work (raw or token rows): as of that look */
+	if (reader_read_progress(rd, res, rd->t_seen ? rd->t_seen : r->t_looked)) {
 		reader_queue_push(r, rd);
 		return 0;
 	}
 	return reader_read_retire(r, rd);
+}
+
+/* Stage timing: when the reads whose completions are new in the CQ
+ * completed. Called before each completion's work (an image's decode).
+ * At a reap's first look, they are what ended the wait: complete now. At
+ * a later one they arrived while the worker worked on another sample,
+ * after its previous look: complete then, at the latest moment known not
+ * to be after it, so that a read is not charged with the decodes of the
+ * images before it (a lower bound, short by at most one sample's work). */
+static void reader_uring_stamp(struct reader *r)
+{
+	if (r->timed_items == 0 || !r->look)
+		return;
+	uint64_t now = clock_mono_ns();
+	uint64_t at = r->t_looked ? r->t_looked : now;
+	r->t_looked = now;
+	unsigned ready = io_uring_cq_ready(&r->uring);
+	if (ready <= r->cq_stamped)
+		return;
+	/* the new entries only, as io_uring_for_each_cqe walks them: the head
+	 * stays where it is until the reap's end */
+	unsigned head = *r->uring.cq.khead;
+	for (unsigned i = r->cq_stamped; i < ready; i++) {
+		const struct io_uring_cqe *cqe =
+			&r->uring.cq.cqes[io_uring_cqe_index(&r->uring, head + i, r->uring.cq.ring_mask)];
+		uint64_t tag = cqe->user_data;
+		struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
+		if (tag != TAG_CMD_READ && tag != TAG_CMD_POLL)
+			rd->t_seen = at > rd->t_read ? at : rd->t_read;
+	}
+	r->cq_stamped = ready;
 }
 
 static int reader_uring_reap(struct reader *r)
@@ -409,8 +516,18 @@ static int reader_uring_reap(struct reader *r)
 	unsigned head;
 	unsigned seen = 0;
 	int err = 0;
+	r->cq_stamped = 0;
+	r->t_looked = 0;
+	r->look = true;
 	io_uring_for_each_cqe(&r->uring, head, cqe) {
 		seen++;
+		reader_uring_stamp(r);
+		/* a completion that decodes an image takes long enough for more
+		 * to arrive: look again after it; a raw or token row's work is
+		 * too short to be worth a look (and a read of the clock) */
+		uint64_t tag = cqe->user_data;
+		r->look = tag != TAG_CMD_READ && tag != TAG_CMD_POLL &&
+			  ((struct reader_read *)(uintptr_t)tag)->item->pipe->kind == ARENA_SOURCE_IMAGES;
 		err = reader_uring_complete(r, cqe->user_data, cqe->res);
 		if (err < 0)
 			break;
@@ -435,7 +552,9 @@ static int reader_uring_loop(struct reader *r)
 			return err;
 		if (r->exiting && r->n_free == READER_ITEMS)
 			return 0;
+		uint64_t t0 = reader_wait_begin(r);
 		int ret = io_uring_submit_and_wait(&r->uring, 1);
+		reader_wait_end(r, t0);
 		if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
 			return reader_fatal("io_uring_submit_and_wait", ret);
 		err = reader_uring_reap(r);
@@ -472,7 +591,9 @@ static int reader_pread_loop(struct reader *r)
 			return err;
 		if (r->exiting)
 			return 0;
+		uint64_t t0 = reader_wait_begin(r);
 		err = reader_pread_wait(r);
+		reader_wait_end(r, t0);
 		if (err < 0)
 			return err;
 	}
@@ -487,6 +608,8 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 	r->cmd = arena_cmd_ring(a, index);
 	r->done = arena_done_ring(a, index);
 	r->beat = arena_worker_beat(a, index);
+	r->stats = arena_worker_stats(a, index);
+	r->t_awake = clock_mono_ns();
 	r->cmd_fd = cmd_fd;
 	r->done_fd = done_fd;
 	r->n_pipelines = a->hdr->n_pipelines;

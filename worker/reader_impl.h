@@ -12,6 +12,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common/clock.h"
+#include "common/hist.h"
 #include "shm/arena.h"
 #include "shm/layout.h"
 #include "image/image_sample.h"
@@ -90,6 +92,9 @@ struct reader_read {
 	int32_t asked_status; /* images: why the sample asked for was bad (-errno) */
 	uint32_t row;
 	uint32_t retries;
+	/* stage timing: when its sample's first read was issued, and (io_uring)
+	 * when the worker first saw the completion of its latest one */
+	uint64_t t_read, t_seen;
 	/* tokens: the row of each document-aware output, NULL for none */
 	uint8_t *doc[READER_DOC_COUNT];
 	/* images, GPU decoding: the row's descriptor and its JPEG's place */
@@ -101,6 +106,9 @@ struct reader_item {
 	uint64_t item_id;
 	struct reader_pipeline *pipe;
 	struct worker_beat *beat; /* the worker's sign of life (shm/layout.h) */
+	/* its pipeline's stage figures in the worker's stats block
+	 * (PSTAGE_READ .. PSTAGE_TRANSFORM); NULL: stage timing is off */
+	struct hist_atomic *hist;
 	uint32_t pipeline;
 	uint32_t count;   /* reads planned */
 	uint32_t pending; /* reads queued or in flight (io_uring mode) */

@@ -204,6 +204,8 @@ struct config {
 	uint32_t max_workers;      /* ring pairs reserved: a reload may raise workers to this;
 				    * default max(workers, online cores) */
 	bool max_workers_given;    /* set in the file (else the default above) */
+	bool stage_timing;         /* the stages' latency histograms (daemon/core/stagestats.h),
+				    * default true; off only to measure what they cost */
 	uint64_t shm_bytes;        /* arena size limit, default 1 GiB */
 	uint32_t staging_slots;    /* default 16 */
 	uint32_t default_depth;    /* prefetch depth for clients asking 0, default 4 */

@@ -130,6 +130,8 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 	 * the end of the file */
 	[CONFIG_DK_METRICS_LISTEN] = {"metrics_listen", CONFIG_VALUE_STRING, DAEMON(metrics_listen), 0,
 				      SUN_PATH_MAX, 0, NULL},
+	[CONFIG_DK_STAGE_TIMING] = {"stage_timing", CONFIG_VALUE_BOOL, DAEMON(stage_timing), 0, 0, 0,
+				    NULL},
 };
 
 const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
@@ -257,6 +259,7 @@ void config_defaults(struct config *c)
 	c->gpu_decode_helpers = GPU_DECODE_HELPERS_AUTO;
 	c->device_slots = 4;
 	c->worker_timeout_ms = WORKER_TIMEOUT_MS_DEFAULT;
+	c->stage_timing = true;
 	c->worker_nice = WORKER_NICE_DEFAULT;
 	c->runtime_index_bytes = RUNTIME_INDEX_BYTES_DEFAULT;
 	c->max_job_pipelines = JOB_PIPELINES_DEFAULT;

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,6 +354,23 @@ void status_json_bool(struct status_text *t, const char *key, bool v)
 		return;
 	json_key(t->json, key);
 	json_puts(t->json, v ? "true" : "false");
+}
+
+void status_json_u64(struct status_text *t, const char *key, uint64_t v)
+{
+	if (t->json)
+		status_field_(t, key, STATUS_U64, "%" PRIu64, v);
+}
+
+void status_json_f64(struct status_text *t, const char *key, double v)
+{
+	if (t->json)
+		status_field_(t, key, STATUS_F64, "%g", v);
+}
+
+bool status_is_json(const struct status_text *t)
+{
+	return t->json != NULL;
 }
 
 void status_no_gpus(struct status_text *t)

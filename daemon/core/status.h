@@ -95,6 +95,12 @@ void status_field_(struct status_text *t, const char *key, enum status_kind kind
 void status_quoted(struct status_text *t, const char *key, const char *prefix, const char *s);
 /* A fact only JSON states; the text says it by its wording. */
 void status_json_bool(struct status_text *t, const char *key, bool v);
+/* Numbers only JSON states (a histogram's buckets, a sum the text leaves
+ * out). */
+void status_json_u64(struct status_text *t, const char *key, uint64_t v);
+void status_json_f64(struct status_text *t, const char *key, double v);
+/* Whether t is the JSON rendering. */
+bool status_is_json(const struct status_text *t);
 
 /* "gpus: 0" and "decode: 0", and their empty JSON ("gpus": [],
  * "decode": {"pipelines": []}): a daemon with no GPU to deliver to. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "daemon/core/stagestats.h"
 #include "daemon/gpu/pinner_impl.h"
 
 /* A batch whose device slot the client has released, but whose released
@@ -188,10 +189,12 @@ void pinner_run_copies(struct lane *l)
 			return;
 		copy_wait_pop(l);
 		m->pinned = k;
+		uint64_t t0 = pinner_now_ns();
 		pthread_mutex_lock(&p->team_mu);
 		team_copy(&p->team, p->pinned[k], p->arena->base + arena_slot_offset(p->arena, m->slot),
 			  m->bytes);
 		pthread_mutex_unlock(&p->team_mu);
+		stagestats_add(pc->pipeline, PSTAGE_COPY, pinner_now_ns() - t0);
 		staging_free(p, m);
 		if (!enqueue_copy(l, m, p->pinned[k])) {
 			pinned_put(l, k);
@@ -315,7 +318,10 @@ static void copy_done(struct lane *l, struct msg *m)
 	struct pinner_client *pc = m->pc;
 	atomic_fetch_sub(&pc->stream_depth, 1);
 	atomic_fetch_add(&pc->bytes_moved, m->bytes);
-	atomic_fetch_add(&pc->copy_ns, pinner_now_ns() - m->t_issue);
+	uint64_t copy_ns = pinner_now_ns() - m->t_issue;
+	atomic_fetch_add(&pc->copy_ns, copy_ns);
+	/* host-observed: the copied[d] events time nothing (cudaEventDisableTiming) */
+	stagestats_add(pc->pipeline, PSTAGE_H2D, copy_ns);
 	atomic_fetch_add(&pc->n_copied, 1);
 	landed(p, m);
 	if (m->pinned >= 0) {

@@ -104,6 +104,7 @@
 #include <inttypes.h>
 #include <string.h>
 
+#include "daemon/core/stagestats.h"
 #include "daemon/gpu/pinner_impl.h"
 
 #if LOADERD_HAVE_GPUDECODE_BATCH
@@ -386,7 +387,10 @@ bool pinner_decode_batch(struct lane *l, struct msg *m, uint8_t *dst, char *text
 			     .dst_bytes = pc->slot_bytes, .row_bytes = src->row_bytes[0],
 			     .stream = pc->stream, .stop_at_bad = src->cfg->on_error == ON_ERROR_FAIL,
 			     .share = &dc->share};
+	uint64_t t0 = pinner_now_ns();
 	int rc = gd_decode_batch(dc->gd, &b, text, cap);
+	if (rc == 0)
+		stagestats_add(pc->pipeline, PSTAGE_GPU_DECODE, pinner_now_ns() - t0);
 	struct decode_count *count = &p->decode_counts[pc->pipeline][l->dev];
 	atomic_fetch_add(&count->gpu, b.stats.gpu);
 	atomic_fetch_add(&count->parts, b.stats.parts);

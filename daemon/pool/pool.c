@@ -44,6 +44,7 @@ static int worker_open(struct pool *p, uint32_t i, char *err, size_t err_cap)
 	w->cmd = arena_cmd_ring(p->arena, i);
 	w->done = arena_done_ring(p->arena, i);
 	w->beat = arena_worker_beat(p->arena, i);
+	w->stats = arena_worker_stats(p->arena, i);
 	/* Handed to the worker's process on purpose: sent to the zygote with
 	 * each fork request, which keeps them in that child only. */
 	w->cmd_efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -258,6 +259,11 @@ void pool_describe(const struct pool *p, struct status_text *t)
 			status_quoted(t, "held", " held ", a->held);
 		status_close(t);
 	}
+	double busy = 0.0; /* the workers' mean share busy over the watchdog's last period */
+	for (uint32_t i = 0; i < p->n_init; i++)
+		if (i < p->n || p->workers[i].state == WORKER_RETIRING)
+			busy += p->workers[i].busy_ratio;
+	status_field(t, "workers_busy_ratio", " busy %.2f", listed ? busy / listed : 0.0);
 	status_printf(t, "\n");
 	struct status_list l;
 	status_list_begin(t, &l, "workers");
@@ -278,6 +284,8 @@ void pool_describe(const struct pool *p, struct status_text *t)
 		if (w->state == WORKER_BACKOFF)
 			status_field(t, "retry_in_ms", " retry_in_ms %llu",
 				     w->retry_at_ms > now ? w->retry_at_ms - now : 0ULL);
+		status_field(t, "busy_ratio", " busy %.2f", w->busy_ratio);
+		status_field(t, "io_wait_ratio", " io_wait %.2f", w->io_ratio);
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}

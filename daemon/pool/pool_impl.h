@@ -56,6 +56,12 @@ struct worker {
 	uv_timer_t retry_timer;
 	struct ring cmd, done;
 	const struct worker_beat *beat;
+	const struct worker_stats *stats; /* its time accounting (shm/layout.h) */
+	/* the watchdog's last look at it, and its shares of the interval
+	 * before: busy, and blocked waiting for reads */
+	uint64_t seen_busy_ns, seen_io_ns;
+	unsigned long long seen_time_ms;
+	double busy_ratio, io_ratio;
 	uint64_t outstanding[POOL_WORKER_INFLIGHT];
 	uint32_t n_outstanding;
 	uint64_t items_done;
@@ -100,6 +106,9 @@ struct pool {
 /* Starts worker w's process; a failure to fork counts as a start failure
  * (back-off, as for a worker that exits before it is ready). */
 void pool_worker_start(struct worker *w);
+/* Takes each worker's busy and waiting-for-reads shares of the time since
+ * the last call (the watchdog's period), from its own accounting. */
+void pool_sample_busy(struct pool *p, unsigned long long now_ms);
 /* Starts the watchdog's timer. */
 void pool_watch_start(struct pool *p);
 

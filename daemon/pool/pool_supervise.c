@@ -271,6 +271,7 @@ static void on_watch_timer(uv_timer_t *t)
 	if (p->stopping)
 		return;
 	unsigned long long now = status_now_ms(), limit = p->cfg->worker_timeout_ms;
+	pool_sample_busy(p, now);
 	for (uint32_t i = 0; i < p->n_init; i++) {
 		struct worker *w = &p->workers[i];
 		if (!w->proc_open || w->pid <= 0 || w->killed_stuck)
@@ -289,6 +290,28 @@ static void on_watch_timer(uv_timer_t *t)
 		} else if (now - w->beat_ms > limit) {
 			watchdog_kill(w, now - w->beat_ms);
 		}
+	}
+}
+
+void pool_sample_busy(struct pool *p, unsigned long long now_ms)
+{
+	for (uint32_t i = 0; i < p->n_init; i++) {
+		struct worker *w = &p->workers[i];
+		uint64_t busy = atomic_load_explicit(&w->stats->busy_ns, memory_order_relaxed);
+		uint64_t io = atomic_load_explicit(&w->stats->idle_io_ns, memory_order_relaxed);
+		unsigned long long dt_ms = now_ms - w->seen_time_ms;
+		if (w->seen_time_ms && dt_ms > 0) {
+			double span = (double)dt_ms * 1e6;
+			double b = (double)(busy - w->seen_busy_ns) / span;
+			double o = (double)(io - w->seen_io_ns) / span;
+			/* a worker's figures move when it posts an item or waits:
+			 * a share may straddle two looks */
+			w->busy_ratio = w->proc_open ? (b > 1.0 ? 1.0 : b) : 0.0;
+			w->io_ratio = w->proc_open ? (o > 1.0 ? 1.0 : o) : 0.0;
+		}
+		w->seen_busy_ns = busy;
+		w->seen_io_ns = io;
+		w->seen_time_ms = now_ms;
 	}
 }
 

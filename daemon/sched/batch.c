@@ -13,6 +13,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/position.h"
+#include "daemon/core/stagestats.h"
 #include "daemon/core/status.h"
 #include "daemon/sched/sched_impl.h"
 
@@ -39,8 +40,29 @@ uint64_t sched_now_ns(void)
 
 void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to)
 {
-	c->stages.ns[st] += to > from ? to - from : 0;
+	uint64_t ns = to > from ? to - from : 0;
+	c->stages.ns[st] += ns;
 	c->stages.n[st]++;
+	if (st == STAGE_ORDER) /* complete in staging until handed on */
+		stagestats_add(c->pipeline, PSTAGE_STAGING, ns);
+}
+
+void sched_released(struct sched_client *c, const struct batch_pos *pos)
+{
+	sched_stage(c, STAGE_HELD, pos->t_ready, sched_now_ns());
+	c->released_rows += pos->rows;
+}
+
+void sched_traffic_describe(const struct sched *s, const struct sched_client *c,
+			    struct status_text *t)
+{
+	const struct source *src = &s->sources[c->pipeline];
+	uint64_t row_bytes = 0;
+	for (uint32_t i = 0; i < src->n_tensors; i++)
+		row_bytes += src->row_bytes[i];
+	status_field(t, "bytes", " bytes %" PRIu64, c->released_rows * row_bytes);
+	status_field(t, "data_wait_s", " data_wait %.3fs", (double)c->share.wait_ns / 1e9);
+	status_field(t, "ready_wait_s", " ready_wait %.3fs", (double)c->stages.ns[STAGE_ORDER] / 1e9);
 }
 
 int sched_stage_text(const struct sched_client *c, char *buf, size_t cap)

@@ -15,6 +15,7 @@
 
 #include "common/gpu_uuid.h"
 #include "common/log.h"
+#include "daemon/core/stagestats.h"
 #include "daemon/sched/sched_impl.h"
 
 /* Bytes of a batch of `rows` rows: up to the end of its last tensor. */
@@ -215,6 +216,11 @@ bool devpath_decoded(struct sched *s, struct sched_client *c, const struct proto
 	c->decoded.cpu += d->cpu;
 	c->decoded.bad += d->bad;
 	c->decoded.submit_ns += d->submit_ns;
+	/* the GPU decode of a client that decodes in its own process: its
+	 * decoding thread's host time, as its DECODED says (capped: a peer's
+	 * figure must not wrap the sum) */
+	stagestats_add(c->pipeline, PSTAGE_GPU_DECODE,
+		       d->submit_ns < (1ull << 40) ? d->submit_ns : (1ull << 40));
 	if (d->bad > 0) {
 		char where[1200];
 		const struct source *src = &s->sources[c->pipeline];
@@ -242,7 +248,7 @@ bool devpath_release(struct sched_client *c, const struct proto_release *r)
 			  "%u seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return false;
 	}
-	sched_stage(c, STAGE_HELD, ds->pos.t_ready, sched_now_ns());
+	sched_released(c, &ds->pos);
 	ds->state = DEV_FREE;
 	c->in_flight--;
 	c->released++;

@@ -180,7 +180,8 @@ void sched_pump(struct sched *s)
 		cmd.slot_offset = arena_slot_offset(s->arena, ref >> 16);
 		cmd.first_row = it->first_row;
 		cmd.count = it->count;
-		cmd.flags = c->gpu_decode ? WORK_CMD_GPU_DECODE : 0;
+		cmd.flags = (c->gpu_decode ? WORK_CMD_GPU_DECODE : 0) |
+			    (s->cfg->stage_timing ? 0 : WORK_CMD_NO_TIMING);
 		cmd.gpu_share = sched_share_units(c); /* of now: the client's latest wait */
 		cmd.reserved = 0;
 		cmd.split = c->split;

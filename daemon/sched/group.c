@@ -200,7 +200,7 @@ bool group_release(struct sched *s, struct sched_client *c, const struct proto_r
 	if (!sl || sl->state != SLOT_HELD || sl->group != c->group || !(sl->holders & bit) ||
 	    sl->generation != r->generation || sl->pos.seq != r->seq)
 		return false;
-	sched_stage(c, STAGE_HELD, sl->pos.t_ready, sched_now_ns());
+	sched_released(c, &sl->pos);
 	sl->holders &= ~bit;
 	c->in_flight--;
 	c->released++;

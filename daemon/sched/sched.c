@@ -12,6 +12,7 @@
 #include <stdlib.h>
 
 #include "common/log.h"
+#include "daemon/core/stagestats.h"
 #include "daemon/core/status.h"
 #include "daemon/sched/sched_impl.h"
 
@@ -27,6 +28,7 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 		return NULL;
 	s->cfg = cfg;
 	s->arena = arena;
+	stagestats_enable(cfg->stage_timing);
 	s->sources = sources;
 	s->n_sources = ARENA_PIPELINES_MAX;
 	s->ops = *ops;
@@ -124,6 +126,7 @@ int sched_pipeline_add(struct sched *s, uint32_t entry)
 	if (rc < 0)
 		return rc;
 	s->live[entry] = true;
+	stagestats_reset(entry);
 	return 0;
 }
 
@@ -249,6 +252,40 @@ void sched_describe_arena(const struct sched *s, struct status_text *t)
 	status_close(t);
 }
 
+/* The workers' figures of table entry e into h: every worker's stats
+ * block that counts for e's generation (shm/layout.h). */
+static void worker_stages(const struct sched *s, uint32_t e, struct hist h[PSTAGE_COUNT])
+{
+	uint32_t gen = arena_pipeline(s->arena, e)->generation;
+	for (uint32_t w = 0; w < s->arena->hdr->n_workers_max; w++) {
+		const struct worker_stats *st = arena_worker_stats(s->arena, w);
+		if (atomic_load_explicit(&st->gen[e], memory_order_acquire) != gen)
+			continue;
+		struct hist got[PSTAGE_WORKER_COUNT] = {0};
+		for (int k = 0; k < PSTAGE_WORKER_COUNT; k++)
+			hist_atomic_read(&st->stage[e][k], &got[k]);
+		atomic_thread_fence(memory_order_acquire);
+		if (atomic_load_explicit(&st->gen[e], memory_order_relaxed) != gen)
+			continue; /* cleared for a newer generation meanwhile */
+		for (int k = 0; k < PSTAGE_WORKER_COUNT; k++)
+			hist_merge(&h[k], &got[k]);
+	}
+}
+
+/* Pipeline i's stages, the workers' and the daemon's; a blend's workers
+ * work under its members' entries. */
+static void pipeline_stages(const struct sched *s, uint32_t i, struct status_text *t)
+{
+	struct hist h[PSTAGE_COUNT] = {0};
+	const struct source *src = &s->sources[i];
+	if (src->n_members == 0)
+		worker_stages(s, i, h);
+	for (uint32_t m = 0; m < src->n_members; m++)
+		worker_stages(s, src->members[m].arena_index, h);
+	stagestats_read(i, h);
+	stagestats_describe(t, h);
+}
+
 void sched_describe(const struct sched *s, struct status_text *t)
 {
 	struct status_list l;
@@ -262,6 +299,7 @@ void sched_describe(const struct sched *s, struct status_text *t)
 		if (!s->live[i] || !status_item_begin(t, &l))
 			continue;
 		source_describe(src, t);
+		pipeline_stages(s, (uint32_t)i, t);
 		if (src->cfg->job[0]) { /* declared by a client (daemon/jobs.h) */
 			status_object(t, "declared");
 			status_quoted(t, "job", "    declared job ", src->cfg->job);

@@ -142,6 +142,7 @@ struct sched_client {
 	uint64_t next_seq;  /* seq of the next batch to start */
 	uint64_t send_seq;  /* seq of the next batch to deliver */
 	uint64_t released;
+	uint64_t released_rows; /* rows of the batches released */
 	uint32_t in_flight; /* batches started and not yet released */
 	uint32_t staging;   /* staging slots it has in use (filling, done, held, pinning) */
 	struct stage_sums stages;
@@ -233,6 +234,13 @@ struct sched {
 uint64_t sched_now_ns(void);
 /* Adds `to - from` to client c's figures of stage st. */
 void sched_stage(struct sched_client *c, enum sched_stage st, uint64_t from, uint64_t to);
+/* c released the batch at pos: its held stage ends now, its rows count. */
+void sched_released(struct sched_client *c, const struct batch_pos *pos);
+/* Client c's figures in its status item: the bytes of its batches released, its
+ * data wait as it reported it, the time its batches waited ready in
+ * staging (the order stage, in all). */
+void sched_traffic_describe(const struct sched *s, const struct sched_client *c,
+			    struct status_text *t);
 /* " fill_us F order_us O gpu_us G held_us H": c's means per batch. */
 int sched_stage_text(const struct sched_client *c, char *buf, size_t cap);
 void sched_stage_describe(const struct sched_client *c, struct status_text *t);

@@ -338,7 +338,7 @@ void sched_release(struct sched *s, struct sched_client *c, const struct proto_r
 			  "seq %" PRIu64 "; ignored", c->session, r->slot, r->generation, r->seq);
 		return;
 	}
-	sched_stage(c, STAGE_HELD, sl->pos.t_ready, sched_now_ns());
+	sched_released(c, &sl->pos);
 	sched_slot_free(s, sl);
 	c->in_flight--;
 	c->released++;
@@ -392,6 +392,7 @@ void session_describe(const struct sched *s, struct status_text *t)
 			status_field(t, "submit_us", " submit_us %" PRIu64, c->decoded.submit_ns / 1000);
 			status_close(t);
 		}
+		sched_traffic_describe(s, c, t);
 		status_printf(t, "\n");
 		status_item_end(t, &l);
 	}

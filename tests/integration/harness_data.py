@@ -222,9 +222,15 @@ _ARENA_RE = re.compile(r"^arena: (\d+) bytes, (\d+) staging slots of (\d+) bytes
                        r"share (\d+)$")
 # "workers: N", and with workers = auto its bounds, last change and what holds a raise back
 _WORKERS_RE = re.compile(r"^workers: (\d+)(?: auto count (\d+) min (\d+) max (\d+) cpu_budget ([\d.]+)"
-                         r"(?: last_change ([\d.]+)s ago \"([^\"]*)\")?(?: held \"([^\"]*)\")?)?$")
+                         r"(?: last_change ([\d.]+)s ago \"([^\"]*)\")?(?: held \"([^\"]*)\")?)? "
+                         r"busy (\d\.\d\d)$")
 _WORKER_RE = re.compile(r"^  worker (\d+) pid (\d+) state (\S+) items (\d+) inflight (\d+) restarts (\d+)"
-                        r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))?$")
+                        r"(?: last_exit \"([^\"]*)\")?(?: retry_in_ms (\d+))? busy (\d\.\d\d) "
+                        r"io_wait (\d\.\d\d)$")
+# a pipeline's stages, after its line: "    stages: read 10 p50 0.1ms p99 2ms decode ..."
+_STAGES_RE = re.compile(r"^    stages:((?: \w+ \d+ p50 \S+ms p99 \S+ms)+| none yet)$")
+_STAGE_RE = re.compile(r" (\w+) (\d+) p50 (\S+)ms p99 (\S+)ms")
+STAGE_NAMES = ("read", "decode", "transform", "gpu_decode", "staging", "copy", "h2d")
 _PIPELINE_RE = re.compile(r"^  pipeline (\S+) source (\S+) samples (\d+) batch_size (\d+) "
                           r"shuffle ([01]) drop_last ([01])((?: split \w+ sequences \d+\.\.\d+ "
                           r"samples \d+)*)$")
@@ -244,7 +250,8 @@ _CLIENT_RE = re.compile(r"^  client (\d+) pid (\d+) name \"((?:[^\"\\]|\\.)*)\" 
                         " held_us " + _US +
                         r"(?: gpu (GPU-[0-9a-f-]{36}) thread (loaderd-(?:gpu|dec)[0-9.]+) stream_depth (\d+) bytes_moved (\d+) "
                         r"path (direct|staging) queue_us " + _US + " copy_us " + _US + ")?"
-                        r"(?: client_decode batches (\d+) gpu (\d+) cpu (\d+) bad (\d+) submit_us (\d+))?$")
+                        r"(?: client_decode batches (\d+) gpu (\d+) cpu (\d+) bad (\d+) submit_us (\d+))?"
+                        r" bytes (\d+) data_wait (\d+\.\d{3})s ready_wait (\d+\.\d{3})s$")
 _CONNECTIONS_RE = re.compile(
     r"^connections: handshaking (?P<handshaking>\d+) max_handshakes (?P<max_handshakes>\d+) "
     r"timed_out (?P<timed_out>\d+) evicted (?P<evicted>\d+) unidentified (?P<unidentified>\d+) "
@@ -266,8 +273,15 @@ def parse_status(text):
     does not match it."""
     lines, members = [], {}  # a blend's member lines, by the line of their pipeline
     declared = {}  # a declared pipeline's job and pid, by the line of its pipeline
+    stages = {}  # a pipeline's stages, by the line of its pipeline
     for line in text.splitlines():
-        if line.startswith("    declared job "):
+        if line.startswith("    stages:"):
+            m = _STAGES_RE.match(line)
+            check(m is not None and lines, "status line %r is not a pipeline's stages line\n%s"
+                  % (line, text))
+            stages[len(lines)] = {name: {"count": int(n), "p50_ms": float(a), "p99_ms": float(b)}
+                                  for name, n, a, b in _STAGE_RE.findall(m.group(1))}
+        elif line.startswith("    declared job "):
             d = re.match(r'^    declared job "((?:[^"\\]|\\.)*)" pid (\d+)$', line)
             check(d is not None and lines, "status line %r is not a declared pipeline's line\n%s"
                   % (line, text))
@@ -281,7 +295,8 @@ def parse_status(text):
                 "splits": {s: (int(a), int(t)) for s, a, t in _MEMBER_SPLIT_RE.findall(b.group(4))}})
         else:
             lines.append(line)
-    st = {"workers": [], "pipelines": [], "clients": [], "omitted": {}}
+    st = {"workers": [], "pipelines": [], "clients": [], "omitted": {},
+          "stages": {}}  # each pipeline's stages, by its name
     it = iter(enumerate(lines, 1))
     pending = []  # a line read ahead by left_out
 
@@ -358,6 +373,7 @@ def parse_status(text):
         "cpu_budget": float(m.group(5)),
         "last_change_ago_s": None if m.group(6) is None else float(m.group(6)),
         "last_change": m.group(7), "held": m.group(8)}
+    st["workers_busy"] = float(m.group(9))
     for k in range(n_workers):
         if left_out("workers", k, n_workers):
             break
@@ -365,7 +381,8 @@ def parse_status(text):
         st["workers"].append({
             "index": int(m.group(1)), "pid": int(m.group(2)), "state": m.group(3),
             "items": int(m.group(4)), "inflight": int(m.group(5)), "restarts": int(m.group(6)),
-            "last_exit": m.group(7), "retry_in_ms": None if m.group(8) is None else int(m.group(8))})
+            "last_exit": m.group(7), "retry_in_ms": None if m.group(8) is None else int(m.group(8)),
+            "busy": float(m.group(9)), "io_wait": float(m.group(10))})
     n_pipelines = int(expect(re.compile(r"^pipelines: (\d+)$"), "pipelines").group(1))
     for k in range(n_pipelines):
         if left_out("pipelines", k, n_pipelines):
@@ -378,6 +395,7 @@ def parse_status(text):
             st["pipelines"][-1]["members"] = members[m.group(0)]
         if last[0] in declared:  # declared by a client: its job and pid
             st["pipelines"][-1].update(declared[last[0]])
+        st["stages"][m.group(1)] = stages.get(last[0], {})
         if m.group(7):  # a megatron pipeline with split: each split's sequences and samples
             st["pipelines"][-1]["splits"] = {s: (int(a), int(b), int(n))
                                              for s, a, b, n in _SPLIT_RE.findall(m.group(7))}
@@ -405,7 +423,10 @@ def parse_status(text):
             "gpu_share": float(share[0]), "wait_ms": int(share[1]), "wait_pct": float(share[2]),
             # a client that decodes its GPU's JPEGs itself: what its DECODEDs said
             "client_decode": None if g[27] is None else dict(zip(
-                ("batches", "gpu", "cpu", "bad", "submit_us"), (int(x) for x in g[27:32])))})
+                ("batches", "gpu", "cpu", "bad", "submit_us"), (int(x) for x in g[27:32]))),
+            # its traffic: bytes released, its data wait as the client measured it,
+            # and its batches' wait in staging before they were handed on
+            "bytes": int(g[32]), "data_wait_s": float(g[33]), "ready_wait_s": float(g[34])})
     m = expect(re.compile(r"^errors: read (\d+) bad_images (\d+) substituted (\d+)$"), "errors")
     st["read_errors"], st["bad_images"], st["substituted"] = (int(x) for x in m.groups())
     st["scans"] = _parse_scans(next_line, pending)
@@ -510,14 +531,16 @@ def parse_status_json(doc):
           "slot_bytes": arena["slot_bytes"], "in_use": arena["in_use"], "share": arena["share"]}
     st["workers"] = [{"index": w["index"], "pid": w["pid"], "state": w["state"], "items": w["items"],
                       "inflight": w["inflight"], "restarts": w["restarts"],
-                      "last_exit": w.get("last_exit"), "retry_in_ms": w.get("retry_in_ms")}
+                      "last_exit": w.get("last_exit"), "retry_in_ms": w.get("retry_in_ms"),
+                      "busy": w["busy_ratio"], "io_wait": w["io_wait_ratio"]}
                      for w in doc["workers"]]
+    st["workers_busy"] = doc["workers_busy_ratio"]
     wa = doc.get("workers_auto")
     st["workers_auto"] = None if wa is None else {
         "count": wa["count"], "min": wa["min"], "max": wa["max"], "cpu_budget": wa["cpu_budget"],
         "last_change_ago_s": wa.get("last_change_ago_s"), "last_change": wa.get("last_change"),
         "held": wa.get("held")}
-    st["pipelines"] = []
+    st["pipelines"], st["stages"] = [], {}
     for p in doc["pipelines"]:
         q = {"name": p["name"], "source": p["source"] + (":" + p["path"] if "path" in p else ""),
              "samples": p["samples"], "batch_size": p["batch_size"], "shuffle": int(p["shuffle"]),
@@ -531,6 +554,9 @@ def parse_status_json(doc):
         if "splits" in p:
             q["splits"] = {x["split"]: (x["first_sequence"], x["end_sequence"], x["samples"])
                            for x in p["splits"]}
+        st.setdefault("stages", {})[p["name"]] = {
+            name: {"count": s["count"], "p50_ms": s["p50_ms"], "p99_ms": s["p99_ms"]}
+            for name, s in p["stages"].items() if s["count"] > 0}
         st["pipelines"].append(q)
     st["clients"] = []
     for c in doc["clients"]:
@@ -549,7 +575,8 @@ def parse_status_json(doc):
             "gpu": dev.get("gpu"), "thread": dev.get("thread"), "stream_depth": dev.get("stream_depth"),
             "bytes_moved": dev.get("bytes_moved"), "path": dev.get("path"),
             "gpu_share": c["gpu_share"], "wait_ms": c["wait_ms"], "wait_pct": c["wait_pct"],
-            "client_decode": None if dec is None else dict(dec)})
+            "client_decode": None if dec is None else dict(dec),
+            "bytes": c["bytes"], "data_wait_s": c["data_wait_s"], "ready_wait_s": c["ready_wait_s"]})
     e = doc["errors"]
     st["read_errors"], st["bad_images"], st["substituted"] = e["read"], e["bad_images"], e["substituted"]
     st["state"] = doc["state"]

@@ -5,9 +5,11 @@ format (version 0.0.4), as node_exporter's textfile collector reads it.
 
 A strict parser of the format reads it whole: every line a HELP, a TYPE or
 a sample; names and label names of the format's alphabet; label values
-with only its three escapes; a TYPE (counter or gauge) once per metric,
+with only its three escapes; a TYPE (counter, gauge or histogram) once per metric,
 before its samples, which are contiguous; no sample twice; counters named
-`_total`. The figures are the status's: the pipelines' samples and batch
+`_total`; a histogram's samples NAME_bucket (with le), NAME_sum and
+NAME_count, its buckets cumulative, +Inf equal to the count. Then
+prometheus_client's own parser reads it too. The figures are the status's: the pipelines' samples and batch
 sizes, a sample per worker, the attached clients (labels client,
 pipeline, rank) with their batches and their names and pids (in
 loaderd_client_info), the configured workers; and a client whose name
@@ -57,7 +59,8 @@ def parse_exposition(text):
             m = metrics.setdefault(name, {"type": None, "help": None, "samples": {}})
             check(not m["samples"], "%s: %s after the samples" % (where, kind))
             if kind == "TYPE":
-                check(m["type"] is None and arg in ("counter", "gauge"), "%s: TYPE twice or unknown" % where)
+                check(m["type"] is None and arg in ("counter", "gauge", "histogram"),
+                      "%s: TYPE twice or unknown" % where)
                 check(arg != "counter" or name.endswith("_total"), "%s: a counter not named _total" % where)
             else:
                 check(m["help"] is None, "%s: HELP twice" % where)
@@ -70,12 +73,19 @@ def parse_exposition(text):
         m = re.fullmatch(r"([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)", line)
         check(m is not None, "%s: not a sample" % where)
         name = m.group(1)
+        for suffix in ("_bucket", "_sum", "_count"):  # a histogram's series
+            base = name[:-len(suffix)]
+            if name.endswith(suffix) and metrics.get(base, {}).get("type") == "histogram":
+                name = base
+                break
         check(name in metrics and metrics[name]["type"] and name not in done,
               "%s: a sample without its TYPE before it, or apart from its metric's" % where)
         if current != name:
             done.add(current)
             current = name
         labels = tuple(sorted(parse_labels(m.group(2) or "", where).items()))
+        if m.group(1) != name:  # the histogram's series, by its own name
+            labels = ((".series", m.group(1)),) + labels
         check(labels not in metrics[name]["samples"], "%s: the same sample twice" % where)
         try:
             value = float(m.group(3))
@@ -83,6 +93,37 @@ def parse_exposition(text):
             check(False, "%s: value %r is not a number" % (where, m.group(3)))
         metrics[name]["samples"][labels] = value
     return metrics
+
+
+def histograms(metrics, name):
+    """{labels (without le): {"buckets": [(le, count)], "sum", "count"}}, its
+    invariants checked: every series has its +Inf bucket, _sum and _count;
+    buckets cumulative in le's order; +Inf equal to _count."""
+    check(metrics.get(name, {}).get("type") == "histogram", "%s is not a histogram" % name)
+    out = {}
+    for labels, value in metrics[name]["samples"].items():
+        series, rest = labels[0][1], dict(labels[1:])
+        le = rest.pop("le", None)
+        h = out.setdefault(tuple(sorted(rest.items())), {"buckets": [], "sum": None, "count": None})
+        if series == name + "_bucket":
+            check(le is not None, "%s%s: a bucket without le" % (series, labels))
+            h["buckets"].append((float(le), value))  # float() reads "+Inf" too
+        else:
+            check(le is None, "%s%s: le on %s" % (series, labels, series))
+            h["sum" if series == name + "_sum" else "count"] = value
+    for labels, h in out.items():
+        h["buckets"].sort()
+        les = [le for le, _ in h["buckets"]]
+        check(les and les[-1] == float("inf") and len(set(les)) == len(les),
+              "%s %s: no +Inf bucket, or one le twice: %s" % (name, labels, les))
+        counts = [n for _, n in h["buckets"]]
+        check(all(a <= b for a, b in zip(counts, counts[1:])), "%s %s: buckets not cumulative: %s"
+              % (name, labels, counts))
+        check(h["count"] is not None and h["sum"] is not None and counts[-1] == h["count"],
+              "%s %s: +Inf %s, _count %s" % (name, labels, counts[-1], h["count"]))
+        check(h["sum"] >= 0 and (h["count"] > 0 or h["sum"] == 0), "%s %s: _sum %s for _count %s"
+              % (name, labels, h["sum"], h["count"]))
+    return out
 
 
 def samples(metrics, name):
@@ -135,6 +176,31 @@ def body(env):
     check(stages == {"fill", "order", "gpu", "held"}, "stages: %s" % stages)
     check(m["loaderd_client_wait_seconds_total"]["type"] == "counter"
           and m["loaderd_staging_slots_in_use"]["type"] == "gauge", "types")
+
+    # The stages' histograms: every pipeline, every stage, the same buckets.
+    hs = histograms(m, "loaderd_stage_seconds")
+    want = {(("pipeline", p), ("stage", s)) for p in ("images", "text") for s in harness.STAGE_NAMES}
+    check(set(hs) == want, "stage histograms: %s" % sorted(hs))
+    bounds = {tuple(le for le, _ in h["buckets"]) for h in hs.values()}
+    check(len(bounds) == 1 and len(next(iter(bounds))) == 23 and next(iter(bounds))[0] == 16e-6,
+          "the histograms' bounds differ or are not 16 us * 2^i: %s" % bounds)
+    for p in ("images", "text"):  # both clients took batches: samples were read
+        check(hs[(("pipeline", p), ("stage", "read"))]["count"] >= 2, "pipeline %s: read %s" % (p, hs[(("pipeline", p), ("stage", "read"))]))
+    for name in ("loaderd_client_data_wait_seconds_total", "loaderd_client_ready_wait_seconds_total",
+                 "loaderd_client_bytes_total"):
+        check(m[name]["type"] == "counter" and len(samples(m, name)) == 2, "%s: %s" % (name, samples(m, name)))
+    busy = samples(m, "loaderd_worker_busy_ratio")
+    check(sorted(busy) == [(("worker", str(i)),) for i in range(WORKERS)] and
+          all(0 <= v <= 1 for v in busy.values()), "worker busy: %s" % busy)
+    check(list(samples(m, "loaderd_workers_busy_ratio")) == [()], "workers busy")
+
+    # Prometheus' own parser of the format reads it all, histograms whole.
+    parser = harness.import_or_fail("test_metrics", "prometheus_client.parser")
+    families = {f.name: f for f in parser.text_string_to_metric_families(r.stdout)}
+    check(families["loaderd_stage_seconds"].type == "histogram", "prometheus_client: %s"
+          % families["loaderd_stage_seconds"].type)
+    check(len(families) == len(m), "prometheus_client read %d metrics, the strict parser %d"
+          % (len(families), len(m)))
     for c in (c1, c2):
         c.kill()
         c.wait()

@@ -52,9 +52,11 @@ def validate(validator, doc, what):
 
 def stable(st):
     """st without the fields that move with the clock alone."""
-    out = {k: v for k, v in st.items() if k not in VOLATILE + ("json",)}
-    out["clients"] = [{k: v for k, v in c.items() if k not in VOLATILE + ("stages_us", "gpu_share")}
+    out = {k: v for k, v in st.items() if k not in VOLATILE + ("json", "workers_busy", "stages")}
+    rounded = ("stages_us", "gpu_share", "data_wait_s", "ready_wait_s")
+    out["clients"] = [{k: v for k, v in c.items() if k not in VOLATILE + rounded}
                       for c in st["clients"]]
+    out["workers"] = [{k: v for k, v in w.items() if k not in ("busy", "io_wait")} for w in st["workers"]]
     out["config"] = dict(st["config"])
     return out
 
@@ -72,6 +74,27 @@ def agree(text_st, json_st):
                   "client %d stage %s: text %r, JSON %r" % (ct["id"], stage, v, w))
         check(abs(ct["gpu_share"] - cj["gpu_share"]) <= 0.0051, "client %d gpu_share: text %r, JSON %r"
               % (ct["id"], ct["gpu_share"], cj["gpu_share"]))
+        for key in ("data_wait_s", "ready_wait_s"):  # %.3f in the text
+            check(abs(ct[key] - cj[key]) <= 0.00051, "client %d %s: text %r, JSON %r"
+                  % (ct["id"], key, ct[key], cj[key]))
+    for wt, wj in zip(text_st["workers"], json_st["workers"]):
+        for key in ("busy", "io_wait"):  # %.2f in the text
+            check(abs(wt[key] - wj[key]) <= 0.0051, "worker %d %s: text %r, JSON %r"
+                  % (wt["index"], key, wt[key], wj[key]))
+    check(abs(text_st["workers_busy"] - json_st["workers_busy"]) <= 0.0051,
+          "workers busy: text %r, JSON %r" % (text_st["workers_busy"], json_st["workers_busy"]))
+    check(sorted(text_st["stages"]) == sorted(json_st["stages"]), "stages of pipelines: text %r, JSON %r"
+          % (sorted(text_st["stages"]), sorted(json_st["stages"])))
+    for pipe, st in text_st["stages"].items():
+        check(sorted(st) == sorted(json_st["stages"][pipe]), "pipeline %s stages: text %r, JSON %r"
+              % (pipe, sorted(st), sorted(json_st["stages"][pipe])))
+        for name, s in st.items():  # quantiles: 3 significant digits in the text
+            j = json_st["stages"][pipe][name]
+            check(s["count"] == j["count"], "pipeline %s stage %s count: text %d, JSON %d"
+                  % (pipe, name, s["count"], j["count"]))
+            for q in ("p50_ms", "p99_ms"):
+                check(abs(s[q] - j[q]) <= 0.0051 * max(j[q], 1e-3), "pipeline %s stage %s %s: text %r, JSON %r"
+                      % (pipe, name, q, s[q], j[q]))
 
 
 def settled(d):

@@ -42,12 +42,12 @@ static void test_plan_bytes(void **state)
 	uint64_t rings = align4k(pipelines + 2 * sizeof(struct arena_pipeline));
 	uint64_t pair = align4k(sizeof(struct ring_header) + RING_ENTRIES * sizeof(struct work_cmd)) +
 			align4k(sizeof(struct ring_header) + RING_ENTRIES * sizeof(struct work_done)) +
-			align4k(sizeof(struct worker_beat));
+			align4k(sizeof(struct worker_beat)) + align4k(sizeof(struct worker_stats));
 	uint64_t slots = rings + 3 * pair;
 	assert_int_equal(arena_plan_bytes(&small_plan), slots + 4 * 2 * ARENA_ALIGN);
 	/* pinned for these sizes: 4 KiB header page, 4 pages of pipelines,
-	 * 27 pages per worker (command ring, completion ring, beat) */
-	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 16384 + 3 * 110592 + 4 * 8192);
+	 * 37 pages per worker (command ring, completion ring, beat, stats) */
+	assert_int_equal(arena_plan_bytes(&small_plan), 4096 + 16384 + 3 * 151552 + 4 * 8192);
 
 	struct arena_plan bare = {.n_pipelines = 0, .n_workers = 0, .n_slots = 1,
 				  .slot_bytes = ARENA_ALIGN};
