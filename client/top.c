@@ -199,6 +199,7 @@ static void top_header(FILE *out, json_t *doc, json_t *prev)
 	}
 	fputc('\n', out);
 	/* scans: start-up's (the daemon is starting), or pipelines being added */
+	size_t i;
 	json_t *scan;
 	json_array_foreach(json_object_get(doc, "scans"), i, scan)
 		fprintf(out, "%s: pipeline %s: %s: %lld %s so far, %.1f s\n",
