@@ -20,7 +20,8 @@ DASHBOARD = os.path.join(SOURCE_DIR, "docs", "grafana", "loaderd.json")
 # What the dashboard must chart: the clients' batch rate and data wait,
 # staging slots in use, the workers' items, the decode by where, the GPU
 # share, errors and reloads.
-REQUIRED = {"loaderd_client_batches_sent_total", "loaderd_client_wait_seconds_total",
+REQUIRED = {"loaderd_client_batches_sent_total", "loaderd_client_data_wait_seconds_total",
+            "loaderd_stage_seconds_bucket", "loaderd_worker_busy_ratio",
             "loaderd_staging_slots_in_use", "loaderd_worker_items_total", "loaderd_decode_images_total",
             "loaderd_client_gpu_share", "loaderd_read_errors_total", "loaderd_bad_images_total",
             "loaderd_reloads_total", "loaderd_reloads_refused_total"}
@@ -53,7 +54,13 @@ def main():
     if not REQUIRED <= used:
         fail("the dashboard does not chart %s" % sorted(REQUIRED - used))
     known = check_dashboard.renderer_names(SOURCE_DIR)
-    if not used <= known or "loaderd_client_info" not in known or "loaderd_metrics_scrapes_total" not in known:
+
+    def base(name):  # a histogram's series, by the histogram's own name
+        for suffix in check_dashboard.HISTOGRAM_SUFFIXES:
+            if name.endswith(suffix) and name[:-len(suffix)] in known:
+                return name[:-len(suffix)]
+        return name
+    if not {base(n) for n in used} <= known or "loaderd_client_info" not in known or "loaderd_metrics_scrapes_total" not in known:
         fail("the renderer's names: %s" % sorted(known))
 
     # Drift is caught: a metric the renderer lacks, `up` (Prometheus's,
