@@ -306,12 +306,18 @@ class Daemon:
 
     def main_pid(self):
         """The loaderd process itself (under a wrapper, the wrapper's child
-        that runs loaderd), as this test's pid namespace numbers it."""
+        that runs loaderd, or the wrapper once it exec'ed loaderd), as this
+        test's pid namespace numbers it."""
         if not self.wrapper:
             return self.proc.pid
         loaderd = os.path.realpath(self.program)
 
         def find():
+            try:  # a wrapper that exec'ed loaderd (seccomp_exec.py) is it
+                if os.path.realpath("/proc/%d/exe" % self.proc.pid) == loaderd:
+                    return self.proc.pid
+            except OSError:
+                pass
             for entry in os.listdir("/proc"):
                 if not entry.isdigit():
                     continue
