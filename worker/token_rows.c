@@ -69,6 +69,8 @@ static int token_docs_check(struct arena *arena, const struct arena_pipeline *p,
 		if (dp->first_doc[k] > dp->n_documents ||
 		    dp->n_docs[k] > dp->n_documents - dp->first_doc[k])
 			return -EINVAL;
+	if (dp->block == 0 || dp->block > DOCORDER_BLOCK_MAX)
+		return -EINVAL;
 	out->docs = *dp;
 	out->doc_tokens = tokens;
 	return 0;
@@ -165,7 +167,9 @@ static void token_doc_at(const struct reader_pipeline *p, uint32_t split, uint64
 			 uint64_t k, uint64_t *first, uint64_t *end)
 {
 	const struct arena_doc_params *dp = &p->docs;
-	uint64_t d = dp->first_doc[split] + docorder_doc(dp->n_docs[split], dp->key[split], epoch, k, 1);
+	const struct docorder_shape sh = {.n_docs = dp->n_docs[split], .block = dp->block,
+					  .key = dp->key[split], .shuffle = 1};
+	uint64_t d = dp->first_doc[split] + docorder_doc(&sh, epoch, k);
 	*first = p->doc_tokens[d];
 	*end = p->doc_tokens[d + 1];
 }
@@ -199,20 +203,27 @@ bool token_next_piece(struct reader_read *rd)
 	return true;
 }
 
-/* The first piece of a document-shuffled row: the document at the
- * command's doc_pos, from doc_skip on. */
+/* The first piece of a document-shuffled row: from the document at the
+ * command's doc_pos (the first of a block in the epoch's order), the
+ * window starts doc_skip tokens on, within that block: the block's
+ * documents are walked to it. */
 static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, uint32_t k)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
-	uint64_t first, end;
-	if (cmd->doc_pos[k] >= p->docs.n_docs[cmd->split])
-		return -EINVAL;
-	token_doc_at(p, cmd->split, cmd->epoch, cmd->doc_pos[k], &first, &end);
-	if (cmd->doc_skip[k] >= end - first)
-		return -EINVAL;
+	uint64_t n_docs = p->docs.n_docs[cmd->split];
+	uint64_t pos = cmd->doc_pos[k], skip = cmd->doc_skip[k], first, end;
+	for (uint64_t walked = 0;; walked++) {
+		if (pos >= n_docs || walked >= p->docs.block)
+			return -EINVAL;
+		token_doc_at(p, cmd->split, cmd->epoch, pos, &first, &end);
+		if (skip < end - first)
+			break;
+		skip -= end - first;
+		pos++;
+	}
 	rd->split = cmd->split;
-	rd->doc_k = cmd->doc_pos[k];
-	token_piece(rd, first + cmd->doc_skip[k], end);
+	rd->doc_k = pos;
+	token_piece(rd, first + skip, end);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/docorder.h"
+#include "daemon/source/docorder.h"
 #include "daemon/source/megatron.h"
 #include "daemon/source/source_impl.h"
 
@@ -73,6 +74,7 @@ static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_in
 	out->n_documents = n;
 	struct arena_doc_params *dp = &out->desc.docs;
 	dp->n_documents = n;
+	dp->block = cfg->document_shuffle_block;
 	for (k = 0; k < SPLIT_COUNT; k++) {
 		dp->key[k] = docorder_key(cfg->seed, k);
 		dp->first_doc[k] = first[k];
@@ -173,6 +175,10 @@ static void megatron_identify(const struct source *s, struct source_id *x)
 	source_id_u64(x, s->file_bytes);
 	source_id_u64(x, s->cfg->seq_len);
 	source_id_u64(x, s->cfg->document_shuffle);
+	if (s->cfg->document_shuffle) { /* the order's kind and its block */
+		source_id_u64(x, DOCORDER_VERSION);
+		source_id_u64(x, s->cfg->document_shuffle_block);
+	}
 	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
 		const struct source_split *sp = &s->splits[k];
 		source_id_u64(x, sp->first_seq);
@@ -182,19 +188,43 @@ static void megatron_identify(const struct source *s, struct source_id *x)
 	}
 }
 
-/* document_shuffle: the document table in the index area (desc.docs). */
+/* Blocks of the document order, the splits' together. */
+static uint64_t megatron_blocks(const struct arena_doc_params *dp)
+{
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
+		n += docorder_blocks(&sh);
+	}
+	return n;
+}
+
+/* document_shuffle: the document table in the index area (desc.docs),
+ * then the tokens of each split's blocks. */
 static uint64_t megatron_index_bytes(const struct source *s)
 {
-	return s->doc_tokens ? arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) : 0;
+	if (!s->doc_tokens)
+		return 0;
+	return arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) +
+	       arena_align(megatron_blocks(&s->desc.docs) * sizeof(uint64_t));
 }
 
 static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
 				struct arena *arena)
 {
 	if (s->doc_tokens) {
-		s->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[entry];
-		memcpy(arena->base + s->desc.docs.docs_offset, s->doc_tokens,
+		struct arena_doc_params *dp = &s->desc.docs;
+		dp->docs_offset = arena_indexes_offset(arena) + index_at[entry];
+		dp->sums_offset = dp->docs_offset +
+				  arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens));
+		memcpy(arena->base + dp->docs_offset, s->doc_tokens,
 		       (s->n_documents + 1) * sizeof(*s->doc_tokens));
+		uint64_t *sums = (uint64_t *)(arena->base + dp->sums_offset);
+		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+			const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
+			docorder_block_sums(s->doc_tokens, dp->first_doc[k], &sh, sums);
+			sums += docorder_blocks(&sh);
+		}
 		source_close(s); /* the arena holds the table from here on */
 	}
 	*arena_pipeline(arena, entry) = s->desc;
