@@ -24,6 +24,7 @@
 #ifndef LDR_COMMON_DOCORDER_H
 #define LDR_COMMON_DOCORDER_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "common/hash.h"
@@ -37,7 +38,7 @@
 #define DOCORDER_VERSION 2
 
 /* Documents a block holds by default (document_shuffle_block) and at most. */
-#define DOCORDER_BLOCK_DEFAULT 8192u
+#define DOCORDER_BLOCK_DEFAULT 4096u
 #define DOCORDER_BLOCK_MAX (1u << 24)
 
 /* One split's documents as the order sees them. */
@@ -77,5 +78,27 @@ uint64_t docorder_block_start(const struct docorder_shape *sh, uint64_t epoch, u
 /* The document at position k (< n_docs) of the epoch's order, counted from
  * the split's first document; k itself when shuffle is 0. */
 uint64_t docorder_doc(const struct docorder_shape *sh, uint64_t epoch, uint64_t k);
+
+/* A walk over consecutive positions of one epoch's order, the block's
+ * permutation found once per block rather than once per document (the
+ * worker walks a block to a window's start with it). */
+struct docorder_cursor {
+	const struct docorder_shape *sh;
+	uint64_t epoch;
+	uint64_t k;      /* the position at hand, < n_docs */
+	uint64_t q;      /* its block's position */
+	uint64_t first;  /* the position of its block's first document */
+	uint64_t size;   /* documents in its block */
+	uint64_t base;   /* its block's first document in stored order */
+	uint64_t inner;  /* the key of the permutation inside its block */
+};
+
+/* A cursor at position k (< n_docs). */
+void docorder_cursor_at(const struct docorder_shape *sh, uint64_t epoch, uint64_t k,
+			struct docorder_cursor *c);
+/* The document at the cursor's position (docorder_doc's answer). */
+uint64_t docorder_cursor_doc(const struct docorder_cursor *c);
+/* On to the next position; false, the cursor unchanged, past the last. */
+bool docorder_cursor_next(struct docorder_cursor *c);
 
 #endif

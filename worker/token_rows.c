@@ -210,21 +210,27 @@ bool token_next_piece(struct reader_read *rd)
 static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, uint32_t k)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
-	uint64_t n_docs = p->docs.n_docs[cmd->split];
-	uint64_t pos = cmd->doc_pos[k], skip = cmd->doc_skip[k], first, end;
+	const struct arena_doc_params *dp = &p->docs;
+	const struct docorder_shape sh = {.n_docs = dp->n_docs[cmd->split], .block = dp->block,
+					  .key = dp->key[cmd->split], .shuffle = 1};
+	uint64_t skip = cmd->doc_skip[k];
+	if (cmd->doc_pos[k] >= sh.n_docs)
+		return -EINVAL;
+	struct docorder_cursor cur;
+	docorder_cursor_at(&sh, cmd->epoch, cmd->doc_pos[k], &cur);
 	for (uint64_t walked = 0;; walked++) {
-		if (pos >= n_docs || walked >= p->docs.block)
-			return -EINVAL;
-		token_doc_at(p, cmd->split, cmd->epoch, pos, &first, &end);
-		if (skip < end - first)
-			break;
+		uint64_t d = dp->first_doc[cmd->split] + docorder_cursor_doc(&cur);
+		uint64_t first = p->doc_tokens[d], end = p->doc_tokens[d + 1];
+		if (skip < end - first) {
+			rd->split = cmd->split;
+			rd->doc_k = cur.k;
+			token_piece(rd, first + skip, end);
+			return 0;
+		}
 		skip -= end - first;
-		pos++;
+		if (walked + 1 >= dp->block || !docorder_cursor_next(&cur))
+			return -EINVAL; /* past the block, or the split */
 	}
-	rd->split = cmd->split;
-	rd->doc_k = pos;
-	token_piece(rd, first + skip, end);
-	return 0;
 }
 
 /* An llm.c pipeline's row: window j of the shard that holds the sample,
