@@ -13,6 +13,7 @@
  */
 #include "daemon/source/megatron.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -117,17 +118,20 @@ static void mg_bin_name(const struct mg_parser *ps, char *name, size_t cap)
 		snprintf(name, cap, "the .bin file");
 }
 
+/* Little-endian loads from any address (memcpy: one unaligned load where
+ * the machine has them, never a misaligned typed access). */
 static uint64_t mg_le64(const uint8_t *p)
 {
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
 }
 
 static uint32_t mg_le32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	uint32_t v;
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
 }
 
 /* Two's complement without implementation-defined conversions. */
