@@ -21,7 +21,8 @@ its order is a shuffle of 14 blocks and of the documents in each):
 - a daemon with 3 workers delivers exactly the same (epoch, batch,
   sample, CRC) lines and bytes as one with 1 worker;
 - 30 batches, then 15 resumed from the position token, are the 45 batches
-  of one run into the second epoch.
+  of one run into the second epoch; resumed at epoch 5 after 3 batches and
+  at the start of epoch 3, 4 batches are those one run delivers there.
 Split valid of a pipeline with split = 6,3,1 is made of the valid
 documents only (megatron-core's ranges), shuffled. split = 0,1,1 over 3
 documents leaves train empty (refused at attach) and gives valid 2 and
@@ -168,11 +169,27 @@ def body(env):
     (_, _, rest), = harness.consume_all(env, d.socket, [{"pipeline": "sh", "batches": 15,
                                                          "dump": env.path("b.dump"),
                                                          "extra": ["--resume", token]}])
-    d.stop()
     check(per_epoch < 45, "the resume check does not reach epoch 1 (%d batches an epoch)" % per_epoch)
     got = [(e, s, c) for e, _, s, c in first + rest]
     want = [(e, s, c) for e, _, s, c in ref]
     check(got == want, "30 batches and 15 more from %s differ from 45 batches in one run" % token)
+
+    # Resumed at any epoch and offset: epoch 5 after 3 batches, and epoch 3
+    # at its start, are the batches one run from the start delivers there.
+    (_, _, long_ref), = harness.consume_all(env, d.socket, [{"pipeline": "sh",
+                                                             "batches": 6 * per_epoch + 2,
+                                                             "dump": env.path("long.dump")}])
+    fields = token.split(":")  # ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET
+    for epoch, offset in ((5, 3 * BATCH), (3, 0)):
+        at = ":".join(fields[:5] + [str(epoch), str(offset)])
+        (_, _, got), = harness.consume_all(env, d.socket, [{"pipeline": "sh", "batches": 4,
+                                                            "dump": env.path("e%d.dump" % epoch),
+                                                            "extra": ["--resume", at]}])
+        rows = [(e, s, c) for e, _, s, c in long_ref if e == epoch]
+        first_row = offset  # one rank: the epoch's rows in order
+        check([(e, s, c) for e, _, s, c in got] == rows[first_row:first_row + 4 * BATCH],
+              "4 batches resumed at %s differ from those one run delivers there" % at)
+    d.stop()
 
     # Split valid, shuffled: the valid documents only.
     idx = megatron_split((6, 3, 1), len(docs))
