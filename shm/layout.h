@@ -161,8 +161,11 @@ struct arena_token_params {
  * the block (docorder_block_start) holding its first token, and
  * doc_skip[k], the tokens of the epoch's stream from that document on
  * before it (the worker walks the block's documents to it); the window
- * then runs on through the documents at the following positions. 0 docs_offset: not shuffled (the splits are
- * contiguous ranges, arena_pipeline.split_base). */
+ * then runs on through the documents at the following positions. 0
+ * docs_offset: not shuffled (the splits are contiguous ranges,
+ * arena_pipeline.split_base). The tokens of each split's blocks
+ * (docorder_block_docs documents each), split after split, are uint64 at
+ * sums_offset: the master's, which workers do not read. */
 struct arena_doc_params {
 	uint64_t docs_offset;
 	uint64_t n_documents;

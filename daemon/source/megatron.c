@@ -431,10 +431,15 @@ static void mg_open_done(void *ctx, const uint8_t *p, size_t from, size_t to)
 	}
 }
 
-void mg_index_drop_pages(const struct mg_index *ix)
+void mg_index_drop_documents(const struct mg_index *ix, uint64_t from, uint64_t to)
 {
-	if (ix && ix->map)
-		mg_drop(ix->map, 0, ix->map_bytes);
+	if (!ix || !ix->map || from > to || to > ix->n_documents)
+		return;
+	size_t docs_at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 12;
+	size_t pointers_at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 4;
+	uint64_t q0 = (uint64_t)mg_doc_index(ix, from), q1 = (uint64_t)mg_doc_index(ix, to);
+	mg_drop(ix->map, docs_at + (size_t)from * 8, docs_at + (size_t)to * 8);
+	mg_drop(ix->map, pointers_at + (size_t)q0 * 8, pointers_at + (size_t)q1 * 8);
 }
 
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)

@@ -134,10 +134,11 @@ int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const ch
  */
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap);
 
-/* Gives back the pages of an opened index's mapping that reads have
- * brought in (a long walk over its arrays calls it now and then, so that
- * the walk, too, takes bounded memory). */
-void mg_index_drop_pages(const struct mg_index *ix);
+/* Gives back the pages of an opened index's mapping that hold documents
+ * [from, to) (their document_indices and their sequences' pointers): a
+ * walk over the documents calls it behind itself, so that the walk, too,
+ * takes bounded memory. */
+void mg_index_drop_documents(const struct mg_index *ix, uint64_t from, uint64_t to);
 
 /* Unmaps what a successful open mapped; NULL, a zeroed struct, a parse's
  * and a freed one are fine. Leaves *ix zeroed. */

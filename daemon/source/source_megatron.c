@@ -23,7 +23,9 @@
  * n_sequences. */
 static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
 {
-	return q < ix->n_sequences ? (uint64_t)mg_pointer(ix, q) / ix->token_bytes : ix->n_tokens;
+	/* token_bytes is 1, 2, 4 or 8: a shift, not a division, for each document */
+	return q < ix->n_sequences ? (uint64_t)mg_pointer(ix, q) >> __builtin_ctz(ix->token_bytes) :
+				     ix->n_tokens;
 }
 
 /*
@@ -56,8 +58,8 @@ static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_in
 	bool cut = out->has_splits;
 	for (uint64_t d = 0; d < ix->n_documents && k < SPLIT_COUNT; d++) {
 		uint64_t from = (uint64_t)mg_doc_index(ix, d), to = (uint64_t)mg_doc_index(ix, d + 1);
-		if ((d + 1) % ((uint64_t)1 << 20) == 0) /* the walk's pages given back as it goes */
-			mg_index_drop_pages(ix);
+		if (d % ((uint64_t)1 << 20) == 0 && d > 0) /* the walk's pages given back behind it */
+			mg_index_drop_documents(ix, d - ((uint64_t)1 << 20), d);
 		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] <= from)
 			first[++k] = n;
 		if (k == SPLIT_COUNT)
