@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/docorder.h"
 #include "daemon/source/docorder.h"
@@ -213,6 +215,24 @@ static uint64_t megatron_index_bytes(const struct source *s)
 	       arena_align(megatron_blocks(&s->desc.docs) * sizeof(uint64_t));
 }
 
+/* Copies the document table into the arena a stretch at a time, giving
+ * the heap copy's pages back behind the copy, so that the two copies are
+ * never whole at once (the heap copy is freed just after; only its pages
+ * wholly inside what was copied are given back). */
+static void megatron_move_table(uint8_t *dst, uint64_t *src, size_t bytes)
+{
+	const size_t stretch = (size_t)64 << 20;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	for (size_t at = 0; at < bytes; at += stretch) {
+		size_t n = bytes - at < stretch ? bytes - at : stretch;
+		memcpy(dst + at, (uint8_t *)src + at, n);
+		uintptr_t a = ((uintptr_t)src + at + page - 1) & ~(page - 1);
+		uintptr_t b = ((uintptr_t)src + at + n) & ~(page - 1);
+		if (bytes > stretch && b > a)
+			madvise((void *)a, b - a, MADV_DONTNEED);
+	}
+}
+
 static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
 				struct arena *arena)
 {
@@ -221,12 +241,13 @@ static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t
 		dp->docs_offset = arena_indexes_offset(arena) + index_at[entry];
 		dp->sums_offset = dp->docs_offset +
 				  arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens));
-		memcpy(arena->base + dp->docs_offset, s->doc_tokens,
-		       (s->n_documents + 1) * sizeof(*s->doc_tokens));
+		const uint64_t *table = (const uint64_t *)(arena->base + dp->docs_offset);
+		megatron_move_table(arena->base + dp->docs_offset, s->doc_tokens,
+				    (s->n_documents + 1) * sizeof(*s->doc_tokens));
 		uint64_t *sums = (uint64_t *)(arena->base + dp->sums_offset);
 		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
 			const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
-			docorder_block_sums(s->doc_tokens, dp->first_doc[k], &sh, sums);
+			docorder_block_sums(table, dp->first_doc[k], &sh, sums);
 			sums += docorder_blocks(&sh);
 		}
 		source_close(s); /* the arena holds the table from here on */
