@@ -5,17 +5,49 @@
 #include "common/hash.h"
 
 
-uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos)
+/* The network's shape for n: half-width and its mask, and the round key. */
+static void sampler_shape(uint64_t n, uint64_t seed, uint64_t epoch, unsigned *half,
+			  uint64_t *mask, uint64_t *key)
 {
-	if (n <= 1)
-		return pos;
 	unsigned bits = 64 - (unsigned)__builtin_clzll(n - 1); /* 2^bits >= n */
 	if (bits < 2)
 		bits = 2;
 	bits += bits & 1; /* balanced halves */
-	unsigned half = bits / 2;
-	uint64_t mask = (half == 64) ? ~0ull : ((1ull << half) - 1);
-	uint64_t key = hash_mix64(seed ^ hash_mix64(epoch ^ 0x6c6f61646572ull));
+	*half = bits / 2;
+	*mask = (*half == 64) ? ~0ull : ((1ull << *half) - 1);
+	*key = hash_mix64(seed ^ hash_mix64(epoch ^ 0x6c6f61646572ull));
+}
+
+uint64_t sampler_unpermute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t value)
+{
+	if (n <= 1)
+		return value;
+	unsigned half;
+	uint64_t mask, key;
+	sampler_shape(n, seed, epoch, &half, &mask, &key);
+	uint64_t x = value;
+	/* The rounds backwards; cycle walking backwards leaves the cycle
+	 * where sampler_permute entered it. */
+	do {
+		uint64_t left = x >> half, right = x & mask;
+		for (uint64_t round = 4; round-- > 0;) {
+			uint64_t f = hash_mix64(left ^ key ^ (round * 0xd6e8feb86659fd93ull)) & mask;
+			uint64_t prev = right ^ f;
+			right = left;
+			left = prev;
+		}
+		x = (left << half) | right;
+	} while (x >= n);
+	return x;
+}
+
+uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos)
+{
+	if (n <= 1)
+		return pos;
+	unsigned half;
+	uint64_t mask, key;
+	sampler_shape(n, seed, epoch, &half, &mask, &key);
 	uint64_t x = pos;
 	/* Cycle walking: the network permutes [0, 2^bits); iterate until the
 	 * value falls back into [0, n). Expected < 4 rounds since 2^bits < 4n. */

@@ -41,6 +41,9 @@ struct sampler {
 /* perm_e(pos) for pos < n. */
 uint64_t sampler_permute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t pos);
 
+/* Its inverse: the pos < n with perm_e(pos) == value, for value < n. */
+uint64_t sampler_unpermute(uint64_t n, uint64_t seed, uint64_t epoch, uint64_t value);
+
 /* Samples this rank receives from the segment that starts at offset g. */
 uint64_t sampler_rank_samples(const struct sampler *s, uint64_t g);
 

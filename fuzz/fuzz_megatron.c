@@ -43,8 +43,8 @@ static void check_index(const struct mg_index *ix, const uint8_t *idx, size_t le
 		uint64_t p = le(idx + MG_HEADER_BYTES + 4 * n + 8 * i, 8);
 		memcpy(&length, &l, 4);
 		memcpy(&pointer, &p, 8);
-		if (length < 0 || ix->lengths[i] != length || pointer < 0 ||
-		    ix->pointers[i] != pointer || (uint64_t)pointer != end)
+		if (length < 0 || mg_length(ix, i) != length || pointer < 0 ||
+		    mg_pointer(ix, i) != pointer || (uint64_t)pointer != end)
 			abort();
 		end += (uint64_t)length * ix->token_bytes;
 		tokens += (uint64_t)length;
@@ -57,8 +57,8 @@ static void check_index(const struct mg_index *ix, const uint8_t *idx, size_t le
 		uint64_t raw = le(idx + MG_HEADER_BYTES + 12 * n + 8 * d, 8);
 		int64_t v;
 		memcpy(&v, &raw, 8);
-		if (ix->doc_index[d] != v || v < 0 || (uint64_t)v > n ||
-		    (d == 0 && v != 0) || (d > 0 && v < ix->doc_index[d - 1]) ||
+		if (mg_doc_index(ix, d) != v || v < 0 || (uint64_t)v > n ||
+		    (d == 0 && v != 0) || (d > 0 && v < mg_doc_index(ix, d - 1)) ||
 		    (d == docs - 1 && (uint64_t)v != n))
 			abort();
 	}

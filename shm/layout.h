@@ -36,7 +36,7 @@
 #include "common/hist.h"
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 11
+#define ARENA_VERSION 12
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -159,17 +159,23 @@ struct arena_token_params {
  * `split`, a document that an end of a split cuts is there as two, its
  * part in each split (daemon/source/source.c, megatron_doc_table). A work
  * item names where each of its windows starts: work_cmd.doc_pos[k], the
- * position in the epoch's order (docorder_doc) of the split's document
- * holding its first token, and doc_skip[k], the tokens of that document
- * before it; the window then runs on through the documents at the
- * following positions. 0 docs_offset: not shuffled (the splits are
- * contiguous ranges, arena_pipeline.split_base). */
+ * position in the epoch's order (docorder_doc) of the first document of
+ * the block (docorder_block_start) holding its first token, and
+ * doc_skip[k], the tokens of the epoch's stream from that document on
+ * before it (the worker walks the block's documents to it); the window
+ * then runs on through the documents at the following positions. 0
+ * docs_offset: not shuffled (the splits are contiguous ranges,
+ * arena_pipeline.split_base). The tokens of each split's blocks
+ * (docorder_block_docs documents each), split after split, are uint64 at
+ * sums_offset: the master's, which workers do not read. */
 struct arena_doc_params {
 	uint64_t docs_offset;
 	uint64_t n_documents;
 	uint64_t key[3];        /* docorder_key(seed, split) of each split */
 	uint64_t first_doc[3];  /* each split's documents */
 	uint64_t n_docs[3];
+	uint64_t block;         /* documents a block of the order (docorder_shape.block) */
+	uint64_t sums_offset;   /* each split's blocks' tokens, split after split (the master's) */
 };
 
 /* A token pipeline read from several files, llm.c token shards
@@ -364,7 +370,7 @@ _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 16 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
-_Static_assert(sizeof(struct arena_doc_params) == 11 * 8, "arena_doc_params layout");
+_Static_assert(sizeof(struct arena_doc_params) == 13 * 8, "arena_doc_params layout");
 _Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
 	       sizeof(struct arena_shard_params) +

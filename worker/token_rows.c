@@ -69,6 +69,8 @@ static int token_docs_check(struct arena *arena, const struct arena_pipeline *p,
 		if (dp->first_doc[k] > dp->n_documents ||
 		    dp->n_docs[k] > dp->n_documents - dp->first_doc[k])
 			return -EINVAL;
+	if (dp->block == 0 || dp->block > DOCORDER_BLOCK_MAX)
+		return -EINVAL;
 	out->docs = *dp;
 	out->doc_tokens = tokens;
 	return 0;
@@ -165,7 +167,9 @@ static void token_doc_at(const struct reader_pipeline *p, uint32_t split, uint64
 			 uint64_t k, uint64_t *first, uint64_t *end)
 {
 	const struct arena_doc_params *dp = &p->docs;
-	uint64_t d = dp->first_doc[split] + docorder_doc(dp->n_docs[split], dp->key[split], epoch, k, 1);
+	const struct docorder_shape sh = {.n_docs = dp->n_docs[split], .block = dp->block,
+					  .key = dp->key[split], .shuffle = 1};
+	uint64_t d = dp->first_doc[split] + docorder_doc(&sh, epoch, k);
 	*first = p->doc_tokens[d];
 	*end = p->doc_tokens[d + 1];
 }
@@ -199,21 +203,34 @@ bool token_next_piece(struct reader_read *rd)
 	return true;
 }
 
-/* The first piece of a document-shuffled row: the document at the
- * command's doc_pos, from doc_skip on. */
+/* The first piece of a document-shuffled row: from the document at the
+ * command's doc_pos (the first of a block in the epoch's order), the
+ * window starts doc_skip tokens on, within that block: the block's
+ * documents are walked to it. */
 static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, uint32_t k)
 {
 	const struct reader_pipeline *p = rd->item->pipe;
-	uint64_t first, end;
-	if (cmd->doc_pos[k] >= p->docs.n_docs[cmd->split])
+	const struct arena_doc_params *dp = &p->docs;
+	const struct docorder_shape sh = {.n_docs = dp->n_docs[cmd->split], .block = dp->block,
+					  .key = dp->key[cmd->split], .shuffle = 1};
+	uint64_t skip = cmd->doc_skip[k];
+	if (cmd->doc_pos[k] >= sh.n_docs)
 		return -EINVAL;
-	token_doc_at(p, cmd->split, cmd->epoch, cmd->doc_pos[k], &first, &end);
-	if (cmd->doc_skip[k] >= end - first)
-		return -EINVAL;
-	rd->split = cmd->split;
-	rd->doc_k = cmd->doc_pos[k];
-	token_piece(rd, first + cmd->doc_skip[k], end);
-	return 0;
+	struct docorder_cursor cur;
+	docorder_cursor_at(&sh, cmd->epoch, cmd->doc_pos[k], &cur);
+	for (uint64_t walked = 0;; walked++) {
+		uint64_t d = dp->first_doc[cmd->split] + docorder_cursor_doc(&cur);
+		uint64_t first = p->doc_tokens[d], end = p->doc_tokens[d + 1];
+		if (skip < end - first) {
+			rd->split = cmd->split;
+			rd->doc_k = cur.k;
+			token_piece(rd, first + skip, end);
+			return 0;
+		}
+		skip -= end - first;
+		if (walked + 1 >= dp->block || !docorder_cursor_next(&cur))
+			return -EINVAL; /* past the block, or the split */
+	}
 }
 
 /* An llm.c pipeline's row: window j of the shard that holds the sample,

@@ -139,6 +139,9 @@ struct pipeline_cfg {
 	/* megatron: documents shuffled per epoch before windows are cut
 	 * (common/docorder.h); default: shuffle's value */
 	bool document_shuffle;
+	/* megatron: documents a block of that order (common/docorder.h),
+	 * default DOCORDER_BLOCK_DEFAULT */
+	uint32_t document_shuffle_block;
 	/* image sources (imagefolder, tar) */
 	char transform[CONFIG_TRANSFORM_MAX]; /* required; checked by tf_parse */
 	uint32_t layout;           /* enum image_layout, default nchw */

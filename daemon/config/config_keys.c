@@ -9,6 +9,8 @@
  */
 #include "daemon/config/config_impl.h"
 
+#include "common/docorder.h"
+
 #include <sched.h>
 #include <string.h>
 #include <sys/un.h>
@@ -205,6 +207,9 @@ const struct config_key config_pipeline_keys[CONFIG_PK_COUNT] = {
 	/* default: shuffle's value, set at the end of the section */
 	[CONFIG_PK_DOCUMENT_SHUFFLE] = {"document_shuffle", CONFIG_VALUE_BOOL,
 					PIPELINE(document_shuffle), 0, 0, CONFIG_KEY_MEGATRON, NULL},
+	[CONFIG_PK_DOCUMENT_SHUFFLE_BLOCK] = {"document_shuffle_block", CONFIG_VALUE_UINT,
+					      PIPELINE(document_shuffle_block), 1,
+					      DOCORDER_BLOCK_MAX, CONFIG_KEY_MEGATRON, NULL},
 	[CONFIG_PK_BLEND_SAMPLES] = {"blend_samples", CONFIG_VALUE_UINT, PIPELINE(blend_samples), 1,
 				     (uint64_t)1 << 40, CONFIG_KEY_BLEND, NULL},
 	[CONFIG_PK_MAX_IMAGE_BYTES] = {"max_image_bytes", CONFIG_VALUE_SIZE, PIPELINE(max_image_bytes),
@@ -284,6 +289,7 @@ void config_pipeline_defaults(struct pipeline_cfg *pl)
 	pl->max_decode_ms = MAX_DECODE_MS_DEFAULT;
 	pl->decode = DECODE_AUTO;
 	pl->max_documents = CONFIG_MAX_DOCUMENTS_DEFAULT;
+	pl->document_shuffle_block = DOCORDER_BLOCK_DEFAULT;
 	pl->gpu_decode_percent = GPU_DECODE_PERCENT_DEFAULT;
 	for (int k = 0; k < 3; k++)
 		pl->std[k] = 1.0;

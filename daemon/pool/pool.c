@@ -292,6 +292,11 @@ void pool_describe(const struct pool *p, struct status_text *t)
 	status_list_end(t, &l);
 }
 
+uv_loop_t *pool_loop(const struct pool *p)
+{
+	return p->loop;
+}
+
 uint32_t pool_count(const struct pool *p)
 {
 	return p->n;

@@ -116,6 +116,10 @@ void pool_free(struct pool *p);
 /* Status lines ("workers: N" and one line per worker). */
 void pool_describe(const struct pool *p, struct status_text *t);
 
+/* The loop the pool runs on (pool_start's): where others queue work for
+ * libuv's thread pool. */
+uv_loop_t *pool_loop(const struct pool *p);
+
 /* The count of workers [0, n) that run (pool_resize's n). */
 uint32_t pool_count(const struct pool *p);
 

@@ -90,20 +90,33 @@ void sched_stage_describe(const struct sched_client *c, struct status_text *t)
 	}
 }
 
+struct batch_pos sched_batch_peek(const struct sched_client *c)
+{
+	struct batch_pos pos = {.seq = c->next_seq, .epoch = c->epoch, .g = c->g,
+				.batch = c->next_batch};
+	uint64_t batches = c->segment_batches;
+	if (c->next_batch >= c->segment_batches) {
+		pos.epoch++;
+		pos.g = 0;
+		pos.batch = 0;
+		batches = sampler_batches(&c->sampler, 0);
+	}
+	pos.first = pos.batch * c->sampler.batch_size;
+	pos.rows = sampler_batch_rows(&c->sampler, pos.g, pos.batch);
+	pos.last = pos.batch + 1 == batches;
+	return pos;
+}
+
 struct batch_pos sched_batch_next(struct sched_client *c)
 {
+	struct batch_pos pos = sched_batch_peek(c);
 	if (c->next_batch >= c->segment_batches) {
-		c->epoch++;
+		c->epoch = pos.epoch;
 		c->g = 0;
-		c->next_batch = 0;
 		c->segment_batches = sampler_batches(&c->sampler, 0);
 	}
-	struct batch_pos pos = {
-		.seq = c->next_seq++, .epoch = c->epoch, .g = c->g, .batch = c->next_batch++,
-	};
-	pos.first = pos.batch * c->sampler.batch_size;
-	pos.rows = sampler_batch_rows(&c->sampler, c->g, pos.batch);
-	pos.last = pos.batch + 1 == c->segment_batches;
+	c->next_batch = pos.batch + 1;
+	c->next_seq++;
 	pos.t_pick = sched_now_ns();
 	c->in_flight++;
 	return pos;

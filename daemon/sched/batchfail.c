@@ -37,7 +37,7 @@ void batchfail_docorder(struct sched *s, struct slot *sl, int err)
 			 split_name(c->split), sl->pos.epoch, strerror(-err));
 	else
 		snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
-			 "document order (a running sum over its %" PRIu64 " documents) cannot be "
+			 "document order (a running sum over the blocks of its %" PRIu64 " documents) cannot be "
 			 "computed: %s", src->cfg->name, split_name(c->split), sl->pos.epoch,
 			 src->desc.docs.n_docs[c->split], strerror(-err));
 	c->in_flight--;

@@ -40,16 +40,10 @@ static void pending_pop(struct pending *q)
 static int batch_docs(struct sched *s, struct slot *sl, const struct sched_client *c)
 {
 	const struct source *src = &s->sources[c->pipeline];
-	const struct arena_doc_params *dp = &arena_pipeline(s->arena, c->pipeline)->docs;
-	const struct docorder_split sp = {
-		.doc_tokens = (const uint64_t *)(s->arena->base + dp->docs_offset),
-		.first_doc = dp->first_doc[c->split], .n_docs = dp->n_docs[c->split],
-		.key = dp->key[c->split], .shuffle = 1,
-	};
 	for (uint32_t r = 0; r < sl->pos.rows; r++) {
 		uint64_t window = sampler_sample(&c->sampler, sl->pos.epoch, sl->pos.g, sl->pos.first + r);
-		int rc = docorder_locate(&s->docorder, c->pipeline, c->split, &sp, sl->pos.epoch,
-					 src->cfg->seq_len, window, &sl->doc_pos[r], &sl->doc_skip[r]);
+		int rc = sched_doc_locate(s, c->pipeline, c->split, sl->pos.epoch, src->cfg->seq_len,
+					  window, &sl->doc_pos[r], &sl->doc_skip[r]);
 		if (rc < 0)
 			return rc;
 	}
@@ -120,7 +114,7 @@ static struct sched_client *neediest_client(struct sched *s)
 	for (uint32_t k = 0; k < s->n_clients; k++) {
 		struct sched_client *c = s->clients[(s->fair_start + k) % s->n_clients];
 		if (!sched_uses_staging(c) || c->in_flight >= c->depth || c->staging >= share ||
-		    sched_stream_ended(c) || !group_may_start(c))
+		    sched_stream_ended(c) || !group_may_start(c) || !sched_orders_ready(s, c))
 			continue;
 		if (!best || (uint64_t)c->in_flight * best->depth < (uint64_t)best->in_flight * c->depth)
 			best = c;

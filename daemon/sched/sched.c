@@ -35,6 +35,7 @@ struct sched *sched_create(const struct config *cfg, struct arena *arena,
 	s->n_slots = arena->hdr->n_slots;
 	s->free_slots = s->n_slots;
 	s->next_session = 1;
+	sched_docwork_init(s);
 	snprintf(s->no_device, sizeof(s->no_device), "this loaderd serves host delivery only");
 	s->slots = calloc(s->n_slots, sizeof(*s->slots));
 	s->clients = calloc(cfg->max_clients, sizeof(*s->clients));

@@ -30,16 +30,10 @@ int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client
 		sl->blend_sample[r] = at.sample;
 		sl->blend_epoch[r] = at.epoch;
 		const struct source_member *mb = &src->members[m];
-		const struct arena_doc_params *dp = &arena_pipeline(s->arena, mb->arena_index)->docs;
-		if (dp->n_documents) {
-			const struct docorder_split sp = {
-				.doc_tokens = (const uint64_t *)(s->arena->base + dp->docs_offset),
-				.first_doc = dp->first_doc[c->split], .n_docs = dp->n_docs[c->split],
-				.key = dp->key[c->split], .shuffle = 1,
-			};
-			int rc = docorder_locate(&s->docorder, mb->arena_index, c->split, &sp,
-						 sl->blend_epoch[r], src->cfg->seq_len, sl->blend_sample[r],
-						 &sl->doc_pos[r], &sl->doc_skip[r]);
+		if (arena_pipeline(s->arena, mb->arena_index)->docs.n_documents) {
+			int rc = sched_doc_locate(s, mb->arena_index, c->split, sl->blend_epoch[r],
+						  src->cfg->seq_len, sl->blend_sample[r],
+						  &sl->doc_pos[r], &sl->doc_skip[r]);
 			if (rc < 0)
 				return rc;
 		}

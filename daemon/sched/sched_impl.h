@@ -249,6 +249,9 @@ void sched_slot_free(struct sched *s, struct slot *sl);
 struct slot *sched_done_slot(struct sched *s, struct sched_client *c, uint64_t seq);
 /* Advances client c to its next batch and says where that batch sits. */
 struct batch_pos sched_batch_next(struct sched_client *c);
+/* Where client c's next batch sits, c left as it is (sched_batch_next's
+ * answer but for seq, t_pick and the count of batches in flight). */
+struct batch_pos sched_batch_peek(const struct sched_client *c);
 /* READY for the batch at pos, in the given slot. */
 struct proto_ready sched_ready_of(const struct batch_pos *pos, uint32_t slot, uint32_t generation,
 				  uint64_t slot_offset);
@@ -342,6 +345,22 @@ int sched_blend_plan(struct sched *s, struct slot *sl, const struct sched_client
  * samples. */
 void sched_blend_cmd(const struct sched *s, const struct slot *sl, const struct item *it,
 		     struct work_cmd *cmd);
+
+/* ---- docwork.c: document orders off the loop ---- */
+/* The scheduler's order cache, its computations on libuv's pool. */
+void sched_docwork_init(struct sched *s);
+/* The document order of table entry `entry`'s split, from the arena. */
+void sched_doc_split(const struct sched *s, uint32_t entry, uint32_t split,
+		     struct docorder_split *out);
+/* Whether the orders client c's next batch needs are computed: those
+ * that are not are asked for (and the scheduler filled again when they
+ * are), and in the last quarter of an epoch so is the next epoch's. */
+bool sched_orders_ready(struct sched *s, const struct sched_client *c);
+/* Where window `window` of table entry `entry`'s split starts in the
+ * epoch's document order (docorder_locate's *k and *skip), the order
+ * computed here if it is not ready after all. 0 or -errno. */
+int sched_doc_locate(struct sched *s, uint32_t entry, uint32_t split, uint64_t epoch,
+		     uint64_t seq_len, uint64_t window, uint64_t *k, uint64_t *skip);
 
 /* ---- devpath.c ---- */
 

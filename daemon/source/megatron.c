@@ -5,13 +5,15 @@
  * The header's fields are taken in file order, each checked as soon as its
  * bytes are there, so every prefix of a good index runs out of data
  * (-ENODATA) before any other complaint. The counts are then held against
- * the file's length by division, never by multiplying an untrusted count,
- * and only then is anything allocated: the copy is never larger than the
- * file. One pass over each array checks it and copies it, one element at a
- * time, through little-endian byte loads.
+ * the file's length by division, never by multiplying an untrusted count.
+ * One pass over each array checks it, one element at a time, through
+ * little-endian byte loads; nothing is copied, and mg_index_open hands the
+ * pages of each stretch it has checked back to the kernel (madvise) before
+ * the next, so checking an index of any size takes bounded memory.
  */
 #include "daemon/source/megatron.h"
 
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -44,7 +46,20 @@ struct mg_parser {
 	const char *idx_path;
 	char *err;
 	size_t cap;
+	/* mg_index_open: the bytes [from, to) are checked and not needed again */
+	void (*done)(void *ctx, const uint8_t *p, size_t from, size_t to);
+	void *done_ctx;
 };
+
+/* Elements checked between two calls of done. */
+#define MG_STRETCH ((uint64_t)1 << 20)
+
+/* done's call for the bytes [from, to) of ps, if it has one. */
+static void mg_done(const struct mg_parser *ps, size_t from, size_t to)
+{
+	if (ps->done && to > from)
+		ps->done(ps->done_ctx, ps->p, from, to);
+}
 
 const char *mg_dtype_name(uint8_t code)
 {
@@ -103,17 +118,20 @@ static void mg_bin_name(const struct mg_parser *ps, char *name, size_t cap)
 		snprintf(name, cap, "the .bin file");
 }
 
+/* Little-endian loads from any address (memcpy: one unaligned load where
+ * the machine has them, never a misaligned typed access). */
 static uint64_t mg_le64(const uint8_t *p)
 {
-	uint64_t v = 0;
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
+	uint64_t v;
+	memcpy(&v, p, sizeof(v));
+	return le64toh(v);
 }
 
 static uint32_t mg_le32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+	uint32_t v;
+	memcpy(&v, p, sizeof(v));
+	return le32toh(v);
 }
 
 /* Two's complement without implementation-defined conversions. */
@@ -196,9 +214,8 @@ static int mg_check_header(const struct mg_parser *ps, struct mg_index *ix, uint
 }
 
 /* sequence_lengths and sequence_pointers, checked against each other and
- * the .bin, copied into ix's arrays. */
-static int mg_check_sequences(const struct mg_parser *ps, struct mg_index *ix, int32_t *lengths,
-			      int64_t *pointers)
+ * the .bin. */
+static int mg_check_sequences(const struct mg_parser *ps, struct mg_index *ix)
 {
 	const size_t lengths_at = MG_HEADER_BYTES;
 	const size_t pointers_at = lengths_at + (size_t)ix->n_sequences * 4;
@@ -239,8 +256,10 @@ static int mg_check_sequences(const struct mg_parser *ps, struct mg_index *ix, i
 				       i, pointer_at, pointer, end);
 		end += bytes;
 		ix->n_tokens += (uint64_t)length;
-		lengths[i] = length;
-		pointers[i] = pointer;
+		if ((i + 1) % MG_STRETCH == 0) {
+			mg_done(ps, lengths_at + (size_t)(i + 1 - MG_STRETCH) * 4, length_at + 4);
+			mg_done(ps, pointers_at + (size_t)(i + 1 - MG_STRETCH) * 8, pointer_at + 8);
+		}
 	}
 	if (end != ps->bin_bytes) {
 		mg_bin_name(ps, bin, sizeof(bin));
@@ -251,11 +270,11 @@ static int mg_check_sequences(const struct mg_parser *ps, struct mg_index *ix, i
 	return 0;
 }
 
-static int mg_check_documents(const struct mg_parser *ps, const struct mg_index *ix,
-			      int64_t *doc_index)
+static int mg_check_documents(const struct mg_parser *ps, const struct mg_index *ix)
 {
 	const size_t at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 12;
 	const int64_t last = (int64_t)ix->n_sequences; /* < 2^61: the file holds 12 bytes each */
+	int64_t before = 0;
 	for (uint64_t d = 0; d <= ix->n_documents; d++) {
 		size_t entry_at = at + (size_t)d * 8;
 		int64_t v = mg_i64(mg_le64(ps->p + entry_at));
@@ -263,11 +282,11 @@ static int mg_check_documents(const struct mg_parser *ps, const struct mg_index 
 			return mg_fail(ps, -EINVAL,
 				       "document_indices[0] at offset %zu: %" PRId64 ", not 0",
 				       entry_at, v);
-		if (d > 0 && v < doc_index[d - 1])
+		if (d > 0 && v < before)
 			return mg_fail(ps, -EINVAL,
 				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
 				       " is less than the entry before it (%" PRId64 ")",
-				       d, entry_at, v, doc_index[d - 1]);
+				       d, entry_at, v, before);
 		if (v > last)
 			return mg_fail(ps, -EINVAL,
 				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
@@ -278,19 +297,40 @@ static int mg_check_documents(const struct mg_parser *ps, const struct mg_index 
 				       "document_indices[%" PRIu64 "] at offset %zu: %" PRId64
 				       ", but the last entry must be sequence_count (%" PRIu64 ")",
 				       d, entry_at, v, ix->n_sequences);
-		doc_index[d] = v;
+		before = v;
+		if ((d + 1) % MG_STRETCH == 0)
+			mg_done(ps, at + (size_t)(d + 1 - MG_STRETCH) * 8, entry_at + 8);
 	}
 	return 0;
 }
 
-int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
-		   struct mg_index *out, char *err, size_t cap)
+int32_t mg_length(const struct mg_index *ix, uint64_t i)
+{
+	return mg_i32(mg_le32(ix->data + MG_HEADER_BYTES + (size_t)i * 4));
+}
+
+int64_t mg_pointer(const struct mg_index *ix, uint64_t i)
+{
+	return mg_i64(mg_le64(ix->data + MG_HEADER_BYTES + (size_t)ix->n_sequences * 4 +
+			      (size_t)i * 8));
+}
+
+int64_t mg_doc_index(const struct mg_index *ix, uint64_t d)
+{
+	return mg_i64(mg_le64(ix->data + MG_HEADER_BYTES + (size_t)ix->n_sequences * 12 +
+			      (size_t)d * 8));
+}
+
+/* mg_index_parse, with done called for each stretch checked. */
+static int mg_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
+		    struct mg_index *out, char *err, size_t cap,
+		    void (*done)(void *ctx, const uint8_t *p, size_t from, size_t to), void *done_ctx)
 {
 	if (err && cap > 0)
 		err[0] = '\0';
 	const struct mg_parser ps = {
 		.p = data, .len = len, .bin_bytes = bin_bytes, .idx_path = idx_path,
-		.err = err, .cap = cap,
+		.err = err, .cap = cap, .done = done, .done_ctx = done_ctx,
 	};
 	if (out)
 		memset(out, 0, sizeof(*out));
@@ -326,34 +366,23 @@ int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const ch
 		goto zero_out;
 	}
 
-	/* One allocation, 8-byte arrays first; no larger than the file. */
-	size_t n = (size_t)ix.n_sequences, docs = (size_t)doc_count;
-	size_t bytes = n * 8 + docs * 8 + n * 4;
-	ix.arrays = malloc(bytes);
-	if (!ix.arrays) {
-		rc = mg_fail(&ps, -ENOMEM, "%zu bytes for the index's arrays: %s", bytes,
-			     strerror(ENOMEM));
+	if ((rc = mg_check_sequences(&ps, &ix)) < 0 || (rc = mg_check_documents(&ps, &ix)) < 0)
 		goto zero_out;
-	}
-	int64_t *pointers = ix.arrays;
-	int64_t *doc_index = pointers + n;
-	int32_t *lengths = (int32_t *)(doc_index + docs);
-	if ((rc = mg_check_sequences(&ps, &ix, lengths, pointers)) < 0 ||
-	    (rc = mg_check_documents(&ps, &ix, doc_index)) < 0)
-		goto free_arrays;
 	ix.bin_bytes = bin_bytes;
-	ix.lengths = lengths;
-	ix.pointers = pointers;
-	ix.doc_index = doc_index;
+	ix.data = data;
 	*out = ix;
 	return 0;
 
-free_arrays:
-	free(ix.arrays);
 zero_out:
 	if (out)
 		memset(out, 0, sizeof(*out));
 	return rc;
+}
+
+int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
+		   struct mg_index *out, char *err, size_t cap)
+{
+	return mg_parse(data, len, bin_bytes, idx_path, out, err, cap, NULL, NULL);
 }
 
 /* A path's stat, for the .bin: its size, or -errno / REGFILE_NOT_REGULAR
@@ -372,27 +401,47 @@ static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
 	return 0;
 }
 
-/* Reads the mapped index in (a page at a time) before the parser walks
- * it, counting MiB (0, or -ECANCELED: loaderd is stopping): a large index on a slow disk says how far it is
- * (daemon/core/progress.h), and the parser, which must stay pure, finds it
- * in memory. */
-static int mg_read_ahead(const char *idx, const uint8_t *map, size_t len)
+/* Gives the whole pages of [p + from, p + to) back: they are the page
+ * cache's, and a later read faults them in again. */
+static void mg_drop(const uint8_t *p, size_t from, size_t to)
 {
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	uintptr_t a = ((uintptr_t)(p + from) + page - 1) & ~(page - 1);
+	uintptr_t b = (uintptr_t)(p + to) & ~(page - 1);
+	if (b > a)
+		madvise((void *)a, b - a, MADV_DONTNEED);
+}
+
+/* mg_index_open's parse: the checked stretches' pages given back, and how
+ * far the check is counted in MiB (daemon/core/progress.h), so that a
+ * large index on a slow disk says where it is. */
+struct mg_open_check {
 	struct progress progress;
-	char what[PATH_MAX + 16];
-	snprintf(what, sizeof(what), "reading %s", idx);
-	progress_begin(&progress, "MiB", what);
-	volatile uint8_t sink = 0;
-	int rc = 0;
-	for (size_t at = 0; rc == 0 && at < len; at += (size_t)1 << 20) {
-		size_t end = len - at > ((size_t)1 << 20) ? at + ((size_t)1 << 20) : len;
-		for (size_t page = at; page < end; page += 4096)
-			sink ^= map[page];
-		rc = progress_add(&progress, 1);
+	size_t bytes; /* checked, not yet counted */
+	bool stopped; /* progress_add said loaderd is stopping */
+};
+
+static void mg_open_done(void *ctx, const uint8_t *p, size_t from, size_t to)
+{
+	struct mg_open_check *oc = ctx;
+	mg_drop(p, from, to);
+	oc->bytes += to - from;
+	if (oc->bytes >= ((size_t)1 << 20)) {
+		if (progress_add(&oc->progress, oc->bytes >> 20) < 0)
+			oc->stopped = true;
+		oc->bytes &= ((size_t)1 << 20) - 1;
 	}
-	(void)sink;
-	progress_end(&progress);
-	return rc;
+}
+
+void mg_index_drop_documents(const struct mg_index *ix, uint64_t from, uint64_t to)
+{
+	if (!ix || !ix->map || from > to || to > ix->n_documents)
+		return;
+	size_t docs_at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 12;
+	size_t pointers_at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 4;
+	uint64_t q0 = (uint64_t)mg_doc_index(ix, from), q1 = (uint64_t)mg_doc_index(ix, to);
+	mg_drop(ix->map, docs_at + (size_t)from * 8, docs_at + (size_t)to * 8);
+	mg_drop(ix->map, pointers_at + (size_t)q0 * 8, pointers_at + (size_t)q1 * 8);
 }
 
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
@@ -445,13 +494,25 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 	}
 	/* A file that shrinks under the mapping would fault (SIGBUS) here;
 	 * dataset files are written once, before training starts. */
-	rc = mg_read_ahead(idx, map, len);
-	if (rc < 0)
-		errtext(err, cap, rc, "%s: reading stopped (loaderd is stopping)", idx);
-	else
-		rc = mg_index_parse(map, len, bin_bytes, idx, out, err, cap);
 	if (map)
+		madvise((void *)map, len, MADV_SEQUENTIAL);
+	struct mg_open_check oc = {0};
+	char what[PATH_MAX + 16];
+	snprintf(what, sizeof(what), "checking %s", idx);
+	progress_begin(&oc.progress, "MiB", what);
+	rc = mg_parse(map, len, bin_bytes, idx, out, err, cap, mg_open_done, &oc);
+	progress_end(&oc.progress);
+	if (rc == 0 && oc.stopped) {
+		mg_index_free(out);
+		rc = errtext(err, cap, -ECANCELED, "%s: checking stopped (loaderd is stopping)", idx);
+	}
+	if (rc == 0 && map) {
+		out->map = (void *)map;
+		out->map_bytes = len;
+		mg_drop(map, 0, len);
+	} else if (map) {
 		munmap((void *)map, len);
+	}
 close_fd:
 	close(fd);
 free_paths:
@@ -463,6 +524,7 @@ void mg_index_free(struct mg_index *ix)
 {
 	if (!ix)
 		return;
-	free(ix->arrays);
+	if (ix->map)
+		munmap(ix->map, ix->map_bytes);
 	memset(ix, 0, sizeof(*ix));
 }

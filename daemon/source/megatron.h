@@ -26,8 +26,10 @@
  *
  * The arrays start at offsets that are not aligned for their types (34 is
  * not a multiple of 4 or 8), so they are read byte by byte, never through a
- * cast pointer, and copied into one aligned allocation that struct
- * mg_index owns.
+ * cast pointer (mg_length, mg_pointer, mg_doc_index), from the bytes
+ * parsed: nothing is copied, so an index of a billion documents costs no
+ * memory of its own beyond its file's pages (mg_index_open maps the file
+ * and gives back the pages it has checked as it goes).
  *
  * The rules, every one checked at parse time, where the format leaves a
  * choice decided strictly (a refusal names the file, the field, its byte
@@ -77,9 +79,9 @@ enum mg_dtype {
 	MG_UINT16 = 8,
 };
 
-/* A validated PREFIX.idx. Arrays are aligned copies, owned by the struct
- * (one allocation) and freed by mg_index_free; they do not refer to the
- * bytes parsed. */
+/* A validated PREFIX.idx. Its arrays are read from the bytes parsed
+ * (data), which must outlive it: mg_index_open's mapping, which the
+ * struct then owns and mg_index_free unmaps. */
 struct mg_index {
 	uint8_t dtype_code;       /* enum mg_dtype, an integer one */
 	uint32_t token_bytes;     /* 1, 2, 4 or 8 */
@@ -88,12 +90,17 @@ struct mg_index {
 	uint64_t n_documents;     /* documents: the header's document_count - 1 */
 	uint64_t n_tokens;        /* sum of lengths */
 	uint64_t bin_bytes;       /* the size of PREFIX.bin: n_tokens * token_bytes */
-	const int32_t *lengths;   /* [n_sequences] tokens per sequence, >= 0 */
-	const int64_t *pointers;  /* [n_sequences] byte offset of each sequence in .bin */
-	const int64_t *doc_index; /* [n_documents + 1] first sequence of each document,
-				   * then n_sequences */
-	void *arrays;             /* the allocation behind the three arrays */
+	const uint8_t *data;      /* the index's bytes */
+	void *map;                /* mg_index_open's mapping of them, NULL for a parse */
+	size_t map_bytes;
 };
+
+/* sequence_lengths[i] (>= 0), i < n_sequences. */
+int32_t mg_length(const struct mg_index *ix, uint64_t i);
+/* sequence_pointers[i] (>= 0), i < n_sequences. */
+int64_t mg_pointer(const struct mg_index *ix, uint64_t i);
+/* document_indices[d] (0 .. n_sequences), d <= n_documents. */
+int64_t mg_doc_index(const struct mg_index *ix, uint64_t d);
 
 /*
  * Reads and checks the index in data[0..len) (the bytes of idx_path)
@@ -107,8 +114,8 @@ struct mg_index {
  *   -EINVAL   a rule above broken, e.g. "/d/x.idx: sequence_pointers[17] at
  *             offset 1234: 99999999 is past the end of /d/x.bin (4096 bytes)";
  *             or out NULL, or data NULL with len > 0
- *   -ENOMEM
- * Pure (no I/O, no logging); time linear in len.
+ * Pure (no I/O, no logging, no allocation); time linear in len. *out
+ * refers to data.
  */
 int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
 		   struct mg_index *out, char *err, size_t cap);
@@ -116,15 +123,24 @@ int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const ch
 /*
  * Opens PREFIX.idx (a regular file, common/regfile.h: a FIFO or directory
  * is refused without being opened), maps it read-only, stats PREFIX.bin
- * (which must be a regular file too), and parses with mg_index_parse. The
- * mapping is gone on return. 0, or what mg_index_parse returns, or for a
+ * (which must be a regular file too), and parses with mg_index_parse's
+ * checks, the pages it has checked given back as it goes (so that checking
+ * a large index takes bounded memory). *out keeps the mapping (its arrays
+ * are read from it; a page read again is the page cache's). 0, or what
+ * mg_index_parse returns, or for a
  * file that cannot be used -errno (-ENOENT, -EACCES, ...;
  * REGFILE_NOT_REGULAR with "PATH: not a regular file (a FIFO)"), the
  * message naming the file.
  */
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap);
 
-/* Frees what a successful parse or open allocated; NULL, a zeroed struct
+/* Gives back the pages of an opened index's mapping that hold documents
+ * [from, to) (their document_indices and their sequences' pointers): a
+ * walk over the documents calls it behind itself, so that the walk, too,
+ * takes bounded memory. */
+void mg_index_drop_documents(const struct mg_index *ix, uint64_t from, uint64_t to);
+
+/* Unmaps what a successful open mapped; NULL, a zeroed struct, a parse's
  * and a freed one are fine. Leaves *ix zeroed. */
 void mg_index_free(struct mg_index *ix);
 

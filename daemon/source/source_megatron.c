@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "common/docorder.h"
+#include "daemon/source/docorder.h"
 #include "daemon/source/megatron.h"
 #include "daemon/source/source_impl.h"
 
@@ -22,7 +25,9 @@
  * n_sequences. */
 static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
 {
-	return q < ix->n_sequences ? (uint64_t)ix->pointers[q] / ix->token_bytes : ix->n_tokens;
+	/* token_bytes is 1, 2, 4 or 8: a shift, not a division, for each document */
+	return q < ix->n_sequences ? (uint64_t)mg_pointer(ix, q) >> __builtin_ctz(ix->token_bytes) :
+				     ix->n_tokens;
 }
 
 /*
@@ -54,7 +59,9 @@ static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_in
 	uint32_t k = 0; /* the split at hand; SPLIT_COUNT: past the last */
 	bool cut = out->has_splits;
 	for (uint64_t d = 0; d < ix->n_documents && k < SPLIT_COUNT; d++) {
-		uint64_t from = (uint64_t)ix->doc_index[d], to = (uint64_t)ix->doc_index[d + 1];
+		uint64_t from = (uint64_t)mg_doc_index(ix, d), to = (uint64_t)mg_doc_index(ix, d + 1);
+		if (d % ((uint64_t)1 << 20) == 0 && d > 0) /* the walk's pages given back behind it */
+			mg_index_drop_documents(ix, d - ((uint64_t)1 << 20), d);
 		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] <= from)
 			first[++k] = n;
 		if (k == SPLIT_COUNT)
@@ -73,6 +80,7 @@ static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_in
 	out->n_documents = n;
 	struct arena_doc_params *dp = &out->desc.docs;
 	dp->n_documents = n;
+	dp->block = cfg->document_shuffle_block;
 	for (k = 0; k < SPLIT_COUNT; k++) {
 		dp->key[k] = docorder_key(cfg->seed, k);
 		dp->first_doc[k] = first[k];
@@ -173,6 +181,10 @@ static void megatron_identify(const struct source *s, struct source_id *x)
 	source_id_u64(x, s->file_bytes);
 	source_id_u64(x, s->cfg->seq_len);
 	source_id_u64(x, s->cfg->document_shuffle);
+	if (s->cfg->document_shuffle) { /* the order's kind and its block */
+		source_id_u64(x, DOCORDER_VERSION);
+		source_id_u64(x, s->cfg->document_shuffle_block);
+	}
 	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
 		const struct source_split *sp = &s->splits[k];
 		source_id_u64(x, sp->first_seq);
@@ -182,19 +194,62 @@ static void megatron_identify(const struct source *s, struct source_id *x)
 	}
 }
 
-/* document_shuffle: the document table in the index area (desc.docs). */
+/* Blocks of the document order, the splits' together. */
+static uint64_t megatron_blocks(const struct arena_doc_params *dp)
+{
+	uint64_t n = 0;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
+		n += docorder_blocks(&sh);
+	}
+	return n;
+}
+
+/* document_shuffle: the document table in the index area (desc.docs),
+ * then the tokens of each split's blocks. */
 static uint64_t megatron_index_bytes(const struct source *s)
 {
-	return s->doc_tokens ? arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) : 0;
+	if (!s->doc_tokens)
+		return 0;
+	return arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) +
+	       arena_align(megatron_blocks(&s->desc.docs) * sizeof(uint64_t));
+}
+
+/* Copies the document table into the arena a stretch at a time, giving
+ * the heap copy's pages back behind the copy, so that the two copies are
+ * never whole at once (the heap copy is freed just after; only its pages
+ * wholly inside what was copied are given back). */
+static void megatron_move_table(uint8_t *dst, uint64_t *src, size_t bytes)
+{
+	const size_t stretch = (size_t)64 << 20;
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+	for (size_t at = 0; at < bytes; at += stretch) {
+		size_t n = bytes - at < stretch ? bytes - at : stretch;
+		memcpy(dst + at, (uint8_t *)src + at, n);
+		uintptr_t a = ((uintptr_t)src + at + page - 1) & ~(page - 1);
+		uintptr_t b = ((uintptr_t)src + at + n) & ~(page - 1);
+		if (bytes > stretch && b > a)
+			madvise((void *)a, b - a, MADV_DONTNEED);
+	}
 }
 
 static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
 				struct arena *arena)
 {
 	if (s->doc_tokens) {
-		s->desc.docs.docs_offset = arena_indexes_offset(arena) + index_at[entry];
-		memcpy(arena->base + s->desc.docs.docs_offset, s->doc_tokens,
-		       (s->n_documents + 1) * sizeof(*s->doc_tokens));
+		struct arena_doc_params *dp = &s->desc.docs;
+		dp->docs_offset = arena_indexes_offset(arena) + index_at[entry];
+		dp->sums_offset = dp->docs_offset +
+				  arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens));
+		const uint64_t *table = (const uint64_t *)(arena->base + dp->docs_offset);
+		megatron_move_table(arena->base + dp->docs_offset, s->doc_tokens,
+				    (s->n_documents + 1) * sizeof(*s->doc_tokens));
+		uint64_t *sums = (uint64_t *)(arena->base + dp->sums_offset);
+		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+			const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
+			docorder_block_sums(table, dp->first_doc[k], &sh, sums);
+			sums += docorder_blocks(&sh);
+		}
 		source_close(s); /* the arena holds the table from here on */
 	}
 	*arena_pipeline(arena, entry) = s->desc;

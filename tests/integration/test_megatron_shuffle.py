@@ -9,17 +9,20 @@ A uint16 dataset written here in Megatron's layout, 50 documents of 1 to
 other document has (60000 + its number), the rest below 50000, so that a
 stream of tokens names the documents it is made of. seq_len 7. For two
 epochs, two ranks consume the pipeline with --dump and --dump-data; then,
-computed here from the file:
+computed here from the file (pipeline sh: document_shuffle_block = 4, so
+its order is a shuffle of 14 blocks and of the documents in each):
 - every window of the epoch is delivered exactly once across the ranks,
   and the number of windows is (tokens - 1) // seq_len in both epochs;
 - the windows, in window order, overlap by one token and make one stream
   that is the split's documents, each once, in some order, cut after the
   last whole window (the rest is a prefix of the next document);
-- that order differs between the epochs and from the stored order;
+- that order differs between the epochs and from the stored order, and
+  each block's documents are one run of it, the blocks out of stored order;
 - a daemon with 3 workers delivers exactly the same (epoch, batch,
   sample, CRC) lines and bytes as one with 1 worker;
 - 30 batches, then 15 resumed from the position token, are the 45 batches
-  of one run into the second epoch.
+  of one run into the second epoch; resumed at epoch 5 after 3 batches and
+  at the start of epoch 3, 4 batches are those one run delivers there.
 Split valid of a pipeline with split = 6,3,1 is made of the valid
 documents only (megatron-core's ranges), shuffled. split = 0,1,1 over 3
 documents leaves train empty (refused at attach) and gives valid 2 and
@@ -38,6 +41,7 @@ from harness import check  # noqa: E402
 from test_megatron import megatron_split  # noqa: E402
 
 SEQ, BATCH, DOCS, EMPTY = 7, 4, 50, (5, 17, 33)
+BLOCK = 4  # pipeline sh: 14 blocks of 4 documents (the last of 1); shv: one block, all of them
 MARK = 60000
 
 
@@ -115,7 +119,8 @@ def body(env):
     write_dataset(prefix, docs)
     global PIPELINES
     PIPELINES = {
-        "sh": {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": BATCH, "seed": 5},
+        "sh": {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": BATCH, "seed": 5,
+               "document_shuffle_block": BLOCK},
         "shv": {"source": "megatron:" + prefix, "seq_len": SEQ, "batch_size": BATCH, "seed": 5,
                 "split": "6,3,1"},
     }
@@ -140,6 +145,12 @@ def body(env):
         orders.append(document_order(windows, docs, everything, "epoch %d" % epoch))
         print("epoch %d: %d windows, documents %s..." % (epoch, len(windows), orders[-1][:12]))
     stored = [d for d in everything if docs[d]]
+    for epoch, order in enumerate(orders):
+        # blocks of BLOCK stored documents, each a run of the order
+        runs_of = [d // BLOCK for i, d in enumerate(order) if i == 0 or d // BLOCK != order[i - 1] // BLOCK]
+        check(len(runs_of) == len(set(runs_of)), "epoch %d: the blocks of the order %s are not runs "
+              "of it" % (epoch, runs_of))
+        check(runs_of != sorted(runs_of), "epoch %d: the blocks are in stored order" % epoch)
     check(orders[0] != orders[1], "the two epochs have the same document order")
     check(orders[0][:len(stored)] != stored[:len(orders[0])], "epoch 0 keeps the stored order")
     for r in range(2):
@@ -158,11 +169,27 @@ def body(env):
     (_, _, rest), = harness.consume_all(env, d.socket, [{"pipeline": "sh", "batches": 15,
                                                          "dump": env.path("b.dump"),
                                                          "extra": ["--resume", token]}])
-    d.stop()
     check(per_epoch < 45, "the resume check does not reach epoch 1 (%d batches an epoch)" % per_epoch)
     got = [(e, s, c) for e, _, s, c in first + rest]
     want = [(e, s, c) for e, _, s, c in ref]
     check(got == want, "30 batches and 15 more from %s differ from 45 batches in one run" % token)
+
+    # Resumed at any epoch and offset: epoch 5 after 3 batches, and epoch 3
+    # at its start, are the batches one run from the start delivers there.
+    (_, _, long_ref), = harness.consume_all(env, d.socket, [{"pipeline": "sh",
+                                                             "batches": 6 * per_epoch + 2,
+                                                             "dump": env.path("long.dump")}])
+    fields = token.split(":")  # ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET
+    for epoch, offset in ((5, 3 * BATCH), (3, 0)):
+        at = ":".join(fields[:5] + [str(epoch), str(offset)])
+        (_, _, got), = harness.consume_all(env, d.socket, [{"pipeline": "sh", "batches": 4,
+                                                            "dump": env.path("e%d.dump" % epoch),
+                                                            "extra": ["--resume", at]}])
+        rows = [(e, s, c) for e, _, s, c in long_ref if e == epoch]
+        first_row = offset  # one rank: the epoch's rows in order
+        check([(e, s, c) for e, _, s, c in got] == rows[first_row:first_row + 4 * BATCH],
+              "4 batches resumed at %s differ from those one run delivers there" % at)
+    d.stop()
 
     # Split valid, shuffled: the valid documents only.
     idx = megatron_split((6, 3, 1), len(docs))

@@ -1,12 +1,21 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /*
- * Unit tests for daemon/source/docorder and common/docorder.h: every window of an
- * epoch is located where a direct walk over the epoch's document order
- * puts it (empty documents included), for several splits, epochs and
- * window lengths; each epoch's order is a permutation of the split's
- * documents that differs between epochs and from the stored order; the
- * cache answers the same after its entries are evicted; a window past the
- * split's tokens is refused.
+ * Unit tests for daemon/source/docorder and common/docorder.h (the block
+ * shuffle of an epoch's documents):
+ *  - sampler_unpermute inverts sampler_permute for many sizes;
+ *  - each epoch's order, for block sizes from 1 to more than the split,
+ *    is a permutation of the split's documents (every document exactly
+ *    once), whose blocks are runs of consecutive positions holding one
+ *    stored block each, that differs between epochs and from the stored
+ *    order; a split of one block is fully permuted; shuffle off is the
+ *    stored order;
+ *  - every window of an epoch is located (a block's first position and
+ *    the tokens from there) where a direct walk over the epoch's order
+ *    puts it, empty documents included, for several splits, blocks,
+ *    epochs and window lengths; a window past the split is refused;
+ *  - the cache answers the same after its entries are evicted;
+ *  - with an offloader, an order not yet computed answers -EAGAIN, is
+ *    computed once by the offloaded job, and the ready callback is called.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -25,6 +34,7 @@
 #define N_DOCS 300
 
 static uint64_t doc_tokens[N_DOCS + 1];
+static uint64_t sums[N_DOCS]; /* block sums, at most a block a document */
 
 static void make_docs(void)
 {
@@ -34,14 +44,23 @@ static void make_docs(void)
 		doc_tokens[d + 1] = doc_tokens[d] + (rng_next() % 10 == 0 ? 0 : rng_range(1, 40));
 }
 
+static struct docorder_split split_of(uint64_t first, uint64_t n, uint64_t block, uint64_t key)
+{
+	struct docorder_split sp = {.doc_tokens = doc_tokens, .block_tokens = sums,
+				    .first_doc = first,
+				    .shape = {.n_docs = n, .block = block, .key = key, .shuffle = 1}};
+	docorder_block_sums(doc_tokens, first, &sp.shape, sums);
+	return sp;
+}
+
 /* The epoch's stream, token by token: for token x, its document position
  * and offset, walking the order from the start. */
 static void walk(const struct docorder_split *sp, uint64_t epoch, uint64_t x, uint64_t *k,
 		 uint64_t *skip)
 {
 	uint64_t at = 0;
-	for (uint64_t i = 0; i < sp->n_docs; i++) {
-		uint64_t d = sp->first_doc + docorder_doc(sp->n_docs, sp->key, epoch, i, sp->shuffle);
+	for (uint64_t i = 0; i < sp->shape.n_docs; i++) {
+		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, i);
 		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
 		if (x < at + len) {
 			*k = i;
@@ -53,59 +72,115 @@ static void walk(const struct docorder_split *sp, uint64_t epoch, uint64_t x, ui
 	fail_msg("token %llu is past the split", (unsigned long long)x);
 }
 
+/* From a block's first position k and the tokens skip from there, the
+ * document position and offset, as the worker walks them. */
+static void walk_block(const struct docorder_split *sp, uint64_t epoch, uint64_t k, uint64_t skip,
+		       uint64_t *dk, uint64_t *dskip)
+{
+	for (uint64_t walked = 0; walked < sp->shape.block && k < sp->shape.n_docs; walked++, k++) {
+		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, k);
+		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
+		if (skip < len) {
+			*dk = k;
+			*dskip = skip;
+			return;
+		}
+		skip -= len;
+	}
+	fail_msg("skip runs past the block");
+}
+
+static void test_unpermute(void **state)
+{
+	(void)state;
+	const uint64_t sizes[] = {1, 2, 3, 5, 17, 64, 100, 1000, 4097};
+	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++)
+		for (uint64_t pos = 0; pos < sizes[i]; pos++) {
+			uint64_t v = sampler_permute(sizes[i], 11, 3, pos);
+			assert_true(v < sizes[i]);
+			assert_int_equal(sampler_unpermute(sizes[i], 11, 3, v), pos);
+		}
+	assert_int_equal(sampler_unpermute((uint64_t)1 << 40, 5, 1,
+					   sampler_permute((uint64_t)1 << 40, 5, 1, 123456789)),
+			 123456789);
+}
+
+static void test_orders(void **state)
+{
+	(void)state;
+	const uint64_t blocks[] = {1, 3, 7, 16, 100, N_DOCS, 1000};
+	for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+		struct docorder_shape sh = {.n_docs = N_DOCS, .block = blocks[b],
+					    .key = docorder_key(7, 0), .shuffle = 1};
+		uint64_t nb = docorder_blocks(&sh);
+		static uint64_t order[3][N_DOCS];
+		for (uint64_t epoch = 0; epoch < 3; epoch++) {
+			uint8_t seen[N_DOCS] = {0};
+			for (uint64_t q = 0; q < nb; q++) { /* each block position: one stored block */
+				uint64_t from = docorder_block_start(&sh, epoch, q);
+				uint64_t to = docorder_block_start(&sh, epoch, q + 1);
+				uint64_t blk = docorder_block_at(&sh, epoch, q);
+				assert_int_equal(to - from, docorder_block_docs(&sh, blk));
+				for (uint64_t k = from; k < to; k++) {
+					order[epoch][k] = docorder_doc(&sh, epoch, k);
+					assert_true(order[epoch][k] < N_DOCS);
+					assert_int_equal(order[epoch][k] / sh.block, blk);
+					assert_int_equal(seen[order[epoch][k]]++, 0);
+				}
+			}
+			assert_int_equal(docorder_block_start(&sh, epoch, nb), N_DOCS);
+		}
+		if (blocks[b] == 1)
+			continue; /* blocks of one: only the blocks' order moves them */
+		assert_memory_not_equal(order[0], order[1], sizeof(order[0]));
+		assert_memory_not_equal(order[1], order[2], sizeof(order[0]));
+		uint64_t identity = 0;
+		for (uint64_t k = 0; k < N_DOCS; k++)
+			identity += order[0][k] == k;
+		assert_true(identity < N_DOCS / 10);
+	}
+	/* splits draw their own orders; shuffle off is the stored order */
+	assert_true(docorder_key(7, 0) != docorder_key(7, 1) && docorder_key(7, 0) != docorder_key(8, 0));
+	struct docorder_shape off = {.n_docs = N_DOCS, .block = 16, .key = docorder_key(7, 0)};
+	for (uint64_t k = 0; k < N_DOCS; k++)
+		assert_int_equal(docorder_doc(&off, 5, k), k);
+}
+
 static void test_locate_matches_walk(void **state)
 {
 	(void)state;
 	make_docs();
 	struct docorder_cache cache = {0};
 	const uint64_t ranges[][2] = {{0, N_DOCS}, {100, 150}, {290, 10}};
+	const uint64_t blocks[] = {1, 5, 16, 64, 1000};
 	for (size_t r = 0; r < 3; r++) {
-		struct docorder_split sp = {.doc_tokens = doc_tokens, .first_doc = ranges[r][0],
-					    .n_docs = ranges[r][1], .key = docorder_key(7, (uint32_t)r),
-					    .shuffle = 1};
-		uint64_t total = doc_tokens[sp.first_doc + sp.n_docs] - doc_tokens[sp.first_doc];
-		for (uint64_t epoch = 0; epoch < 3; epoch++) {
-			for (uint64_t seq_len = 1; seq_len < 20; seq_len += 6) {
-				for (uint64_t w = 0; w * seq_len + seq_len < total; w++) {
-					uint64_t k, skip, wk, wskip;
-					assert_int_equal(docorder_locate(&cache, 0, (uint32_t)r, &sp, epoch,
-									 seq_len, w, &k, &skip), 0);
-					walk(&sp, epoch, w * seq_len, &wk, &wskip);
-					assert_int_equal(k, wk);
-					assert_int_equal(skip, wskip);
+		for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+			struct docorder_split sp = split_of(ranges[r][0], ranges[r][1], blocks[b],
+							    docorder_key(7, (uint32_t)r));
+			docorder_cache_free(&cache); /* another block size: other sums */
+			uint64_t total = doc_tokens[sp.first_doc + sp.shape.n_docs] -
+					 doc_tokens[sp.first_doc];
+			for (uint64_t epoch = 0; epoch < 3; epoch++) {
+				for (uint64_t seq_len = 1; seq_len < 20; seq_len += 6) {
+					for (uint64_t w = 0; w * seq_len + seq_len < total; w++) {
+						uint64_t k = 0, skip = 0, wk = 0, wskip = 0, bk = 0, bskip = 0;
+						assert_int_equal(docorder_locate(&cache, 0, (uint32_t)r, &sp,
+										 epoch, seq_len, w, &k,
+										 &skip), 0);
+						walk(&sp, epoch, w * seq_len, &wk, &wskip);
+						walk_block(&sp, epoch, k, skip, &bk, &bskip);
+						assert_int_equal(bk, wk);
+						assert_int_equal(bskip, wskip);
+						assert_true(k <= wk && wk - k < sp.shape.block);
+					}
 				}
 			}
+			uint64_t k, skip;
+			assert_int_equal(docorder_locate(&cache, 0, (uint32_t)r, &sp, 0, 1, total, &k,
+							 &skip), -ERANGE);
 		}
-		uint64_t k, skip;
-		assert_int_equal(docorder_locate(&cache, 0, (uint32_t)r, &sp, 0, 1, total, &k, &skip),
-				 -ERANGE);
 	}
 	docorder_cache_free(&cache);
-}
-
-static void test_orders(void **state)
-{
-	(void)state;
-	uint64_t key = docorder_key(7, 0);
-	uint64_t order[3][N_DOCS];
-	for (uint64_t epoch = 0; epoch < 3; epoch++) {
-		uint8_t seen[N_DOCS] = {0};
-		for (uint64_t k = 0; k < N_DOCS; k++) {
-			order[epoch][k] = docorder_doc(N_DOCS, key, epoch, k, 1);
-			assert_true(order[epoch][k] < N_DOCS);
-			assert_int_equal(seen[order[epoch][k]]++, 0);
-		}
-	}
-	assert_memory_not_equal(order[0], order[1], sizeof(order[0]));
-	assert_memory_not_equal(order[1], order[2], sizeof(order[0]));
-	uint64_t identity = 0;
-	for (uint64_t k = 0; k < N_DOCS; k++)
-		identity += order[0][k] == k;
-	assert_true(identity < N_DOCS / 10);
-	/* splits draw their own orders; shuffle off is the stored order */
-	assert_true(docorder_key(7, 0) != docorder_key(7, 1) && docorder_key(7, 0) != docorder_key(8, 0));
-	for (uint64_t k = 0; k < N_DOCS; k++)
-		assert_int_equal(docorder_doc(N_DOCS, key, 5, k, 0), k);
 }
 
 /* More epochs than the cache holds, visited back and forth. */
@@ -114,8 +189,7 @@ static void test_cache_eviction(void **state)
 	(void)state;
 	make_docs();
 	struct docorder_cache cache = {0};
-	struct docorder_split sp = {.doc_tokens = doc_tokens, .first_doc = 0, .n_docs = N_DOCS,
-				    .key = docorder_key(3, 0), .shuffle = 1};
+	struct docorder_split sp = split_of(0, N_DOCS, 8, docorder_key(3, 0));
 	uint64_t first[2 * DOCORDER_CACHED][2];
 	for (int pass = 0; pass < 3; pass++) {
 		for (uint64_t e = 0; e < 2 * DOCORDER_CACHED; e++) {
@@ -134,12 +208,83 @@ static void test_cache_eviction(void **state)
 	docorder_cache_free(&cache); /* an emptied cache is usable and freeable */
 }
 
+/* An offloader that keeps the jobs for the test to run. */
+struct queued {
+	void (*fn)(void *);
+	void (*done)(void *);
+	void *arg;
+};
+static struct queued queue[4];
+static int n_queued, n_ready;
+
+static int keep_job(void *ctx, void (*fn)(void *), void (*done)(void *), void *arg)
+{
+	(void)ctx;
+	if (n_queued == 4)
+		return -EAGAIN;
+	queue[n_queued++] = (struct queued){fn, done, arg};
+	return 0;
+}
+
+static void on_ready(void *ctx)
+{
+	(void)ctx;
+	n_ready++;
+}
+
+static void test_offloaded(void **state)
+{
+	(void)state;
+	make_docs();
+	struct docorder_split sp = split_of(0, N_DOCS, 8, docorder_key(4, 0));
+	struct docorder_cache direct = {0}, cache;
+	docorder_cache_init(&cache, keep_job, NULL, on_ready, NULL);
+	uint64_t k, skip, dk, dskip;
+	assert_int_equal(docorder_locate(&cache, 2, 0, &sp, 1, 5, 30, &k, &skip), -EAGAIN);
+	assert_int_equal(n_queued, 1);
+	assert_false(docorder_ready(&cache, 2, 0, 1));
+	assert_int_equal(docorder_locate(&cache, 2, 0, &sp, 1, 5, 30, &k, &skip), -EAGAIN);
+	assert_int_equal(docorder_prepare(&cache, 2, 0, &sp, 1), 0);
+	assert_int_equal(n_queued, 1); /* asked for once */
+	assert_int_equal(docorder_prepare(&cache, 2, 0, &sp, 2), 0);
+	assert_int_equal(n_queued, 2);
+	for (int i = 0; i < n_queued; i++) {
+		queue[i].fn(queue[i].arg);
+		queue[i].done(queue[i].arg);
+	}
+	assert_int_equal(n_ready, 2);
+	assert_true(docorder_ready(&cache, 2, 0, 1) && docorder_ready(&cache, 2, 0, 2));
+	for (uint64_t epoch = 1; epoch <= 2; epoch++) {
+		assert_int_equal(docorder_locate(&cache, 2, 0, &sp, epoch, 5, 30, &k, &skip), 0);
+		assert_int_equal(docorder_locate(&direct, 2, 0, &sp, epoch, 5, 30, &dk, &dskip), 0);
+		assert_int_equal(k, dk);
+		assert_int_equal(skip, dskip);
+	}
+	/* one dropped while its job runs: the job's result is thrown away */
+	n_queued = 0;
+	assert_int_equal(docorder_prepare(&cache, 3, 0, &sp, 0), 0);
+	docorder_cache_drop(&cache, 3);
+	queue[0].fn(queue[0].arg);
+	queue[0].done(queue[0].arg);
+	assert_false(docorder_ready(&cache, 3, 0, 0));
+	/* one still queued when the cache is freed: its done frees it */
+	n_queued = 0;
+	assert_int_equal(docorder_prepare(&cache, 3, 0, &sp, 1), 0);
+	queue[0].fn(queue[0].arg);
+	docorder_cache_free(&cache);
+	queue[0].done(queue[0].arg);
+	docorder_cache_free(&cache);
+	docorder_cache_free(&direct);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_locate_matches_walk),
+		cmocka_unit_test(test_unpermute),
 		cmocka_unit_test(test_orders),
+		cmocka_unit_test(test_locate_matches_walk),
 		cmocka_unit_test(test_cache_eviction),
+		cmocka_unit_test(test_offloaded),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,7 @@
  *  - splits: a command's split picks the split's first byte and bounds;
  *  - document-shuffled windows: a table of documents (empty ones
  *    included) in the arena, windows of several epochs given by their
- *    document position and skip, each read piece by piece across the
+ *    block's first position and skip, each read piece by piece across the
  *    documents of the epoch's order, checked against a walk of that order
  *    done here; a position or skip outside the documents fails its row;
  *  - llm.c shards: windows within two shard files written here (1024-byte
@@ -110,21 +110,28 @@ static void test_document_pieces(void **state)
 	struct arena_pipeline *p = arena_pipeline(&fx->arena, PIPE_DOCS);
 	p->docs = (struct arena_doc_params){
 		.docs_offset = arena_indexes_offset(&fx->arena), .n_documents = N_DOCS,
-		.key = {docorder_key(9, 0)}, .n_docs = {N_DOCS},
+		.key = {docorder_key(9, 0)}, .n_docs = {N_DOCS}, .block = 16,
 	};
+	const struct docorder_shape sh = {.n_docs = N_DOCS, .block = 16, .key = p->docs.key[0],
+					  .shuffle = 1};
 	start_worker(fx);
 	static uint16_t stream[TOK_N_TOKENS];
 	static uint64_t pos_of[TOK_N_TOKENS], skip_of[TOK_N_TOKENS];
 	for (uint64_t epoch = 0; epoch < 3; epoch++) {
-		uint64_t at = 0;
+		uint64_t at = 0, q = 0, block_at = 0; /* the block at hand and its first token */
 		for (uint64_t k = 0; k < N_DOCS; k++) { /* the epoch's stream, walked here */
-			uint64_t d = docorder_doc(N_DOCS, p->docs.key[0], epoch, k, 1);
+			if (k == docorder_block_start(&sh, epoch, q + 1)) {
+				q++;
+				block_at = at;
+			}
+			uint64_t d = docorder_doc(&sh, epoch, k);
 			for (uint64_t t = table[d]; t < table[d + 1]; t++, at++) {
 				stream[at] = fx->tokens[t];
-				pos_of[at] = k;
-				skip_of[at] = t - table[d];
+				pos_of[at] = docorder_block_start(&sh, epoch, q);
+				skip_of[at] = at - block_at;
 			}
 		}
+		assert_int_equal(q + 1, docorder_blocks(&sh));
 		assert_int_equal(at, TOK_N_TOKENS);
 		/* every window of the epoch, 64 to an item, in 4 items */
 		struct work_cmd cmds[4];
@@ -147,14 +154,18 @@ static void test_document_pieces(void **state)
 				check_tokens(fx, 0, cmds[i].first_row + r,
 					     stream + cmds[i].sample_index[r] * TOK_SEQ_LEN, "documents");
 	}
-	/* a position past the documents, a skip past its document */
+	/* a position past the documents, a skip past its block */
 	uint64_t w[1] = {0};
 	struct work_cmd c = read_cmd(fx, PIPE_DOCS, 0, 0, 1, w);
 	c.doc_pos[0] = N_DOCS;
 	run_all(fx, &c, 1, -EINVAL);
 	c = read_cmd(fx, PIPE_DOCS, 0, 0, 1, w);
-	uint64_t d = docorder_doc(N_DOCS, p->docs.key[0], 0, 0, 1);
-	c.doc_skip[0] = table[d + 1] - table[d];
+	uint64_t block_tokens = 0;
+	for (uint64_t k = 0; k < docorder_block_start(&sh, 0, 1); k++) {
+		uint64_t d = docorder_doc(&sh, 0, k);
+		block_tokens += table[d + 1] - table[d];
+	}
+	c.doc_skip[0] = block_tokens + TOK_N_TOKENS;
 	run_all(fx, &c, 1, -EINVAL);
 	stop_worker(fx);
 }

@@ -1,0 +1,348 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: Apache-2.0
+"""scale_bench: megatron token corpora of millions to billions of documents,
+with `document_shuffle` on: what loaderd's start, first batch, memory and
+epoch boundaries cost as the corpus grows, and what megatron-core's
+GPTDataset costs to index the same data.
+
+For each --docs count N (default 1e6,1e7,1e8):
+  (a) dataset: a Megatron-LM indexed dataset PREFIX.idx / PREFIX.bin in
+      --data-dir (kept between runs), N documents of one sequence each, of
+      1 to 2,000 tokens (a fixed pattern: (d * 7919) mod 1999 + 1), uint16;
+      the .bin is sparse (its tokens read as 0), so only the .idx (20 bytes
+      a document) takes disk;
+  (b) loaderd (--build): one daemon, workers 2, a megatron pipeline `big`
+      (seq_len 4096, batch 8, shuffle and document_shuffle on) and a small
+      raw pipeline `small`; it prints
+        socket_s     from the start to `loaderctl status` answering,
+        first_s      from the start to the end of a one-batch `loaderctl
+                     consume` of `big`,
+        rss_mb       the daemon's peak RSS (VmHWM, its shared memory
+                     included) at the end,
+        resume5_s    a one-batch consume resumed at the start of epoch 5,
+        boundary_ms  the longest wait between two batches of a client of
+                     `small` (a connection made here, releasing at once)
+                     while a consume of `big`, resumed two batches before
+                     the end of epoch 7, crosses into epoch 8;
+  (c) megatron-core (--venv, made here unless --no-peer: pip install
+      numpy, torch from PyTorch's CPU index and megatron-core): GPTDataset's
+      index build over the same prefix through bench/megatron_peer.py
+      --check (seq_len 4096, one epoch, its cache in a fresh directory):
+      build_s (as megatron_peer.py reports it, torch's import left out),
+      the process's peak RSS (rss_mb) and the cache's bytes (cache_mb);
+      skipped, with the reason, where it cannot be installed or run.
+It then prints the growth exponent of each figure between the smallest and
+the largest N (log(figure ratio) / log(N ratio)) and, for N the disk or the
+time cannot hold (--project, e.g. 1e9), the figures the exponents project.
+
+    bench/scale_bench.py [--build build] [--docs 1e6,1e7,1e8] [--data-dir DIR]
+                         [--venv DIR | --no-peer] [--project 1e9] [--out FILE]
+"""
+
+import argparse
+import array
+import datetime
+import itertools
+import math
+import os
+import platform
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tools"))
+import make_dataset  # noqa: E402
+
+SEQ, BATCH, STEP = 4096, 8, 1 << 22  # STEP: documents written per chunk
+MAGIC, VERSION = 0x4452444C, 7       # proto/PROTOCOL.md's frame header
+HELLO, WELCOME, READY, RELEASE = 1, 2, 3, 4
+
+
+def length_of(d):
+    return (d * 7919) % 1999 + 1
+
+
+def make_data(prefix, n):
+    """PREFIX.idx / .bin for n documents, unless they are there already."""
+    idx_bytes = 34 + 12 * n + 8 * (n + 1)
+    if os.path.exists(prefix + ".idx") and os.path.getsize(prefix + ".idx") == idx_bytes:
+        return sum_tokens(n)
+    t0 = time.monotonic()
+    code = make_dataset.MEGATRON_DTYPES["uint16"][0]
+    tokens = 0
+    with open(prefix + ".idx", "wb") as f:
+        f.write(make_dataset.MEGATRON_MAGIC + struct.pack("<QBQQ", make_dataset.MEGATRON_VERSION,
+                                                          code, n, n + 1))
+        for at in range(0, n, STEP):
+            f.write(array.array("i", map(length_of, range(at, min(n, at + STEP)))).tobytes())
+        for at in range(0, n, STEP):
+            lengths = map(length_of, range(at, min(n, at + STEP)))
+            pointers = array.array("q", itertools.accumulate((2 * x for x in lengths), initial=2 * tokens))
+            tokens = pointers.pop() // 2  # the chunk's end: no pointer
+            f.write(pointers.tobytes())
+        for at in range(0, n + 1, STEP):
+            f.write(array.array("q", range(at, min(n + 1, at + STEP))).tobytes())
+    with open(prefix + ".bin", "wb") as f:
+        f.truncate(tokens * 2)
+    print("dataset %s: %d documents, %d tokens, written in %.1f s" % (prefix, n, tokens,
+          time.monotonic() - t0), file=sys.stderr)
+    return tokens
+
+
+def sum_tokens(n):
+    period = 1999  # length_of has this period
+    whole = sum(length_of(d) for d in range(period))
+    return (n // period) * whole + sum(length_of(d) for d in range(n - n % period, n))
+
+
+def write_config(path, sock, prefix, small):
+    with open(path, "w") as f:
+        f.write("[daemon]\nsocket = %s\nworkers = 2\nshm_bytes = 64G\nlog_level = info\n\n" % sock)
+        f.write("[pipeline.big]\nsource = megatron:%s\nseq_len = %d\nbatch_size = %d\nseed = 1\n\n"
+                % (prefix, SEQ, BATCH))
+        f.write("[pipeline.small]\nsource = raw:%s\nrecord_bytes = 64\nbatch_size = 8\n" % small)
+
+
+def loaderctl(build, sock, args, timeout=600):
+    return subprocess.run([os.path.join(build, "bin", "loaderctl"), "--socket", sock] + args,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def consume(build, sock, pipeline, batches, resume=None):
+    args = ["consume", "--pipeline", pipeline, "--batches", str(batches), "--quiet"]
+    if resume:
+        args += ["--resume", resume]
+    t0 = time.monotonic()
+    r = loaderctl(build, sock, args)
+    if r.returncode != 0:
+        raise RuntimeError("consume %s: %s" % (" ".join(args), r.stderr.strip()[-400:]))
+    token = [line.split(" ", 1)[1] for line in r.stdout.splitlines() if line.startswith("position: ")][0]
+    return time.monotonic() - t0, token
+
+
+def frame(kind, payload):
+    return struct.pack("<IHHIIQ", MAGIC, VERSION, kind, 0, len(payload), 7) + payload
+
+
+def hello(pipeline):
+    def string(s):
+        return struct.pack("<H", len(s)) + s.encode()
+    return frame(HELLO, struct.pack("<IIII", 0, 0, 1, 2) + bytes(16) + string(pipeline)
+                 + string("scale-bench") + string("") + string("") + string("")
+                 + struct.pack("<II", 1, 0) + bytes(4))
+
+
+class Streamer(threading.Thread):
+    """A client of `small` that releases each batch at once, noting when
+    each READY came."""
+
+    def __init__(self, sock_path):
+        super().__init__(daemon=True)
+        self.path, self.times, self.error = sock_path, [], None
+        self.stop = threading.Event()
+
+    def recv(self, s):
+        data, anc, _, _ = s.recvmsg(1 << 20, socket.CMSG_SPACE(64))
+        for level, kind, fds in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                for i in range(0, len(fds) - len(fds) % 4, 4):
+                    os.close(struct.unpack_from("i", fds, i)[0])
+        if len(data) < 24:
+            raise RuntimeError("the daemon closed the connection")
+        return struct.unpack_from("<H", data, 6)[0], data[24:]
+
+    def run(self):
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET | socket.SOCK_CLOEXEC)
+            s.settimeout(120)
+            s.connect(self.path)
+            s.send(hello("small"))
+            if self.recv(s)[0] != WELCOME:
+                raise RuntimeError("no WELCOME")
+            while not self.stop.is_set():
+                kind, p = self.recv(s)
+                if kind != READY:
+                    raise RuntimeError("frame type %d" % kind)
+                self.times.append(time.monotonic())
+                seq, = struct.unpack_from("<Q", p, 0)
+                slot, gen = struct.unpack_from("<II", p, 48)
+                s.send(frame(RELEASE, struct.pack("<QIIQ", seq, slot, gen, 0)))
+            s.close()
+        except Exception as e:  # noqa: BLE001 (reported by the caller)
+            self.error = e
+
+
+def vm_hwm_mb(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return float("nan")
+
+
+def measure_loaderd(build, prefix, n, tokens, work):
+    sock = os.path.join(work, "s.sock")
+    small = os.path.join(work, "small.bin")
+    with open(small, "wb") as f:
+        f.write(os.urandom(64 * 4096))
+    cfg = os.path.join(work, "scale.ini")
+    write_config(cfg, sock, prefix, small)
+    log = open(os.path.join(work, "loaderd.log"), "w")
+    t0 = time.monotonic()
+    d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
+                         stdout=log, stderr=subprocess.STDOUT)
+    out = {}
+    try:
+        while loaderctl(build, sock, ["status"], timeout=60).returncode != 0:
+            if d.poll() is not None:
+                raise RuntimeError("loaderd exited %d (log %s)" % (d.returncode, log.name))
+            time.sleep(0.05)
+        out["socket_s"] = time.monotonic() - t0
+        _, token = consume(build, sock, "big", 1)
+        out["first_s"] = time.monotonic() - t0
+        fields = token.split(":")  # ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET
+        windows = int(fields[4])
+        out["resume5_s"], _ = consume(build, sock, "big", 1, ":".join(fields[:5] + ["5", "0"]))
+        b = Streamer(sock)
+        b.start()
+        while len(b.times) < 50 and b.error is None and b.is_alive():
+            time.sleep(0.01)
+        start = time.monotonic()
+        try:
+            consume(build, sock, "big", 4, ":".join(fields[:5] + ["7", str(windows - 2 * BATCH)]))
+        except RuntimeError as e:  # a daemon that stalls past loaderctl's patience: still a figure
+            out["note"] = "crossing into epoch 8: %s" % e
+        end = time.monotonic()
+        b.stop.set()
+        b.join(120)
+        if b.error:
+            raise RuntimeError("client of small: %s" % b.error)
+        gaps = [y - x for x, y in zip(b.times, b.times[1:]) if y >= start and x <= end]
+        out["boundary_ms"] = 1e3 * max(gaps) if gaps else float("nan")
+        out["rss_mb"] = vm_hwm_mb(d.pid)
+    finally:
+        d.terminate()
+        d.wait(120)
+        log.close()
+    return out
+
+
+def make_venv(venv):
+    """numpy, torch (CPU) and megatron-core in venv; its python, or None
+    and why."""
+    py = os.path.join(venv, "bin", "python")
+    if not os.path.exists(py):
+        r = subprocess.run([sys.executable, "-m", "venv", venv], capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, "python3 -m venv: " + r.stderr.strip()[-300:]
+    probe = subprocess.run([py, "-c", "import numpy, torch, megatron.core"], capture_output=True)
+    if probe.returncode == 0:
+        return py, None
+    # torch's CPU build where PyTorch's index is reachable, else PyPI's
+    subprocess.run([py, "-m", "pip", "install", "-q", "numpy", "torch", "--index-url",
+                    "https://download.pytorch.org/whl/cpu"], capture_output=True, text=True)
+    r = subprocess.run([py, "-m", "pip", "install", "-q", "numpy", "torch", "megatron-core"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        return None, "pip install numpy torch megatron-core: %s" % r.stderr.strip()[-300:]
+    return py, None
+
+
+def measure_peer(py, prefix, work):
+    cache = os.path.join(work, "mcore-cache")
+    shutil.rmtree(cache, ignore_errors=True)
+    t0 = time.monotonic()
+    with open(os.path.join(work, "peer.out"), "w+") as out:
+        p = subprocess.Popen([py, os.path.join(HERE, "megatron_peer.py"), "--prefix", prefix,
+                              "--seq-len", str(SEQ), "--batch-size", str(BATCH), "--workers", "1",
+                              "--cache", cache, "--check"], stdout=out, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)  # this child's own peak RSS
+        took = time.monotonic() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err = out.read()
+    if p.returncode != 0:
+        return {"error": "megatron_peer.py --check exited %d: %s" % (p.returncode, err.strip()[-300:])}
+    size = sum(os.path.getsize(os.path.join(dp, f)) for dp, _, fs in os.walk(cache) for f in fs)
+    built = re.search(r"built in ([0-9.]+) s", err)  # the build itself, without torch's import
+    return {"build_s": float(built.group(1)) if built else took, "process_s": took,
+            "rss_mb": usage.ru_maxrss / 1024.0, "cache_mb": size / 2**20}
+
+
+def exponent(rows, key, docs):
+    pts = [(n, r[key]) for n, r in zip(docs, rows) if isinstance(r.get(key), float) and r[key] > 0]
+    if len(pts) < 2:
+        return None
+    (n0, v0), (n1, v1) = pts[0], pts[-1]
+    return math.log(v1 / v0) / math.log(n1 / n0)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--build", default=os.path.join(ROOT, "build"))
+    ap.add_argument("--docs", default="1e6,1e7,1e8")
+    ap.add_argument("--data-dir", default=os.path.join(tempfile.gettempdir(), "loaderd-scale"))
+    ap.add_argument("--venv", default=None, help="megatron-core's venv (default DATA_DIR/venv)")
+    ap.add_argument("--no-peer", action="store_true", help="measure loaderd only")
+    ap.add_argument("--project", default="1e9", help="document counts to project to ('' for none)")
+    ap.add_argument("--out", help="also write the report here")
+    args = ap.parse_args()
+    docs = [int(float(x)) for x in args.docs.split(",")]
+    os.makedirs(args.data_dir, exist_ok=True)
+    py, why = (None, "--no-peer") if args.no_peer else make_venv(args.venv or os.path.join(args.data_dir, "venv"))
+    lines = ["scale_bench %s, %s, %d cores, build %s" % (
+        datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        platform.platform(), os.cpu_count(), os.path.abspath(args.build))]
+    if py is None:
+        lines.append("megatron-core: skipped (%s)" % why)
+    ours, peers = [], []
+    for n in docs:
+        prefix = os.path.join(args.data_dir, "docs%d" % n)
+        tokens = make_data(prefix, n)
+        with tempfile.TemporaryDirectory(dir=args.data_dir) as work:
+            ours.append(measure_loaderd(args.build, prefix, n, tokens, work))
+            peers.append(measure_peer(py, prefix, work) if py else {})
+        print("N=%d done: %s %s" % (n, ours[-1], peers[-1]), file=sys.stderr)
+    lines.append("")
+    lines.append("| documents | loaderd socket_s | first_s | rss_mb | resume5_s | boundary_ms |"
+                 " megatron-core build_s | rss_mb | cache_mb |")
+    lines.append("|---|---|---|---|---|---|---|---|---|")
+    for n, o, p in zip(docs, ours, peers):
+        peer = ("| %.1f | %.0f | %.0f |" % (p["build_s"], p["rss_mb"], p["cache_mb"]) if "build_s" in p
+                else "| %s | | |" % (p.get("error", "skipped")[:120]))
+        lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s %s" % (
+            n, o["socket_s"], o["first_s"], o["rss_mb"], o["resume5_s"], o["boundary_ms"],
+            " (%s)" % o["note"][-160:] if "note" in o else "", peer))
+    lines.append("")
+    exps = {}
+    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms"):
+        exps["loaderd " + key] = (exponent(ours, key, docs), key, ours)
+    for key in ("build_s", "rss_mb", "cache_mb"):
+        exps["megatron-core " + key] = (exponent(peers, key, docs), key, peers)
+    lines.append("growth exponents (figure ~ N^k, from %.0e to %.0e documents): %s" % (
+        docs[0], docs[-1], ", ".join("%s %.2f" % (k, e) for k, (e, _, _) in exps.items() if e is not None)))
+    for n in [int(float(x)) for x in args.project.split(",") if x]:
+        proj = []
+        for name, (e, key, rows) in exps.items():
+            if e is None:
+                continue
+            proj.append("%s %.3g" % (name, rows[-1][key] * (n / docs[-1]) ** e))
+        lines.append("projected to %.0e documents (.idx %.1f GB): %s" % (n, (34 + 20 * n) / 1e9,
+                                                                        ", ".join(proj)))
+    text = "\n".join(lines)
+    print(text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
