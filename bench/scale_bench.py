@@ -19,6 +19,8 @@ For each --docs count N (default 1e6,1e7,1e8):
                      consume` of `big`,
         rss_mb       the daemon's peak RSS (VmHWM, its shared memory
                      included) at the end,
+        check_s      `loaderd --check-config` over the same configuration:
+                     its time, and check_rss_mb its peak RSS,
         resume5_s    a one-batch consume resumed at the start of epoch 5,
         boundary_ms  the longest wait between two batches of a client of
                      `small` (a connection made here, releasing at once)
@@ -235,6 +237,26 @@ def measure_loaderd(build, prefix, n, tokens, work):
     return out
 
 
+def measure_check(build, prefix, work):
+    """`loaderd --check-config` over the corpus: its time and the
+    process's own peak RSS."""
+    sock = os.path.join(work, "c.sock")
+    small = os.path.join(work, "small.bin")
+    cfg = os.path.join(work, "check.ini")
+    write_config(cfg, sock, prefix, small)
+    t0 = time.monotonic()
+    with open(os.path.join(work, "check.log"), "w+") as log:
+        p = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg, "--check-config"],
+                             stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+        took = time.monotonic() - t0
+        log.seek(0)
+        text = log.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("loaderd --check-config: %s" % text.strip()[-400:])
+    return {"check_s": took, "check_rss_mb": usage.ru_maxrss / 1024.0}
+
+
 def make_venv(venv):
     """numpy, torch (CPU) and megatron-core in venv; its python, or None
     and why."""
@@ -309,21 +331,22 @@ def main():
         tokens = make_data(prefix, n)
         with tempfile.TemporaryDirectory(dir=args.data_dir) as work:
             ours.append(measure_loaderd(args.build, prefix, n, tokens, work))
+            ours[-1].update(measure_check(args.build, prefix, work))
             peers.append(measure_peer(py, prefix, work) if py else {})
         print("N=%d done: %s %s" % (n, ours[-1], peers[-1]), file=sys.stderr)
     lines.append("")
     lines.append("| documents | loaderd socket_s | first_s | rss_mb | resume5_s | boundary_ms |"
-                 " megatron-core build_s | rss_mb | cache_mb |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+                 " check_s | check_rss_mb | megatron-core build_s | rss_mb | cache_mb |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, o, p in zip(docs, ours, peers):
         peer = ("| %.1f | %.0f | %.0f |" % (p["build_s"], p["rss_mb"], p["cache_mb"]) if "build_s" in p
                 else "| %s | | |" % (p.get("error", "skipped")[:120]))
-        lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s %s" % (
+        lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s | %.2f | %.0f %s" % (
             n, o["socket_s"], o["first_s"], o["rss_mb"], o["resume5_s"], o["boundary_ms"],
-            " (%s)" % o["note"][-160:] if "note" in o else "", peer))
+            " (%s)" % o["note"][-160:] if "note" in o else "", o["check_s"], o["check_rss_mb"], peer))
     lines.append("")
     exps = {}
-    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms"):
+    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms", "check_s", "check_rss_mb"):
         exps["loaderd " + key] = (exponent(ours, key, docs), key, ours)
     for key in ("build_s", "rss_mb", "cache_mb"):
         exps["megatron-core " + key] = (exponent(peers, key, docs), key, peers)

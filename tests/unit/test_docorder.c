@@ -35,6 +35,7 @@
 
 static uint64_t doc_tokens[N_DOCS + 1];
 static uint64_t sums[N_DOCS]; /* block sums, at most a block a document */
+static uint64_t split_first;  /* the split's first document in doc_tokens */
 
 static void make_docs(void)
 {
@@ -46,8 +47,8 @@ static void make_docs(void)
 
 static struct docorder_split split_of(uint64_t first, uint64_t n, uint64_t block, uint64_t key)
 {
-	struct docorder_split sp = {.doc_tokens = doc_tokens, .block_tokens = sums,
-				    .first_doc = first,
+	split_first = first;
+	struct docorder_split sp = {.block_tokens = sums,
 				    .shape = {.n_docs = n, .block = block, .key = key, .shuffle = 1}};
 	docorder_block_sums(doc_tokens, first, &sp.shape, sums);
 	return sp;
@@ -60,7 +61,7 @@ static void walk(const struct docorder_split *sp, uint64_t epoch, uint64_t x, ui
 {
 	uint64_t at = 0;
 	for (uint64_t i = 0; i < sp->shape.n_docs; i++) {
-		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, i);
+		uint64_t d = split_first + docorder_doc(&sp->shape, epoch, i);
 		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
 		if (x < at + len) {
 			*k = i;
@@ -78,7 +79,7 @@ static void walk_block(const struct docorder_split *sp, uint64_t epoch, uint64_t
 		       uint64_t *dk, uint64_t *dskip)
 {
 	for (uint64_t walked = 0; walked < sp->shape.block && k < sp->shape.n_docs; walked++, k++) {
-		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, k);
+		uint64_t d = split_first + docorder_doc(&sp->shape, epoch, k);
 		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
 		if (skip < len) {
 			*dk = k;
@@ -158,8 +159,8 @@ static void test_locate_matches_walk(void **state)
 			struct docorder_split sp = split_of(ranges[r][0], ranges[r][1], blocks[b],
 							    docorder_key(7, (uint32_t)r));
 			docorder_cache_free(&cache); /* another block size: other sums */
-			uint64_t total = doc_tokens[sp.first_doc + sp.shape.n_docs] -
-					 doc_tokens[sp.first_doc];
+			uint64_t total = doc_tokens[split_first + sp.shape.n_docs] -
+					 doc_tokens[split_first];
 			for (uint64_t epoch = 0; epoch < 3; epoch++) {
 				for (uint64_t seq_len = 1; seq_len < 20; seq_len += 6) {
 					for (uint64_t w = 0; w * seq_len + seq_len < total; w++) {
