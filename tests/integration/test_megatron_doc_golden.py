@@ -12,7 +12,9 @@ boundary and inside a document), empty sequences, empty documents
 (runs of them too, one at the very end), int32 tokens in one copy. The
 recorded digests are what loaderd delivered when its document bounds were
 a table in the arena; the workers now read them from the .idx itself, and
-any difference in any window of any epoch fails this test.
+any difference in any window of any epoch fails this test. The same
+pipelines added by a reload (their blocks summed on the thread pool)
+deliver the same.
 """
 
 import hashlib
@@ -84,6 +86,27 @@ def splits_of(name):
     return [s for s, w in zip(("train", "valid", "test"), parts) if w > 0]
 
 
+def consume_every(env, d, tag):
+    """{pipeline/split: (sha256 of the dump, sha256 of the data, bytes)}
+    of EPOCHS epochs of every split of every pipeline."""
+    got = {}
+    for name in PIPELINES:
+        for split in splits_of(name):
+            dump = env.path("%s-%s-%s.dump" % (tag, name, split))
+            data = env.path("%s-%s-%s.data" % (tag, name, split))
+            r = env.loaderctl(harness.consume_args(d.socket, name, epochs=EPOCHS, dump=dump,
+                                                   extra=["--split", split, "--dump-data", data,
+                                                          "--quiet"]))
+            check(r.returncode == 0, "%s %s %s: consume exited %d: %s" % (tag, name, split, r.returncode,
+                                                                          r.stderr))
+            with open(dump, "rb") as f:
+                lines = hashlib.sha256(f.read()).hexdigest()
+            with open(data, "rb") as f:
+                raw = f.read()
+            got["%s/%s" % (name, split)] = (lines, hashlib.sha256(raw).hexdigest(), len(raw))
+    return got
+
+
 def body(env):
     prefix16, prefix32 = env.path("web16"), env.path("web32")
     make_dataset(prefix16, "uint16")
@@ -98,20 +121,20 @@ def body(env):
             keys["split"] = p["split"]
         pipelines[name] = keys
     d = env.start_daemon(env.config("golden", pipelines, workers=2))
-    got = {}
-    for name in PIPELINES:
-        for split in splits_of(name):
-            dump, data = env.path("%s-%s.dump" % (name, split)), env.path("%s-%s.data" % (name, split))
-            r = env.loaderctl(harness.consume_args(d.socket, name, epochs=EPOCHS, dump=dump,
-                                                   extra=["--split", split, "--dump-data", data,
-                                                          "--quiet"]))
-            check(r.returncode == 0, "%s %s: consume exited %d: %s" % (name, split, r.returncode, r.stderr))
-            with open(dump, "rb") as f:
-                lines = hashlib.sha256(f.read()).hexdigest()
-            with open(data, "rb") as f:
-                raw = f.read()
-            got["%s/%s" % (name, split)] = (lines, hashlib.sha256(raw).hexdigest(), len(raw))
+    got = consume_every(env, d, "start")
     d.stop()
+    # the same pipelines added by a reload: their documents spanned and
+    # their blocks summed on the thread pool, the sums written then
+    small = env.make_raw("small.bin", 64, 64)
+    first = {"small": {"source": "raw:" + small, "record_bytes": 64, "batch_size": 8}}
+    d = env.start_daemon(env.config("reload", first, workers=2))
+    env.config("reload", dict(first, **pipelines), workers=2)
+    r = env.loaderctl(["--socket", d.socket, "reload"], timeout_s=60)
+    check(r.returncode == 0, "reload adding the megatron pipelines exited %d: %s %s"
+          % (r.returncode, r.stdout, r.stderr))
+    added = consume_every(env, d, "reload")
+    d.stop()
+    check(added == got, "the pipelines added by a reload delivered %s, at start %s" % (added, got))
     if os.environ.get("LOADERD_GOLDEN_PRINT"):
         for k in sorted(got):
             print("    %r: %r," % (k, got[k]))
