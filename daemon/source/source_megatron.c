@@ -29,8 +29,11 @@ static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
 				     ix->n_tokens;
 }
 
-/* Blocks summed between two givings back of the index's pages. */
-#define MEGATRON_DROP_BLOCKS ((uint64_t)1 << 14)
+/* Documents whose blocks are summed between two givings back of the
+ * index's pages: the walk reads two entries a block, but each fault maps
+ * the pages around it too (fault-around), so the walk's pages are about
+ * all of those of the documents it passes: 16 bytes a document. */
+#define MEGATRON_DROP_DOCS ((uint64_t)1 << 20)
 
 /* The first entry d of document_indices[lo .. hi) that is >= q, hi if
  * none (the entries are non-decreasing). */
@@ -127,18 +130,20 @@ static int megatron_doc_spans(const struct pipeline_cfg *cfg, const struct mg_in
 		const struct docorder_shape sh = {.n_docs = span.n_docs, .block = dp->block};
 		uint64_t nbk = docorder_blocks(&sh), start = 0, end = 0;
 		uint64_t kept = span.first_doc; /* the index's documents from here on not given back */
+		uint64_t kept_j = 0;             /* and the split's */
 		bool ok = docorder_index_start(&di, &span, 0, &start);
 		for (uint64_t b = 0; ok && b < nbk; b++) {
 			uint64_t j = b * dp->block + docorder_block_docs(&sh, b);
 			ok = docorder_index_start(&di, &span, j, &end) && end >= start;
 			*at++ = end - start;
 			start = end;
-			if (b % MEGATRON_DROP_BLOCKS == MEGATRON_DROP_BLOCKS - 1) {
+			if (j - kept_j >= MEGATRON_DROP_DOCS) {
 				/* the walk's pages given back behind it: bounded memory */
 				uint64_t d = span.first_doc + j - (span.cut_seq != DOCORDER_NO_CUT);
 				d = d < docs ? d : docs;
 				mg_index_drop_documents(ix, kept, d);
 				kept = d;
+				kept_j = j;
 			}
 		}
 		if (!ok) { /* the index was checked: only a file changed under us */
