@@ -18,7 +18,8 @@
  *   [worker 0: cmd ring][done ring][beat][stats] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths; each document-shuffled megatron pipeline's
- *    block sums (8 bytes a block of documents); each llm.c pipeline's arena_shard table and paths;
+ *    block sums (8 bytes a block of documents); each llm.c pipeline's
+ *    arena_shard table and paths;
  *    then runtime_index_bytes for the lists of pipelines added later]
  *   [staging slot 0] ... [staging slot S-1]
  *
