@@ -19,6 +19,12 @@ For each --docs count N (default 1e6,1e7,1e8):
                      consume` of `big`,
         rss_mb       the daemon's peak RSS (VmHWM, its shared memory
                      included) at the end,
+        check_s      `loaderd --check-config` over the same configuration:
+                     its time, and check_rss_mb its peak RSS,
+        (--reload)   a daemon started with `small` alone, a client of it,
+                     then `loaderctl reload` adding `big`: reload_s until
+                     the reload answered, reload_wait_ms the client's
+                     longest wait between two batches meanwhile,
         resume5_s    a one-batch consume resumed at the start of epoch 5,
         boundary_ms  the longest wait between two batches of a client of
                      `small` (a connection made here, releasing at once)
@@ -235,6 +241,74 @@ def measure_loaderd(build, prefix, n, tokens, work):
     return out
 
 
+def measure_reload(build, prefix, work):
+    """A daemon started with `small` alone, a client of it releasing each
+    batch at once, then `loaderctl reload` adding `big`: how long the
+    reload took to answer, and the client's longest wait between two
+    batches meanwhile (what the daemon's loop spent at a stretch)."""
+    sock = os.path.join(work, "r.sock")
+    small = os.path.join(work, "small.bin")
+    cfg = os.path.join(work, "reload.ini")
+    with open(cfg, "w") as f:
+        f.write("[daemon]\nsocket = %s\nworkers = 2\nshm_bytes = 64G\nlog_level = info\n"
+                "runtime_index_bytes = 1G\nstaging_slot_bytes = 1M\n\n" % sock)
+        f.write("[pipeline.small]\nsource = raw:%s\nrecord_bytes = 64\nbatch_size = 8\n" % small)
+    log = open(os.path.join(work, "reload.log"), "w")
+    d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
+                         stdout=log, stderr=subprocess.STDOUT)
+    try:
+        while loaderctl(build, sock, ["status"], timeout=60).returncode != 0:
+            if d.poll() is not None:
+                raise RuntimeError("loaderd exited %d (log %s)" % (d.returncode, log.name))
+            time.sleep(0.05)
+        b = Streamer(sock)
+        b.start()
+        while len(b.times) < 50 and b.error is None and b.is_alive():
+            time.sleep(0.01)
+        write_config(cfg, sock, prefix, small)  # the same [daemon], and `big`
+        text = open(cfg).read().replace("log_level = info\n", "log_level = info\nruntime_index_bytes = 1G\nstaging_slot_bytes = 1M\n")
+        with open(cfg, "w") as f:
+            f.write(text)
+        start = time.monotonic()
+        r = loaderctl(build, sock, ["reload"])
+        end = time.monotonic()
+        if r.returncode != 0:
+            raise RuntimeError("reload: %s" % (r.stderr.strip()[-400:]))
+        n = len(b.times)
+        while len(b.times) < n + 20 and b.error is None and b.is_alive():
+            time.sleep(0.01)
+        b.stop.set()
+        b.join(120)
+        if b.error:
+            raise RuntimeError("client of small: %s" % b.error)
+        gaps = [y - x for x, y in zip(b.times, b.times[1:]) if y >= start and x <= end]
+        return {"reload_s": end - start, "reload_wait_ms": 1e3 * max(gaps) if gaps else float("nan")}
+    finally:
+        d.terminate()
+        d.wait(120)
+        log.close()
+
+
+def measure_check(build, prefix, work):
+    """`loaderd --check-config` over the corpus: its time and the
+    process's own peak RSS."""
+    sock = os.path.join(work, "c.sock")
+    small = os.path.join(work, "small.bin")
+    cfg = os.path.join(work, "check.ini")
+    write_config(cfg, sock, prefix, small)
+    t0 = time.monotonic()
+    with open(os.path.join(work, "check.log"), "w+") as log:
+        p = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg, "--check-config"],
+                             stdout=log, stderr=subprocess.STDOUT)
+        _, status, usage = os.wait4(p.pid, 0)
+        took = time.monotonic() - t0
+        log.seek(0)
+        text = log.read()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise RuntimeError("loaderd --check-config: %s" % text.strip()[-400:])
+    return {"check_s": took, "check_rss_mb": usage.ru_maxrss / 1024.0}
+
+
 def make_venv(venv):
     """numpy, torch (CPU) and megatron-core in venv; its python, or None
     and why."""
@@ -294,6 +368,8 @@ def main():
     ap.add_argument("--no-peer", action="store_true", help="measure loaderd only")
     ap.add_argument("--project", default="1e9", help="document counts to project to ('' for none)")
     ap.add_argument("--out", help="also write the report here")
+    ap.add_argument("--reload", action="store_true",
+                    help="also add `big` by a reload to a running daemon (reload_s, reload_wait_ms)")
     args = ap.parse_args()
     docs = [int(float(x)) for x in args.docs.split(",")]
     os.makedirs(args.data_dir, exist_ok=True)
@@ -309,21 +385,29 @@ def main():
         tokens = make_data(prefix, n)
         with tempfile.TemporaryDirectory(dir=args.data_dir) as work:
             ours.append(measure_loaderd(args.build, prefix, n, tokens, work))
+            ours[-1].update(measure_check(args.build, prefix, work))
+            if args.reload:
+                ours[-1].update(measure_reload(args.build, prefix, work))
             peers.append(measure_peer(py, prefix, work) if py else {})
         print("N=%d done: %s %s" % (n, ours[-1], peers[-1]), file=sys.stderr)
     lines.append("")
     lines.append("| documents | loaderd socket_s | first_s | rss_mb | resume5_s | boundary_ms |"
-                 " megatron-core build_s | rss_mb | cache_mb |")
-    lines.append("|---|---|---|---|---|---|---|---|---|")
+                 " check_s | check_rss_mb | megatron-core build_s | rss_mb | cache_mb |")
+    lines.append("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, o, p in zip(docs, ours, peers):
         peer = ("| %.1f | %.0f | %.0f |" % (p["build_s"], p["rss_mb"], p["cache_mb"]) if "build_s" in p
                 else "| %s | | |" % (p.get("error", "skipped")[:120]))
-        lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s %s" % (
+        lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s | %.2f | %.0f %s" % (
             n, o["socket_s"], o["first_s"], o["rss_mb"], o["resume5_s"], o["boundary_ms"],
-            " (%s)" % o["note"][-160:] if "note" in o else "", peer))
+            " (%s)" % o["note"][-160:] if "note" in o else "", o["check_s"], o["check_rss_mb"], peer))
+    if args.reload:
+        lines.append("")
+        lines.append("added by a reload: " + ", ".join(
+            "%.0e: answered in %.2f s, a client of small waited at most %.1f ms"
+            % (n, o["reload_s"], o["reload_wait_ms"]) for n, o in zip(docs, ours)))
     lines.append("")
     exps = {}
-    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms"):
+    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms", "check_s", "check_rss_mb"):
         exps["loaderd " + key] = (exponent(ours, key, docs), key, ours)
     for key in ("build_s", "rss_mb", "cache_mb"):
         exps["megatron-core " + key] = (exponent(peers, key, docs), key, peers)

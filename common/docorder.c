@@ -2,6 +2,9 @@
 /* docorder: the block shuffle of an epoch's documents (docorder.h). */
 #include "common/docorder.h"
 
+#include <endian.h>
+#include <string.h>
+
 /* Where the short last block sits in the epoch's order: its position, or
  * the number of blocks when every block is full. */
 static uint64_t docorder_short_at(const struct docorder_shape *sh, uint64_t epoch, uint64_t nb)
@@ -80,4 +83,46 @@ uint64_t docorder_doc(const struct docorder_shape *sh, uint64_t epoch, uint64_t 
 	struct docorder_cursor c;
 	docorder_cursor_at(sh, epoch, k, &c);
 	return docorder_cursor_doc(&c);
+}
+
+/* The little-endian uint64 at byte `at` of the mapping (any alignment). */
+static uint64_t docorder_le64(const uint8_t *map, uint64_t at)
+{
+	uint64_t v;
+	memcpy(&v, map + at, sizeof(v));
+	return le64toh(v);
+}
+
+/* The first token of sequence q (<= n_sequences). */
+static bool docorder_seq_token(const struct docorder_index *ix, uint64_t q, uint64_t *token)
+{
+	if (q == ix->n_sequences) {
+		*token = ix->n_tokens;
+		return true;
+	}
+	if (q > ix->n_sequences)
+		return false;
+	uint64_t ptr = docorder_le64(ix->map, ix->pointers_at + q * 8);
+	if (ptr > INT64_MAX)
+		return false;
+	*token = ptr >> ix->token_shift;
+	return true;
+}
+
+bool docorder_index_start(const struct docorder_index *ix, const struct docorder_span *sp,
+			  uint64_t j, uint64_t *token)
+{
+	if (j >= sp->n_docs) {
+		*token = sp->end_token;
+		return j == sp->n_docs;
+	}
+	if (sp->cut_seq != DOCORDER_NO_CUT) {
+		if (j == 0)
+			return docorder_seq_token(ix, sp->cut_seq, token);
+		j--;
+	}
+	uint64_t d = sp->first_doc + j;
+	if (d >= ix->n_entries)
+		return false;
+	return docorder_seq_token(ix, docorder_le64(ix->map, ix->doc_indices_at + d * 8), token);
 }

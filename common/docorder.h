@@ -79,6 +79,44 @@ uint64_t docorder_block_start(const struct docorder_shape *sh, uint64_t epoch, u
  * the split's first document; k itself when shuffle is 0. */
 uint64_t docorder_doc(const struct docorder_shape *sh, uint64_t epoch, uint64_t k);
 
+/*
+ * A split's documents as they lie in a Megatron-LM .idx (daemon/source/
+ * megatron.h: sequence_pointers, then document_indices, int64 each,
+ * little-endian, at any alignment), read in place from a mapping of the
+ * file, so that nothing per document is ever copied. The split's
+ * sequences are a range of the index's; where the range starts inside a
+ * document (`split` cuts it), the split's document 0 is that document's
+ * part from cut_seq on and document j is the index's document first_doc +
+ * j - 1; otherwise document j is the index's document first_doc + j. The
+ * end of the split's last document is end_token. The daemon sums its
+ * blocks with it, and each worker walks a window's documents with it.
+ */
+#define DOCORDER_NO_CUT UINT64_MAX
+
+struct docorder_index {
+	const uint8_t *map;       /* the .idx's bytes */
+	uint64_t n_sequences;     /* sequence_count */
+	uint64_t n_entries;       /* document_indices' entries: documents + 1 */
+	uint64_t pointers_at;     /* byte offset of sequence_pointers */
+	uint64_t doc_indices_at;  /* byte offset of document_indices */
+	uint64_t n_tokens;        /* the .bin's tokens: the first token of sequence n_sequences */
+	uint32_t token_shift;     /* log2 of the token's bytes */
+};
+
+struct docorder_span {
+	uint64_t first_doc; /* document_indices entry of its first whole document */
+	uint64_t cut_seq;   /* DOCORDER_NO_CUT, or the sequence its document 0 starts at */
+	uint64_t n_docs;
+	uint64_t end_token; /* the end of its last document */
+};
+
+/* The first token of document j (<= n_docs: the end of the last) of the
+ * split sp into *token. false when the index's entries are out of range
+ * (a document index past sequence_count, a negative pointer): not the
+ * index checked at start. */
+bool docorder_index_start(const struct docorder_index *ix, const struct docorder_span *sp,
+			  uint64_t j, uint64_t *token);
+
 /* A walk over consecutive positions of one epoch's order, the block's
  * permutation found once per block rather than once per document (the
  * worker walks a block to a window's start with it). */

@@ -18,7 +18,8 @@
  *   [worker 0: cmd ring][done ring][beat][stats] ... [worker W-1 ...]
  *   [indexes: each image pipeline's arena_image entries, arena_shard table
  *    (tar sources) and paths; each document-shuffled megatron pipeline's
- *    document table; each llm.c pipeline's arena_shard table and paths;
+ *    block sums (8 bytes a block of documents); each llm.c pipeline's
+ *    arena_shard table and paths;
  *    then runtime_index_bytes for the lists of pipelines added later]
  *   [staging slot 0] ... [staging slot S-1]
  *
@@ -36,7 +37,7 @@
 #include "common/hist.h"
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 12
+#define ARENA_VERSION 13
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -152,30 +153,52 @@ struct arena_token_params {
 	uint32_t reserved;
 };
 
+/* One split of a document-shuffled megatron pipeline: its documents as
+ * they lie in the .idx (common/docorder.h, struct docorder_span). Where a
+ * split's sequences start inside a document (`split` cuts it), its
+ * document 0 is that document's part from cut_seq on, and document j the
+ * index's document first_doc + j - 1; otherwise document j is the
+ * index's document first_doc + j. */
+struct arena_doc_split {
+	uint64_t key;       /* docorder_key(seed, split) */
+	uint64_t n_docs;    /* documents the split's order orders */
+	uint64_t first_doc; /* document_indices entry of its first whole document */
+	uint64_t cut_seq;   /* DOCORDER_NO_CUT (UINT64_MAX), or the sequence its document 0 starts at */
+	uint64_t end_token; /* the end of its last document, a token of the data file */
+};
+
 /* A megatron pipeline whose documents are shuffled per epoch
- * (common/docorder.h). Its documents' first tokens, then the end of the
- * last one, are n_documents + 1 uint64 at docs_offset in the arena
- * (non-decreasing, the last at most file_bytes / in_elem_bytes); with
- * `split`, a document that an end of a split cuts is there as two, its
- * part in each split (daemon/source/source.c, megatron_doc_table). A work
- * item names where each of its windows starts: work_cmd.doc_pos[k], the
- * position in the epoch's order (docorder_doc) of the first document of
- * the block (docorder_block_start) holding its first token, and
- * doc_skip[k], the tokens of the epoch's stream from that document on
- * before it (the worker walks the block's documents to it); the window
- * then runs on through the documents at the following positions. 0
- * docs_offset: not shuffled (the splits are contiguous ranges,
- * arena_pipeline.split_base). The tokens of each split's blocks
+ * (common/docorder.h). The arena holds nothing per document: each worker
+ * maps the dataset's .idx (PATH with its ".bin" replaced by ".idx") and
+ * reads a document's first token from it in place
+ * (sequence_pointers[document_indices[d]] / in_elem_bytes), after
+ * checking that the file it opened is the one the master checked at start
+ * (size, device, inode, modification time; an item of a swapped index
+ * fails, naming it). A work item names where each of its windows starts:
+ * work_cmd.doc_pos[k], the position in the epoch's order (docorder_doc)
+ * of the first document of the block (docorder_block_start) holding its
+ * first token, and doc_skip[k], the tokens of the epoch's stream from that
+ * document on before it (the worker walks the block's documents to it);
+ * the window then runs on through the documents at the following
+ * positions. 0 n_documents: not shuffled (the splits are contiguous
+ * ranges, arena_pipeline.split_base). The tokens of each split's blocks
  * (docorder_block_docs documents each), split after split, are uint64 at
- * sums_offset: the master's, which workers do not read. */
+ * sums_offset: the master's, which workers do not read (8 bytes a block,
+ * never a document). */
 struct arena_doc_params {
-	uint64_t docs_offset;
-	uint64_t n_documents;
-	uint64_t key[3];        /* docorder_key(seed, split) of each split */
-	uint64_t first_doc[3];  /* each split's documents */
-	uint64_t n_docs[3];
-	uint64_t block;         /* documents a block of the order (docorder_shape.block) */
-	uint64_t sums_offset;   /* each split's blocks' tokens, split after split (the master's) */
+	uint64_t n_documents;      /* the splits' documents together; 0: not shuffled */
+	uint64_t block;            /* documents a block of the order (docorder_shape.block) */
+	uint64_t sums_offset;      /* each split's blocks' tokens, split after split (the master's) */
+	/* the .idx as the master checked it */
+	uint64_t idx_bytes;
+	uint64_t idx_dev, idx_ino;
+	int64_t idx_mtime_sec, idx_mtime_nsec;
+	uint64_t n_sequences;      /* its sequence_count */
+	uint64_t n_entries;        /* its document_indices' entries (document_count) */
+	uint64_t pointers_offset;  /* of sequence_pointers in it */
+	uint64_t doc_indices_offset; /* of document_indices in it */
+	uint64_t reserved;         /* 0 */
+	struct arena_doc_split split[3];
 };
 
 /* A token pipeline read from several files, llm.c token shards
@@ -370,7 +393,9 @@ _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 16 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");
-_Static_assert(sizeof(struct arena_doc_params) == 13 * 8, "arena_doc_params layout");
+_Static_assert(sizeof(struct arena_doc_split) == 5 * 8, "arena_doc_split layout");
+_Static_assert(sizeof(struct arena_doc_params) == 13 * 8 + 3 * sizeof(struct arena_doc_split),
+	       "arena_doc_params layout");
 _Static_assert(sizeof(struct arena_shard_params) == 40, "arena_shard_params layout");
 _Static_assert(sizeof(struct arena_pipeline) == 48 + 16 * 8 + 6 * 8 + sizeof(struct arena_doc_params) +
 	       sizeof(struct arena_shard_params) +

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/regfile.h"
 #include "worker/reader_impl.h"
+#include "worker/worker.h"
 
 #define READER_URING_DEPTH 256
 #define READER_ITEMS RING_ENTRIES
@@ -83,6 +84,7 @@ static void reader_pipeline_forget(struct reader_pipeline *rp)
 	if (rp->fd >= 0)
 		close(rp->fd);
 	image_pipeline_free(rp);
+	token_index_unmap(rp);
 	memset(rp, 0, sizeof(*rp));
 	rp->fd = -1;
 }
@@ -91,7 +93,8 @@ static void reader_pipeline_forget(struct reader_pipeline *rp)
  * remembered: the next item tries again. A data file that is no longer a
  * regular file (swapped for a FIFO, a device or a directory since start)
  * is REGFILE_NOT_REGULAR, never a blocked open (common/regfile.h). */
-static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out)
+static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_pipeline **out,
+			       uint64_t *detail)
 {
 	if (index >= r->n_pipelines)
 		return -EINVAL;
@@ -128,6 +131,13 @@ static int reader_pipeline_get(struct reader *r, uint32_t index, struct reader_p
 			return confined;
 		}
 		rp->fd = fd;
+	}
+	if (rp->docs_on && !rp->idx_map) { /* the documents' bounds: the .idx, in place */
+		int rc = token_index_map(rp, p->path);
+		if (rc < 0) {
+			*detail = WORKER_DETAIL_INDEX;
+			return rc;
+		}
 	}
 	*out = rp;
 	return 0;
@@ -206,9 +216,10 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 		reader_item_fail(it, cmd->first_row, -EINVAL, 0);
 		return;
 	}
-	int err = reader_pipeline_get(r, cmd->pipeline, &it->pipe);
+	uint64_t detail = 0;
+	int err = reader_pipeline_get(r, cmd->pipeline, &it->pipe, &detail);
 	if (err < 0) {
-		reader_item_fail(it, cmd->first_row, err, 0);
+		reader_item_fail(it, cmd->first_row, err, detail);
 		return;
 	}
 	if (!(cmd->flags & WORK_CMD_NO_TIMING)) {
@@ -646,6 +657,7 @@ int reader_run(struct arena *a, uint32_t index, int cmd_fd, int done_fd)
 		if (r->pipes[i].fd >= 0)
 			close(r->pipes[i].fd);
 		image_pipeline_free(&r->pipes[i]);
+		token_index_unmap(&r->pipes[i]);
 	}
 	free(r);
 	return err;

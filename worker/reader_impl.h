@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "common/clock.h"
+#include "common/docorder.h"
 #include "common/hist.h"
 #include "shm/arena.h"
 #include "shm/layout.h"
@@ -50,10 +51,14 @@ struct reader_pipeline {
 	uint64_t stride;
 	uint64_t split_base[3];    /* struct arena_pipeline's: each split's first byte */
 	uint64_t split_samples[3]; /* and its samples */
-	/* document-shuffled megatron: the checked table (arena_doc_params),
-	 * NULL doc_tokens for none */
+	/* document-shuffled megatron (arena_doc_params, checked): the .idx
+	 * mapped read-only (the page cache's pages, shared by every process),
+	 * NULL until first used; docs_on false for none */
 	struct arena_doc_params docs;
-	const uint64_t *doc_tokens;
+	bool docs_on;
+	struct docorder_index idx;
+	void *idx_map;
+	size_t idx_map_bytes;
 	uint64_t header_bytes;     /* llm.c shards: where each shard's tokens start */
 	uint64_t tensor_offset;
 	uint64_t row_bytes;
@@ -152,10 +157,20 @@ int reader_shard_fd(struct reader_pipeline *p, uint32_t i);
 /* ---- raw and token rows (token_rows.c) ---- */
 
 /* A raw or token pipeline's table entry: its layout within a slot of
- * slot_bytes, its document-aware outputs, a document table inside the
- * arena. 0 or -EINVAL. */
+ * slot_bytes, its document-aware outputs, its documents' spans of the
+ * .idx. 0 or -EINVAL. */
 int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
 			 struct reader_pipeline *out);
+
+/* A document-shuffled pipeline's .idx (data_path with ".idx" for its
+ * ".bin"), mapped into p once: a regular file inside p->roots, the very
+ * file the master checked (size, device, inode, modification time). 0,
+ * REGFILE_NOT_REGULAR, -ESTALE for another file, or the open's -errno;
+ * a failure is not remembered (the next item tries again). */
+int token_index_map(struct reader_pipeline *p, const char *data_path);
+
+/* Unmaps what token_index_map mapped. */
+void token_index_unmap(struct reader_pipeline *p);
 
 /* Row k of cmd: its rows inside the slot and its first piece in the file.
  * 0 or -EINVAL. */

@@ -9,13 +9,41 @@
  */
 #include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "common/confine.h"
 #include "common/docorder.h"
+#include "common/regfile.h"
 #include "worker/reader_impl.h"
+
+/* The .idx's header: magic, version, dtype code, the two counts
+ * (daemon/source/megatron.h). */
+#define MG_IDX_HEADER_BYTES 34u
+
+/* log2 of the stored token's bytes (2 or 4, checked before). */
+static unsigned in_shift(const struct arena_pipeline *p)
+{
+	return p->in_elem_bytes == 4 ? 2 : 1;
+}
+
+/* The split's document d (its place in stored order) and its tokens in
+ * the file, [*first, *end): false when the index does not hold it. */
+static bool token_doc_of(const struct reader_pipeline *p, const struct arena_doc_split *ds,
+			 uint64_t d, uint64_t *first, uint64_t *end)
+{
+	const struct docorder_span span = {.first_doc = ds->first_doc, .cut_seq = ds->cut_seq,
+					   .n_docs = ds->n_docs, .end_token = ds->end_token};
+	return docorder_index_start(&p->idx, &span, d, first) &&
+	       docorder_index_start(&p->idx, &span, d + 1, end) && *first <= *end &&
+	       *end <= ds->end_token;
+}
 
 /* A token pipeline's document-aware outputs: each a tensor of its own
  * (not the tokens'), of the size struct arena_token_params gives. */
@@ -45,35 +73,90 @@ static int token_outputs_check(uint64_t slot_bytes, const struct arena_pipeline 
 	return 0;
 }
 
-/* A document-shuffled pipeline's document table (struct arena_doc_params):
- * inside the arena, 8-byte aligned, non-decreasing, within the file; each
- * split's documents within it. Checked once, in full, so that a walk over
- * it (token_next_piece) needs no check of its own. */
-static int token_docs_check(struct arena *arena, const struct arena_pipeline *p,
-			    struct reader_pipeline *out)
+/* A document-shuffled pipeline's spans of the .idx (struct
+ * arena_doc_params): the index's arrays where its counts put them, each
+ * split's documents within its document_indices, their ends within the
+ * data file. What the mapped index then holds is checked document by
+ * document as it is read (docorder_index_start), so no walk needs the
+ * whole index in memory, nor trusts it. */
+static int token_docs_check(const struct arena_pipeline *p, struct reader_pipeline *out)
 {
 	const struct arena_doc_params *dp = &p->docs;
-	uint64_t bytes;
-	if (dp->docs_offset % 8 != 0 || dp->n_documents == UINT64_MAX ||
-	    __builtin_mul_overflow(dp->n_documents + 1, 8, &bytes))
+	uint64_t s = dp->n_sequences, e = dp->n_entries, bytes;
+	uint64_t file_tokens = p->file_bytes >> in_shift(p);
+	if (s > (UINT64_MAX - MG_IDX_HEADER_BYTES) / 12 || e == 0 ||
+	    e > (UINT64_MAX - MG_IDX_HEADER_BYTES - 12 * s) / 8)
 		return -EINVAL;
-	const uint64_t *tokens = arena_range(arena, dp->docs_offset, bytes);
-	if (!tokens)
+	bytes = MG_IDX_HEADER_BYTES + 12 * s + 8 * e;
+	if (dp->idx_bytes != bytes || dp->pointers_offset != MG_IDX_HEADER_BYTES + 4 * s ||
+	    dp->doc_indices_offset != MG_IDX_HEADER_BYTES + 12 * s || bytes > SIZE_MAX)
 		return -EINVAL;
-	for (uint64_t d = 0; d < dp->n_documents; d++)
-		if (tokens[d + 1] < tokens[d])
-			return -EINVAL;
-	if (tokens[dp->n_documents] > p->file_bytes / p->in_elem_bytes)
-		return -EINVAL;
-	for (int k = 0; k < 3; k++)
-		if (dp->first_doc[k] > dp->n_documents ||
-		    dp->n_docs[k] > dp->n_documents - dp->first_doc[k])
-			return -EINVAL;
 	if (dp->block == 0 || dp->block > DOCORDER_BLOCK_MAX)
 		return -EINVAL;
+	uint64_t total = 0;
+	for (int k = 0; k < 3; k++) {
+		const struct arena_doc_split *sp = &dp->split[k];
+		uint64_t cut = sp->cut_seq != DOCORDER_NO_CUT;
+		if ((cut && sp->cut_seq >= s) || sp->first_doc > e || sp->end_token > file_tokens ||
+		    sp->n_docs > e - sp->first_doc + cut || sp->n_docs > UINT64_MAX - total)
+			return -EINVAL;
+		total += sp->n_docs;
+	}
+	if (total != dp->n_documents)
+		return -EINVAL;
+	size_t n = strnlen(p->path, sizeof(p->path));
+	if (n < 4 || strcmp(p->path + n - 4, ".bin") != 0)
+		return -EINVAL;
 	out->docs = *dp;
-	out->doc_tokens = tokens;
+	out->docs_on = true;
+	out->idx = (struct docorder_index){
+		.n_sequences = s, .n_entries = e, .pointers_at = dp->pointers_offset,
+		.doc_indices_at = dp->doc_indices_offset, .n_tokens = file_tokens,
+		.token_shift = (uint32_t)in_shift(p),
+	};
 	return 0;
+}
+
+int token_index_map(struct reader_pipeline *p, const char *data_path)
+{
+	char path[ARENA_PATH_MAX];
+	size_t n = strlen(data_path); /* token_docs_check: it ends in ".bin" */
+	if (n >= sizeof(path))
+		return -ENAMETOOLONG;
+	memcpy(path, data_path, n - 4);
+	memcpy(path + n - 4, ".idx", 5);
+	struct stat st;
+	int fd = regfile_open(AT_FDCWD, path, &st);
+	if (fd < 0)
+		return fd;
+	int rc = p->roots ? confine_fd(fd, p->roots) : 0;
+	const struct arena_doc_params *dp = &p->docs;
+	if (rc == 0 && ((uint64_t)st.st_size != dp->idx_bytes || (uint64_t)st.st_dev != dp->idx_dev ||
+			(uint64_t)st.st_ino != dp->idx_ino ||
+			(int64_t)st.st_mtim.tv_sec != dp->idx_mtime_sec ||
+			(int64_t)st.st_mtim.tv_nsec != dp->idx_mtime_nsec))
+		rc = -ESTALE;
+	void *map = MAP_FAILED;
+	if (rc == 0) {
+		map = mmap(NULL, (size_t)dp->idx_bytes, PROT_READ, MAP_SHARED, fd, 0);
+		if (map == MAP_FAILED)
+			rc = -errno;
+	}
+	close(fd);
+	if (rc < 0)
+		return rc;
+	p->idx_map = map;
+	p->idx_map_bytes = (size_t)dp->idx_bytes;
+	p->idx.map = map;
+	return 0;
+}
+
+void token_index_unmap(struct reader_pipeline *p)
+{
+	if (p->idx_map)
+		munmap(p->idx_map, p->idx_map_bytes);
+	p->idx_map = NULL;
+	p->idx.map = NULL;
 }
 
 /* An llm.c pipeline's shard table inside the arena: every path a string
@@ -154,24 +237,24 @@ int token_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	if (p->kind != ARENA_SOURCE_TOKENS)
 		return 0;
 	int err = token_outputs_check(slot_bytes, p, out);
-	if (err == 0 && p->docs.docs_offset)
-		err = token_docs_check(arena, p, out);
+	if (err == 0 && p->docs.n_documents)
+		err = token_docs_check(p, out);
 	if (err == 0 && p->shards.n_shards)
-		err = p->docs.docs_offset ? -EINVAL : token_shards_check(arena, p, out);
+		err = p->docs.n_documents ? -EINVAL : token_shards_check(arena, p, out);
 	return err;
 }
 
-/* The document at position k of rd's epoch order and its tokens in the
- * file: [*first, *end). */
-static void token_doc_at(const struct reader_pipeline *p, uint32_t split, uint64_t epoch,
+/* Split `split`'s document at position k of the epoch's order and its
+ * tokens in the file: [*first, *end), read from the mapped index. false
+ * when the index does not hold a document there (not the index checked
+ * at start, or a command that does not fit it). */
+static bool token_doc_at(const struct reader_pipeline *p, uint32_t split, uint64_t epoch,
 			 uint64_t k, uint64_t *first, uint64_t *end)
 {
-	const struct arena_doc_params *dp = &p->docs;
-	const struct docorder_shape sh = {.n_docs = dp->n_docs[split], .block = dp->block,
-					  .key = dp->key[split], .shuffle = 1};
-	uint64_t d = dp->first_doc[split] + docorder_doc(&sh, epoch, k);
-	*first = p->doc_tokens[d];
-	*end = p->doc_tokens[d + 1];
+	const struct arena_doc_split *ds = &p->docs.split[split];
+	const struct docorder_shape sh = {.n_docs = ds->n_docs, .block = p->docs.block,
+					  .key = ds->key, .shuffle = 1};
+	return token_doc_of(p, ds, docorder_doc(&sh, epoch, k), first, end);
 }
 
 /* rd's current piece: from token `first` of the file, at most the tokens
@@ -191,13 +274,16 @@ bool token_next_piece(struct reader_read *rd)
 	const struct reader_pipeline *p = rd->item->pipe;
 	uint64_t first = 0, end = 0;
 	while (first == end) { /* empty documents hold nothing to read */
-		if (++rd->doc_k >= p->docs.n_docs[rd->split]) {
+		if (++rd->doc_k >= p->docs.split[rd->split].n_docs) {
 			/* the window runs past the split's last document: the
 			 * command's doc_pos/doc_skip do not fit its sample */
 			reader_item_fail(rd->item, rd->row, -EINVAL, 0);
 			return false;
 		}
-		token_doc_at(p, rd->split, rd->item->epoch, rd->doc_k, &first, &end);
+		if (!token_doc_at(p, rd->split, rd->item->epoch, rd->doc_k, &first, &end)) {
+			reader_item_fail(rd->item, rd->row, -EINVAL, 0);
+			return false;
+		}
 	}
 	token_piece(rd, first, end);
 	return true;
@@ -211,16 +297,18 @@ static int token_plan_docs(struct reader_read *rd, const struct work_cmd *cmd, u
 {
 	const struct reader_pipeline *p = rd->item->pipe;
 	const struct arena_doc_params *dp = &p->docs;
-	const struct docorder_shape sh = {.n_docs = dp->n_docs[cmd->split], .block = dp->block,
-					  .key = dp->key[cmd->split], .shuffle = 1};
+	const struct arena_doc_split *ds = &dp->split[cmd->split];
+	const struct docorder_shape sh = {.n_docs = ds->n_docs, .block = dp->block,
+					  .key = ds->key, .shuffle = 1};
 	uint64_t skip = cmd->doc_skip[k];
 	if (cmd->doc_pos[k] >= sh.n_docs)
 		return -EINVAL;
 	struct docorder_cursor cur;
 	docorder_cursor_at(&sh, cmd->epoch, cmd->doc_pos[k], &cur);
 	for (uint64_t walked = 0;; walked++) {
-		uint64_t d = dp->first_doc[cmd->split] + docorder_cursor_doc(&cur);
-		uint64_t first = p->doc_tokens[d], end = p->doc_tokens[d + 1];
+		uint64_t first, end;
+		if (!token_doc_of(p, ds, docorder_cursor_doc(&cur), &first, &end))
+			return -EINVAL;
 		if (skip < end - first) {
 			rd->split = cmd->split;
 			rd->doc_k = cur.k;
@@ -295,7 +383,7 @@ int token_plan(struct arena *arena, uint64_t slot_bytes, struct reader_item *it,
 	}
 	if (p->n_shards)
 		return token_plan_shard(rd, sample);
-	return p->doc_tokens ? token_plan_docs(rd, cmd, k) : 0;
+	return p->docs_on ? token_plan_docs(rd, cmd, k) : 0;
 }
 
 /* Zero-extends the n tokens at the start of row in place, last to first:

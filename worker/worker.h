@@ -54,6 +54,10 @@
 /* work_done.detail of a failed image row: this flag, or'ed with the number
  * of replacements tried (worker/reader.h). */
 #define WORKER_DETAIL_IMAGE (1ull << 32)
+/* work_done.detail of an item failed on a document-shuffled megatron
+ * pipeline's .idx (its open, or -ESTALE: not the file checked at start),
+ * not on the data file (worker/token_rows.c). */
+#define WORKER_DETAIL_INDEX (1ull << 33)
 
 enum worker_exit {
 	WORKER_EXIT_OK = 0,      /* told to exit (WORK_EXIT), or the master is gone */

@@ -39,7 +39,7 @@ void batchfail_docorder(struct sched *s, struct slot *sl, int err)
 		snprintf(text, sizeof(text), "pipeline \"%s\": split %s epoch %" PRIu64 ": the epoch's "
 			 "document order (a running sum over the blocks of its %" PRIu64 " documents) cannot be "
 			 "computed: %s", src->cfg->name, split_name(c->split), sl->pos.epoch,
-			 src->desc.docs.n_docs[c->split], strerror(-err));
+			 src->desc.docs.split[c->split].n_docs, strerror(-err));
 	c->in_flight--;
 	sched_slot_free(s, sl);
 	fail_client(s, c, err == -ENOMEM ? ENOMEM : EIO, text);

@@ -72,13 +72,11 @@ void sched_doc_split(const struct sched *s, uint32_t entry, uint32_t split,
 	const struct arena_doc_params *dp = &arena_pipeline(s->arena, entry)->docs;
 	const uint64_t *sums = (const uint64_t *)(s->arena->base + dp->sums_offset);
 	*out = (struct docorder_split){
-		.doc_tokens = (const uint64_t *)(s->arena->base + dp->docs_offset),
-		.first_doc = dp->first_doc[split],
-		.shape = {.n_docs = dp->n_docs[split], .block = dp->block, .key = dp->key[split],
-			  .shuffle = 1},
+		.shape = {.n_docs = dp->split[split].n_docs, .block = dp->block,
+			  .key = dp->split[split].key, .shuffle = 1},
 	};
 	for (uint32_t k = 0; k < split; k++) { /* the splits before it: their blocks first */
-		struct docorder_shape before = {.n_docs = dp->n_docs[k], .block = dp->block};
+		struct docorder_shape before = {.n_docs = dp->split[k].n_docs, .block = dp->block};
 		sums += docorder_blocks(&before);
 	}
 	out->block_tokens = sums;

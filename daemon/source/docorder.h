@@ -6,7 +6,7 @@
  *
  * The order is a permutation of blocks of documents, then of the
  * documents inside each block. The tokens of each stored block are summed
- * once, when the pipeline's table is written (docorder_block_sums); an
+ * once, when the pipeline's source is opened (from its index); an
  * epoch's running sum of them in the epoch's block order (8 bytes a
  * block, never a document) is kept for the few (pipeline, split, epoch)
  * that clients are in, the least recently used dropped first. A window
@@ -39,14 +39,11 @@
  * than members would recompute an order for every row). */
 #define DOCORDER_CACHED 40
 
-/* A split's documents: doc_tokens[first_doc .. first_doc + n_docs] are the
- * first token of each document in the data file, then the end of the last
- * one (non-decreasing: empty documents are allowed); block_tokens[b] the
- * tokens of stored block b of the split (docorder_block_sums). */
+/* A split's documents as the order sees them: block_tokens[b] the tokens
+ * of stored block b of the split (summed where the documents are known:
+ * daemon/source/source_megatron.c, from the index). */
 struct docorder_split {
-	const uint64_t *doc_tokens;
 	const uint64_t *block_tokens;
-	uint64_t first_doc;
 	struct docorder_shape shape;
 };
 
@@ -110,7 +107,10 @@ bool docorder_ready(const struct docorder_cache *c, uint32_t pipeline, uint32_t 
 		    uint64_t epoch);
 
 /* block_tokens[b] = the tokens of stored block b of the split whose
- * documents start at doc_tokens[first_doc] (one pass over the table). */
+ * documents start at doc_tokens[first_doc], from a table of the
+ * documents' first tokens (the unit tests hold one; the daemon keeps no
+ * such table and sums a megatron index's blocks in place:
+ * daemon/source/source_megatron.c). */
 void docorder_block_sums(const uint64_t *doc_tokens, uint64_t first_doc,
 			 const struct docorder_shape *sh, uint64_t *block_tokens);
 

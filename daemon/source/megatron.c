@@ -321,6 +321,16 @@ int64_t mg_doc_index(const struct mg_index *ix, uint64_t d)
 			      (size_t)d * 8));
 }
 
+uint64_t mg_pointers_at(const struct mg_index *ix)
+{
+	return MG_HEADER_BYTES + ix->n_sequences * 4;
+}
+
+uint64_t mg_doc_indices_at(const struct mg_index *ix)
+{
+	return MG_HEADER_BYTES + ix->n_sequences * 12;
+}
+
 /* mg_index_parse, with done called for each stretch checked. */
 static int mg_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
 		    struct mg_index *out, char *err, size_t cap,
@@ -509,6 +519,10 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 	if (rc == 0 && map) {
 		out->map = (void *)map;
 		out->map_bytes = len;
+		out->idx_dev = (uint64_t)st.st_dev;
+		out->idx_ino = (uint64_t)st.st_ino;
+		out->idx_mtime_sec = (int64_t)st.st_mtim.tv_sec;
+		out->idx_mtime_nsec = (int64_t)st.st_mtim.tv_nsec;
 		mg_drop(map, 0, len);
 	} else if (map) {
 		munmap((void *)map, len);

@@ -93,6 +93,10 @@ struct mg_index {
 	const uint8_t *data;      /* the index's bytes */
 	void *map;                /* mg_index_open's mapping of them, NULL for a parse */
 	size_t map_bytes;
+	/* mg_index_open: the .idx it checked (the workers check that the one
+	 * they map is the same file) */
+	uint64_t idx_dev, idx_ino;
+	int64_t idx_mtime_sec, idx_mtime_nsec;
 };
 
 /* sequence_lengths[i] (>= 0), i < n_sequences. */
@@ -101,6 +105,9 @@ int32_t mg_length(const struct mg_index *ix, uint64_t i);
 int64_t mg_pointer(const struct mg_index *ix, uint64_t i);
 /* document_indices[d] (0 .. n_sequences), d <= n_documents. */
 int64_t mg_doc_index(const struct mg_index *ix, uint64_t d);
+/* Byte offsets of sequence_pointers and document_indices in the file. */
+uint64_t mg_pointers_at(const struct mg_index *ix);
+uint64_t mg_doc_indices_at(const struct mg_index *ix);
 
 /*
  * Reads and checks the index in data[0..len) (the bytes of idx_path)

@@ -22,6 +22,7 @@
 #include "common/suggest.h"
 #include "daemon/core/status.h"
 #include "daemon/source/source_impl.h"
+#include "worker/worker.h"
 
 /* The kinds of source, by the config's enum source_kind (`source =
  * KIND:PATH`); a pipeline with blend members is a blend (source_blend). */
@@ -252,8 +253,8 @@ void source_close(struct source *s)
 	if (s->ops && s->ops->close)
 		s->ops->close(s);
 	image_index_free(&s->index);
-	free(s->doc_tokens);
-	s->doc_tokens = NULL;
+	free(s->block_tokens);
+	s->block_tokens = NULL;
 }
 
 /* ---- locating and naming samples ---- */
@@ -320,7 +321,12 @@ int source_batch_error(const struct source *src, const struct arena *arena,
 void source_read_why(const struct source *s, const struct source_failure *f, char *buf,
 		     size_t cap)
 {
-	if (f->error == -ENODATA)
+	if (f->detail & WORKER_DETAIL_INDEX) { /* the dataset's .idx, not the data file */
+		char why[200];
+		source_index_why(f->error, why, sizeof(why));
+		snprintf(buf, cap, "its .idx: %s", why);
+	}
+	else if (f->error == -ENODATA)
 		snprintf(buf, cap, "file is shorter than at start (read %" PRIu64 " of %" PRIu64 " bytes)",
 			 f->detail, s->desc.sample_read_bytes);
 	else if (f->error == REGFILE_NOT_REGULAR)
@@ -329,10 +335,21 @@ void source_read_why(const struct source *s, const struct source_failure *f, cha
 		snprintf(buf, cap, "%s", strerror(-f->error));
 }
 
+void source_index_why(int error, char *buf, size_t cap)
+{
+	if (error == -ESTALE)
+		snprintf(buf, cap, "not the index checked at start any more (its size, device, inode "
+			 "or modification time differs: replaced or rewritten since start)");
+	else if (error == REGFILE_NOT_REGULAR)
+		snprintf(buf, cap, "not a regular file any more (replaced since start)");
+	else
+		snprintf(buf, cap, "%s", strerror(-error));
+}
+
 int source_where_error(const struct source *s, const struct arena *arena,
 		       const struct source_failure *f, char *text, size_t cap)
 {
-	char where[1200], why[128];
+	char where[1200], why[256];
 	source_read_why(s, f, why, sizeof(why));
 	source_sample_where(s, arena, f->entry, f->split, f->index, where, sizeof(where));
 	snprintf(text, cap, "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64 ": %.700s: %s",
@@ -345,7 +362,7 @@ int source_file_error(const struct source *s, const struct arena *arena,
 {
 	if (s->desc.docs.n_documents) /* no one range: the window in the epoch's order */
 		return source_where_error(s, arena, f, text, cap);
-	char path[PATH_MAX], why[128];
+	char path[PATH_MAX], why[256];
 	source_read_why(s, f, why, sizeof(why));
 	uint64_t offset = s->desc.split_base[f->split] + f->index * s->desc.sample_stride;
 	snprintf(text, cap, "pipeline \"%s\": %.700s: %s%s%ssample %" PRIu64 " (bytes %"

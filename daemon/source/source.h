@@ -117,14 +117,14 @@ struct source {
 	uint64_t n_samples;    /* token pipelines: the train split's */
 	bool has_splits;       /* megatron with `split`: valid and test exist too */
 	struct source_split splits[SPLIT_COUNT];
-	/* megatron with document_shuffle: the first token of each document
-	 * the epochs order, then the end of the last ([n_documents + 1]):
-	 * the index's documents, and with `split` only those in a split, a
-	 * document that a split's end cuts counted once in each split it
-	 * has sequences in; copied into the arena by source_fill_arena
-	 * (desc.docs), which frees this copy */
-	uint64_t *doc_tokens;
-	uint64_t n_documents;
+	/* megatron with document_shuffle: the tokens of each split's blocks
+	 * of documents, split after split ([n_blocks], 8 bytes a block, never
+	 * a document), summed from the index at open (off the loop); copied
+	 * into the arena by source_fill_arena (desc.docs.sums_offset), which
+	 * frees this copy. The documents themselves stay in the .idx, which
+	 * the workers map (shm/layout.h, struct arena_doc_params). */
+	uint64_t *block_tokens;
+	uint64_t n_blocks;
 	uint64_t file_bytes;
 	uint32_t chunk;        /* samples per work item, resolved */
 	uint32_t n_tensors;
@@ -186,7 +186,7 @@ struct source_ops {
 	 * splits has only train, present), n_samples (train's), has_splits,
 	 * the tensors (source_add_tensor), desc (what workers read: kind,
 	 * the read and stride of a sample, the kind's parameters), file_bytes,
-	 * data_path and its sample list (index, doc_tokens) if it has one.
+	 * data_path and its sample list (index, block_tokens) if it has one.
 	 * 0, or -errno with err = `pipeline "NAME": PATH: reason`, naming the
 	 * file at fault (source_fail). source.c then checks the count against
 	 * the batch, picks the chunk and fills the common fields of desc; a
@@ -218,7 +218,7 @@ struct source_ops {
 			   const struct source_failure *f, char *text, size_t cap);
 	/* Optional (NULL: source_describe_line): its lines of `loaderd status`. */
 	void (*describe)(const struct source *s, struct status_text *t);
-	/* Optional: frees what open allocated beyond index and doc_tokens
+	/* Optional: frees what open allocated beyond index and block_tokens
 	 * (which source_close frees); takes a half-opened source. */
 	void (*close)(struct source *s);
 };

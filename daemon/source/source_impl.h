@@ -69,6 +69,10 @@ int source_where_error(const struct source *s, const struct arena *arena,
 		       const struct source_failure *f, char *text, size_t cap);
 /* Why a worker could not read a sample of a data file (the last part of
  * the texts above). */
+/* Why a document-shuffled megatron pipeline's .idx failed a worker
+ * (error: -ESTALE, not the file checked at start; REGFILE_NOT_REGULAR;
+ * another -errno of its open), for a message. */
+void source_index_why(int error, char *buf, size_t cap);
 void source_read_why(const struct source *s, const struct source_failure *f, char *buf,
 		     size_t cap);
 /* The status line of a lone source: its kind, path, samples and splits. */

@@ -13,13 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "common/docorder.h"
 #include "daemon/source/docorder.h"
 #include "daemon/source/megatron.h"
 #include "daemon/source/source_impl.h"
+#include "worker/worker.h"
 
 /* The first token of sequence q of a checked index; n_tokens for q =
  * n_sequences. */
@@ -30,62 +29,141 @@ static uint64_t megatron_seq_token(const struct mg_index *ix, uint64_t q)
 				     ix->n_tokens;
 }
 
+/* Documents whose blocks are summed between two givings back of the
+ * index's pages: the walk reads two entries a block, but each fault maps
+ * the pages around it too (fault-around), so the walk's pages are about
+ * all of those of the documents it passes: 16 bytes a document. */
+#define MEGATRON_DROP_DOCS ((uint64_t)1 << 20)
+
+/* The first entry d of document_indices[lo .. hi) that is >= q, hi if
+ * none (the entries are non-decreasing). */
+static uint64_t megatron_doc_at_or_after(const struct mg_index *ix, uint64_t lo, uint64_t hi,
+					 uint64_t q)
+{
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+		if ((uint64_t)mg_doc_index(ix, mid) < q)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/* The index's arrays as docorder reads them in place (common/docorder.h). */
+static struct docorder_index megatron_docorder_index(const struct mg_index *ix)
+{
+	return (struct docorder_index){
+		.map = ix->data, .n_sequences = ix->n_sequences, .n_entries = ix->n_documents + 1,
+		.pointers_at = mg_pointers_at(ix), .doc_indices_at = mg_doc_indices_at(ix),
+		.n_tokens = ix->n_tokens, .token_shift = (uint32_t)__builtin_ctz(ix->token_bytes),
+	};
+}
+
 /*
- * document_shuffle: the documents each split's epochs order (desc.docs).
- * Without `split`, the index's documents. With it, the splits are ranges
- * of sequences (idx) and an end may fall inside a document: the document
- * is then cut there, its sequences before the end ordered with the split
- * before, those after with the next, each part a document of that
- * split's. A document holds a place in the split its first sequence is
- * in (an empty one, where the sequence after it is); those from idx[3]
- * on are in none. So each split orders exactly its sequences' tokens,
- * and a split that ends on document boundaries orders whole documents.
- * 0, or -ENOMEM with reason.
+ * document_shuffle: the documents each split's epochs order (desc.docs),
+ * as spans of the index (struct arena_doc_split), and the tokens of each
+ * split's blocks. Without `split`, the index's documents. With it, the
+ * splits are ranges of sequences (idx) and an end may fall inside a
+ * document: the document is then cut there, its sequences before the end
+ * ordered with the split before, those after with the next, each part a
+ * document of that split's. A document holds a place in the split its
+ * first sequence is in (an empty one, where the sequence after it is);
+ * those from idx[3] on are in none. So each split orders exactly its
+ * sequences' tokens, and a split that ends on document boundaries orders
+ * whole documents. A split's documents are found by two binary searches;
+ * its block sums read two entries of the index a block, on the thread
+ * that opens the source (start-up's, or the pool's for a reload), never
+ * the loop. 0, or -ENOMEM / -EINVAL with reason.
  */
-static int megatron_doc_table(const struct pipeline_cfg *cfg, const struct mg_index *ix,
+static int megatron_doc_spans(const struct pipeline_cfg *cfg, const struct mg_index *ix,
 			      const int64_t idx[SPLIT_COUNT + 1], struct source *out, char *reason,
 			      size_t cap)
 {
-	/* at most two cuts inside documents (the third end stops the table),
-	 * and the end of the last */
-	uint64_t *tokens = malloc((ix->n_documents + 3) * sizeof(*tokens));
-	if (!tokens) {
-		snprintf(reason, cap, "out of memory for the table of %" PRIu64 " documents",
-			 ix->n_documents);
+	struct arena_doc_params *dp = &out->desc.docs;
+	const uint64_t docs = ix->n_documents;
+	dp->block = cfg->document_shuffle_block;
+	dp->n_documents = 0;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		struct arena_doc_split *sp = &dp->split[k];
+		sp->key = docorder_key(cfg->seed, k);
+		sp->cut_seq = DOCORDER_NO_CUT;
+		if (!out->has_splits) { /* train: every document, trailing empty ones too */
+			sp->first_doc = k == SPLIT_TRAIN ? 0 : docs;
+			sp->n_docs = k == SPLIT_TRAIN ? docs : 0;
+			sp->end_token = ix->n_tokens;
+		} else {
+			uint64_t a = (uint64_t)idx[k], b = (uint64_t)idx[k + 1];
+			/* its whole documents: those whose first sequence is in [a, b) */
+			uint64_t lo = megatron_doc_at_or_after(ix, 0, docs, a);
+			uint64_t hi = megatron_doc_at_or_after(ix, lo, docs, b);
+			/* a starts inside document lo - 1 when that one ends past it */
+			bool cut = lo > 0 && (uint64_t)mg_doc_index(ix, lo - 1) < a &&
+				   (uint64_t)mg_doc_index(ix, lo) > a;
+			sp->first_doc = lo;
+			sp->n_docs = (hi - lo) + cut;
+			if (cut)
+				sp->cut_seq = a;
+			sp->end_token = megatron_seq_token(ix, b);
+		}
+		dp->n_documents += sp->n_docs;
+	}
+	if (dp->n_documents == 0)
+		return 0;
+	uint64_t nb = 0;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++)
+		nb += docorder_blocks(&(struct docorder_shape){.n_docs = dp->split[k].n_docs,
+							       .block = dp->block});
+	uint64_t *sums = malloc((nb ? nb : 1) * sizeof(*sums));
+	if (!sums) {
+		snprintf(reason, cap, "out of memory for the tokens of %" PRIu64 " blocks of "
+			 "documents", nb);
 		return -ENOMEM;
 	}
-	uint64_t first[SPLIT_COUNT + 1] = {0}; /* each split's first entry, then the end */
-	uint64_t n = 0;
-	uint32_t k = 0; /* the split at hand; SPLIT_COUNT: past the last */
-	bool cut = out->has_splits;
-	for (uint64_t d = 0; d < ix->n_documents && k < SPLIT_COUNT; d++) {
-		uint64_t from = (uint64_t)mg_doc_index(ix, d), to = (uint64_t)mg_doc_index(ix, d + 1);
-		if (d % ((uint64_t)1 << 20) == 0 && d > 0) /* the walk's pages given back behind it */
-			mg_index_drop_documents(ix, d - ((uint64_t)1 << 20), d);
-		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] <= from)
-			first[++k] = n;
-		if (k == SPLIT_COUNT)
-			break;
-		tokens[n++] = megatron_seq_token(ix, from);
-		while (cut && k < SPLIT_COUNT && (uint64_t)idx[k + 1] < to) {
-			first[++k] = n;
-			if (k < SPLIT_COUNT)
-				tokens[n++] = megatron_seq_token(ix, (uint64_t)idx[k]);
+	const struct docorder_index di = megatron_docorder_index(ix);
+	uint64_t *at = sums;
+	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		const struct docorder_span span = {
+			.first_doc = dp->split[k].first_doc, .cut_seq = dp->split[k].cut_seq,
+			.n_docs = dp->split[k].n_docs, .end_token = dp->split[k].end_token,
+		};
+		const struct docorder_shape sh = {.n_docs = span.n_docs, .block = dp->block};
+		uint64_t nbk = docorder_blocks(&sh), start = 0, end = 0;
+		uint64_t kept = span.first_doc; /* the index's documents from here on not given back */
+		uint64_t kept_j = 0;             /* and the split's */
+		bool ok = docorder_index_start(&di, &span, 0, &start);
+		for (uint64_t b = 0; ok && b < nbk; b++) {
+			uint64_t j = b * dp->block + docorder_block_docs(&sh, b);
+			ok = docorder_index_start(&di, &span, j, &end) && end >= start;
+			*at++ = end - start;
+			start = end;
+			if (j - kept_j >= MEGATRON_DROP_DOCS) {
+				/* the walk's pages given back behind it: bounded memory */
+				uint64_t d = span.first_doc + j - (span.cut_seq != DOCORDER_NO_CUT);
+				d = d < docs ? d : docs;
+				mg_index_drop_documents(ix, kept, d);
+				kept = d;
+				kept_j = j;
+			}
+		}
+		if (!ok) { /* the index was checked: only a file changed under us */
+			free(sums);
+			snprintf(reason, cap, "the index changed while it was read (its documents "
+				 "no longer end where they began)");
+			return -EINVAL;
 		}
 	}
-	while (k < SPLIT_COUNT)
-		first[++k] = n;
-	tokens[n] = megatron_seq_token(ix, cut ? (uint64_t)idx[SPLIT_COUNT] : ix->n_sequences);
-	out->doc_tokens = tokens;
-	out->n_documents = n;
-	struct arena_doc_params *dp = &out->desc.docs;
-	dp->n_documents = n;
-	dp->block = cfg->document_shuffle_block;
-	for (k = 0; k < SPLIT_COUNT; k++) {
-		dp->key[k] = docorder_key(cfg->seed, k);
-		dp->first_doc[k] = first[k];
-		dp->n_docs[k] = first[k + 1] - first[k];
-	}
+	out->block_tokens = sums;
+	out->n_blocks = nb;
+	out->desc.docs.idx_bytes = ix->map_bytes;
+	out->desc.docs.idx_dev = ix->idx_dev;
+	out->desc.docs.idx_ino = ix->idx_ino;
+	out->desc.docs.idx_mtime_sec = ix->idx_mtime_sec;
+	out->desc.docs.idx_mtime_nsec = ix->idx_mtime_nsec;
+	out->desc.docs.n_sequences = ix->n_sequences;
+	out->desc.docs.n_entries = ix->n_documents + 1;
+	out->desc.docs.pointers_offset = mg_pointers_at(ix);
+	out->desc.docs.doc_indices_offset = mg_doc_indices_at(ix);
 	return 0;
 }
 
@@ -118,7 +196,7 @@ static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index
 	}
 	if (!cfg->document_shuffle)
 		return 0;
-	return megatron_doc_table(cfg, ix, idx, out, reason, cap);
+	return megatron_doc_spans(cfg, ix, idx, out, reason, cap);
 }
 
 /* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/source/megatron.h),
@@ -194,65 +272,41 @@ static void megatron_identify(const struct source *s, struct source_id *x)
 	}
 }
 
-/* Blocks of the document order, the splits' together. */
-static uint64_t megatron_blocks(const struct arena_doc_params *dp)
-{
-	uint64_t n = 0;
-	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
-		const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
-		n += docorder_blocks(&sh);
-	}
-	return n;
-}
-
-/* document_shuffle: the document table in the index area (desc.docs),
- * then the tokens of each split's blocks. */
+/* document_shuffle: the tokens of each split's blocks (desc.docs). */
 static uint64_t megatron_index_bytes(const struct source *s)
 {
-	if (!s->doc_tokens)
+	if (!s->block_tokens)
 		return 0;
-	return arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens)) +
-	       arena_align(megatron_blocks(&s->desc.docs) * sizeof(uint64_t));
-}
-
-/* Copies the document table into the arena a stretch at a time, giving
- * the heap copy's pages back behind the copy, so that the two copies are
- * never whole at once (the heap copy is freed just after; only its pages
- * wholly inside what was copied are given back). */
-static void megatron_move_table(uint8_t *dst, uint64_t *src, size_t bytes)
-{
-	const size_t stretch = (size_t)64 << 20;
-	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-	for (size_t at = 0; at < bytes; at += stretch) {
-		size_t n = bytes - at < stretch ? bytes - at : stretch;
-		memcpy(dst + at, (uint8_t *)src + at, n);
-		uintptr_t a = ((uintptr_t)src + at + page - 1) & ~(page - 1);
-		uintptr_t b = ((uintptr_t)src + at + n) & ~(page - 1);
-		if (bytes > stretch && b > a)
-			madvise((void *)a, b - a, MADV_DONTNEED);
-	}
+	return arena_align(s->n_blocks * sizeof(*s->block_tokens));
 }
 
 static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
 				struct arena *arena)
 {
-	if (s->doc_tokens) {
+	if (s->block_tokens) {
 		struct arena_doc_params *dp = &s->desc.docs;
-		dp->docs_offset = arena_indexes_offset(arena) + index_at[entry];
-		dp->sums_offset = dp->docs_offset +
-				  arena_align((s->n_documents + 1) * sizeof(*s->doc_tokens));
-		const uint64_t *table = (const uint64_t *)(arena->base + dp->docs_offset);
-		megatron_move_table(arena->base + dp->docs_offset, s->doc_tokens,
-				    (s->n_documents + 1) * sizeof(*s->doc_tokens));
-		uint64_t *sums = (uint64_t *)(arena->base + dp->sums_offset);
-		for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
-			const struct docorder_shape sh = {.n_docs = dp->n_docs[k], .block = dp->block};
-			docorder_block_sums(table, dp->first_doc[k], &sh, sums);
-			sums += docorder_blocks(&sh);
-		}
-		source_close(s); /* the arena holds the table from here on */
+		dp->sums_offset = arena_indexes_offset(arena) + index_at[entry];
+		memcpy(arena->base + dp->sums_offset, s->block_tokens,
+		       s->n_blocks * sizeof(*s->block_tokens));
+		source_close(s); /* the arena holds the sums from here on */
 	}
 	*arena_pipeline(arena, entry) = s->desc;
+}
+
+/* A failed batch: one whose worker could not use the .idx names it (the
+ * documents' bounds are read from it); any other, as a data file's. */
+static int megatron_batch_error(const struct source *s, const struct arena *arena,
+				const struct source_failure *f, char *text, size_t cap)
+{
+	if (!(f->detail & WORKER_DETAIL_INDEX))
+		return source_file_error(s, arena, f, text, cap);
+	char why[200];
+	source_index_why(f->error, why, sizeof(why));
+	size_t n = strnlen(s->data_path, sizeof(s->data_path));
+	int stem = n >= 4 ? (int)(n - 4) : (int)n; /* data_path is PREFIX.bin */
+	snprintf(text, cap, "pipeline \"%s\": epoch %" PRIu64 " sample %" PRIu64 ": %.*s.idx: %s",
+		 s->cfg->name, f->epoch, f->index, stem, s->data_path, why);
+	return EIO;
 }
 
 const struct source_ops source_megatron = {
@@ -262,4 +316,5 @@ const struct source_ops source_megatron = {
 	.fill_arena = megatron_fill_arena,
 	.locate = source_file_locate,
 	.where = source_file_where,
+	.batch_error = megatron_batch_error,
 };

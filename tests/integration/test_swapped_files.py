@@ -20,6 +20,10 @@ a daemon (one worker), swaps a file before any client came, and consumes:
   says so: "(on_error = substitute, and none of the 8 other samples tried
   could replace it)", never "(on_error = fail)"; the reason given is the
   named file's own ("empty or truncated"), not a replacement's.
+- megatron with document_shuffle: its .idx rewritten (the same bytes, a
+  new file) fails the client with the .idx's path and "not the index
+  checked at start any more"; an .idx now a FIFO, with "not a regular file
+  any more"; a third megatron pipeline is served on.
 - tar, two shards: the first is now a FIFO. Its samples cannot be replaced
   from their own shard: "(on_error = substitute, and none of the 8 other
   samples of shard SHARD tried could replace it)", with the shard, member
@@ -28,6 +32,7 @@ a daemon (one worker), swaps a file before any client came, and consumes:
 
 import io
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -163,7 +168,37 @@ def tar_shard(env):
     d.stop()
 
 
+def megatron_index(env):
+    """A document-shuffled megatron pipeline: its workers read the
+    documents' bounds from the .idx itself. An index rewritten since start
+    (the same bytes, another file) fails the batch naming the .idx; one
+    now a FIFO too; the pipeline beside it is served on."""
+    docs = [[60000 + d] + list(range(1, 1 + d % 13)) for d in range(40)]
+    prefixes = []
+    for name in ("web", "fifo", "keep"):
+        prefix = env.path(name)
+        harness.write_megatron(prefix, [len(x) for x in docs], [t for x in docs for t in x])
+        prefixes.append(prefix)
+    d = env.start_daemon(env.config("mg", {
+        name: {"source": "megatron:" + prefix, "seq_len": 7, "batch_size": 4, "seed": 3}
+        for name, prefix in zip(("web", "fifo", "keep"), prefixes)}, workers=1))
+
+    def rewrite(tmp):
+        shutil.copyfile(prefixes[0] + ".idx", tmp)
+    swap(prefixes[0] + ".idx", rewrite)
+    swap(prefixes[1] + ".idx", os.mkfifo)
+    expect_failure(consume(env, d, "web"), ['pipeline "web": epoch 0 sample ', '%s.idx: not the index '
+                                            'checked at start any more' % prefixes[0],
+                                            'replaced or rewritten since start'], "megatron .idx rewritten")
+    expect_failure(consume(env, d, "fifo"), ['%s.idx: not a regular file any more (replaced since start)'
+                                             % prefixes[1]], "megatron .idx now a FIFO")
+    r = consume(env, d, "keep")
+    check(r.returncode == 0, "the other megatron pipeline fails after the swaps: %s" % r.stderr)
+    d.stop()
+
+
 def body(env):
+    megatron_index(env)
     raw_and_tokens(env)
     images(env)
     tar_shard(env)

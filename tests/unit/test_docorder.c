@@ -15,7 +15,11 @@
  *    epochs and window lengths; a window past the split is refused;
  *  - the cache answers the same after its entries are evicted;
  *  - with an offloader, an order not yet computed answers -EAGAIN, is
- *    computed once by the offloaded job, and the ready callback is called.
+ *    computed once by the offloaded job, and the ready callback is called;
+ *  - docorder_index_start reads a split's documents from a Megatron
+ *    index's bytes: whole documents, a split that starts inside one (its
+ *    document 0 from the cut), the end; an entry past sequence_count, a
+ *    negative pointer, a document past document_indices are refused.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -35,6 +39,7 @@
 
 static uint64_t doc_tokens[N_DOCS + 1];
 static uint64_t sums[N_DOCS]; /* block sums, at most a block a document */
+static uint64_t split_first;  /* the split's first document in doc_tokens */
 
 static void make_docs(void)
 {
@@ -46,8 +51,8 @@ static void make_docs(void)
 
 static struct docorder_split split_of(uint64_t first, uint64_t n, uint64_t block, uint64_t key)
 {
-	struct docorder_split sp = {.doc_tokens = doc_tokens, .block_tokens = sums,
-				    .first_doc = first,
+	split_first = first;
+	struct docorder_split sp = {.block_tokens = sums,
 				    .shape = {.n_docs = n, .block = block, .key = key, .shuffle = 1}};
 	docorder_block_sums(doc_tokens, first, &sp.shape, sums);
 	return sp;
@@ -60,7 +65,7 @@ static void walk(const struct docorder_split *sp, uint64_t epoch, uint64_t x, ui
 {
 	uint64_t at = 0;
 	for (uint64_t i = 0; i < sp->shape.n_docs; i++) {
-		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, i);
+		uint64_t d = split_first + docorder_doc(&sp->shape, epoch, i);
 		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
 		if (x < at + len) {
 			*k = i;
@@ -78,7 +83,7 @@ static void walk_block(const struct docorder_split *sp, uint64_t epoch, uint64_t
 		       uint64_t *dk, uint64_t *dskip)
 {
 	for (uint64_t walked = 0; walked < sp->shape.block && k < sp->shape.n_docs; walked++, k++) {
-		uint64_t d = sp->first_doc + docorder_doc(&sp->shape, epoch, k);
+		uint64_t d = split_first + docorder_doc(&sp->shape, epoch, k);
 		uint64_t len = doc_tokens[d + 1] - doc_tokens[d];
 		if (skip < len) {
 			*dk = k;
@@ -158,8 +163,8 @@ static void test_locate_matches_walk(void **state)
 			struct docorder_split sp = split_of(ranges[r][0], ranges[r][1], blocks[b],
 							    docorder_key(7, (uint32_t)r));
 			docorder_cache_free(&cache); /* another block size: other sums */
-			uint64_t total = doc_tokens[sp.first_doc + sp.shape.n_docs] -
-					 doc_tokens[sp.first_doc];
+			uint64_t total = doc_tokens[split_first + sp.shape.n_docs] -
+					 doc_tokens[split_first];
 			for (uint64_t epoch = 0; epoch < 3; epoch++) {
 				for (uint64_t seq_len = 1; seq_len < 20; seq_len += 6) {
 					for (uint64_t w = 0; w * seq_len + seq_len < total; w++) {
@@ -277,6 +282,71 @@ static void test_offloaded(void **state)
 	docorder_cache_free(&direct);
 }
 
+/* An index's arrays, as a .idx lays them out: sequences of `lengths`
+ * (uint16 tokens), documents starting at `starts`, then the count. */
+#define IX_SEQS 7
+#define IX_ENTRIES 5
+
+static void put64(uint8_t *at, uint64_t v)
+{
+	for (int b = 0; b < 8; b++)
+		at[b] = (uint8_t)(v >> (8 * b));
+}
+
+static void test_index_start(void **state)
+{
+	(void)state;
+	static const uint64_t lengths[IX_SEQS] = {3, 0, 5, 2, 4, 1, 6};
+	static const uint64_t starts[IX_ENTRIES] = {0, 2, 2, 5, IX_SEQS}; /* an empty document */
+	uint8_t map[34 + 12 * IX_SEQS + 8 * IX_ENTRIES] = {0};
+	uint64_t first[IX_SEQS + 1] = {0};
+	for (int q = 0; q < IX_SEQS; q++) {
+		first[q + 1] = first[q] + lengths[q];
+		put64(map + 34 + 4 * IX_SEQS + 8 * q, first[q] * 2);
+	}
+	for (int d = 0; d < IX_ENTRIES; d++)
+		put64(map + 34 + 12 * IX_SEQS + 8 * d, starts[d]);
+	const struct docorder_index ix = {
+		.map = map, .n_sequences = IX_SEQS, .n_entries = IX_ENTRIES,
+		.pointers_at = 34 + 4 * IX_SEQS, .doc_indices_at = 34 + 12 * IX_SEQS,
+		.n_tokens = first[IX_SEQS], .token_shift = 1,
+	};
+	uint64_t t = 0;
+	/* every document: 0, 3 (sequence 2), 3 (empty), 15 (sequence 5), then the end */
+	const struct docorder_span all = {.first_doc = 0, .cut_seq = DOCORDER_NO_CUT, .n_docs = 4,
+					  .end_token = first[IX_SEQS]};
+	const uint64_t want[5] = {0, first[2], first[2], first[5], first[IX_SEQS]};
+	for (uint64_t j = 0; j <= 4; j++) {
+		assert_true(docorder_index_start(&ix, &all, j, &t));
+		assert_int_equal(t, want[j]);
+	}
+	assert_false(docorder_index_start(&ix, &all, 5, &t)); /* past the end */
+	/* a split of sequences 3..7: it starts inside document 2 (2..5), cut
+	 * at sequence 3, then document 3 */
+	const struct docorder_span cut = {.first_doc = 3, .cut_seq = 3, .n_docs = 2,
+					  .end_token = first[IX_SEQS]};
+	assert_true(docorder_index_start(&ix, &cut, 0, &t));
+	assert_int_equal(t, first[3]);
+	assert_true(docorder_index_start(&ix, &cut, 1, &t));
+	assert_int_equal(t, first[5]);
+	assert_true(docorder_index_start(&ix, &cut, 2, &t));
+	assert_int_equal(t, first[IX_SEQS]);
+	/* a document past document_indices */
+	const struct docorder_span wide = {.first_doc = 3, .cut_seq = DOCORDER_NO_CUT, .n_docs = 4,
+					   .end_token = first[IX_SEQS]};
+	assert_true(docorder_index_start(&ix, &wide, 1, &t)); /* entry 4: the count */
+	assert_false(docorder_index_start(&ix, &wide, 2, &t));
+	/* an entry past sequence_count, a negative pointer */
+	put64(map + 34 + 12 * IX_SEQS + 8 * 1, IX_SEQS + 1);
+	assert_false(docorder_index_start(&ix, &all, 1, &t));
+	put64(map + 34 + 12 * IX_SEQS + 8 * 1, 2);
+	put64(map + 34 + 4 * IX_SEQS + 8 * 2, UINT64_MAX);
+	assert_false(docorder_index_start(&ix, &all, 1, &t));
+	const struct docorder_span past = {.first_doc = 0, .cut_seq = IX_SEQS + 1, .n_docs = 1,
+					   .end_token = 0};
+	assert_false(docorder_index_start(&ix, &past, 0, &t));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -285,6 +355,7 @@ int main(void)
 		cmocka_unit_test(test_locate_matches_walk),
 		cmocka_unit_test(test_cache_eviction),
 		cmocka_unit_test(test_offloaded),
+		cmocka_unit_test(test_index_start),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

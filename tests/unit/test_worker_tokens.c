@@ -4,8 +4,11 @@
  * datasets (worker/token_rows.c), driven as the master drives it, each
  * with io_uring and with pread (worker_fixture.h):
  *  - splits: a command's split picks the split's first byte and bounds;
- *  - document-shuffled windows: a table of documents (empty ones
- *    included) in the arena, windows of several epochs given by their
+ *  - document-shuffled windows: documents (empty ones included) read
+ *    from a Megatron .idx written beside the token file, which the worker
+ *    maps (an index whose modification time is not the one checked at
+ *    start fails the item with -ESTALE, naming the index, until it is
+ *    again), windows of several epochs given by their
  *    block's first position and skip, each read piece by piece across the
  *    documents of the epoch's order, checked against a walk of that order
  *    done here; a position or skip outside the documents fails its row;
@@ -87,34 +90,89 @@ static void test_split_rows(void **state)
 #define N_DOCS 150
 
 /* Documents over the whole token file: lengths 0..19 (one in five
- * empty), the last one taking the rest. Their first tokens, then the end,
- * into the arena's index area. */
-static uint64_t *doc_table(struct fixture *fx)
+ * empty), the last one taking the rest; their first tokens, then the end,
+ * into table (the test's own view). The dataset's index, one sequence a
+ * document, is written beside the token file (tokens.idx, in Megatron's
+ * layout), and the pipeline's entry names its spans: the worker reads
+ * the documents from it. */
+static uint64_t table[N_DOCS + 1];
+
+static void put_le(uint8_t *at, uint64_t v, int bytes)
 {
-	uint64_t *t = (uint64_t *)(fx->arena.base + arena_indexes_offset(&fx->arena));
+	for (int b = 0; b < bytes; b++)
+		at[b] = (uint8_t)(v >> (8 * b));
+}
+
+static void doc_index(struct fixture *fx, struct arena_doc_params *dp)
+{
 	uint64_t seed = 77, at = 0;
 	for (uint32_t d = 0; d < N_DOCS; d++) {
-		t[d] = at;
+		table[d] = at;
 		uint64_t len = rng_next(&seed) % 5 == 0 ? 0 : rng_next(&seed) % 19 + 1;
 		at = at + len < TOK_N_TOKENS ? at + len : TOK_N_TOKENS;
 	}
-	t[N_DOCS] = TOK_N_TOKENS;
-	return t;
+	table[N_DOCS] = TOK_N_TOKENS;
+	static uint8_t idx[34 + 12 * N_DOCS + 8 * (N_DOCS + 1)];
+	memcpy(idx, "MMIDIDX\0\0", 9);
+	put_le(idx + 9, 1, 8);
+	idx[17] = 8; /* uint16 */
+	put_le(idx + 18, N_DOCS, 8);
+	put_le(idx + 26, N_DOCS + 1, 8);
+	for (uint32_t d = 0; d <= N_DOCS; d++) {
+		if (d < N_DOCS) {
+			put_le(idx + 34 + 4 * d, table[d + 1] - table[d], 4);
+			put_le(idx + 34 + 4 * N_DOCS + 8 * d, table[d] * 2, 8);
+		}
+		put_le(idx + 34 + 12 * N_DOCS + 8 * d, d, 8);
+	}
+	snprintf(fx->idx_path, sizeof(fx->idx_path), "%s/tokens.idx", fx->dir);
+	write_file(fx->idx_path, idx, sizeof(idx));
+	struct stat st;
+	assert_int_equal(stat(fx->idx_path, &st), 0);
+	*dp = (struct arena_doc_params){
+		.n_documents = N_DOCS, .block = 16, .idx_bytes = sizeof(idx),
+		.idx_dev = (uint64_t)st.st_dev, .idx_ino = (uint64_t)st.st_ino,
+		.idx_mtime_sec = st.st_mtim.tv_sec, .idx_mtime_nsec = st.st_mtim.tv_nsec,
+		.n_sequences = N_DOCS, .n_entries = N_DOCS + 1, .pointers_offset = 34 + 4 * N_DOCS,
+		.doc_indices_offset = 34 + 12 * N_DOCS,
+		.split = {{.key = docorder_key(9, 0), .n_docs = N_DOCS, .first_doc = 0,
+			   .cut_seq = DOCORDER_NO_CUT, .end_token = TOK_N_TOKENS},
+			  {.n_docs = 0, .first_doc = N_DOCS, .cut_seq = DOCORDER_NO_CUT,
+			   .end_token = TOK_N_TOKENS},
+			  {.n_docs = 0, .first_doc = N_DOCS, .cut_seq = DOCORDER_NO_CUT,
+			   .end_token = TOK_N_TOKENS}},
+	};
+}
+
+/* Sets the .idx's modification time: another file, as the worker sees it. */
+static void touch_index(struct fixture *fx, int64_t sec, int64_t nsec)
+{
+	struct timespec ts[2] = {{.tv_sec = sec, .tv_nsec = nsec}, {.tv_sec = sec, .tv_nsec = nsec}};
+	assert_int_equal(utimensat(AT_FDCWD, fx->idx_path, ts, 0), 0);
 }
 
 static void test_document_pieces(void **state)
 {
 	struct fixture *fx = *state;
-	const uint64_t *table = doc_table(fx);
 	token_pipeline(fx, PIPE_DOCS, TOK_SAMPLES);
 	struct arena_pipeline *p = arena_pipeline(&fx->arena, PIPE_DOCS);
-	p->docs = (struct arena_doc_params){
-		.docs_offset = arena_indexes_offset(&fx->arena), .n_documents = N_DOCS,
-		.key = {docorder_key(9, 0)}, .n_docs = {N_DOCS}, .block = 16,
-	};
-	const struct docorder_shape sh = {.n_docs = N_DOCS, .block = 16, .key = p->docs.key[0],
-					  .shuffle = 1};
+	doc_index(fx, &p->docs);
+	/* an index rewritten since start fails the item, naming the index
+	 * (WORKER_DETAIL_INDEX), until it is the one checked again */
+	touch_index(fx, p->docs.idx_mtime_sec + 10, 0);
 	start_worker(fx);
+	{
+		uint64_t w0[1] = {0};
+		struct work_cmd c = read_cmd(fx, PIPE_DOCS, 0, 0, 1, w0);
+		send(fx, &c, 1);
+		struct work_done d;
+		assert_true(wait_done(fx, &d));
+		assert_int_equal(d.status, -ESTALE);
+		assert_true((d.detail & WORKER_DETAIL_INDEX) != 0);
+	}
+	touch_index(fx, p->docs.idx_mtime_sec, p->docs.idx_mtime_nsec);
+	const struct docorder_shape sh = {.n_docs = N_DOCS, .block = 16, .key = p->docs.split[0].key,
+					  .shuffle = 1};
 	static uint16_t stream[TOK_N_TOKENS];
 	static uint64_t pos_of[TOK_N_TOKENS], skip_of[TOK_N_TOKENS];
 	for (uint64_t epoch = 0; epoch < 3; epoch++) {

@@ -62,6 +62,7 @@ struct fixture {
 	char dir[64];
 	char raw_path[128];
 	char tok_path[128];
+	char idx_path[128];
 	char missing_path[128];
 	char fifo_path[128], link_path[128], socket_path[128];
 	uint8_t raw[RAW_SAMPLES * RAW_RECORD_BYTES];
