@@ -46,16 +46,29 @@ struct image_index {
 	uint64_t other_images;       /* images that are not JPEGs, left out */
 };
 
-/* Scans root. Reads directory entries and stats files, never opens one.
- * 0, or -errno with err naming the directory (or file) and the reason
- * (missing root, a root that is not a directory, no class directory, an
- * empty class, a directory loop, an image name that is not a regular
- * file, too many files). roots, when not "" (a pipeline a client
- * declared: job_roots), are the directories every symlink met must lead
- * into (common/confine.h): one that leads out is -EACCES, naming the
- * symlink and where it leads. */
-int imagefolder_scan(const char *root, const char *roots, struct image_index *out, char *err,
-		     size_t err_cap);
+/* How a tree is listed. */
+struct imagefolder_opts {
+	const char *pipeline;  /* the pipeline's name, for the cache's log lines */
+	const char *roots;     /* a declared pipeline's job_roots, else "" (or NULL) */
+	const char *cache_dir; /* where listings are cached; NULL or "": not cached */
+	uint32_t threads;      /* scan threads; 0: the default (8), never more than classes */
+};
+
+/* Lists root: the listing cached under o->cache_dir when it is still true
+ * of the tree (imagefolder_cache.c: every directory's dev, inode, mtime
+ * and ctime as they were), else the tree scanned by o->threads threads,
+ * in the order and with the errors above either way (the cache is then
+ * rewritten; why a cache is not used or not written is logged, as a line
+ * naming the pipeline). Reads directory entries and stats files, never
+ * opens one. 0, or -errno with err naming the directory (or file) and the
+ * reason (missing root, a root that is not a directory, no class
+ * directory, an empty class, a directory loop, an image name that is not
+ * a regular file, too many files, loaderd stopping: -ECANCELED). o->roots,
+ * when not "" (a pipeline a client declared: job_roots), are the
+ * directories every symlink met must lead into (common/confine.h): one
+ * that leads out is -EACCES, naming the symlink and where it leads. */
+int imagefolder_scan(const char *root, const struct imagefolder_opts *o,
+		     struct image_index *out, char *err, size_t err_cap);
 void image_index_free(struct image_index *ix);
 
 /* Appends a name to ix->paths (capacity *cap, grown as needed); its offset

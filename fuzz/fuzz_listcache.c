@@ -1,0 +1,91 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/*
+ * fuzz_listcache: libFuzzer harness for the decoder of an imagefolder's
+ * listing cache (daemon/source/imagefolder_cachefmt.c), which reads a
+ * file from disk at every start with cache_dir set. Any input may be
+ * refused, but a refusal must say why and carry -EINVAL or -ENOMEM, and
+ * an accepted listing must be one a scan could make: the root first, each
+ * directory's path and every sample's name strings inside the paths,
+ * relative, without "." or ".." components, labels in order and below
+ * n_classes, every class with a sample. Any breach aborts (ASan/UBSan
+ * catch the rest).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/crc32c.h"
+#include "daemon/source/imagefolder_impl.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void check_rel(const char *p)
+{
+	if (p[0] == '/' || strstr(p, "//") || strcmp(p, "..") == 0 || strncmp(p, "../", 3) == 0 ||
+	    strstr(p, "/../") || strstr(p, "/./") || strncmp(p, "./", 2) == 0)
+		abort();
+	size_t n = strlen(p);
+	if (n >= 3 && strcmp(p + n - 3, "/..") == 0)
+		abort();
+}
+
+static void check_listing(const struct imagefolder_listing *l)
+{
+	const struct image_index *ix = &l->ix;
+	if (ix->n == 0 || ix->n_classes == 0 || ix->paths[ix->paths_bytes - 1] != '\0' ||
+	    l->dirs.n < 2 || l->dirs.v[0].label != IMAGEFOLDER_ROOT_LABEL)
+		abort();
+	int64_t last = 0;
+	uint64_t files = 0;
+	for (uint32_t d = 1; d < l->dirs.n; d++) {
+		const struct imagefolder_dir *dir = &l->dirs.v[d];
+		if (dir->path_offset >= l->dirs.paths_bytes || dir->label >= ix->n_classes)
+			abort();
+		check_rel(l->dirs.paths + dir->path_offset);
+		files += dir->n_files;
+	}
+	if (files != ix->n)
+		abort();
+	for (uint64_t i = 0; i < ix->n; i++) {
+		const struct arena_image *e = &ix->entries[i];
+		if (e->path_offset >= ix->paths_bytes || e->label < last || e->label >= ix->n_classes ||
+		    e->label > last + 1)
+			abort();
+		check_rel(ix->paths + e->path_offset);
+		last = e->label;
+	}
+	if (last + 1 != (int64_t)ix->n_classes)
+		abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	/* Half the inputs get a header whose size and checksum are right, so
+	 * that the payload's decoder is reached, not only the checksum. */
+	uint8_t *buf = malloc(size + 1);
+	if (!buf)
+		return 0;
+	memcpy(buf, data, size);
+	if (size > IMAGEFOLDER_CACHE_HEADER_BYTES && (data[0] & 1)) {
+		struct imagefolder_cache_header h = {.version = IMAGEFOLDER_CACHE_VERSION,
+						     .header_bytes = IMAGEFOLDER_CACHE_HEADER_BYTES};
+		memcpy(h.magic, IMAGEFOLDER_CACHE_MAGIC, sizeof(h.magic));
+		memcpy(&h.n_files, data + 8, sizeof(h.n_files));
+		h.n_files %= 1u << 16;
+		h.payload_bytes = size - sizeof(h);
+		h.payload_crc = crc32c(0, buf + sizeof(h), size - sizeof(h));
+		memcpy(buf, &h, sizeof(h));
+	}
+	struct imagefolder_listing *l = malloc(sizeof(*l));
+	char why[512] = "";
+	int rc = l ? imagefolder_cache_decode(buf, size, l, why, sizeof(why)) : 0;
+	if (l && rc < 0 && (why[0] == '\0' || (rc != -EINVAL && rc != -ENOMEM)))
+		abort();
+	if (l && rc == 0)
+		check_listing(l);
+	if (l)
+		imagefolder_listing_free(l);
+	free(l);
+	free(buf);
+	return 0;
+}
