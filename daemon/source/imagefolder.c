@@ -112,9 +112,82 @@ int image_index_append(struct image_index *ix, uint64_t *cap_entries, uint64_t *
 void image_index_free(struct image_index *ix)
 {
 	free(ix->entries);
+	free(ix->files);
+	free(ix->dirs);
 	free(ix->shards);
 	free(ix->paths);
 	memset(ix, 0, sizeof(*ix));
+}
+
+void image_index_folder_sample(const struct image_index *ix, uint64_t i, char *path, size_t cap,
+			       uint64_t *file_bytes, int64_t *label)
+{
+	const struct arena_folder_dir *d = arena_folder_dir_of(ix->dirs, ix->n_dirs, i);
+	const struct arena_folder_file *f = &ix->files[i];
+	snprintf(path, cap, "%s/%s", ix->paths + d->path_offset,
+		 ix->paths + d->names_offset + f->name_offset);
+	*file_bytes = f->file_bytes;
+	*label = d->label;
+}
+
+/* n bytes appended to ix->paths (capacity *cap): their offset, or -1. */
+static int64_t paths_put(struct image_index *ix, uint64_t *cap, const void *bytes, uint64_t n)
+{
+	if (ix->paths_bytes + n > *cap) {
+		uint64_t grown = *cap ? *cap * 2 : 65536;
+		while (grown < ix->paths_bytes + n)
+			grown *= 2;
+		char *p = realloc(ix->paths, grown);
+		if (!p)
+			return -1;
+		ix->paths = p;
+		*cap = grown;
+	}
+	memcpy(ix->paths + ix->paths_bytes, bytes, n);
+	ix->paths_bytes += n;
+	return (int64_t)(ix->paths_bytes - n);
+}
+
+int image_index_folder_dir(struct image_index *ix, uint64_t *cap_files, uint32_t *cap_dirs,
+			   uint64_t *cap_paths, const char *path, uint32_t label, const char *names,
+			   uint64_t names_bytes, const uint64_t *sizes, uint32_t n)
+{
+	if (names_bytes > UINT32_MAX)
+		return -E2BIG;
+	if (ix->n_dirs == *cap_dirs) {
+		uint32_t cap = *cap_dirs ? *cap_dirs * 2 : 256;
+		struct arena_folder_dir *v = realloc(ix->dirs, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ix->dirs = v;
+		*cap_dirs = cap;
+	}
+	if (ix->n + n > *cap_files) {
+		uint64_t cap = *cap_files ? *cap_files * 2 : 4096;
+		while (cap < ix->n + n)
+			cap *= 2;
+		struct arena_folder_file *v = realloc(ix->files, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ix->files = v;
+		*cap_files = cap;
+	}
+	int64_t path_at = paths_put(ix, cap_paths, path, strlen(path) + 1);
+	int64_t names_at = path_at < 0 ? -1 : paths_put(ix, cap_paths, names, names_bytes);
+	if (names_at < 0)
+		return -ENOMEM;
+	ix->dirs[ix->n_dirs++] = (struct arena_folder_dir){
+		.path_offset = (uint64_t)path_at, .names_offset = (uint64_t)names_at,
+		.first_sample = ix->n, .n_samples = n, .label = label};
+	uint32_t at = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		ix->files[ix->n + i] = (struct arena_folder_file){
+			.name_offset = at,
+			.file_bytes = sizes[i] >= UINT32_MAX ? UINT32_MAX : (uint32_t)sizes[i]};
+		at += (uint32_t)strlen(names + at) + 1;
+	}
+	ix->n += n;
+	return 0;
 }
 
 int imagefolder_dirs_add(struct imagefolder_dirs *d, const char *path,
@@ -166,7 +239,8 @@ struct scan {
 	/* the merge's (this thread's) */
 	struct image_index *ix;
 	struct imagefolder_dirs *dirs;
-	uint64_t cap_entries, cap_paths;
+	uint64_t cap_files, cap_paths;
+	uint32_t cap_dirs;
 };
 
 static void *scan_thread(void *arg)
@@ -198,14 +272,10 @@ static int scan_merge(struct scan *s, struct imagefolder_class *cl, uint32_t lab
 	for (uint32_t d = 0; err == 0 && d < cl->n_dirs; d++) {
 		const struct imagefolder_class_dir *cd = &cl->dirs[d];
 		err = imagefolder_dirs_add(s->dirs, cd->path, &cd->stamp, label, cd->n);
-		const char *name = cd->names;
-		for (uint32_t i = 0; err == 0 && i < cd->n; i++, name += strlen(name) + 1) {
-			char path[PATH_MAX];
-			snprintf(path, sizeof(path), "%s/%s", cd->path, name); /* checked by the walk */
-			err = image_index_append(s->ix, &s->cap_entries, &s->cap_paths, path,
-						 (struct arena_image){.file_bytes = cd->sizes[i],
-								      .label = label});
-		}
+		if (err == 0 && cd->n > 0)
+			err = image_index_folder_dir(s->ix, &s->cap_files, &s->cap_dirs, &s->cap_paths,
+						     cd->path, label, cd->names, cd->names_bytes,
+						     cd->sizes, cd->n);
 	}
 	s->ix->other_images += cl->other_images;
 	return err;
@@ -289,7 +359,11 @@ static int scan_classes(struct scan *s, uint32_t n_threads, struct progress *pro
 		}
 		if (cl->racy && !racy[0])
 			snprintf(racy, racy_cap, "%s", cl->racy_path);
-		if (scan_merge(s, cl, (uint32_t)i) < 0)
+		int merged = scan_merge(s, cl, (uint32_t)i);
+		if (merged == -E2BIG)
+			rc = errtext(err, err_cap, -E2BIG, "%s: too many files in one directory (their "
+				     "names pass 4 GiB)", s->classes->v[i]);
+		else if (merged < 0)
 			rc = errtext(err, err_cap, -ENOMEM, "out of memory for the file list");
 		imagefolder_class_free(cl);
 		pthread_mutex_lock(&s->lock);

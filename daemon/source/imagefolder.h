@@ -36,11 +36,17 @@
 /* The sample list of an image source (imagefolder here, tar in
  * daemon/source/tarshard.h), as it is copied into the arena. */
 struct image_index {
-	struct arena_image *entries; /* n of them, in sample order */
+	struct arena_image *entries; /* tar: n of them, in sample order; imagefolder: NULL */
 	uint64_t n;
 	struct arena_shard *shards;  /* tar: n_shards of them; imagefolder: none */
 	uint32_t n_shards;
-	char *paths;                 /* NUL-terminated names the entries and shards point to */
+	/* imagefolder: the list as the arena holds it (shm/layout.h), n files
+	 * and the n_dirs directories that hold them */
+	struct arena_folder_file *files;
+	struct arena_folder_dir *dirs;
+	uint32_t n_dirs;
+	char *paths;                 /* NUL-terminated names the entries, shards, files and
+				      * directories point to */
 	uint64_t paths_bytes;
 	uint32_t n_classes;          /* imagefolder: class directories; tar: distinct labels */
 	uint64_t other_images;       /* images that are not JPEGs, left out */
@@ -70,6 +76,20 @@ struct imagefolder_opts {
 int imagefolder_scan(const char *root, const struct imagefolder_opts *o,
 		     struct image_index *out, char *err, size_t err_cap);
 void image_index_free(struct image_index *ix);
+
+/* An imagefolder list's sample i (< n): its path relative to the root
+ * into path (cap bytes), its size and its label. */
+void image_index_folder_sample(const struct image_index *ix, uint64_t i, char *path, size_t cap,
+			       uint64_t *file_bytes, int64_t *label);
+
+/* Appends an imagefolder directory (relative path `path`, class label)
+ * whose n files follow: their names (NUL-terminated, back to back,
+ * names_bytes in all) and sizes. *cap_files, *cap_dirs and *cap_paths
+ * are the capacities, grown as needed. 0, -ENOMEM, or -E2BIG when one
+ * directory's names pass 4 GiB. */
+int image_index_folder_dir(struct image_index *ix, uint64_t *cap_files, uint32_t *cap_dirs,
+			   uint64_t *cap_paths, const char *path, uint32_t label, const char *names,
+			   uint64_t names_bytes, const uint64_t *sizes, uint32_t n);
 
 /* Appends a name to ix->paths (capacity *cap, grown as needed); its offset
  * goes to *offset. 0 or -ENOMEM. */

@@ -189,7 +189,7 @@ static int write_payload(struct writer *w, const char *real_root, const char *ro
 	w_put(w, &ix->n_classes, 4);
 	w_put(w, &ix->other_images, 8);
 	w_put(w, &dirs->n, 4);
-	uint64_t file = 0;
+	uint32_t next = 0; /* ix->dirs holds those of dirs with files, in the same order */
 	for (uint32_t i = 0; i < dirs->n && w->err == 0; i++) {
 		const struct imagefolder_dir *d = &dirs->v[i];
 		const char *path = dirs->paths + d->path_offset;
@@ -200,22 +200,25 @@ static int write_payload(struct writer *w, const char *real_root, const char *ro
 		w_put(w, &d->label, 4);
 		w_put(w, &d->n_files, 4);
 		w_str(w, path);
-		size_t skip = strlen(path) + 1;
-		for (uint32_t k = 0; k < d->n_files; k++, file++) {
-			if (file >= ix->n)
-				return -EINVAL;
-			const struct arena_image *e = &ix->entries[file];
-			const char *name = ix->paths + e->path_offset + skip;
+		if (d->n_files == 0)
+			continue;
+		if (next >= ix->n_dirs || ix->dirs[next].n_samples != d->n_files)
+			return -EINVAL;
+		const struct arena_folder_dir *fd = &ix->dirs[next++];
+		for (uint32_t k = 0; k < fd->n_samples; k++) {
+			const struct arena_folder_file *f = &ix->files[fd->first_sample + k];
+			const char *name = ix->paths + fd->names_offset + f->name_offset;
 			size_t len = strlen(name);
 			if (len > UINT16_MAX)
 				return -ENAMETOOLONG;
 			uint16_t len16 = (uint16_t)len;
-			w_put(w, &e->file_bytes, 8);
+			uint64_t bytes = f->file_bytes;
+			w_put(w, &bytes, 8);
 			w_put(w, &len16, 2);
 			w_put(w, name, len);
 		}
 	}
-	if (file != ix->n)
+	if (next != ix->n_dirs)
 		return -EINVAL;
 	w_flush(w);
 	return w->err;

@@ -83,34 +83,58 @@ void imagefolder_listing_free(struct imagefolder_listing *l)
 	imagefolder_dirs_free(&l->dirs);
 }
 
-/* Directory d's files: its path and each name, into the index. */
-static int decode_files(struct reader *r, struct imagefolder_listing *out, const char *dir,
-			uint32_t n_files, uint32_t label, uint64_t *cap_entries, uint64_t *cap_paths,
-			char *why, size_t cap)
+/* The capacities of the list being decoded, and one directory's names
+ * and sizes as they are read. */
+struct decoding {
+	uint64_t cap_files, cap_paths;
+	uint32_t cap_dirs;
+	char *names;
+	uint64_t names_bytes, names_cap;
+	uint64_t *sizes;
+	uint32_t sizes_cap;
+};
+
+/* Directory dir's n_files files, into the index. */
+static int decode_files(struct reader *r, struct imagefolder_listing *out, struct decoding *dc,
+			const char *dir, uint32_t n_files, uint32_t label, char *why, size_t cap)
 {
 	size_t dir_len = strlen(dir);
-	char path[PATH_MAX];
-	memcpy(path, dir, dir_len);
-	path[dir_len] = '/';
+	dc->names_bytes = 0;
+	if (n_files > dc->sizes_cap) {
+		uint64_t *v = realloc(dc->sizes, (size_t)n_files * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		dc->sizes = v;
+		dc->sizes_cap = n_files;
+	}
 	for (uint32_t i = 0; i < n_files; i++) {
-		uint64_t bytes;
 		uint16_t len;
-		if (!take(r, &bytes, sizeof(bytes)) || !take(r, &len, sizeof(len)) || len > r->left)
+		if (!take(r, &dc->sizes[i], 8) || !take(r, &len, sizeof(len)) || len > r->left)
 			return bad(why, cap, "truncated in the files of directory %s", dir);
-		if (len == 0 || dir_len + 1 + len >= PATH_MAX || memchr(r->p, '\0', len) ||
-		    memchr(r->p, '/', len))
-			return bad(why, cap, "a bad file name in directory %s", dir);
-		memcpy(path + dir_len + 1, r->p, len);
-		path[dir_len + 1 + len] = '\0';
-		if (!good_rel_path(path + dir_len + 1))
+		char name[UINT16_MAX + 1];
+		memcpy(name, r->p, len);
+		name[len] = '\0';
+		if (len == 0 || dir_len + 1 + len >= PATH_MAX || memchr(name, '\0', len) ||
+		    strchr(name, '/') || !good_rel_path(name))
 			return bad(why, cap, "a bad file name in directory %s", dir);
 		r->p += len;
 		r->left -= len;
-		struct arena_image e = {.file_bytes = bytes, .label = label};
-		if (image_index_append(&out->ix, cap_entries, cap_paths, path, e) < 0)
-			return -ENOMEM;
+		if (dc->names_bytes + len + 1 > dc->names_cap) {
+			uint64_t grown = dc->names_cap ? dc->names_cap * 2 : 4096;
+			while (grown < dc->names_bytes + len + 1)
+				grown *= 2;
+			char *p = realloc(dc->names, grown);
+			if (!p)
+				return -ENOMEM;
+			dc->names = p;
+			dc->names_cap = grown;
+		}
+		memcpy(dc->names + dc->names_bytes, name, (size_t)len + 1);
+		dc->names_bytes += (uint64_t)len + 1;
 	}
-	return 0;
+	int rc = image_index_folder_dir(&out->ix, &dc->cap_files, &dc->cap_dirs, &dc->cap_paths, dir,
+					label, dc->names, dc->names_bytes, dc->sizes, n_files);
+	return rc == -E2BIG ? bad(why, cap, "directory %s: too many names", dir) : rc;
 }
 
 /* The directories and their files, checked as a scan makes them: the
@@ -119,7 +143,8 @@ static int decode_files(struct reader *r, struct imagefolder_listing *out, const
 static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32_t n_dirs,
 		       uint64_t n_files, char *why, size_t cap)
 {
-	uint64_t cap_entries = 0, cap_paths = 0, class_files = 0;
+	struct decoding dc = {0};
+	uint64_t class_files = 0;
 	int64_t last = -1;
 	char class_dir[PATH_MAX] = "";
 	char *path = malloc(PATH_MAX);
@@ -172,19 +197,21 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 			rc = bad(why, cap, "more files than the header's %" PRIu64, n_files);
 			break;
 		}
-		if (cap_entries == 0 && n_files > 0) { /* n_files is checked against the payload */
-			out->ix.entries = malloc(n_files * sizeof(*out->ix.entries));
-			if (!out->ix.entries) {
+		if (dc.cap_files == 0 && n_files > 0) { /* n_files is checked against the payload */
+			out->ix.files = malloc(n_files * sizeof(*out->ix.files));
+			if (!out->ix.files) {
 				rc = -ENOMEM;
 				break;
 			}
-			cap_entries = n_files;
+			dc.cap_files = n_files;
 		}
 		rc = imagefolder_dirs_add(&out->dirs, path, &st, label, files);
-		if (rc == 0)
-			rc = decode_files(r, out, path, files, label, &cap_entries, &cap_paths, why, cap);
+		if (rc == 0 && files > 0)
+			rc = decode_files(r, out, &dc, path, files, label, why, cap);
 	}
 	free(path);
+	free(dc.names);
+	free(dc.sizes);
 	if (rc == 0 && (last + 1 != (int64_t)out->ix.n_classes || class_files == 0))
 		rc = bad(why, cap, "%" PRId64 " classes with files, the header says %" PRIu32, last + 1,
 			 out->ix.n_classes);

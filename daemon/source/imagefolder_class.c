@@ -213,7 +213,7 @@ static int walk_read(struct class_walk *w, int fd, const char *rel, struct subdi
 				w->out->other_images++;
 			if (rc < 0)
 				return rc;
-			seen += !is_dir;
+			seen += !is_dir && !is_jpeg_name(name, len); /* a JPEG counts once stat'ed */
 		}
 	}
 	atomic_fetch_add_explicit(&w->c->listed, seen, memory_order_relaxed);
@@ -334,6 +334,8 @@ static int dir_sort_and_stat(struct class_walk *w, struct imagefolder_class_dir 
 		 * One that is not a regular file (a FIFO, a device, a socket) is
 		 * refused: a worker could never read an image from it, and leaving
 		 * it out would shift sample numbers from ImageFolder's. */
+		if ((i & 1023) == 1023) /* the progress, in steps */
+			atomic_fetch_add_explicit(&w->c->listed, 1024, memory_order_relaxed);
 		struct stat st;
 		d->sizes[i] = 0;
 		if (fstatat(fd, name, &st, 0) == 0) {
@@ -348,6 +350,7 @@ static int dir_sort_and_stat(struct class_walk *w, struct imagefolder_class_dir 
 		}
 	}
 	close(fd);
+	atomic_fetch_add_explicit(&w->c->listed, d->n & 1023, memory_order_relaxed);
 free_off:
 	free(off);
 	free(names);

@@ -7,6 +7,10 @@
 
 uint64_t source_image_index_bytes(const struct image_index *ix)
 {
+	if (ix->files) /* imagefolder */
+		return arena_align(ix->n * sizeof(struct arena_folder_file)) +
+		       arena_align((uint64_t)ix->n_dirs * sizeof(struct arena_folder_dir)) +
+		       arena_align(ix->paths_bytes);
 	return arena_align(ix->n * sizeof(struct arena_image)) +
 	       arena_align(ix->n_shards * sizeof(struct arena_shard)) + arena_align(ix->paths_bytes);
 }

@@ -172,19 +172,33 @@ static void move_shrinking(uint8_t *dst, void **block, uint64_t bytes)
 	*block = NULL;
 }
 
-/* The list (entries, shards, paths) into the index area (desc.image). */
+/* The list (tar: entries, shards, paths; imagefolder: files, directories,
+ * paths) into the index area (desc.image). */
 static void fill_images(struct source *src, uint32_t entry, const uint64_t *index_at,
 			struct arena *arena, bool tar)
 {
 	struct arena_image_params *ip = &src->desc.image;
 	const struct image_index *ix = &src->index;
 	ip->index_offset = arena_indexes_offset(arena) + index_at[entry];
-	ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
-	ip->paths_offset = ip->shards_offset + arena_align(ix->n_shards * sizeof(struct arena_shard));
 	ip->paths_bytes = ix->paths_bytes;
 	log_image_index(src, tar);
-	move_shrinking(arena->base + ip->index_offset, (void **)&src->index.entries,
-		       ix->n * sizeof(struct arena_image));
+	if (!tar) { /* files, directories, paths */
+		ip->n_dirs = ix->n_dirs;
+		ip->shards_offset = ip->index_offset +
+				    arena_align(ix->n * sizeof(struct arena_folder_file));
+		ip->paths_offset = ip->shards_offset +
+				   arena_align((uint64_t)ix->n_dirs * sizeof(struct arena_folder_dir));
+		move_shrinking(arena->base + ip->index_offset, (void **)&src->index.files,
+			       ix->n * sizeof(struct arena_folder_file));
+		memcpy(arena->base + ip->shards_offset, ix->dirs,
+		       (size_t)ix->n_dirs * sizeof(struct arena_folder_dir));
+	} else {
+		ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
+		ip->paths_offset = ip->shards_offset +
+				   arena_align(ix->n_shards * sizeof(struct arena_shard));
+		move_shrinking(arena->base + ip->index_offset, (void **)&src->index.entries,
+			       ix->n * sizeof(struct arena_image));
+	}
 	if (ix->n_shards)
 		memcpy(arena->base + ip->shards_offset, ix->shards,
 		       ix->n_shards * sizeof(struct arena_shard));
@@ -205,7 +219,28 @@ static void tar_fill_arena(struct source *s, uint32_t entry, const uint64_t *ind
 	fill_images(s, entry, index_at, arena, true);
 }
 
-/* Entry `index` of an image pipeline's list in the arena, or NULL. */
+/* An imagefolder's sample `index` in the arena: its directory's path and
+ * its name, or false. */
+static bool folder_sample(const struct arena *arena, const struct arena_image_params *ip,
+			  uint64_t n_samples, uint64_t index, const char **dir, const char **name)
+{
+	const struct arena_folder_dir *dirs = arena_range(arena, ip->shards_offset,
+							  (uint64_t)ip->n_dirs * sizeof(*dirs));
+	const struct arena_folder_file *f = arena_range(arena, ip->index_offset +
+							index * sizeof(*f), sizeof(*f));
+	if (!dirs || !f || ip->n_dirs == 0 || index >= n_samples)
+		return false;
+	const struct arena_folder_dir *d = arena_folder_dir_of(dirs, ip->n_dirs, index);
+	if (d->path_offset >= ip->paths_bytes || d->names_offset >= ip->paths_bytes ||
+	    f->name_offset >= ip->paths_bytes - d->names_offset)
+		return false;
+	const char *paths = (const char *)arena->base + ip->paths_offset;
+	*dir = paths + d->path_offset;
+	*name = paths + d->names_offset + f->name_offset;
+	return true;
+}
+
+/* Entry `index` of a tar pipeline's list in the arena, or NULL. */
 static const struct arena_image *image_entry(const struct arena *arena,
 					     const struct arena_image_params *ip, uint64_t index)
 {
@@ -236,13 +271,17 @@ static const char *image_where(const struct source *s, const struct arena *arena
 	const struct arena_pipeline *p = arena_pipeline(arena, pipeline);
 	const struct arena_image_params *ip = &p->image;
 	const char *paths = (const char *)arena->base + ip->paths_offset;
+	const char *dir, *name;
+	if (ip->n_shards == 0) {
+		if (folder_sample(arena, ip, p->n_samples, index, &dir, &name))
+			snprintf(buf, cap, "%.1000s/%.1000s/%.500s", p->path, dir, name);
+		else
+			snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
+		return buf;
+	}
 	const struct arena_image *e = image_entry(arena, ip, index);
 	if (!e) {
 		snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
-		return buf;
-	}
-	if (ip->n_shards == 0) {
-		snprintf(buf, cap, "%.1000s/%.1000s", p->path, paths + e->path_offset);
 		return buf;
 	}
 	const struct arena_shard *sh = image_shard(arena, ip, e);
@@ -269,6 +308,8 @@ static bool image_shard_of(const struct arena *arena, uint32_t pipeline, uint64_
 			size_t cap, uint64_t *n_samples)
 {
 	const struct arena_image_params *ip = &arena_pipeline(arena, pipeline)->image;
+	if (ip->n_shards == 0)
+		return false;
 	const struct arena_image *e = image_entry(arena, ip, index);
 	const struct arena_shard *sh = e ? image_shard(arena, ip, e) : NULL;
 	if (!sh)

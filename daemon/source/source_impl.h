@@ -76,8 +76,9 @@ void source_describe_line(const struct source *s, struct status_text *t);
 
 /* ---- source_arena.c ---- */
 
-/* The index area's bytes of an image index (entries, shards, paths,
- * each ARENA_ALIGN-aligned, in that order). */
+/* The index area's bytes of an image index (tar: entries, shards, paths;
+ * imagefolder: files, directories, paths; each ARENA_ALIGN-aligned, in
+ * that order). */
 uint64_t source_image_index_bytes(const struct image_index *ix);
 
 /* ---- source_id.c: the identity's hash ---- */
