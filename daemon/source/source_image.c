@@ -183,11 +183,11 @@ static void fill_images(struct source *src, uint32_t entry, const uint64_t *inde
 	ip->paths_bytes = ix->paths_bytes;
 	log_image_index(src, tar);
 	if (!tar) { /* files, directories, paths */
+		uint64_t dirs_at, paths_at;
+		source_folder_layout(ix, &dirs_at, &paths_at);
 		ip->n_dirs = ix->n_dirs;
-		ip->shards_offset = ip->index_offset +
-				    arena_align(ix->n * sizeof(struct arena_folder_file));
-		ip->paths_offset = ip->shards_offset +
-				   arena_align((uint64_t)ix->n_dirs * sizeof(struct arena_folder_dir));
+		ip->shards_offset = ip->index_offset + dirs_at;
+		ip->paths_offset = ip->index_offset + paths_at;
 		move_shrinking(arena->base + ip->index_offset, (void **)&src->index.files,
 			       ix->n * sizeof(struct arena_folder_file));
 		memcpy(arena->base + ip->shards_offset, ix->dirs,
