@@ -340,7 +340,9 @@ static int scan_classes(struct scan *s, uint32_t n_threads, struct progress *pro
 			pthread_cond_timedwait(&s->class_done, &s->lock, &until);
 			uint64_t listed = atomic_load(&s->ctx.listed);
 			pthread_mutex_unlock(&s->lock);
-			rc = progress_add(progress, listed - counted);
+			/* nothing new: no line saying so, but a stop still heard */
+			rc = listed > counted ? progress_add(progress, listed - counted) :
+			     progress_cancelled() ? -ECANCELED : 0;
 			counted = listed;
 			pthread_mutex_lock(&s->lock);
 			if (rc < 0)

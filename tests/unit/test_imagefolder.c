@@ -242,6 +242,7 @@ static void expect_stale(const char *what, int code)
 	age_all();
 	assert_int_equal(scan(2, cache, &again), 0);
 	assert_same(&fresh, &again);
+	image_index_free(&again);
 	assert_int_equal(scan(2, cache, &again), 0); /* now from the cache */
 	assert_same(&fresh, &again);
 	image_index_free(&fresh);
