@@ -5,7 +5,8 @@
  * file from disk at every start with cache_dir set. Any input may be
  * refused, but a refusal must say why and carry -EINVAL or -ENOMEM, and
  * an accepted listing must be one a scan could make: the root first, each
- * directory's path and every sample's name strings inside the paths,
+ * directory's path and every sample's name strings inside the paths, the
+ * directories' sample ranges back to back (arena_folder_dir_of's promise),
  * relative, without "." or ".." components, labels in order and below
  * n_classes, every class with a sample. Any breach aborts (ASan/UBSan
  * catch the rest).
@@ -46,14 +47,35 @@ static void check_listing(const struct imagefolder_listing *l)
 	}
 	if (files != ix->n)
 		abort();
-	for (uint64_t i = 0; i < ix->n; i++) {
-		const struct arena_image *e = &ix->entries[i];
-		if (e->path_offset >= ix->paths_bytes || e->label < last || e->label >= ix->n_classes ||
-		    e->label > last + 1)
+	uint64_t next = 0;
+	last = 0;
+	for (uint32_t d = 0; d < ix->n_dirs; d++) {
+		const struct arena_folder_dir *dir = &ix->dirs[d];
+		if (dir->path_offset >= ix->paths_bytes || dir->names_offset >= ix->paths_bytes ||
+		    dir->first_sample != next || dir->n_samples == 0 || dir->label < last ||
+		    dir->label > last + 1 || dir->label >= ix->n_classes)
 			abort();
-		check_rel(ix->paths + e->path_offset);
-		last = e->label;
+		check_rel(ix->paths + dir->path_offset);
+		for (uint32_t k = 0; k < dir->n_samples; k++) {
+			const struct arena_folder_file *f = &ix->files[next + k];
+			if (f->name_offset >= ix->paths_bytes - dir->names_offset)
+				abort();
+			const char *name = ix->paths + dir->names_offset + f->name_offset;
+			if (strchr(name, '/') || strcmp(name, ".") == 0 || strcmp(name, "..") == 0 ||
+			    name[0] == '\0')
+				abort();
+			char path[8192];
+			uint64_t bytes;
+			int64_t label;
+			image_index_folder_sample(ix, next + k, path, sizeof(path), &bytes, &label);
+			if (label != dir->label)
+				abort();
+		}
+		next += dir->n_samples;
+		last = dir->label;
 	}
+	if (next != ix->n || ix->entries != NULL)
+		abort();
 	if (last + 1 != (int64_t)ix->n_classes)
 		abort();
 }
