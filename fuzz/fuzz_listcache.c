@@ -100,7 +100,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	struct imagefolder_listing *l = malloc(sizeof(*l));
 	char why[512] = "";
-	int rc = l ? imagefolder_cache_decode(buf, size, l, why, sizeof(why)) : 0;
+	int rc = l ? imagefolder_cache_decode(buf, size, l, NULL, NULL, why, sizeof(why)) : 0;
 	if (l && rc < 0 && (why[0] == '\0' || (rc != -EINVAL && rc != -ENOMEM)))
 		abort();
 	if (l && rc == 0)

@@ -72,6 +72,14 @@ static int check_dirs(const struct imagefolder_listing *l, int root_fd, char *wh
 	return 0;
 }
 
+/* The mapping's pages before upto dropped from this process's memory (they
+ * stay in the page cache): the file's bytes and the list decoded from them
+ * are never both held whole. */
+static void drop_pages(void *map, size_t upto)
+{
+	madvise(map, upto & ~(size_t)4095, MADV_DONTNEED);
+}
+
 int imagefolder_cache_load(const char *cache_dir, const char *real_root, const char *roots,
 			   int root_fd, struct image_index *out, char *why, size_t why_cap)
 {
@@ -109,7 +117,8 @@ int imagefolder_cache_load(const char *cache_dir, const char *real_root, const c
 		snprintf(why, why_cap, "%s: out of memory", path);
 		return -ENOMEM;
 	}
-	rc = imagefolder_cache_decode(map, (size_t)st.st_size, l, reason, sizeof(reason));
+	rc = imagefolder_cache_decode(map, (size_t)st.st_size, l, drop_pages, map, reason,
+				      sizeof(reason));
 	munmap(map, (size_t)st.st_size);
 	if (rc == 0 && strcmp(l->root, real_root) != 0) {
 		snprintf(reason, sizeof(reason), "made for another root, %.2000s", l->root);

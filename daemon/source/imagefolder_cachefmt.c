@@ -21,13 +21,28 @@
 
 #include "common/crc32c.h"
 
+#define RELEASE_BYTES (64u << 20)
 #define DIR_RECORD_MIN 44u  /* dev, ino, mtime, ctime, label, n_files, path length */
 #define FILE_RECORD_MIN 11u /* bytes, name length, one byte of name */
 
 struct reader {
 	const uint8_t *p;
 	size_t left;
+	const uint8_t *base;           /* the file's first byte */
+	imagefolder_release_fn release;
+	void *ctx;
+	size_t released;               /* told up to here */
 };
+
+/* The bytes read so far, told in steps of RELEASE_BYTES. */
+static void reader_release(struct reader *r)
+{
+	size_t at = (size_t)(r->p - r->base);
+	if (r->release && at - r->released >= RELEASE_BYTES) {
+		r->release(r->ctx, at);
+		r->released = at;
+	}
+}
 
 static bool take(struct reader *r, void *dst, size_t n)
 {
@@ -208,6 +223,7 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 		rc = imagefolder_dirs_add(&out->dirs, path, &st, label, files);
 		if (rc == 0 && files > 0)
 			rc = decode_files(r, out, &dc, path, files, label, why, cap);
+		reader_release(r);
 	}
 	free(path);
 	free(dc.names);
@@ -220,8 +236,23 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 	return rc;
 }
 
+/* The payload's CRC-32C, its bytes told released as it goes. */
+static uint32_t payload_crc(const uint8_t *buf, size_t len, imagefolder_release_fn release,
+			    void *ctx)
+{
+	uint32_t crc = 0;
+	for (size_t at = sizeof(struct imagefolder_cache_header); at < len;) {
+		size_t n = len - at < RELEASE_BYTES ? len - at : RELEASE_BYTES;
+		crc = crc32c(crc, buf + at, n);
+		at += n;
+		if (release)
+			release(ctx, at);
+	}
+	return crc;
+}
+
 int imagefolder_cache_decode(const uint8_t *buf, size_t len, struct imagefolder_listing *out,
-			     char *why, size_t why_cap)
+			     imagefolder_release_fn release, void *ctx, char *why, size_t why_cap)
 {
 	memset(out, 0, sizeof(*out));
 	struct imagefolder_cache_header h;
@@ -238,9 +269,10 @@ int imagefolder_cache_decode(const uint8_t *buf, size_t len, struct imagefolder_
 	if (h.payload_bytes != len - sizeof(h))
 		return bad(why, why_cap, "%zu bytes after the header, which says %" PRIu64
 			   " (truncated, or written over)", len - sizeof(h), h.payload_bytes);
-	if (crc32c(0, buf + sizeof(h), len - sizeof(h)) != h.payload_crc)
+	if (payload_crc(buf, len, release, ctx) != h.payload_crc)
 		return bad(why, why_cap, "checksum mismatch (corrupt)");
-	struct reader r = {buf + sizeof(h), len - sizeof(h)};
+	struct reader r = {.p = buf + sizeof(h), .left = len - sizeof(h), .base = buf,
+			   .release = release, .ctx = ctx};
 	uint32_t n_classes, n_dirs;
 	if (!take_str(&r, out->root, sizeof(out->root)) ||
 	    !take_str(&r, out->roots, sizeof(out->roots)) || !take(&r, &n_classes, 4) ||

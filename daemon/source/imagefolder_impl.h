@@ -133,12 +133,17 @@ struct imagefolder_listing {
 	char roots[1024];
 };
 
+/* Told now and then (every 64 MiB read) that the bytes of the file before
+ * `upto` have been read by the pass going on: the caller may drop them from
+ * memory (a mapping's pages), to be read again only by a later pass. */
+typedef void (*imagefolder_release_fn)(void *ctx, size_t upto);
+
 /* Decodes a whole cache file (len bytes): 0, or -EINVAL (-ENOMEM) with
  * why ("truncated", "checksum mismatch", "version 7, not 1", ...). Pure:
- * no I/O, no log. out is freed with imagefolder_listing_free, also on
- * failure. */
+ * no I/O, no log; release (NULL: none) as above. out is freed with
+ * imagefolder_listing_free, also on failure. */
 int imagefolder_cache_decode(const uint8_t *buf, size_t len, struct imagefolder_listing *out,
-			     char *why, size_t why_cap);
+			     imagefolder_release_fn release, void *ctx, char *why, size_t why_cap);
 void imagefolder_listing_free(struct imagefolder_listing *l);
 
 /* The cache file of real root path real_root under dir, into path. */
