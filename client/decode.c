@@ -113,7 +113,12 @@ static int check_pipeline(struct decoder *d, char *err, size_t cap)
 	    c->tensor_offset[0] + (uint64_t)c->batch_size * c->tensor_row_bytes[0] > c->slot_bytes ||
 	    ip->index_offset > c->arena_bytes || ip->paths_offset > c->arena_bytes ||
 	    ip->paths_bytes > c->arena_bytes - ip->paths_offset ||
-	    d->pl->n_samples > (c->arena_bytes - ip->index_offset) / sizeof(struct arena_image))
+	    d->pl->n_samples > (c->arena_bytes - ip->index_offset) /
+			       (ip->n_shards ? sizeof(struct arena_image) :
+				sizeof(struct arena_folder_file)) ||
+	    (ip->n_shards == 0 && (ip->n_dirs == 0 || ip->shards_offset > c->arena_bytes ||
+				   ip->n_dirs > (c->arena_bytes - ip->shards_offset) /
+						sizeof(struct arena_folder_dir))))
 		return errtext(err, cap, -EPROTO, "pipeline %u of the arena is not an image pipeline "
 			       "whose GPU decodes, laid out as its WELCOME says", c->pipeline);
 	return 0;
@@ -128,15 +133,24 @@ static void sample_name(const struct decoder *d, uint64_t sample, char *buf, siz
 		snprintf(buf, cap, "sample %" PRIu64, sample);
 		return;
 	}
-	const struct arena_image *im = (const void *)(base + ip->index_offset) + sample;
 	const char *paths = (const char *)base + ip->paths_offset;
+	if (ip->n_shards == 0) { /* imagefolder: its directory's path and its name */
+		const struct arena_folder_dir *dirs = (const void *)(base + ip->shards_offset);
+		const struct arena_folder_file *f = (const void *)(base + ip->index_offset);
+		struct arena_folder_dir dir = *arena_folder_dir_of(dirs, ip->n_dirs, sample);
+		uint32_t at = f[sample].name_offset;
+		bool ok = dir.path_offset < ip->paths_bytes && dir.names_offset < ip->paths_bytes &&
+			  at < ip->paths_bytes - dir.names_offset &&
+			  memchr(paths + dir.path_offset, 0, ip->paths_bytes - dir.path_offset) &&
+			  memchr(paths + dir.names_offset + at, 0, ip->paths_bytes - dir.names_offset - at);
+		snprintf(buf, cap, "%.*s/%s/%s", (int)sizeof(d->pl->path), d->pl->path,
+			 ok ? paths + dir.path_offset : "?", ok ? paths + dir.names_offset + at : "?");
+		return;
+	}
+	const struct arena_image *im = (const void *)(base + ip->index_offset) + sample;
 	const char *name = im->path_offset < ip->paths_bytes &&
 			   memchr(paths + im->path_offset, 0, ip->paths_bytes - im->path_offset) ?
 			   paths + im->path_offset : "?";
-	if (ip->n_shards == 0) {
-		snprintf(buf, cap, "%.*s/%s", (int)sizeof(d->pl->path), d->pl->path, name);
-		return;
-	}
 	const struct arena_shard *sh = (const void *)(base + ip->shards_offset);
 	const char *shard = "?";
 	if (im->shard < ip->n_shards && ip->shards_offset + (uint64_t)(im->shard + 1) *

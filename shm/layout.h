@@ -16,10 +16,11 @@
  *
  *   [arena_header][arena_pipeline x n_pipelines (ARENA_PIPELINES_MAX)]
  *   [worker 0: cmd ring][done ring][beat][stats] ... [worker W-1 ...]
- *   [indexes: each image pipeline's arena_image entries, arena_shard table
- *    (tar sources) and paths; each document-shuffled megatron pipeline's
- *    block sums (8 bytes a block of documents); each llm.c pipeline's
- *    arena_shard table and paths;
+ *   [indexes: each tar pipeline's arena_image entries, arena_shard table
+ *    and paths; each imagefolder pipeline's arena_folder_file entries,
+ *    arena_folder_dir table and paths; each document-shuffled megatron
+ *    pipeline's block sums (8 bytes a block of documents); each llm.c
+ *    pipeline's arena_shard table and paths;
  *    then runtime_index_bytes for the lists of pipelines added later]
  *   [staging slot 0] ... [staging slot S-1]
  *
@@ -37,7 +38,7 @@
 #include "common/hist.h"
 
 #define ARENA_MAGIC 0x414e455241445244ull /* "DRDARENA" */
-#define ARENA_VERSION 13
+#define ARENA_VERSION 14
 #define ARENA_ALIGN 4096u
 #define ARENA_PATH_MAX 4096
 #define ARENA_PIPELINES_MAX 64
@@ -56,16 +57,50 @@ enum arena_source_kind {
 #define ARENA_ROOTS_MAX 1024 /* arena_pipeline.roots, with NUL */
 #define ARENA_IMAGE_FILE_MAX (64ull << 20) /* a bigger image file is a bad sample */
 
-/* One sample of an image pipeline, in the pipeline's index. */
+/* One sample of a tar pipeline, in the pipeline's index. */
 struct arena_image {
-	uint64_t path_offset; /* of its NUL-terminated name in the paths: imagefolder, the
-			       * file's path relative to the root; tar, the member's name */
-	uint64_t file_bytes;  /* bytes of the JPEG (the file's size at start, or the member's) */
+	uint64_t path_offset; /* of the member's NUL-terminated name in the paths */
+	uint64_t file_bytes;  /* bytes of the JPEG (the member's) */
 	int64_t label;
-	uint64_t data_offset; /* tar: the member's data offset in its shard; imagefolder: 0 */
-	uint32_t shard;       /* tar: index into the shard table; imagefolder: 0 */
+	uint64_t data_offset; /* the member's data offset in its shard */
+	uint32_t shard;       /* index into the shard table */
 	uint32_t reserved;
 };
+
+/* One sample of an imagefolder pipeline, in the pipeline's index: 8 bytes
+ * and its name, its path and label its directory's (arena_folder_dir). */
+struct arena_folder_file {
+	uint32_t name_offset; /* of its NUL-terminated name, from its directory's names_offset */
+	uint32_t file_bytes;  /* the file's size at start; UINT32_MAX: 4 GiB or more (a bad
+			       * sample: over ARENA_IMAGE_FILE_MAX) */
+};
+
+/* A directory of an imagefolder pipeline holding samples [first_sample,
+ * first_sample + n_samples), all of class `label`; the table is in sample
+ * order (first_sample rising, the ranges back to back from 0). */
+struct arena_folder_dir {
+	uint64_t path_offset;  /* of its NUL-terminated path relative to the root, in the paths */
+	uint64_t names_offset; /* where its samples' names are, in the paths */
+	uint64_t first_sample;
+	uint32_t n_samples;
+	uint32_t label;
+};
+
+/* The directory of sample `index` in a table of n (n >= 1) checked as
+ * above: the last whose first_sample <= index. */
+static inline const struct arena_folder_dir *arena_folder_dir_of(const struct arena_folder_dir *d,
+								 uint32_t n, uint64_t index)
+{
+	uint32_t lo = 0, hi = n; /* d[lo].first_sample <= index < d[hi].first_sample */
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		if (d[mid].first_sample <= index)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &d[lo];
+}
 
 /* One tar shard of an image pipeline: its samples are the contiguous range
  * [first_sample, first_sample + n_samples) of the index. */
@@ -77,8 +112,10 @@ struct arena_shard {
 
 /* What a worker needs for an image pipeline (ARENA_SOURCE_IMAGES). */
 struct arena_image_params {
-	uint64_t index_offset;  /* arena offset of n_samples struct arena_image */
-	uint64_t shards_offset; /* tar: arena offset of n_shards struct arena_shard */
+	uint64_t index_offset;  /* arena offset of n_samples struct arena_image (tar) or
+				 * struct arena_folder_file (imagefolder) */
+	uint64_t shards_offset; /* tar: arena offset of n_shards struct arena_shard;
+				 * imagefolder: of n_dirs struct arena_folder_dir */
 	uint64_t paths_offset;  /* arena offset of the paths */
 	uint64_t paths_bytes;
 	uint64_t seed;          /* per-sample randomness: (seed, epoch, sample index) */
@@ -98,7 +135,7 @@ struct arena_image_params {
 	 * which the GPU overwrites with the decoded image. A work item with
 	 * WORK_CMD_GPU_DECODE leaves the rows the GPU takes undecoded, up to its
 	 * gpu_share (0 gpu_desc_offset: the pipeline decodes on the CPU only). */
-	uint32_t reserved;      /* 0 */
+	uint32_t n_dirs;        /* imagefolder: directories with samples (>= 1); tar: 0 */
 	uint32_t gpu_check;     /* enum arena_gpu_check: what a worker checks first */
 	uint32_t decode_scale;  /* enum jd_scale (image/jpeg.h): the workers' DCT scale rule */
 	uint64_t gpu_desc_offset, gpu_data_offset, gpu_data_stride;
@@ -390,6 +427,8 @@ struct ring_header {
 
 _Static_assert(sizeof(struct arena_image) == 40, "arena_image layout");
 _Static_assert(sizeof(struct arena_shard) == 24, "arena_shard layout");
+_Static_assert(sizeof(struct arena_folder_file) == 8, "arena_folder_file layout");
+_Static_assert(sizeof(struct arena_folder_dir) == 32, "arena_folder_dir layout");
 _Static_assert(sizeof(struct arena_image_params) == 72 + 24 + 16 + 24 + ARENA_TRANSFORM_MAX,
 	       "arena_image_params layout");
 _Static_assert(sizeof(struct arena_token_params) == 24, "arena_token_params layout");

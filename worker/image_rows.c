@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,13 +46,42 @@ static int image_shards_check(struct arena *arena, const struct arena_pipeline *
 	return 0;
 }
 
+/* An imagefolder's directory table inside the arena: each directory's
+ * path and names inside the paths, their sample ranges back to back from
+ * 0 to n_samples, none empty (arena_folder_dir_of's promise). */
+static int image_dirs_check(struct arena *arena, const struct arena_pipeline *p,
+			    struct reader_pipeline *out)
+{
+	const struct arena_image_params *ip = &p->image;
+	const struct arena_folder_dir *d = arena_range(arena, ip->shards_offset,
+						       (uint64_t)ip->n_dirs * sizeof(*d));
+	if (!d || ip->n_dirs == 0)
+		return -EINVAL;
+	uint64_t next = 0;
+	for (uint32_t i = 0; i < ip->n_dirs; i++) {
+		if (d[i].path_offset >= ip->paths_bytes || d[i].names_offset >= ip->paths_bytes ||
+		    d[i].first_sample != next || d[i].n_samples == 0 ||
+		    d[i].n_samples > p->n_samples - next)
+			return -EINVAL;
+		next += d[i].n_samples;
+	}
+	if (next != p->n_samples)
+		return -EINVAL;
+	out->dirs = d;
+	out->n_dirs = ip->n_dirs;
+	out->files = (const struct arena_folder_file *)(arena->base + ip->index_offset);
+	return 0;
+}
+
 int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct arena_pipeline *p,
 			 struct reader_pipeline *out)
 {
 	const struct arena_image_params *ip = &p->image;
 	uint64_t index_bytes, row_bytes = 0;
+	size_t entry_bytes = ip->n_shards > 0 ? sizeof(struct arena_image) :
+			     sizeof(struct arena_folder_file);
 	if (p->n_tensors != 2 || p->n_samples == 0 ||
-	    __builtin_mul_overflow(p->n_samples, sizeof(struct arena_image), &index_bytes) ||
+	    __builtin_mul_overflow(p->n_samples, entry_bytes, &index_bytes) ||
 	    !arena_range(arena, ip->index_offset, index_bytes) || ip->paths_bytes == 0 ||
 	    !arena_range(arena, ip->paths_offset, ip->paths_bytes) ||
 	    arena->base[ip->paths_offset + ip->paths_bytes - 1] != '\0' ||
@@ -66,6 +97,8 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 		err = -EINVAL;
 	if (err == 0 && ip->n_shards > 0)
 		err = image_shards_check(arena, p, out);
+	if (err == 0 && ip->n_shards == 0)
+		err = image_dirs_check(arena, p, out);
 	if (err < 0) {
 		image_sampler_free(img);
 		free(img);
@@ -73,7 +106,8 @@ int image_pipeline_check(struct arena *arena, uint64_t slot_bytes, const struct 
 	}
 	out->kind = ARENA_SOURCE_IMAGES;
 	out->n_samples = p->n_samples;
-	out->index = (const struct arena_image *)(arena->base + ip->index_offset);
+	out->index = ip->n_shards > 0 ? (const struct arena_image *)(arena->base + ip->index_offset) :
+		     NULL;
 	out->paths = (const char *)arena->base + ip->paths_offset;
 	out->paths_bytes = ip->paths_bytes;
 	out->tensor_offset = p->tensor_offset[0];
@@ -182,23 +216,55 @@ int reader_shard_fd(struct reader_pipeline *p, uint32_t i)
 	return fd;
 }
 
+/* Sample `sample` of an imagefolder: its path under the root into path
+ * (PATH_MAX bytes) and its size. 0, or -EINVAL. */
+static int folder_file(const struct reader_pipeline *p, uint64_t sample, char *path,
+		       uint64_t *file_bytes)
+{
+	const struct arena_folder_dir *d = arena_folder_dir_of(p->dirs, p->n_dirs, sample);
+	const struct arena_folder_file *f = &p->files[sample];
+	if (f->name_offset >= p->paths_bytes - d->names_offset ||
+	    snprintf(path, PATH_MAX, "%s/%s", p->paths + d->path_offset,
+		     p->paths + d->names_offset + f->name_offset) >= PATH_MAX)
+		return -EINVAL;
+	*file_bytes = f->file_bytes;
+	return 0;
+}
+
+/* The label of sample `sample`. */
+static int64_t image_label(const struct reader_pipeline *p, uint64_t sample)
+{
+	if (p->index)
+		return p->index[sample].label;
+	return arena_folder_dir_of(p->dirs, p->n_dirs, sample)->label;
+}
+
 /* Opens rd->sample's file (or finds its shard) and sizes its buffer: 0, or
  * the -errno that makes this sample bad. */
 static int image_arm(struct reader_read *rd)
 {
 	struct reader_pipeline *p = rd->item->pipe;
-	const struct arena_image *e = &p->index[rd->sample];
 	image_release(rd);
 	rd->len = rd->done_bytes = rd->offset = 0;
 	rd->retries = 0;
-	if (e->path_offset >= p->paths_bytes || (p->n_shards > 0 && e->shard >= p->n_shards))
+	char path[PATH_MAX];
+	uint64_t file_bytes, data_offset = 0;
+	int fd;
+	if (p->n_shards > 0) {
+		const struct arena_image *e = &p->index[rd->sample];
+		if (e->path_offset >= p->paths_bytes || e->shard >= p->n_shards)
+			return -EINVAL;
+		file_bytes = e->file_bytes;
+		data_offset = e->data_offset;
+	} else if (folder_file(p, rd->sample, path, &file_bytes) < 0) {
 		return -EINVAL;
-	if (e->file_bytes == 0)
+	}
+	if (file_bytes == 0)
 		return -ENODATA;
-	if (e->file_bytes > ARENA_IMAGE_FILE_MAX)
+	if (file_bytes > ARENA_IMAGE_FILE_MAX)
 		return -EFBIG;
-	int fd = p->n_shards > 0 ? reader_shard_fd(p, e->shard) :
-		 regfile_open(p->fd, p->paths + e->path_offset, NULL);
+	fd = p->n_shards > 0 ? reader_shard_fd(p, p->index[rd->sample].shard) :
+	     regfile_open(p->fd, path, NULL);
 	if (fd < 0)
 		return fd;
 	/* a declared pipeline's image swapped for a symlink that leads out
@@ -208,15 +274,15 @@ static int image_arm(struct reader_read *rd)
 		close(fd);
 		return confined;
 	}
-	rd->buf = malloc(e->file_bytes);
+	rd->buf = malloc(file_bytes);
 	if (!rd->buf) {
 		if (p->n_shards == 0)
 			close(fd);
 		return -ENOMEM;
 	}
 	rd->fd = fd;
-	rd->len = e->file_bytes;
-	rd->offset = e->data_offset;
+	rd->len = file_bytes;
+	rd->offset = data_offset;
 	return 0;
 }
 
@@ -313,7 +379,7 @@ bool image_finish(struct reader_read *rd)
 	const struct reader_pipeline *p = rd->item->pipe;
 	if (image_to_gpu(rd)) {
 		reader_beat(rd);
-		int64_t label = p->index[rd->sample].label;
+		int64_t label = image_label(p, rd->sample);
 		memcpy(rd->label, &label, sizeof(label));
 		image_release(rd);
 		return false;
@@ -332,7 +398,7 @@ bool image_finish(struct reader_read *rd)
 		hist_atomic_add_own(&hist[PSTAGE_DECODE], times.decode_ns);
 		hist_atomic_add_own(&hist[PSTAGE_TRANSFORM], times.transform_ns);
 	}
-	int64_t label = p->index[rd->sample].label;
+	int64_t label = image_label(p, rd->sample);
 	memcpy(rd->label, &label, sizeof(label));
 	image_release(rd);
 	return false;

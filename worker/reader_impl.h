@@ -33,7 +33,10 @@ struct reader_pipeline {
 	int fd;    /* data file (imagefolder: the root directory; tar: unused), -1 until first used */
 	uint32_t kind; /* enum arena_source_kind */
 	/* images: the sample list in the arena, the label tensor, the decoder */
-	const struct arena_image *index;
+	const struct arena_image *index;  /* tar: n_samples of them */
+	const struct arena_folder_file *files; /* imagefolder: n_samples of them */
+	const struct arena_folder_dir *dirs;   /* imagefolder: n_dirs of them, checked */
+	uint32_t n_dirs;
 	const struct arena_shard *shards; /* tar, llm.c: n_shards of them */
 	uint32_t n_shards;
 	int *shard_fds;                   /* tar: each shard's descriptor, -1 until used */

@@ -92,6 +92,7 @@ enum on_error {
 #define JOB_PIPELINES_DEFAULT 16          /* max_job_pipelines */
 #define JOB_INDEX_BYTES_DEFAULT (4ull << 20) /* job_index_bytes */
 #define JOB_LINGER_MS_DEFAULT 30000u      /* job_linger_ms */
+#define SCAN_THREADS_DEFAULT 8            /* scan_threads */
 #define CONFIG_JOB_MAX 128                /* a job key, with NUL (PROTO_JOB_MAX) */
 
 /* A blend's members (`source` a list of SOURCE WEIGHT: docs/config.md,
@@ -254,6 +255,11 @@ struct config {
 	/* where GET /metrics is served (daemon/server/metricsd.h): a Unix
 	 * socket path or a loopback address; "" (the default): nowhere */
 	char metrics_listen[108];
+	/* where imagefolder listings are cached (daemon/source/imagefolder.h):
+	 * an absolute directory; "": not cached. Default: $CACHE_DIRECTORY
+	 * (systemd's CacheDirectory=), else "" */
+	char cache_dir[PATH_MAX];
+	uint32_t scan_threads;     /* threads listing an imagefolder, default SCAN_THREADS_DEFAULT */
 	int key_line[CONFIG_KEYS_MAX]; /* [daemon] keys: see config_key_line */
 	size_t n_pipelines;
 	struct pipeline_cfg pipelines[ARENA_PIPELINES_MAX];

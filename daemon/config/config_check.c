@@ -269,6 +269,9 @@ void config_finish(struct config_parse *p)
 		}
 		r += n;
 	}
+	if (c->cache_dir[0] && c->cache_dir[0] != '/')
+		config_fail(p, p->daemon_key_line[CONFIG_DK_CACHE_DIR], "[daemon] cache_dir: \"%s\" is "
+			    "not an absolute path", c->cache_dir);
 	struct listen_addr metrics;
 	char bad_addr[256];
 	if (c->metrics_listen[0] && !config_key_bad(&p->daemon_bad, CONFIG_DK_METRICS_LISTEN) &&

@@ -12,6 +12,8 @@
 #include "common/docorder.h"
 
 #include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -28,6 +30,7 @@
 #define SEQ_LEN_MAX (1ull << 24)
 #define PINNED_SLOTS_MAX 64
 #define PIN_THREADS_MAX 32
+#define SCAN_THREADS_MAX 64
 
 /* Names in the order of the enums they set (config.h). */
 static const char *const gpu_choices[] = {"auto", "off", "required", NULL};
@@ -130,6 +133,11 @@ const struct config_key config_daemon_keys[CONFIG_DK_COUNT] = {
 					 DAEMON(worker_cpu_budget), 1, 4096000, 0, NULL},
 	/* a Unix path or a loopback address (common/listenaddr.h), checked at
 	 * the end of the file */
+	/* an absolute path, checked at the end of the file */
+	[CONFIG_DK_CACHE_DIR] = {"cache_dir", CONFIG_VALUE_STRING, DAEMON(cache_dir), 0, PATH_MAX - 1,
+				 0, NULL},
+	[CONFIG_DK_SCAN_THREADS] = {"scan_threads", CONFIG_VALUE_UINT, DAEMON(scan_threads), 1,
+				    SCAN_THREADS_MAX, 0, NULL},
 	[CONFIG_DK_METRICS_LISTEN] = {"metrics_listen", CONFIG_VALUE_STRING, DAEMON(metrics_listen), 0,
 				      SUN_PATH_MAX, 0, NULL},
 	[CONFIG_DK_STAGE_TIMING] = {"stage_timing", CONFIG_VALUE_BOOL, DAEMON(stage_timing), 0, 0, 0,
@@ -271,6 +279,15 @@ void config_defaults(struct config *c)
 	c->job_index_bytes = JOB_INDEX_BYTES_DEFAULT;
 	c->job_linger_ms = JOB_LINGER_MS_DEFAULT;
 	c->min_workers = 1;
+	c->scan_threads = SCAN_THREADS_DEFAULT;
+	/* systemd's CacheDirectory= (the shipped unit's): the first of its
+	 * colon-separated directories */
+	const char *cache = getenv("CACHE_DIRECTORY");
+	if (cache && cache[0] == '/') {
+		size_t n = strcspn(cache, ":");
+		if (n < sizeof(c->cache_dir))
+			snprintf(c->cache_dir, sizeof(c->cache_dir), "%.*s", (int)n, cache);
+	}
 }
 
 double config_cpu_budget_cores(const struct config *c, long cpus)

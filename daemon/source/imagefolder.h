@@ -36,27 +36,60 @@
 /* The sample list of an image source (imagefolder here, tar in
  * daemon/source/tarshard.h), as it is copied into the arena. */
 struct image_index {
-	struct arena_image *entries; /* n of them, in sample order */
+	struct arena_image *entries; /* tar: n of them, in sample order; imagefolder: NULL */
 	uint64_t n;
 	struct arena_shard *shards;  /* tar: n_shards of them; imagefolder: none */
 	uint32_t n_shards;
-	char *paths;                 /* NUL-terminated names the entries and shards point to */
+	/* imagefolder: the list as the arena holds it (shm/layout.h), n files
+	 * and the n_dirs directories that hold them */
+	struct arena_folder_file *files;
+	struct arena_folder_dir *dirs;
+	uint32_t n_dirs;
+	char *paths;                 /* NUL-terminated names the entries, shards, files and
+				      * directories point to */
 	uint64_t paths_bytes;
 	uint32_t n_classes;          /* imagefolder: class directories; tar: distinct labels */
 	uint64_t other_images;       /* images that are not JPEGs, left out */
 };
 
-/* Scans root. Reads directory entries and stats files, never opens one.
- * 0, or -errno with err naming the directory (or file) and the reason
- * (missing root, a root that is not a directory, no class directory, an
- * empty class, a directory loop, an image name that is not a regular
- * file, too many files). roots, when not "" (a pipeline a client
- * declared: job_roots), are the directories every symlink met must lead
- * into (common/confine.h): one that leads out is -EACCES, naming the
- * symlink and where it leads. */
-int imagefolder_scan(const char *root, const char *roots, struct image_index *out, char *err,
-		     size_t err_cap);
+/* How a tree is listed. */
+struct imagefolder_opts {
+	const char *pipeline;  /* the pipeline's name, for the cache's log lines */
+	const char *roots;     /* a declared pipeline's job_roots, else "" (or NULL) */
+	const char *cache_dir; /* where listings are cached; NULL or "": not cached */
+	uint32_t threads;      /* scan threads; 0: the default (8), never more than classes */
+};
+
+/* Lists root: the listing cached under o->cache_dir when it is still true
+ * of the tree (imagefolder_cache.c: every directory's dev, inode, mtime
+ * and ctime as they were), else the tree scanned by o->threads threads,
+ * in the order and with the errors above either way (the cache is then
+ * rewritten; why a cache is not used or not written is logged, as a line
+ * naming the pipeline). Reads directory entries and stats files, never
+ * opens one. 0, or -errno with err naming the directory (or file) and the
+ * reason (missing root, a root that is not a directory, no class
+ * directory, an empty class, a directory loop, an image name that is not
+ * a regular file, too many files, loaderd stopping: -ECANCELED). o->roots,
+ * when not "" (a pipeline a client declared: job_roots), are the
+ * directories every symlink met must lead into (common/confine.h): one
+ * that leads out is -EACCES, naming the symlink and where it leads. */
+int imagefolder_scan(const char *root, const struct imagefolder_opts *o,
+		     struct image_index *out, char *err, size_t err_cap);
 void image_index_free(struct image_index *ix);
+
+/* An imagefolder list's sample i (< n): its path relative to the root
+ * into path (cap bytes), its size and its label. */
+void image_index_folder_sample(const struct image_index *ix, uint64_t i, char *path, size_t cap,
+			       uint64_t *file_bytes, int64_t *label);
+
+/* Appends an imagefolder directory (relative path `path`, class label)
+ * whose n files follow: their names (NUL-terminated, back to back,
+ * names_bytes in all) and sizes. *cap_files, *cap_dirs and *cap_paths
+ * are the capacities, grown as needed. 0, -ENOMEM, or -E2BIG when one
+ * directory's names pass 4 GiB. */
+int image_index_folder_dir(struct image_index *ix, uint64_t *cap_files, uint32_t *cap_dirs,
+			   uint64_t *cap_paths, const char *path, uint32_t label, const char *names,
+			   uint64_t names_bytes, const uint64_t *sizes, uint32_t n);
 
 /* Appends a name to ix->paths (capacity *cap, grown as needed); its offset
  * goes to *offset. 0 or -ENOMEM. */

@@ -285,6 +285,13 @@ void source_describe(const struct source *src, struct status_text *t);
 /* Why an image is bad, from the worker's -errno for it (source_image.c). */
 const char *source_image_why(int status);
 
+/* How imagefolder trees are listed from now on, by every source_open
+ * (source_image.c): the directory their listings are cached in ("" or
+ * NULL: none; [daemon] cache_dir) and the scan threads ([daemon]
+ * scan_threads). Set before any source opens, on the thread that opens
+ * them; a pipeline added later lists its tree the same way. */
+void source_set_listing(const char *cache_dir, uint32_t scan_threads);
+
 /* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
  * their paths), a document-shuffled megatron pipeline's document table and

@@ -5,8 +5,27 @@
 
 #include "daemon/source/source_impl.h"
 
+/* An imagefolder's parts are packed at this alignment, not a page's: a
+ * small tree (a job's) then takes one page, not three. */
+#define FOLDER_ALIGN 64u
+
+static uint64_t folder_align(uint64_t v)
+{
+	return (v + FOLDER_ALIGN - 1) & ~(uint64_t)(FOLDER_ALIGN - 1);
+}
+
+uint64_t source_folder_layout(const struct image_index *ix, uint64_t *dirs_at, uint64_t *paths_at)
+{
+	*dirs_at = folder_align(ix->n * sizeof(struct arena_folder_file));
+	*paths_at = *dirs_at + folder_align((uint64_t)ix->n_dirs * sizeof(struct arena_folder_dir));
+	return arena_align(*paths_at + ix->paths_bytes);
+}
+
 uint64_t source_image_index_bytes(const struct image_index *ix)
 {
+	uint64_t dirs_at, paths_at;
+	if (ix->files) /* imagefolder */
+		return source_folder_layout(ix, &dirs_at, &paths_at);
 	return arena_align(ix->n * sizeof(struct arena_image)) +
 	       arena_align(ix->n_shards * sizeof(struct arena_shard)) + arena_align(ix->paths_bytes);
 }

@@ -31,6 +31,8 @@
  */
 #include "daemon/source/source.h"
 
+#include <limits.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "common/hash.h"
@@ -63,9 +65,38 @@ void source_id_file(struct source_id *x, const struct source *s)
 	source_id_str(x, s->cfg->path);
 }
 
+/* An imagefolder's list mixes in as the same list of arena_image entries
+ * (path, size, label, 0, 0) would, so that its identity does not depend
+ * on how the list is held. */
+static void source_id_folder(struct source_id *x, const struct image_index *ix)
+{
+	for (uint32_t d = 0; d < ix->n_dirs; d++) {
+		const struct arena_folder_dir *dir = &ix->dirs[d];
+		const char *path = ix->paths + dir->path_offset;
+		size_t dir_len = strlen(path);
+		char buf[PATH_MAX];
+		memcpy(buf, path, dir_len);
+		buf[dir_len] = '/';
+		for (uint64_t i = dir->first_sample; i < dir->first_sample + dir->n_samples; i++) {
+			const struct arena_folder_file *f = &ix->files[i];
+			snprintf(buf + dir_len + 1, sizeof(buf) - dir_len - 1, "%s",
+				 ix->paths + dir->names_offset + f->name_offset);
+			source_id_str(x, buf);
+			source_id_u64(x, f->file_bytes);
+			source_id_u64(x, dir->label);
+			source_id_u64(x, 0); /* data_offset */
+			source_id_u64(x, 0); /* shard */
+		}
+	}
+}
+
 void source_id_images(struct source_id *x, const struct image_index *ix)
 {
 	source_id_u64(x, ix->n);
+	if (ix->files) {
+		source_id_folder(x, ix);
+		return;
+	}
 	for (uint64_t i = 0; i < ix->n; i++) {
 		const struct arena_image *e = &ix->entries[i];
 		source_id_str(x, ix->paths + e->path_offset);

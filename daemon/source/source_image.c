@@ -9,8 +9,10 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -30,6 +32,16 @@ static const uint32_t image_dtypes[] = {
 	[IMAGE_FLOAT32] = PROTO_DTYPE_FLOAT32,
 };
 
+/* source_set_listing's: written before the scans that read them start */
+static char listing_cache_dir[PATH_MAX];
+static uint32_t listing_threads;
+
+void source_set_listing(const char *cache_dir, uint32_t scan_threads)
+{
+	snprintf(listing_cache_dir, sizeof(listing_cache_dir), "%s", cache_dir ? cache_dir : "");
+	listing_threads = scan_threads;
+}
+
 /* imagefolder and tar: the sample list, tensors "image" and "label", and what the
  * workers need. The index's place in the arena is filled in by the caller
  * that copies it there. */
@@ -40,8 +52,10 @@ static int open_images(const struct pipeline_cfg *cfg, struct source *out, bool 
 	struct tf_chain chain;
 	if (tf_parse(cfg->transform, &chain, reason, sizeof(reason)) < 0)
 		return source_fail(err, err_cap, cfg, -EINVAL, reason);
+	struct imagefolder_opts o = {.pipeline = cfg->name, .roots = cfg->roots,
+				     .cache_dir = listing_cache_dir, .threads = listing_threads};
 	int rc = tar ? tar_scan(cfg->path, &out->index, reason, sizeof(reason)) :
-		 imagefolder_scan(cfg->path, cfg->roots, &out->index, reason, sizeof(reason));
+		 imagefolder_scan(cfg->path, &o, &out->index, reason, sizeof(reason));
 	if (rc < 0)
 		return source_fail(err, err_cap, cfg, rc, reason);
 	out->n_samples = out->index.n;
@@ -134,26 +148,61 @@ static void log_image_index(const struct source *src, bool tar)
 		log_warning("pipeline \"%s\": %s: %" PRIu64 " image files that are not JPEG (.png, "
 			    ".bmp, ...) are left out; torchvision's ImageFolder would count them, so its "
 			    "sample numbers differ", name, path, ix->other_images);
-	log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s", name, ix->n,
-		 ix->n_classes, path);
+	uint64_t bytes = source_image_index_bytes(ix);
+	log_info("pipeline \"%s\": %" PRIu64 " images in %u classes under %s (an index of %" PRIu64
+		 " bytes in the arena, %.1f a file)", name, ix->n, ix->n_classes, path, bytes,
+		 ix->n ? (double)bytes / (double)ix->n : 0.0);
 }
 
-/* The list (entries, shards, paths) into the index area (desc.image). */
+/* bytes of *block moved to dst, from its end, the block shrunk as they
+ * go: a large block is a mapping of its own, whose tail realloc gives
+ * back, so that the list is never held twice over. *block is freed. */
+static void move_shrinking(uint8_t *dst, void **block, uint64_t bytes)
+{
+	const uint64_t step = 64ull << 20;
+	while (bytes > 0) {
+		uint64_t k = bytes > step ? step : bytes;
+		memcpy(dst + bytes - k, (const uint8_t *)*block + bytes - k, k);
+		bytes -= k;
+		void *shrunk = bytes ? realloc(*block, bytes) : NULL;
+		if (shrunk)
+			*block = shrunk;
+	}
+	free(*block);
+	*block = NULL;
+}
+
+/* The list (tar: entries, shards, paths; imagefolder: files, directories,
+ * paths) into the index area (desc.image). */
 static void fill_images(struct source *src, uint32_t entry, const uint64_t *index_at,
 			struct arena *arena, bool tar)
 {
 	struct arena_image_params *ip = &src->desc.image;
 	const struct image_index *ix = &src->index;
 	ip->index_offset = arena_indexes_offset(arena) + index_at[entry];
-	ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
-	ip->paths_offset = ip->shards_offset + arena_align(ix->n_shards * sizeof(struct arena_shard));
 	ip->paths_bytes = ix->paths_bytes;
-	memcpy(arena->base + ip->index_offset, ix->entries, ix->n * sizeof(struct arena_image));
+	log_image_index(src, tar);
+	if (!tar) { /* files, directories, paths */
+		uint64_t dirs_at, paths_at;
+		source_folder_layout(ix, &dirs_at, &paths_at);
+		ip->n_dirs = ix->n_dirs;
+		ip->shards_offset = ip->index_offset + dirs_at;
+		ip->paths_offset = ip->index_offset + paths_at;
+		move_shrinking(arena->base + ip->index_offset, (void **)&src->index.files,
+			       ix->n * sizeof(struct arena_folder_file));
+		memcpy(arena->base + ip->shards_offset, ix->dirs,
+		       (size_t)ix->n_dirs * sizeof(struct arena_folder_dir));
+	} else {
+		ip->shards_offset = ip->index_offset + arena_align(ix->n * sizeof(struct arena_image));
+		ip->paths_offset = ip->shards_offset +
+				   arena_align(ix->n_shards * sizeof(struct arena_shard));
+		move_shrinking(arena->base + ip->index_offset, (void **)&src->index.entries,
+			       ix->n * sizeof(struct arena_image));
+	}
 	if (ix->n_shards)
 		memcpy(arena->base + ip->shards_offset, ix->shards,
 		       ix->n_shards * sizeof(struct arena_shard));
-	memcpy(arena->base + ip->paths_offset, ix->paths, ip->paths_bytes);
-	log_image_index(src, tar);
+	move_shrinking(arena->base + ip->paths_offset, (void **)&src->index.paths, ip->paths_bytes);
 	source_close(src); /* the arena holds the list from here on */
 	*arena_pipeline(arena, entry) = src->desc;
 }
@@ -170,7 +219,28 @@ static void tar_fill_arena(struct source *s, uint32_t entry, const uint64_t *ind
 	fill_images(s, entry, index_at, arena, true);
 }
 
-/* Entry `index` of an image pipeline's list in the arena, or NULL. */
+/* An imagefolder's sample `index` in the arena: its directory's path and
+ * its name, or false. */
+static bool folder_sample(const struct arena *arena, const struct arena_image_params *ip,
+			  uint64_t n_samples, uint64_t index, const char **dir, const char **name)
+{
+	const struct arena_folder_dir *dirs = arena_range(arena, ip->shards_offset,
+							  (uint64_t)ip->n_dirs * sizeof(*dirs));
+	const struct arena_folder_file *f = arena_range(arena, ip->index_offset +
+							index * sizeof(*f), sizeof(*f));
+	if (!dirs || !f || ip->n_dirs == 0 || index >= n_samples)
+		return false;
+	const struct arena_folder_dir *d = arena_folder_dir_of(dirs, ip->n_dirs, index);
+	if (d->path_offset >= ip->paths_bytes || d->names_offset >= ip->paths_bytes ||
+	    f->name_offset >= ip->paths_bytes - d->names_offset)
+		return false;
+	const char *paths = (const char *)arena->base + ip->paths_offset;
+	*dir = paths + d->path_offset;
+	*name = paths + d->names_offset + f->name_offset;
+	return true;
+}
+
+/* Entry `index` of a tar pipeline's list in the arena, or NULL. */
 static const struct arena_image *image_entry(const struct arena *arena,
 					     const struct arena_image_params *ip, uint64_t index)
 {
@@ -201,13 +271,17 @@ static const char *image_where(const struct source *s, const struct arena *arena
 	const struct arena_pipeline *p = arena_pipeline(arena, pipeline);
 	const struct arena_image_params *ip = &p->image;
 	const char *paths = (const char *)arena->base + ip->paths_offset;
+	const char *dir, *name;
+	if (ip->n_shards == 0) {
+		if (folder_sample(arena, ip, p->n_samples, index, &dir, &name))
+			snprintf(buf, cap, "%.1000s/%.1000s/%.500s", p->path, dir, name);
+		else
+			snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
+		return buf;
+	}
 	const struct arena_image *e = image_entry(arena, ip, index);
 	if (!e) {
 		snprintf(buf, cap, "%.1000s: sample %" PRIu64, p->path, index);
-		return buf;
-	}
-	if (ip->n_shards == 0) {
-		snprintf(buf, cap, "%.1000s/%.1000s", p->path, paths + e->path_offset);
 		return buf;
 	}
 	const struct arena_shard *sh = image_shard(arena, ip, e);
@@ -234,6 +308,8 @@ static bool image_shard_of(const struct arena *arena, uint32_t pipeline, uint64_
 			size_t cap, uint64_t *n_samples)
 {
 	const struct arena_image_params *ip = &arena_pipeline(arena, pipeline)->image;
+	if (ip->n_shards == 0)
+		return false;
 	const struct arena_image *e = image_entry(arena, ip, index);
 	const struct arena_shard *sh = e ? image_shard(arena, ip, e) : NULL;
 	if (!sh)

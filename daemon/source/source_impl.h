@@ -80,9 +80,14 @@ void source_describe_line(const struct source *s, struct status_text *t);
 
 /* ---- source_arena.c ---- */
 
-/* The index area's bytes of an image index (entries, shards, paths,
- * each ARENA_ALIGN-aligned, in that order). */
+/* The index area's bytes of an image index (tar: entries, shards, paths;
+ * imagefolder: files, directories, paths; each ARENA_ALIGN-aligned, in
+ * that order). */
 uint64_t source_image_index_bytes(const struct image_index *ix);
+/* An imagefolder's part of the index area: its files at 0, its
+ * directories at *dirs_at, its paths at *paths_at; returns the bytes of
+ * the whole (ARENA_ALIGN-aligned). */
+uint64_t source_folder_layout(const struct image_index *ix, uint64_t *dirs_at, uint64_t *paths_at);
 
 /* ---- source_id.c: the identity's hash ---- */
 

@@ -170,7 +170,7 @@ def body(env):
     os.makedirs(os.path.join(tree, "a"))
     one = os.path.join(tree, "a", "0000.jpg")
     subprocess.run([harness.binary("mkjpeg"), one, "--width", "16", "--height", "16"], check=True)
-    for k in range(1, 400):
+    for k in range(1, 900):  # 8 bytes a file and its name: over 8 KiB
         shutil.copy(one, os.path.join(tree, "a", "%04d.jpg" % k))
     write(env, dict(base, t={"source": "imagefolder:" + tree, "batch_size": 4,
                              "transform": "resize(16) center_crop(16)"}))

@@ -3,7 +3,7 @@
 """The daemon serves its socket while start-up scans the data.
 
 An imagefolder pipeline over 800,000 files (hard links, in a tmpfs)
-takes the scan a few seconds. Meanwhile:
+takes the scan (one scan thread) a few seconds. Meanwhile:
 - `loaderctl status --json` answers state "starting" with the scan's
   pipeline, what, unit and a growing count (the JSON follows
   docs/status.schema.json), and the text says the same;
@@ -94,7 +94,8 @@ def schema_validator():
 def served_while_starting(env, root, validator):
     pipe = {"source": "imagefolder:" + root, "batch_size": 4, "transform": "resize(8) center_crop(8)"}
     os.environ["WATCHDOG_USEC"] = "200000"  # a ping every 100 ms, from the loop
-    d = env.start_daemon(env.config("st", {"big": pipe}, workers=1), wait_ready=False)
+    d = env.start_daemon(env.config("st", {"big": pipe}, workers=1, scan_threads=1),
+                         wait_ready=False)
     del os.environ["WATCHDOG_USEC"]
     first = starting_scan(d)
     check_starting(validator, first, root)
@@ -139,7 +140,8 @@ def served_while_starting(env, root, validator):
 
 def sigterm_while_starting(env, root):
     pipe = {"source": "imagefolder:" + root, "batch_size": 4, "transform": "resize(8) center_crop(8)"}
-    d = env.start_daemon(env.config("term", {"big": pipe}, workers=1), wait_ready=False)
+    d = env.start_daemon(env.config("term", {"big": pipe}, workers=1, scan_threads=1),
+                         wait_ready=False)
     starting_scan(d)
     t0 = time.monotonic()
     d.proc.send_signal(signal.SIGTERM)
@@ -168,7 +170,8 @@ def failed_start(env, root):
     img = {"batch_size": 4, "transform": "resize(8) center_crop(8)"}
     pipes = {"big": dict(img, source="imagefolder:" + root),
              "bad": dict(img, source="imagefolder:" + bad)}
-    d = env.start_daemon(env.config("fail", pipes, workers=1), wait_ready=False)
+    d = env.start_daemon(env.config("fail", pipes, workers=1, scan_threads=1),
+                         wait_ready=False)
     starting_scan(d)
     held = env.spawn_loaderctl(harness.consume_args(d.socket, "big", batches=1))
     starting_scan(d, waiting=1)
@@ -190,7 +193,8 @@ def reload_scan(env, root):
     make_tree(small, 2, 4)
     img = {"batch_size": 4, "transform": "resize(8) center_crop(8)"}
     pipes = {"p": dict(img, source="imagefolder:" + small)}
-    room = {"workers": 1, "runtime_index_bytes": 128 << 20, "shm_bytes": 512 << 20}
+    room = {"workers": 1, "runtime_index_bytes": 128 << 20, "shm_bytes": 512 << 20,
+            "scan_threads": 1}
     cfg = env.config("rl", pipes, **room)  # room for the added pipeline's 800,000 paths
     d = env.start_daemon(cfg)
     pipes["added"] = dict(img, source="imagefolder:" + root)

@@ -137,8 +137,8 @@ def body(env):
                                      device="cpu"), "a symlink in a listed directory that leads out")
     tree2 = os.path.join(root, "tree2", "cls")
     os.makedirs(tree2)
-    for k in range(120):
-        os.link(os.path.join(tree, "cls", "a.jpg"), os.path.join(tree2, "%03d.jpg" % k))
+    for k in range(700):  # 8 bytes a file and its name: over 8 KiB
+        os.link(os.path.join(tree, "cls", "a.jpg"), os.path.join(tree2, "%04d.jpg" % k))
     ch.expect(refused, ["its sample list needs 12288 bytes", "job_index_bytes = 8192"],
               lambda: loaderd.Loader(source="imagefolder:" + os.path.dirname(tree2),
                                      transform="resize(16, 16)", batch_size=4, job="Z", socket=sock,
