@@ -37,6 +37,11 @@ For each --docs count N (default 1e6,1e7,1e8):
       build_s (as megatron_peer.py reports it, torch's import left out),
       the process's peak RSS (rss_mb) and the cache's bytes (cache_mb);
       skipped, with the reason, where it cannot be installed or run.
+With --files SIZES (e.g. 1e5,1e6,1e7), image trees of that many tiny
+files too, through bench/scale_images.py (its own table: socket up, listed,
+first batch and peak RSS for one scan thread, a cold and a warm listing
+cache, arena bytes a file, against torchvision's ImageFolder on the same
+tree); --docs '' leaves the token corpora out.
 It then prints the growth exponent of each figure between the smallest and
 the largest N (log(figure ratio) / log(N ratio)) and, for N the disk or the
 time cannot hold (--project, e.g. 1e9), the figures the exponents project.
@@ -370,8 +375,19 @@ def main():
     ap.add_argument("--out", help="also write the report here")
     ap.add_argument("--reload", action="store_true",
                     help="also add `big` by a reload to a running daemon (reload_s, reload_wait_ms)")
+    ap.add_argument("--files", default="", help="image trees of these file counts as well "
+                    "(bench/scale_images.py), e.g. 1e5,1e6,1e7")
     args = ap.parse_args()
-    docs = [int(float(x)) for x in args.docs.split(",")]
+    docs = [int(float(x)) for x in args.docs.split(",") if x]
+    if args.files:
+        files = ",".join(str(int(float(x))) for x in args.files.split(","))
+        cmd = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "scale_images.py"),
+               "--build", args.build, "--sizes", files, "--data-dir", os.path.join(args.data_dir, "images")]
+        r = subprocess.run(cmd)
+        if r.returncode != 0:
+            sys.exit("scale_bench: %s exited %d" % (" ".join(cmd), r.returncode))
+    if not docs:
+        return
     os.makedirs(args.data_dir, exist_ok=True)
     py, why = (None, "--no-peer") if args.no_peer else make_venv(args.venv or os.path.join(args.data_dir, "venv"))
     lines = ["scale_bench %s, %s, %d cores, build %s" % (
