@@ -176,6 +176,21 @@ class LoaderdDaemon:
                              % (self.label, STOP_TIMEOUT_S))
 
 
+def stop_process(proc, timeout_s=STOP_TIMEOUT_S):
+    """SIGTERM to a daemon a bench started itself, a bounded wait, SIGKILL
+    only if that runs out; True when it had to be killed."""
+    if proc.poll() is not None:
+        return False
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+        return True
+
+
 class MpsServer:
     """A private CUDA MPS control daemon for one benchmark run: its pipe and
     log directories in a temporary directory of its own (short: the pipes

@@ -23,7 +23,6 @@ import os
 import platform
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
@@ -32,6 +31,9 @@ import time
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 import make_dataset  # noqa: E402  (tools/ is put on the path just above)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bench_daemon  # noqa: E402  (bench/, put on the path just above)
 
 READ_BUFFER = 16 << 20
 
@@ -107,13 +109,7 @@ def run_loaderd(args, bindir, data, workers, tmp):
             raise RuntimeError("no summary line in loaderctl's output: %r" % r.stdout)
         return float(m.group(2)), float(m.group(1))
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        bench_daemon.stop_process(proc)
         log.close()
 
 

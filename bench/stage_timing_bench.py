@@ -31,7 +31,6 @@ import os
 import platform
 import re
 import shlex
-import signal
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import make_dataset  # noqa: E402  (tools/ is put on the path just above)
+import bench_daemon  # noqa: E402  (bench/ is put on the path just above)
 from host_bench import cpu_model, read_file_gbps, wait_until_up  # noqa: E402
 
 
@@ -85,13 +85,7 @@ def run(args, bindir, tmp, workload, data, timing, n):
             raise RuntimeError("no summary line in loaderctl's output: %r" % r.stdout)
         return float(m.group(1))
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        bench_daemon.stop_process(proc)
         log.close()
 
 
