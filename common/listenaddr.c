@@ -28,6 +28,13 @@ static bool parse_port(const char *s, unsigned short *port)
 	return true;
 }
 
+static int not_loopback(const char *text, char *why, size_t cap)
+{
+	return errtext(why, cap, -EINVAL, "\"%.200s\" is not a loopback address: the metrics "
+		       "endpoint has no authentication, so it listens only on this machine (%s)",
+		       text, WHAT);
+}
+
 int listen_addr_parse(const char *text, struct listen_addr *out, char *why, size_t cap)
 {
 	memset(out, 0, sizeof(*out));
@@ -43,8 +50,10 @@ int listen_addr_parse(const char *text, struct listen_addr *out, char *why, size
 		return 0;
 	}
 	const char *colon = strrchr(text, ':');
-	if (!colon)
-		return errtext(why, cap, -EINVAL, "\"%.200s\" is neither %s", text, WHAT);
+	const char *bracket = strrchr(text, ']');
+	if (!colon || (bracket && bracket > colon)) /* none, or only inside [...] */
+		return errtext(why, cap, -EINVAL, "\"%.200s\" is neither %s%s", text, WHAT,
+			       colon ? " (no port after the address)" : "");
 	char host[64];
 	size_t hn = (size_t)(colon - text);
 	if (hn >= sizeof(host))
@@ -61,9 +70,7 @@ int listen_addr_parse(const char *text, struct listen_addr *out, char *why, size
 		if (inet_pton(AF_INET6, host + 1, &a6) != 1)
 			return errtext(why, cap, -EINVAL, "\"%.200s\" is not %s", text, WHAT);
 		if (!IN6_IS_ADDR_LOOPBACK(&a6))
-			return errtext(why, cap, -EINVAL, "\"%.200s\" is not a loopback address: the "
-				       "metrics endpoint has no authentication, so it listens only on "
-				       "this machine (%s)", text, WHAT);
+			return not_loopback(text, why, cap);
 		out->family = AF_INET6;
 		out->u.in6.sin6_family = AF_INET6;
 		out->u.in6.sin6_addr = a6;
@@ -83,9 +90,7 @@ int listen_addr_parse(const char *text, struct listen_addr *out, char *why, size
 			       "are not looked up)", text, WHAT);
 	}
 	if ((ntohl(a4.s_addr) >> 24) != 127)
-		return errtext(why, cap, -EINVAL, "\"%.200s\" is not a loopback address: the metrics "
-			       "endpoint has no authentication, so it listens only on this machine "
-			       "(%s)", text, WHAT);
+		return not_loopback(text, why, cap);
 	out->family = AF_INET;
 	out->u.in.sin_family = AF_INET;
 	out->u.in.sin_addr = a4;

@@ -159,6 +159,26 @@ static void put_value(FILE *out, double x)
 		fprintf(out, "%.15g", x);
 }
 
+/* One sample's labels, `a="x",b="y"` or "": those of the list item
+ * comes from, then stage= (a histogram's) and the row's constant label;
+ * NULL when out of memory. */
+static char *sample_labels(const struct metric *m, json_t *item, json_t *owner, const char *stage)
+{
+	char *labels = NULL;
+	size_t len = 0;
+	FILE *l = open_memstream(&labels, &len);
+	if (!l)
+		return NULL;
+	bool first = true;
+	put_labels(l, m->from, item, owner, &first);
+	if (stage)
+		put_label(l, "stage", stage, &first);
+	if (m->extra)
+		fprintf(l, "%s%s", first ? "" : ",", m->extra);
+	fclose(l);
+	return labels;
+}
+
 /* A histogram row: for each stage of item's field (an object of stages,
  * each with buckets, count and sum_s), NAME_bucket for every bound and
  * +Inf (cumulative), NAME_sum and NAME_count. */
@@ -168,15 +188,9 @@ static void put_histograms(FILE *out, const struct metric *m, json_t *item)
 	const char *stage;
 	json_t *st;
 	json_object_foreach(stages, stage, st) {
-		char *labels = NULL;
-		size_t len = 0;
-		FILE *l = open_memstream(&labels, &len);
-		if (!l)
+		char *labels = sample_labels(m, item, NULL, stage);
+		if (!labels)
 			return;
-		bool first = true;
-		put_labels(l, m->from, item, NULL, &first);
-		put_label(l, "stage", stage, &first);
-		fclose(l);
 		json_t *buckets = json_object_get(st, "buckets");
 		uint64_t cum = 0;
 		for (size_t i = 0; i < HIST_BUCKETS; i++) {
@@ -206,17 +220,11 @@ static void put_sample(FILE *out, const struct metric *m, json_t *item, json_t *
 	if (!json_is_number(v) && !json_is_boolean(v))
 		return; /* not in this item (a field only some have) */
 	double x = json_is_boolean(v) ? json_is_true(v) : json_number_value(v);
-	char *labels = NULL;
-	size_t len = 0;
-	FILE *l = open_memstream(&labels, &len);
-	if (!l)
+	char *labels = sample_labels(m, item, owner, NULL);
+	if (!labels)
 		return;
-	bool first = true;
-	put_labels(l, m->from, item, owner, &first);
-	if (m->extra)
-		fprintf(l, "%s%s", first ? "" : ",", m->extra);
-	fclose(l);
-	fprintf(out, "%s%s%s%s ", m->name, len ? "{" : "", len ? labels : "", len ? "}" : "");
+	bool any = labels[0] != '\0';
+	fprintf(out, "%s%s%s%s ", m->name, any ? "{" : "", labels, any ? "}" : "");
 	put_value(out, x * m->scale);
 	fputc('\n', out);
 	free(labels);

@@ -78,6 +78,8 @@ static void test_refused(void **state)
 	refused("example.com:9400", "are not looked up");
 	refused("::1:9400", "takes brackets");
 	refused("127.0.0.1", "is neither");
+	refused("[::1]", "no port after the address");
+	refused("localhost", "is neither");
 	refused("127.0.0.1:", "the port");
 	refused("127.0.0.1:0", "the port");
 	refused("127.0.0.1:65536", "the port");
