@@ -39,7 +39,8 @@ struct reader {
 	struct ring done;
 	struct worker_beat *beat;
 	struct worker_stats *stats;
-	uint64_t t_awake;     /* when the last blocking wait ended (busy_ns) */
+	uint64_t t_awake;     /* the last read of the clock: a wait's end or an item's post (busy_ns) */
+	bool awake_stale;     /* an image completion's work (a decode) ran since t_awake */
 	uint32_t cq_stamped;  /* completions in the CQ whose reads have t_seen */
 	uint64_t t_looked;    /* the last look at the CQ in this reap, 0 before the first */
 	uint32_t timed_items; /* items in hand whose stages are timed */
@@ -174,6 +175,7 @@ static uint64_t reader_wait_begin(struct reader *r)
 static void reader_wait_end(struct reader *r, uint64_t t0)
 {
 	r->t_awake = clock_mono_ns();
+	r->awake_stale = false;
 	if (r->n_free < READER_ITEMS)
 		atomic_store_explicit(&r->stats->idle_io_ns,
 				      atomic_load_explicit(&r->stats->idle_io_ns, memory_order_relaxed) +
@@ -239,15 +241,23 @@ static void reader_item_plan(struct reader *r, struct reader_item *it, const str
 	it->pending = cmd->count;
 }
 
-/* Stage timing: a read call for rd is issued at *now (read from the
- * clock on first use, 0 before: the reads of one flush share one read of
- * the clock). The sample's read time runs from its first call (a
- * replacement image's: from its own). */
-static void reader_read_issued(struct reader_read *rd, uint64_t *now)
+/* Stage timing: the time as of the worker's last read of the clock, if
+ * nothing longer than planning commands ran since (no image's decode):
+ * a wait has just ended or an item was just posted. Else the clock. */
+static uint64_t reader_time(const struct reader *r)
+{
+	return r->awake_stale ? clock_mono_ns() : r->t_awake;
+}
+
+/* Stage timing: a read call for rd is issued at *now (reader_time on
+ * first use, 0 before: the reads of one flush share one time, most often
+ * without a read of the clock of their own). The sample's read time runs
+ * from its first call (a replacement image's: from its own). */
+static void reader_read_issued(const struct reader *r, struct reader_read *rd, uint64_t *now)
 {
 	if (rd->item->hist && rd->done_bytes == 0) {
 		if (*now == 0)
-			*now = clock_mono_ns();
+			*now = reader_time(r);
 		rd->t_read = *now;
 	}
 	rd->t_seen = 0;
@@ -292,6 +302,14 @@ static bool reader_read_progress(struct reader_read *rd, int64_t res, uint64_t t
 		return image_retry(rd, (int)res);
 	reader_item_fail(it, rd->row, (int)res, 0);
 	return false;
+}
+
+/* A completion of rd's is about to be worked on: an image's work (a
+ * decode) is long, so the time of the last clock read is stale after it. */
+static void reader_work_begins(struct reader *r, const struct reader_read *rd)
+{
+	if (rd->item->pipe->kind == ARENA_SOURCE_IMAGES)
+		r->awake_stale = true;
 }
 
 /* Starts an image row: its file open and buffer ready (true), or given up
@@ -342,6 +360,7 @@ static int reader_item_post(struct reader *r, struct reader_item *it)
 {
 	atomic_fetch_add_explicit(&r->beat->beats, 1, memory_order_release);
 	r->t_awake = reader_wait_begin(r); /* busy time so far counted now, not at the next wait */
+	r->awake_stale = false;
 	struct work_done d = {
 		.item_id = it->item_id,
 		.status = it->status,
@@ -400,9 +419,10 @@ static int reader_pread_item(struct reader *r, struct reader_item *it)
 		while (more) {
 			uint8_t *to = rd->buf ? rd->buf : rd->dst;
 			uint64_t now = 0;
-			reader_read_issued(rd, &now);
+			reader_read_issued(r, rd, &now);
 			ssize_t n = pread(rd->fd, to + rd->done_bytes, reader_read_len(rd),
 					  (off_t)reader_read_offset(rd));
+			reader_work_begins(r, rd);
 			more = reader_read_progress(rd, n < 0 ? -(int64_t)errno : (int64_t)n, 0);
 		}
 		image_release(rd);
@@ -461,7 +481,7 @@ static int reader_uring_flush(struct reader *r)
 		}
 		struct reader_read *rd = r->queue[r->queue_head++ % READER_READS_MAX];
 		uint8_t *to = rd->buf ? rd->buf : rd->dst;
-		reader_read_issued(rd, &r->t_flush);
+		reader_read_issued(r, rd, &r->t_flush);
 		io_uring_prep_read(sqe, rd->fd, to + rd->done_bytes, (unsigned)reader_read_len(rd),
 				   reader_read_offset(rd));
 		io_uring_sqe_set_data(sqe, rd);
@@ -481,6 +501,7 @@ static int reader_uring_complete(struct reader *r, uint64_t tag, int res)
 	}
 	struct reader_read *rd = (struct reader_read *)(uintptr_t)tag;
 	r->inflight--;
+	reader_work_begins(r, rd);
 	/* not stamped: it arrived during this reap after its last look, while
 	 * the worker did short work (raw or token rows): as of that look */
 	if (reader_read_progress(rd, res, rd->t_seen ? rd->t_seen : r->t_looked)) {
@@ -501,7 +522,8 @@ static void reader_uring_stamp(struct reader *r)
 {
 	if (r->timed_items == 0 || !r->look)
 		return;
-	uint64_t now = clock_mono_ns();
+	/* the first look follows the wait's end, whose time is at hand */
+	uint64_t now = r->t_looked ? clock_mono_ns() : reader_time(r);
 	uint64_t at = r->t_looked ? r->t_looked : now;
 	r->t_looked = now;
 	unsigned ready = io_uring_cq_ready(&r->uring);

@@ -16,6 +16,8 @@ give it (RANK, LOCAL_RANK, WORLD_SIZE, GROUP_RANK, MASTER_ADDR/PORT).
     once (the rest of the epoch re-sharded over the new world).
 
 Skipped (77) when torch cannot be imported, and in a sanitizer build.
+tests/gpu/test_gpu_nodes.py runs the same job with device delivery, each
+node's daemon and ranks on GPUs of their own.
 """
 
 import json
@@ -50,11 +52,13 @@ def torchrun_works():
     return r.returncode == 0
 
 
-def node(env, daemon, nnodes, node_rank, port, args, launcher):
+def node(env, daemon, nnodes, node_rank, port, args, launcher, visible=None):
     """One node's 2 ranks, attached to `daemon`: started by torchrun, or
     (launcher "env") each rank started here with the environment torchrun
-    gives it."""
+    gives it. visible: the node's GPUs (CUDA_VISIBLE_DEVICES), or None."""
     e = dict(os.environ, OMP_NUM_THREADS="1", LOADERD_SOCKET=daemon.socket)
+    if visible is not None:
+        e["CUDA_VISIBLE_DEVICES"] = visible
     if launcher == "torchrun":
         cmd = [sys.executable, "-m", "torch.distributed.run", "--nnodes", str(nnodes), "--node_rank",
                str(node_rank), "--nproc_per_node", "2", "--master_addr", "127.0.0.1", "--master_port",
@@ -74,10 +78,12 @@ def node(env, daemon, nnodes, node_rank, port, args, launcher):
     return procs
 
 
-def job(env, daemons, args, what, launcher):
-    """A job of len(daemons) nodes; rank 0's JSON line."""
+def job(env, daemons, args, what, launcher, visible=None):
+    """A job of len(daemons) nodes (visible[k]: node k's GPUs); rank 0's
+    JSON line."""
     port = free_port()
-    procs = [p for k, d in enumerate(daemons) for p in node(env, d, len(daemons), k, port, args, launcher)]
+    procs = [p for k, d in enumerate(daemons)
+             for p in node(env, d, len(daemons), k, port, args, launcher, visible[k] if visible else None)]
     out = []
     for k, p in enumerate(procs):
         rc, stdout, stderr = harness.finish(p, eh.RUN_TIMEOUT_S, "%s: process %d" % (what, k))
@@ -95,19 +101,27 @@ def served_ranks(d):
         return sorted((int(r), int(w)) for r, w in re.findall(r"rank (\d+) of (\d+)", f.read()))
 
 
-def body(env):
-    eh.require_modules("torch")
+def pipelines(env):
     path = env.make_tokens("tokens.bin", SAMPLES * SEQ + 1, "uint16", seed=5, vocab=300)
-    pipes = {"lm": {"source": "tokens:" + path, "token_dtype": "uint16", "seq_len": SEQ,
-                    "batch_size": BATCH, "seed": 11}}
-    launcher = "torchrun" if torchrun_works() else "env"
-    if launcher == "env":
-        print("this torch's torchrun fails before starting a rank: each rank is started with the "
-              "environment torchrun gives it")
-    nodes = [env.start_daemon(env.config("node%d" % k, pipes, gpu="off")) for k in range(2)]
+    return {"lm": {"source": "tokens:" + path, "token_dtype": "uint16", "seq_len": SEQ,
+                   "batch_size": BATCH, "seed": 11}}
 
+
+def pick_launcher():
+    eh.require_modules("torch")
+    if torchrun_works():
+        return "torchrun"
+    print("this torch's torchrun fails before starting a rank: each rank is started with the "
+          "environment torchrun gives it")
+    return "env"
+
+
+def run(env, nodes, launcher, extra=(), visible=None):
+    """(a) and (b) on the two started daemons `nodes`; extra: epoch_check's
+    further arguments (--device cuda)."""
+    a = ["--pipeline", "lm"] + list(extra)
     # (a)
-    f = job(env, nodes, ["--pipeline", "lm"], "one epoch on 2 nodes", launcher)
+    f = job(env, nodes, a, "one epoch on 2 nodes", launcher, visible)
     check(f["world"] == WORLD and f["samples"] == SAMPLES and f["duplicates"] == 0 and f["missing"] == 0
           and f["distinct"] == SAMPLES, "2 nodes x 2 ranks, one epoch: %s" % f)
     for k, d in enumerate(nodes):
@@ -118,15 +132,22 @@ def body(env):
 
     # (b)
     pos, seen = env.path("position.json"), env.path("seen.json")
-    f = job(env, nodes, ["--pipeline", "lm", "--batches", "3", "--save", pos, "--seen", seen],
-            "3 batches a rank on 2 nodes", launcher)
+    f = job(env, nodes, a + ["--batches", "3", "--save", pos, "--seen", seen],
+            "3 batches a rank on 2 nodes", launcher, visible)
     check(f["seen"] == 3 * BATCH * WORLD and f["duplicates"] == 0, "the first part: %s" % f)
-    f = job(env, nodes[:1], ["--pipeline", "lm", "--resume", pos, "--seen", seen],
-            "the rest on 1 node", launcher)
+    f = job(env, nodes[:1], a + ["--resume", pos, "--seen", seen], "the rest on 1 node", launcher,
+            visible[:1] if visible else None)
     check(f["world"] == 2 and f["duplicates"] == 0 and f["missing"] == 0 and f["seen"] == SAMPLES,
           "resumed on 1 node x 2 ranks after 3 batches of 2 nodes: %s" % f)
     print("3 batches on 2 nodes, the rest on 1 node of 2 ranks: %d samples, each once (%s)"
           % (f["seen"], f["positions"][0]))
+
+
+def body(env):
+    launcher = pick_launcher()
+    pipes = pipelines(env)
+    nodes = [env.start_daemon(env.config("node%d" % k, pipes, gpu="off")) for k in range(2)]
+    run(env, nodes, launcher)
     for d in nodes:
         d.stop()
 
