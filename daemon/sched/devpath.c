@@ -160,9 +160,10 @@ void devpath_attach(struct sched *s, struct sched_client *c)
 	c->attaching = true;
 	c->dev_slot_bytes = (src->batch_bytes + 4095) & ~(uint64_t)4095;
 	c->welcome.delivery = PROTO_DELIVERY_DEVICE;
-	log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" on GPU %s: %u "
-		 "device slots of %" PRIu64 " bytes", c->session, (int)c->pid, c->name[0] ? ", " : "",
-		 c->name, src->cfg->name, uuid, c->depth, c->dev_slot_bytes);
+	log_info("client %" PRIu64 " (pid %d%s%s) attaching to pipeline \"%s\" as rank %u of %u "
+		 "on GPU %s: %u device slots of %" PRIu64 " bytes", c->session, (int)c->pid,
+		 c->name[0] ? ", " : "", c->name, src->cfg->name, c->sampler.rank, c->sampler.world, uuid, c->depth,
+		 c->dev_slot_bytes);
 	s->gpu.attach(s->gpu.gpu, c, c->uuid, c->pipeline, c->depth, c->dev_slot_bytes,
 		      c->client_decode);
 }

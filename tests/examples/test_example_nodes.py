@@ -47,7 +47,7 @@ def torchrun_works():
     """Whether this torch's torchrun starts a process (torch 1.13 under
     Python 3.11 fails in its own argument handling before any rank runs)."""
     r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nnodes", "1", "--nproc_per_node",
-                        "1", "--master_port", str(free_port()), "-m", "json.tool", os.devnull],
+                        "1", "--master_port", str(free_port()), "-m", "platform"],
                        capture_output=True, text=True, timeout=120)
     return r.returncode == 0
 

@@ -32,7 +32,7 @@ from harness import TestSkip, check  # noqa: E402
 def attached_gpus(d):
     """The GPU UUIDs the daemon's log says device clients attached on."""
     with open(d.log_path, errors="replace") as f:
-        return sorted(re.findall(r"attaching to pipeline \"lm\" on GPU (GPU-[0-9a-f-]+)", f.read()))
+        return sorted(re.findall(r"attaching to pipeline \"lm\" as rank \d+ of \d+ on GPU (GPU-[0-9a-f-]+)", f.read()))
 
 
 def body(env):
