@@ -145,7 +145,7 @@ def body(env):
               and ("-420" in name or "-422" in name)]
     check(len(narrow) == 4, "narrow files %s" % narrow)
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
-    for x in st["decode"]:
+    for x in (y for y in st["decode"] if y["gpu"] == 0):  # the client's GPU
         check(x["images_fallback"] == 0, "%s: %d images fell back to the GPU thread's CPU"
               % (x["pipeline"], x["images_fallback"]))
         check(x["images_gpu"] >= EPOCHS * (len(files) - len(narrow) - BATCH),

@@ -58,7 +58,7 @@ def log(d):
 def fallback(d):
     """images_fallback of pipeline jpeg, once no client is attached."""
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
-    return {x["pipeline"]: x for x in st["decode"]}["jpeg"]["images_fallback"]
+    return {x["pipeline"]: x for x in st["decode"] if x["gpu"] == 0}["jpeg"]["images_fallback"]
 
 
 def read_epochs(d, loaderd, torch, n, fault, what):

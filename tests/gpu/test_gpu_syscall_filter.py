@@ -83,7 +83,7 @@ def serve(env, tag, pipelines, wrapper, overrides, mps=False):
     st = d.wait_status(lambda s: not s["clients"], 15, "no client left")
     restarts = [w["restarts"] for w in st["workers"]]
     check(restarts and not any(restarts), "%s: workers restarted %s\n%s" % (tag, restarts, d.log()))
-    jpeg = {x["pipeline"]: x for x in st["decode"]}["jpeg"]
+    jpeg = {x["pipeline"]: x for x in st["decode"] if x["gpu"] == 0}["jpeg"]
     check(jpeg["images_gpu"] > 0, "%s: no image went to the GPU's engines: %s" % (tag, jpeg))
     check(st["gpus"][0]["decoders"] >= 1, "%s: no decoder process: %s" % (tag, st["gpus"][0]))
     check(st["gpus"][0]["mps"] is mps, "%s: status says mps %s for GPU 0" % (tag, st["gpus"][0]["mps"]))
