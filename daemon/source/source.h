@@ -292,6 +292,12 @@ const char *source_image_why(int status);
  * them; a pipeline added later lists its tree the same way. */
 void source_set_listing(const char *cache_dir, uint32_t scan_threads);
 
+/* Where megatron indexes' checks and block sums are cached from now on,
+ * by every source_open (source_megatron.c, megatron_cache.h): [daemon]
+ * cache_dir ("" or NULL: none). Set before any source opens, on the
+ * thread that opens them; a pipeline added later uses the same. */
+void source_set_index_cache(const char *cache_dir);
+
 /* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
  * their paths), a document-shuffled megatron pipeline's document table and
