@@ -199,10 +199,17 @@ struct source_ops {
 	 * arena's index area. */
 	uint64_t (*index_bytes)(const struct source *s);
 	/* Optional (NULL: only its table entry): copies its table entry, and
-	 * its sample list to index_at[entry] in the index area, into the arena;
-	 * logs the list's start-up lines; frees the list. */
+	 * its sample list to index_at[entry] in the index area (unless
+	 * place_index did), into the arena; logs the list's start-up lines;
+	 * frees the list. */
 	void (*fill_arena)(struct source *s, uint32_t entry, const uint64_t *index_at,
 			   struct arena *arena);
+	/* Optional (NULL: fill_arena copies the list): copies its sample list
+	 * to index_at[entry] and frees it, ahead of fill_arena, on any thread,
+	 * while nothing reads that part of the index area (a reload's, on the
+	 * thread pool: what is proportional to the data stays off the loop). */
+	void (*place_index)(struct source *s, uint32_t entry, const uint64_t *index_at,
+			    struct arena *arena);
 	/* Optional (NULL: the sample is itself, and no one byte range):
 	 * where sample `index` of `split` in `epoch` lives. */
 	void (*locate)(const struct source *s, uint32_t split, uint64_t epoch, uint64_t index,
@@ -320,6 +327,13 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
  * (daemon/pipetable.h), before any work item names it. */
 void source_fill_arena_entry(struct source *src, uint32_t entry, const uint64_t *index_at,
 			     struct arena *arena);
+
+/* A pipeline a reload adds: its sample lists (its blend members' too)
+ * copied into the index area at index_at[entry] (place_index) before
+ * source_fill_arena_entry, on a thread of the pool, so that the fill on
+ * the loop writes only the table entries. */
+void source_place_index(struct source *src, uint32_t entry, const uint64_t *index_at,
+			struct arena *arena);
 
 /* ---- a blend's members (source_blend.c) ---- */
 

@@ -24,7 +24,9 @@ consumed with --dump and --dump-data, from
 and every run's batches are byte for byte the reference's, with the same
 position token (the data identity). Then `loaderd --check-config`: with
 the cache it says the index was checked before and which cache; without
-one it checks in full and writes it, and a start then reads it. As root, a
+one it checks in full and writes it, and a start then reads it. A reload
+that adds p (its block sums copied into the arena on the thread pool),
+with and without the cache, delivers the reference's batches. As root, a
 cache owned by another user is refused with the reason.
 """
 
@@ -185,6 +187,22 @@ def body(env):
     for want in ("no index cache yet", full, "the index cache is written"):
         check(want in err, "--check-config without a cache does not say %r:\n%s" % (want, err))
     run(env, "after-check", prefix, ref, warm_says, log_lacks=[full], cache=cache)
+
+    # a reload adding p (its block sums placed into the arena off the loop),
+    # from the cache, then without one: the same batches
+    for name, keys, says in (("reload-warm", {"cache_dir": cache}, warm_says),
+                             ("reload-nocache", {}, [])):
+        only_w = {"w": pipelines(prefix)["w"]}
+        d = env.start_daemon(env.config(name, only_w, workers=2, **keys))
+        env.config(name, pipelines(prefix), workers=2, **keys)
+        r = env.loaderctl(["--socket", d.socket, "reload"])
+        check(r.returncode == 0, "%s: reload exited %d: %s" % (name, r.returncode, r.stderr))
+        got = consume(env, d, name)
+        d.stop()
+        log = d.log()
+        for want in says + ["pipeline \"p\" added"]:
+            check(want in log, "%s: the log does not say %r:\n%s" % (name, want, log))
+        check(got == ref, "%s: a reload's pipeline delivers other batches than a start's" % name)
 
     if os.geteuid() == 0:
         os.chown(path, 65534, 65534)
