@@ -39,18 +39,11 @@ static bool file_changed(const struct mg_file *now, const struct mg_file *then, 
 	return n > 0;
 }
 
-/* The .bin's name for messages: idx_path with ".bin" for its ".idx". */
-static void bin_name(const char *idx_path, char *name, size_t cap)
-{
-	size_t n = strlen(idx_path);
-	snprintf(name, cap, "%.*s.bin", (int)(n >= 4 ? n - 4 : n), idx_path);
-}
-
 /* The decoded cache against the files: 0, or -ESTALE with why. */
 static int check_files(const struct mgcache_use *u, const char *idx_path,
 		       const struct mg_index *ix, char *why, size_t cap)
 {
-	char what[64], bin[PATH_MAX];
+	char what[64];
 	if (strcmp(u->c.idx_path, u->real_idx) != 0) {
 		snprintf(why, cap, "made for another index, %s", u->c.idx_path);
 		return -EINVAL;
@@ -60,8 +53,7 @@ static int check_files(const struct mgcache_use *u, const char *idx_path,
 		return -ESTALE;
 	}
 	if (file_changed(&ix->bin_file, &u->c.bin, what, sizeof(what))) {
-		bin_name(idx_path, bin, sizeof(bin));
-		snprintf(why, cap, "%s changed since it was checked (%s)", bin, what);
+		snprintf(why, cap, "%s changed since it was checked (%s)", u->bin_path, what);
 		return -ESTALE;
 	}
 	return 0;
@@ -123,6 +115,7 @@ int mgcache_open_index(struct mgcache_use *u, const char *cache_dir, const char 
 	memset(u, 0, sizeof(*u));
 	u->pipeline = pipeline;
 	snprintf(u->idx_path, sizeof(u->idx_path), "%s.idx", prefix);
+	snprintf(u->bin_path, sizeof(u->bin_path), "%s.bin", prefix);
 	int rc = mg_index_map(prefix, ix, err, cap);
 	if (rc < 0)
 		return rc;

@@ -80,6 +80,7 @@ int mgcache_decode(const uint8_t *buf, size_t len, struct mgcache *out,
 struct mgcache_use {
 	const char *pipeline;  /* for the log lines */
 	char idx_path[PATH_MAX + 8]; /* PREFIX.idx */
+	char bin_path[PATH_MAX + 8]; /* PREFIX.bin */
 	char path[PATH_MAX];   /* the cache file, "" for none */
 	char real_idx[PATH_MAX];
 	void *map;             /* the cache file mapped, while c is valid */

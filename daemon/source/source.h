@@ -119,9 +119,10 @@ struct source {
 	struct source_split splits[SPLIT_COUNT];
 	/* megatron with document_shuffle: the tokens of each split's blocks
 	 * of documents, split after split ([n_blocks], 8 bytes a block, never
-	 * a document), summed from the index at open (off the loop); copied
-	 * into the arena by source_fill_arena (desc.docs.sums_offset), which
-	 * frees this copy. The documents themselves stay in the .idx, which
+	 * a document), summed from the index at open (off the loop) or read
+	 * from the index cache (megatron_cache.h); copied into the arena by
+	 * source_fill_arena or source_place_index (desc.docs.sums_offset),
+	 * which frees this copy. The documents themselves stay in the .idx, which
 	 * the workers map (shm/layout.h, struct arena_doc_params). */
 	uint64_t *block_tokens;
 	uint64_t n_blocks;
