@@ -332,6 +332,7 @@ unsigned preflight_scan(const struct config *cfg, struct source *sources,
 unsigned preflight_sections(const struct config *cfg, uint64_t skip, bool daemon_ok,
 			    struct source *sources, const char *default_program)
 {
+	source_set_index_cache(daemon_ok ? cfg->cache_dir : NULL); /* as preflight_run */
 	unsigned found = preflight_open_sources(cfg, skip, sources);
 	if (daemon_ok)
 		found += preflight_daemon(cfg, default_program);

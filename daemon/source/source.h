@@ -28,8 +28,10 @@
  *    the loop thread or the GPU threads, reading what start-up built
  *    (nothing here changes after source_fill_arena). A pipeline a reload
  *    adds (daemon/pipetable.h) is opened on a thread of libuv's pool, into
- *    a source of its own that nothing else reads until the loop has it,
- *    and filled into the arena on the loop (source_fill_arena_entry).
+ *    a source of its own that nothing else reads until the loop has it;
+ *    its sample lists are copied into its reserved share of the index
+ *    area on the pool too (source_place_index), and its table entry
+ *    filled on the loop (source_fill_arena_entry).
  *
  * The files: source.c (the table of kinds, the dispatch, what every kind
  * shares: the batch layout, the data file, the texts), source_arena.c
