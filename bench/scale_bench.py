@@ -24,12 +24,21 @@ For each --docs count N (default 1e6,1e7,1e8):
         (--reload)   a daemon started with `small` alone, a client of it,
                      then `loaderctl reload` adding `big`: reload_s until
                      the reload answered, reload_wait_ms the client's
-                     longest wait between two batches meanwhile,
+                     longest wait between two batches meanwhile (and,
+                     unless --no-cache, the same from the index cache),
         resume5_s    a one-batch consume resumed at the start of epoch 5,
         boundary_ms  the longest wait between two batches of a client of
                      `small` (a connection made here, releasing at once)
                      while a consume of `big`, resumed two batches before
                      the end of epoch 7, crosses into epoch 8;
+  (b2) with `cache_dir` (unless --no-cache): a first start that checks the
+      index and writes the index cache (write_socket_s, write_first_s,
+      write_rss_mb), a second start that reads it (warm_socket_s,
+      warm_first_s, warm_rss_mb: what every later start and resume costs),
+      `--check-config` from the cache (check_warm_s), and the cache's size
+      (cache_mb: 8 bytes a block of 4096 documents, and a header);
+      with --evict, the dataset's pages are dropped from the page cache
+      before every start and check, so that each reads from disk;
   (c) megatron-core (--venv, made here unless --no-peer: pip install
       numpy, torch from PyTorch's CPU index and megatron-core): GPTDataset's
       index build over the same prefix through bench/megatron_peer.py
@@ -47,7 +56,8 @@ the largest N (log(figure ratio) / log(N ratio)) and, for N the disk or the
 time cannot hold (--project, e.g. 1e9), the figures the exponents project.
 
     bench/scale_bench.py [--build build] [--docs 1e6,1e7,1e8] [--data-dir DIR]
-                         [--venv DIR | --no-peer] [--project 1e9] [--out FILE]
+                         [--venv DIR | --no-peer] [--no-cache] [--evict] [--project 1e9]
+                         [--out FILE]
 """
 
 import argparse
@@ -114,9 +124,10 @@ def sum_tokens(n):
     return (n // period) * whole + sum(length_of(d) for d in range(n - n % period, n))
 
 
-def write_config(path, sock, prefix, small):
+def write_config(path, sock, prefix, small, cache_dir=""):
     with open(path, "w") as f:
-        f.write("[daemon]\nsocket = %s\nworkers = 2\nshm_bytes = 64G\nlog_level = info\n\n" % sock)
+        f.write("[daemon]\nsocket = %s\nworkers = 2\nshm_bytes = 64G\nlog_level = info\n" % sock)
+        f.write("cache_dir = %s\n\n" % cache_dir)
         f.write("[pipeline.big]\nsource = megatron:%s\nseq_len = %d\nbatch_size = %d\nseed = 1\n\n"
                 % (prefix, SEQ, BATCH))
         f.write("[pipeline.small]\nsource = raw:%s\nrecord_bytes = 64\nbatch_size = 8\n" % small)
@@ -207,6 +218,7 @@ def measure_loaderd(build, prefix, n, tokens, work):
     cfg = os.path.join(work, "scale.ini")
     write_config(cfg, sock, prefix, small)
     log = open(os.path.join(work, "loaderd.log"), "w")
+    evict()
     t0 = time.monotonic()
     d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
                          stdout=log, stderr=subprocess.STDOUT)
@@ -246,7 +258,79 @@ def measure_loaderd(build, prefix, n, tokens, work):
     return out
 
 
-def measure_reload(build, prefix, work):
+EVICT = []  # --evict: the dataset prefix whose pages each start finds out of the page cache
+
+
+def evict():
+    """The dataset's pages dropped from the page cache (posix_fadvise
+    DONTNEED on its clean pages), so that the next start reads the .idx
+    from disk, as after a reboot."""
+    for prefix in EVICT:
+        for ext in (".idx", ".bin"):
+            fd = os.open(prefix + ext, os.O_RDONLY)
+            try:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            finally:
+                os.close(fd)
+
+
+def start_once(build, cfg, sock, log_path):
+    """One start of the daemon of cfg: socket up, first batch of `big`,
+    peak RSS; then stopped. Its log's text too."""
+    log = open(log_path, "w")
+    evict()
+    t0 = time.monotonic()
+    d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
+                         stdout=log, stderr=subprocess.STDOUT)
+    out = {}
+    try:
+        while loaderctl(build, sock, ["status"], timeout=60).returncode != 0:
+            if d.poll() is not None:
+                raise RuntimeError("loaderd exited %d (log %s)" % (d.returncode, log.name))
+            time.sleep(0.05)
+        out["socket_s"] = time.monotonic() - t0
+        consume(build, sock, "big", 1)
+        out["first_s"] = time.monotonic() - t0
+        out["rss_mb"] = vm_hwm_mb(d.pid)
+    finally:
+        d.terminate()
+        d.wait(120)
+        log.close()
+    with open(log_path) as f:
+        return out, f.read()
+
+
+def measure_cache(build, prefix, work):
+    """The index cache (cache_dir): a first start that checks the index
+    and writes the cache (write_*), a second start that reads it (warm_*:
+    the start as every later one, or a resume, sees it), and
+    `--check-config` from the cache (check_warm_s); the cache's size."""
+    sock = os.path.join(work, "k.sock")
+    small = os.path.join(work, "small.bin")
+    cache = os.path.join(work, "cache")
+    cfg = os.path.join(work, "cached.ini")
+    write_config(cfg, sock, prefix, small, cache)
+    out = {}
+    first, log = start_once(build, cfg, sock, os.path.join(work, "write.log"))
+    if "the index cache is written" not in log:
+        raise RuntimeError("the first start wrote no index cache: %s" % log[-600:])
+    out.update({"write_" + k: v for k, v in first.items()})
+    warm, log = start_once(build, cfg, sock, os.path.join(work, "warm.log"))
+    if "checked before" not in log:
+        raise RuntimeError("the second start did not read the index cache: %s" % log[-600:])
+    out.update({"warm_" + k: v for k, v in warm.items()})
+    evict()
+    t0 = time.monotonic()
+    r = subprocess.run([os.path.join(build, "bin", "loaderd"), "--config", cfg, "--check-config"],
+                       capture_output=True, text=True, timeout=600)
+    out["check_warm_s"] = time.monotonic() - t0
+    if r.returncode != 0 or "checked before" not in r.stderr:
+        raise RuntimeError("loaderd --check-config from the cache: %s" % r.stderr[-400:])
+    out["cache_mb"] = sum(os.path.getsize(os.path.join(cache, f)) for f in os.listdir(cache)) / 2**20
+    return out
+
+
+def measure_reload(build, prefix, work, cache_dir=""):
     """A daemon started with `small` alone, a client of it releasing each
     batch at once, then `loaderctl reload` adding `big`: how long the
     reload took to answer, and the client's longest wait between two
@@ -256,7 +340,8 @@ def measure_reload(build, prefix, work):
     cfg = os.path.join(work, "reload.ini")
     with open(cfg, "w") as f:
         f.write("[daemon]\nsocket = %s\nworkers = 2\nshm_bytes = 64G\nlog_level = info\n"
-                "runtime_index_bytes = 1G\nstaging_slot_bytes = 1M\n\n" % sock)
+                "runtime_index_bytes = 1G\nstaging_slot_bytes = 1M\ncache_dir = %s\n\n"
+                % (sock, cache_dir))
         f.write("[pipeline.small]\nsource = raw:%s\nrecord_bytes = 64\nbatch_size = 8\n" % small)
     log = open(os.path.join(work, "reload.log"), "w")
     d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
@@ -270,10 +355,11 @@ def measure_reload(build, prefix, work):
         b.start()
         while len(b.times) < 50 and b.error is None and b.is_alive():
             time.sleep(0.01)
-        write_config(cfg, sock, prefix, small)  # the same [daemon], and `big`
+        write_config(cfg, sock, prefix, small, cache_dir)  # the same [daemon], and `big`
         text = open(cfg).read().replace("log_level = info\n", "log_level = info\nruntime_index_bytes = 1G\nstaging_slot_bytes = 1M\n")
         with open(cfg, "w") as f:
             f.write(text)
+        evict()
         start = time.monotonic()
         r = loaderctl(build, sock, ["reload"])
         end = time.monotonic()
@@ -301,6 +387,7 @@ def measure_check(build, prefix, work):
     small = os.path.join(work, "small.bin")
     cfg = os.path.join(work, "check.ini")
     write_config(cfg, sock, prefix, small)
+    evict()
     t0 = time.monotonic()
     with open(os.path.join(work, "check.log"), "w+") as log:
         p = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg, "--check-config"],
@@ -377,6 +464,11 @@ def main():
                     help="also add `big` by a reload to a running daemon (reload_s, reload_wait_ms)")
     ap.add_argument("--files", default="", help="image trees of these file counts as well "
                     "(bench/scale_images.py), e.g. 1e5,1e6,1e7")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="leave out the starts with the index cache (cache_dir)")
+    ap.add_argument("--evict", action="store_true",
+                    help="drop the dataset's pages from the page cache before every start and "
+                    "check (posix_fadvise): each reads the .idx from disk")
     args = ap.parse_args()
     docs = [int(float(x)) for x in args.docs.split(",") if x]
     if args.files:
@@ -399,11 +491,17 @@ def main():
     for n in docs:
         prefix = os.path.join(args.data_dir, "docs%d" % n)
         tokens = make_data(prefix, n)
+        EVICT[:] = [prefix] if args.evict else []
         with tempfile.TemporaryDirectory(dir=args.data_dir) as work:
             ours.append(measure_loaderd(args.build, prefix, n, tokens, work))
             ours[-1].update(measure_check(args.build, prefix, work))
+            if not args.no_cache:
+                ours[-1].update(measure_cache(args.build, prefix, work))
             if args.reload:
                 ours[-1].update(measure_reload(args.build, prefix, work))
+                if not args.no_cache:  # measure_cache left the cache written
+                    ours[-1].update({"cached_" + k: v for k, v in measure_reload(
+                        args.build, prefix, work, os.path.join(work, "cache")).items()})
             peers.append(measure_peer(py, prefix, work) if py else {})
         print("N=%d done: %s %s" % (n, ours[-1], peers[-1]), file=sys.stderr)
     lines.append("")
@@ -416,14 +514,34 @@ def main():
         lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.1f%s | %.2f | %.0f %s" % (
             n, o["socket_s"], o["first_s"], o["rss_mb"], o["resume5_s"], o["boundary_ms"],
             " (%s)" % o["note"][-160:] if "note" in o else "", o["check_s"], o["check_rss_mb"], peer))
+    if not args.no_cache:
+        lines.append("")
+        lines.append("with cache_dir (the index cache): the first start checks the index and "
+                     "writes the cache, the second reads it")
+        lines.append("")
+        lines.append("| documents | write socket_s | write first_s | write rss_mb | warm socket_s |"
+                     " warm first_s | warm rss_mb | check_warm_s | cache_mb |")
+        lines.append("|---|---|---|---|---|---|---|---|---|")
+        for n, o in zip(docs, ours):
+            lines.append("| %.0e | %.2f | %.2f | %.0f | %.2f | %.2f | %.0f | %.2f | %.2f |" % (
+                n, o["write_socket_s"], o["write_first_s"], o["write_rss_mb"], o["warm_socket_s"],
+                o["warm_first_s"], o["warm_rss_mb"], o["check_warm_s"], o["cache_mb"]))
     if args.reload:
         lines.append("")
         lines.append("added by a reload: " + ", ".join(
             "%.0e: answered in %.2f s, a client of small waited at most %.1f ms"
             % (n, o["reload_s"], o["reload_wait_ms"]) for n, o in zip(docs, ours)))
+        if not args.no_cache:
+            lines.append("added by a reload, from the index cache: " + ", ".join(
+                "%.0e: answered in %.2f s, a client of small waited at most %.1f ms"
+                % (n, o["cached_reload_s"], o["cached_reload_wait_ms"]) for n, o in zip(docs, ours)))
     lines.append("")
     exps = {}
-    for key in ("socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms", "check_s", "check_rss_mb"):
+    keys = ["socket_s", "first_s", "rss_mb", "resume5_s", "boundary_ms", "check_s", "check_rss_mb"]
+    if not args.no_cache:
+        keys += ["write_first_s", "warm_socket_s", "warm_first_s", "warm_rss_mb", "check_warm_s",
+                 "cache_mb"]
+    for key in keys:
         exps["loaderd " + key] = (exponent(ours, key, docs), key, ours)
     for key in ("build_s", "rss_mb", "cache_mb"):
         exps["megatron-core " + key] = (exponent(peers, key, docs), key, peers)

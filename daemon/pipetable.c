@@ -195,6 +195,50 @@ int pipetable_open(struct pipetable *pt, const struct pipeline_cfg *cfg,
 	return 0;
 }
 
+/* A reserved list's sample lists, copied into the arena on the pool. */
+struct pipe_place {
+	uv_work_t work;
+	struct pipetable *pt;
+	struct pipe_open *list;
+	void (*done)(void *ctx);
+	void *ctx;
+};
+
+/* A pool thread: only the list's reserved shares of the index area are
+ * written, which nothing reads before pipetable_commit. */
+static void place_work(uv_work_t *w)
+{
+	struct pipe_place *pp = w->data;
+	for (struct pipe_open *po = pp->list; po; po = po->next)
+		source_place_index(&po->src, (uint32_t)po->entry, pp->pt->index_at, pp->pt->arena);
+}
+
+static void place_after(uv_work_t *w, int status)
+{
+	struct pipe_place *pp = w->data;
+	(void)status; /* cancelled: the lists are still the sources', which commit copies */
+	pp->pt->opens_running--;
+	pp->done(pp->ctx);
+	free(pp);
+}
+
+int pipetable_place(struct pipetable *pt, struct pipe_open *list, void (*done)(void *ctx),
+		    void *ctx)
+{
+	struct pipe_place *pp = calloc(1, sizeof(*pp));
+	if (!pp)
+		return -ENOMEM;
+	*pp = (struct pipe_place){.pt = pt, .list = list, .done = done, .ctx = ctx};
+	pp->work.data = pp;
+	int rc = uv_queue_work(pt->loop, &pp->work, place_work, place_after);
+	if (rc < 0) {
+		free(pp);
+		return rc;
+	}
+	pt->opens_running++;
+	return 0;
+}
+
 void pipetable_stop(struct pipetable *pt)
 {
 	if (pt)

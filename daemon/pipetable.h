@@ -110,6 +110,13 @@ void pipetable_stop(struct pipetable *pt);
  * key (-ENOSPC). Then pipetable_commit makes each live.
  */
 int pipetable_reserve(struct pipetable *pt, struct pipe_open *list, char *text, size_t cap);
+/* Copies the sample lists of list's reserved pipelines into their shares
+ * of the index area on a thread of the pool (source_place_index: a
+ * megatron index's block sums, 20 MB at 10^10 documents, never on the
+ * loop), then calls done(ctx) on the loop; pipetable_commit follows (or
+ * pipetable_discard). 0, or -errno (nothing queued: commit copies them). */
+int pipetable_place(struct pipetable *pt, struct pipe_open *list, void (*done)(void *ctx),
+		    void *ctx);
 /* Writes each reserved pipeline of list into the arena and makes it live
  * (in order); frees list. Returns how many went live (a scheduler out of
  * memory leaves one out, logged). */

@@ -273,6 +273,7 @@ unsigned preflight_run(const struct config *cfg, struct source *sources,
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
 	source_set_listing(NULL, cfg->scan_threads); /* a check writes no listing cache */
+	source_set_index_cache(cfg->cache_dir);      /* but primes the index cache */
 	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
 	found += preflight_daemon(cfg, default_program);
 	if (socket_path && preflight_socket(cfg, socket_path, err, sizeof(err)) < 0) {
@@ -310,6 +311,7 @@ unsigned preflight_scan(const struct config *cfg, struct source *sources,
 	static const struct memavail_paths mem_paths = MEMAVAIL_SYSTEM_PATHS;
 	char err[PATH_MAX + 2048];
 	source_set_listing(cfg->cache_dir, cfg->scan_threads); /* the start's scan */
+	source_set_index_cache(cfg->cache_dir);
 	unsigned sources_found = preflight_open_sources(cfg, 0, sources), found = sources_found;
 	if (progress_cancelled())
 		return found;
@@ -330,6 +332,7 @@ unsigned preflight_scan(const struct config *cfg, struct source *sources,
 unsigned preflight_sections(const struct config *cfg, uint64_t skip, bool daemon_ok,
 			    struct source *sources, const char *default_program)
 {
+	source_set_index_cache(daemon_ok ? cfg->cache_dir : NULL); /* as preflight_run */
 	unsigned found = preflight_open_sources(cfg, skip, sources);
 	if (daemon_ok)
 		found += preflight_daemon(cfg, default_program);

@@ -117,15 +117,12 @@ static bool is_replaced(const struct reload *r, const char *name)
 	return false;
 }
 
-/* Applies next, whose added pipelines are opened in list (NULL: none).
+/* Applies next, whose added pipelines are opened and reserved in list (NULL: none).
  * Everything that can fail comes first; 0 or -errno with text. */
 static int apply(struct reload *r, struct config *next, struct pipe_open *list, char *text,
 		 size_t cap)
 {
 	struct config *running = r->running;
-	int reserved = list ? pipetable_reserve(r->pt, list, text, cap) : 0;
-	if (reserved < 0)
-		return reserved;
 	size_t len = 0;
 	text[0] = '\0';
 	if (next->workers_auto) { /* the count stays the controller's, within the new bounds */
@@ -210,8 +207,12 @@ static void apply_job_keys(struct config *running, const struct config *next, ch
 	running->job_linger_ms = next->job_linger_ms;
 }
 
+static void reload_finish(struct reload *r, struct config *next, struct pipe_open *list, int rc,
+			  char *text);
+static void reload_placed(void *ctx);
+
 /* Every added pipeline of the reload under way is opened (or could not
- * be): the reload is applied or refused, and its answer given. */
+ * be): the reload is reserved and placed, or refused. */
 static void reload_opened(struct pipe_open *opened, void *ctx)
 {
 	struct reload *r = ctx;
@@ -250,12 +251,29 @@ static void reload_opened(struct pipe_open *opened, void *ctx)
 			 r->replaced[i], n);
 		rc = -EOPNOTSUPP;
 	}
+	if (rc == 0)
+		rc = pipetable_reserve(r->pt, list, text, sizeof(text));
+	/* the lists (a megatron index's block sums) copied into the arena
+	 * on the pool, then reload_placed applies the reload */
+	if (rc == 0 && pipetable_place(r->pt, list, reload_placed, r) == 0) {
+		r->next = next;
+		r->opens = list;
+		return;
+	}
+	reload_finish(r, next, list, rc, text);
+}
+
+/* The reload's pipelines are reserved and their lists in the arena (or
+ * rc < 0, text): applied, or refused; its answer given. */
+static void reload_finish(struct reload *r, struct config *next, struct pipe_open *list, int rc,
+			  char *text)
+{
 	if (rc == 0 && r->stopping) {
-		snprintf(text, sizeof(text), "loaderd is stopping");
+		snprintf(text, PROTO_ERROR_TEXT_MAX, "loaderd is stopping");
 		rc = -EAGAIN;
 	}
 	if (rc == 0)
-		rc = apply(r, next, list, text, sizeof(text));
+		rc = apply(r, next, list, text, PROTO_ERROR_TEXT_MAX);
 	if (rc < 0) {
 		pipetable_discard(r->pt, list);
 		refuse(&r->log, rc, text);
@@ -264,6 +282,17 @@ static void reload_opened(struct pipe_open *opened, void *ctx)
 	}
 	free(next);
 	r->done(r->ctx, rc, text);
+}
+
+static void reload_placed(void *ctx)
+{
+	struct reload *r = ctx;
+	struct pipe_open *list = r->opens;
+	struct config *next = r->next;
+	char text[PROTO_ERROR_TEXT_MAX];
+	r->next = NULL;
+	r->opens = NULL;
+	reload_finish(r, next, list, 0, text);
 }
 
 /* Opens, on the thread pool, every pipeline next adds or replaces. 0 or

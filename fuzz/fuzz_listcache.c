@@ -92,7 +92,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memcpy(buf, data, size);
 	if (size > IMAGEFOLDER_CACHE_HEADER_BYTES &&
 	    memcmp(data, IMAGEFOLDER_CACHE_MAGIC, 8) == 0) {
-		struct imagefolder_cache_header h;
+		struct cachefile_header h;
 		memcpy(&h, buf, sizeof(h));
 		h.payload_bytes = size - sizeof(h);
 		h.payload_crc = crc32c(0, buf + sizeof(h), size - sizeof(h));

@@ -191,7 +191,7 @@ int image_index_folder_dir(struct image_index *ix, uint64_t *cap_files, uint32_t
 }
 
 int imagefolder_dirs_add(struct imagefolder_dirs *d, const char *path,
-			 const struct imagefolder_stamp *stamp, uint32_t label, uint32_t n_files)
+			 const struct cachefile_stamp *stamp, uint32_t label, uint32_t n_files)
 {
 	if (d->n == d->cap) {
 		uint32_t cap = d->cap ? d->cap * 2 : 256;
@@ -279,13 +279,6 @@ static int scan_merge(struct scan *s, struct imagefolder_class *cl, uint32_t lab
 	}
 	s->ix->other_images += cl->other_images;
 	return err;
-}
-
-static int64_t realtime_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000ll + ts.tv_nsec;
 }
 
 static int64_t monotonic_ns(void)
@@ -446,13 +439,13 @@ static int scan_tree(int root_fd, const char *root, const struct imagefolder_opt
 {
 	const char *roots = o->roots ? o->roots : "";
 	struct scan s = {.ctx = {.root_fd = root_fd, .root = root, .roots = roots,
-				 .now_ns = realtime_ns()},
+				 .now_ns = cachefile_now_ns()},
 			 .ix = out, .dirs = dirs};
 	struct stat st;
-	struct imagefolder_stamp stamp;
+	struct cachefile_stamp stamp;
 	if (fstat(root_fd, &st) < 0)
 		return errtext(err, err_cap, -errno, "%s", strerror(errno));
-	imagefolder_stamp_of(&st, &stamp);
+	cachefile_stamp_of(&st, &stamp);
 	int rc = imagefolder_dirs_add(dirs, "", &stamp, IMAGEFOLDER_ROOT_LABEL, 0);
 	if (rc < 0)
 		return errtext(err, err_cap, rc, "out of memory for the file list");
@@ -469,7 +462,7 @@ static int scan_tree(int root_fd, const char *root, const struct imagefolder_opt
 			threads = (uint32_t)classes.n;
 		s.classes = &classes;
 		rc = scan_classes(&s, threads, &progress, err, err_cap, racy, racy_cap);
-		if (rc == 0 && imagefolder_stamp_racy(&stamp, s.ctx.now_ns) && !racy[0])
+		if (rc == 0 && cachefile_stamp_racy(&stamp, s.ctx.now_ns) && !racy[0])
 			snprintf(racy, racy_cap, ".");
 	}
 	progress_end(&progress);

@@ -14,12 +14,10 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/crc32c.h"
 
 #define RELEASE_BYTES (64u << 20)
 #define DIR_RECORD_MIN 44u  /* dev, ino, mtime, ctime, label, n_files, path length */
@@ -46,12 +44,7 @@ static void reader_release(struct reader *r)
 
 static bool take(struct reader *r, void *dst, size_t n)
 {
-	if (r->left < n)
-		return false;
-	memcpy(dst, r->p, n);
-	r->p += n;
-	r->left -= n;
-	return true;
+	return cachefile_take(&r->p, &r->left, dst, n);
 }
 
 /* A string of at most cap - 1 bytes, none of them NUL, into dst. */
@@ -66,15 +59,6 @@ static bool take_str(struct reader *r, char *dst, size_t cap)
 	r->p += len;
 	r->left -= len;
 	return true;
-}
-
-static int bad(char *why, size_t cap, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(why, cap, fmt, ap);
-	va_end(ap);
-	return -EINVAL;
 }
 
 /* A path under the root as a scan makes it: relative, every component
@@ -125,13 +109,13 @@ static int decode_files(struct reader *r, struct imagefolder_listing *out, struc
 	for (uint32_t i = 0; i < n_files; i++) {
 		uint16_t len;
 		if (!take(r, &dc->sizes[i], 8) || !take(r, &len, sizeof(len)) || len > r->left)
-			return bad(why, cap, "truncated in the files of directory %s", dir);
+			return cachefile_bad(why, cap, "truncated in the files of directory %s", dir);
 		char name[UINT16_MAX + 1];
 		memcpy(name, r->p, len);
 		name[len] = '\0';
 		if (len == 0 || dir_len + 1 + len >= PATH_MAX || memchr(name, '\0', len) ||
 		    strchr(name, '/') || !good_rel_path(name))
-			return bad(why, cap, "a bad file name in directory %s", dir);
+			return cachefile_bad(why, cap, "a bad file name in directory %s", dir);
 		r->p += len;
 		r->left -= len;
 		if (dc->names_bytes + len + 1 > dc->names_cap) {
@@ -149,7 +133,7 @@ static int decode_files(struct reader *r, struct imagefolder_listing *out, struc
 	}
 	int rc = image_index_folder_dir(&out->ix, &dc->cap_files, &dc->cap_dirs, &dc->cap_paths, dir,
 					label, dc->names, dc->names_bytes, dc->sizes, n_files);
-	return rc == -E2BIG ? bad(why, cap, "directory %s: too many names", dir) : rc;
+	return rc == -E2BIG ? cachefile_bad(why, cap, "directory %s: too many names", dir) : rc;
 }
 
 /* The directories and their files, checked as a scan makes them: the
@@ -167,22 +151,22 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 		return -ENOMEM;
 	int rc = 0;
 	for (uint32_t d = 0; rc == 0 && d < n_dirs; d++) {
-		struct imagefolder_stamp st;
+		struct cachefile_stamp st;
 		uint32_t label, files;
 		if (!take(r, &st.dev, 8) || !take(r, &st.ino, 8) || !take(r, &st.mtime_ns, 8) ||
 		    !take(r, &st.ctime_ns, 8) || !take(r, &label, 4) || !take(r, &files, 4) ||
 		    !take_str(r, path, PATH_MAX)) {
-			rc = bad(why, cap, "truncated in directory %" PRIu32, d);
+			rc = cachefile_bad(why, cap, "truncated in directory %" PRIu32, d);
 			break;
 		}
 		bool root = d == 0;
 		if (root != (label == IMAGEFOLDER_ROOT_LABEL) || root != (path[0] == '\0') ||
 		    (root && files != 0)) {
-			rc = bad(why, cap, "directory %" PRIu32 " is not what a listing holds there", d);
+			rc = cachefile_bad(why, cap, "directory %" PRIu32 " is not what a listing holds there", d);
 			break;
 		}
 		if (!root && !good_rel_path(path)) {
-			rc = bad(why, cap, "directory %" PRIu32 ": a bad path", d);
+			rc = cachefile_bad(why, cap, "directory %" PRIu32 ": a bad path", d);
 			break;
 		}
 		if (!root) {
@@ -191,17 +175,17 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 			if (label != last ? slash != NULL :
 			    strncmp(path, class_dir, strlen(class_dir)) != 0 ||
 			    path[strlen(class_dir)] != '/') {
-				rc = bad(why, cap, "directory %s is not where its class is", path);
+				rc = cachefile_bad(why, cap, "directory %s is not where its class is", path);
 				break;
 			}
 			if (label != last)
 				snprintf(class_dir, sizeof(class_dir), "%s", path);
 			if (label != last && (label != last + 1 || (last >= 0 && class_files == 0))) {
-				rc = bad(why, cap, "directory %s: label %" PRIu32 " out of order", path, label);
+				rc = cachefile_bad(why, cap, "directory %s: label %" PRIu32 " out of order", path, label);
 				break;
 			}
 			if (label >= out->ix.n_classes) {
-				rc = bad(why, cap, "directory %s: label %" PRIu32 " of %" PRIu32 " classes",
+				rc = cachefile_bad(why, cap, "directory %s: label %" PRIu32 " of %" PRIu32 " classes",
 					 path, label, out->ix.n_classes);
 				break;
 			}
@@ -209,7 +193,7 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 			last = label;
 		}
 		if (files > n_files - out->ix.n) {
-			rc = bad(why, cap, "more files than the header's %" PRIu64, n_files);
+			rc = cachefile_bad(why, cap, "more files than the header's %" PRIu64, n_files);
 			break;
 		}
 		if (dc.cap_files == 0 && n_files > 0) { /* n_files is checked against the payload */
@@ -229,62 +213,36 @@ static int decode_dirs(struct reader *r, struct imagefolder_listing *out, uint32
 	free(dc.names);
 	free(dc.sizes);
 	if (rc == 0 && (last + 1 != (int64_t)out->ix.n_classes || class_files == 0))
-		rc = bad(why, cap, "%" PRId64 " classes with files, the header says %" PRIu32, last + 1,
+		rc = cachefile_bad(why, cap, "%" PRId64 " classes with files, the header says %" PRIu32, last + 1,
 			 out->ix.n_classes);
 	if (rc == 0 && out->ix.n != n_files)
-		rc = bad(why, cap, "%" PRIu64 " files, the header says %" PRIu64, out->ix.n, n_files);
+		rc = cachefile_bad(why, cap, "%" PRIu64 " files, the header says %" PRIu64, out->ix.n, n_files);
 	return rc;
-}
-
-/* The payload's CRC-32C, its bytes told released as it goes. */
-static uint32_t payload_crc(const uint8_t *buf, size_t len, imagefolder_release_fn release,
-			    void *ctx)
-{
-	uint32_t crc = 0;
-	for (size_t at = sizeof(struct imagefolder_cache_header); at < len;) {
-		size_t n = len - at < RELEASE_BYTES ? len - at : RELEASE_BYTES;
-		crc = crc32c(crc, buf + at, n);
-		at += n;
-		if (release)
-			release(ctx, at);
-	}
-	return crc;
 }
 
 int imagefolder_cache_decode(const uint8_t *buf, size_t len, struct imagefolder_listing *out,
 			     imagefolder_release_fn release, void *ctx, char *why, size_t why_cap)
 {
 	memset(out, 0, sizeof(*out));
-	struct imagefolder_cache_header h;
-	if (len < sizeof(h))
-		return bad(why, why_cap, "truncated (%zu bytes, less than a header)", len);
-	memcpy(&h, buf, sizeof(h));
-	if (memcmp(h.magic, IMAGEFOLDER_CACHE_MAGIC, sizeof(h.magic)) != 0)
-		return bad(why, why_cap, "not a loaderd listing cache");
-	if (h.version != IMAGEFOLDER_CACHE_VERSION)
-		return bad(why, why_cap, "version %" PRIu32 ", this loaderd reads version %u",
-			   h.version, IMAGEFOLDER_CACHE_VERSION);
-	if (h.header_bytes != sizeof(h) || h.reserved != 0)
-		return bad(why, why_cap, "a bad header");
-	if (h.payload_bytes != len - sizeof(h))
-		return bad(why, why_cap, "%zu bytes after the header, which says %" PRIu64
-			   " (truncated, or written over)", len - sizeof(h), h.payload_bytes);
-	if (payload_crc(buf, len, release, ctx) != h.payload_crc)
-		return bad(why, why_cap, "checksum mismatch (corrupt)");
+	struct cachefile_header h;
+	if (cachefile_check(buf, len, IMAGEFOLDER_CACHE_MAGIC, IMAGEFOLDER_CACHE_VERSION,
+			    "listing cache", &h, release, ctx, why, why_cap) < 0)
+		return -EINVAL;
+	const uint64_t n_files = h.count;
 	struct reader r = {.p = buf + sizeof(h), .left = len - sizeof(h), .base = buf,
 			   .release = release, .ctx = ctx};
 	uint32_t n_classes, n_dirs;
 	if (!take_str(&r, out->root, sizeof(out->root)) ||
 	    !take_str(&r, out->roots, sizeof(out->roots)) || !take(&r, &n_classes, 4) ||
 	    !take(&r, &out->ix.other_images, 8) || !take(&r, &n_dirs, 4))
-		return bad(why, why_cap, "truncated in the header of the payload");
+		return cachefile_bad(why, why_cap, "truncated in the header of the payload");
 	if (out->root[0] != '/' || n_classes == 0 || n_classes > INT32_MAX || n_dirs < 2 ||
-	    n_dirs > r.left / DIR_RECORD_MIN || h.n_files > r.left / FILE_RECORD_MIN)
-		return bad(why, why_cap, "counts that do not fit its bytes");
+	    n_dirs > r.left / DIR_RECORD_MIN || n_files > r.left / FILE_RECORD_MIN)
+		return cachefile_bad(why, why_cap, "counts that do not fit its bytes");
 	out->ix.n_classes = n_classes;
-	int rc = decode_dirs(&r, out, n_dirs, h.n_files, why, why_cap);
+	int rc = decode_dirs(&r, out, n_dirs, n_files, why, why_cap);
 	if (rc == 0 && r.left != 0)
-		rc = bad(why, why_cap, "%zu bytes after the last file", r.left);
+		rc = cachefile_bad(why, why_cap, "%zu bytes after the last file", r.left);
 	if (rc == -ENOMEM)
 		snprintf(why, why_cap, "out of memory");
 	return rc;

@@ -28,11 +28,6 @@
 #include "common/regfile.h"
 
 #define DENTS_BYTES (256u << 10) /* one getdents64 call's buffer */
-/* A directory whose mtime is this close to the scan's start (or after
- * it) may change again within the same tick of the file system's clock
- * without its mtime moving: a listing that holds one is not cached. */
-#define RACY_NS 100000000ll
-
 struct linux_dirent64 {
 	uint64_t d_ino;
 	int64_t d_off;
@@ -78,22 +73,6 @@ static bool is_other_image_name(const char *name, size_t n)
 		if (has_suffix(name, n, other[i]))
 			return true;
 	return false;
-}
-
-void imagefolder_stamp_of(const struct stat *st, struct imagefolder_stamp *out)
-{
-	out->dev = st->st_dev;
-	out->ino = st->st_ino;
-	out->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000ll + st->st_mtim.tv_nsec;
-	out->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000ll + st->st_ctim.tv_nsec;
-}
-
-bool imagefolder_stamp_racy(const struct imagefolder_stamp *st, int64_t now_ns)
-{
-	/* mtime only: a later change sets mtime to its own time, past now_ns,
-	 * so only a stamp near now_ns can meet it again; ctime is checked
-	 * on load all the same */
-	return st->mtime_ns > now_ns - RACY_NS;
 }
 
 static int dir_add_name(struct imagefolder_class_dir *d, const char *name, size_t len)
@@ -228,8 +207,8 @@ static int walk_dir(struct class_walk *w, int fd, const char *rel, const struct 
 	struct imagefolder_class_dir *d = class_add_dir(w->out, rel);
 	if (!d)
 		return -ENOMEM;
-	imagefolder_stamp_of(st, &d->stamp);
-	if (!w->out->racy && imagefolder_stamp_racy(&d->stamp, w->c->now_ns)) {
+	cachefile_stamp_of(st, &d->stamp);
+	if (!w->out->racy && cachefile_stamp_racy(&d->stamp, w->c->now_ns)) {
 		w->out->racy = true;
 		snprintf(w->out->racy_path, sizeof(w->out->racy_path), "%s", rel);
 	}

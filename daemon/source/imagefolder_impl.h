@@ -15,26 +15,22 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/source/cachefile.h"
 #include "daemon/source/imagefolder.h"
 
 #define IMAGEFOLDER_DEPTH_MAX 64 /* directory levels under a class */
 #define IMAGEFOLDER_ERR_MAX 2048
 
-/* What a directory was when it was listed: any entry added, removed or
- * renamed in it changes its mtime (and ctime); a directory replaced by
- * another changes dev or ino. */
-struct imagefolder_stamp {
-	uint64_t dev, ino;
-	int64_t mtime_ns, ctime_ns;
-};
-
+/* What a directory was when it was listed (cachefile.h): any entry
+ * added, removed or renamed in it changes its mtime (and ctime); a
+ * directory replaced by another changes dev or ino. */
 /* One directory of a listing, in listing order: the root (label
  * IMAGEFOLDER_ROOT_LABEL, no files), then each class's directories in
  * sorted path order. Its files are the n_files entries of the index after
  * those of the directories before it. */
 #define IMAGEFOLDER_ROOT_LABEL UINT32_MAX
 struct imagefolder_dir {
-	struct imagefolder_stamp stamp;
+	struct cachefile_stamp stamp;
 	uint64_t path_offset; /* in the listing's dir_paths: relative to the root, "" for it */
 	uint32_t label;
 	uint32_t n_files;
@@ -49,7 +45,7 @@ struct imagefolder_dirs {
 };
 
 int imagefolder_dirs_add(struct imagefolder_dirs *d, const char *path,
-			 const struct imagefolder_stamp *stamp, uint32_t label, uint32_t n_files);
+			 const struct cachefile_stamp *stamp, uint32_t label, uint32_t n_files);
 void imagefolder_dirs_free(struct imagefolder_dirs *d);
 
 /* ---- one class, listed by a scan thread (imagefolder_class.c) ---- */
@@ -57,7 +53,7 @@ void imagefolder_dirs_free(struct imagefolder_dirs *d);
 /* A directory of a class: its JPEG files, sorted, each with its size. */
 struct imagefolder_class_dir {
 	char *path;  /* relative to the root */
-	struct imagefolder_stamp stamp;
+	struct cachefile_stamp stamp;
 	char *names; /* n NUL-terminated names, back to back, in sample order */
 	size_t names_bytes, names_cap;
 	uint64_t *sizes;
@@ -91,39 +87,20 @@ int imagefolder_class_list(struct imagefolder_scan_ctx *c, const char *name,
 			   struct imagefolder_class *out);
 void imagefolder_class_free(struct imagefolder_class *cl);
 
-struct stat;
-void imagefolder_stamp_of(const struct stat *st, struct imagefolder_stamp *out);
-
-/* Whether a directory stat'ed now, stamped st, changed so recently that a
- * change in the same clock tick after its listing could leave its mtime
- * as it was: such a listing is not cached. */
-bool imagefolder_stamp_racy(const struct imagefolder_stamp *st, int64_t now_ns);
-
 /* ---- the listing cache (imagefolder_cache.c, imagefolder_cachefmt.c) ---- */
 
 #define IMAGEFOLDER_CACHE_MAGIC "LDRLIST\n"
 #define IMAGEFOLDER_CACHE_VERSION 1u
-#define IMAGEFOLDER_CACHE_HEADER_BYTES 40u
+#define IMAGEFOLDER_CACHE_HEADER_BYTES CACHEFILE_HEADER_BYTES
 
-/* The cache file's header; then payload_bytes of payload whose CRC-32C is
- * payload_crc:
+/* The cache file: cachefile.h's header (count: the files), then its
+ * payload:
  *   root (u32 length, bytes: its real path), roots (the same: job_roots),
  *   u32 n_classes, u64 other_images, u32 n_dirs, then each directory:
  *   u64 dev, u64 ino, i64 mtime_ns, i64 ctime_ns, u32 label, u32 n_files,
  *   its path (u32 length, bytes), then each of its files: u64 bytes,
  *   u16 name length, the name.
  * Native byte order: the cache never leaves the host. */
-struct imagefolder_cache_header {
-	char magic[8];
-	uint32_t version;
-	uint32_t header_bytes;
-	uint64_t payload_bytes;
-	uint32_t payload_crc;
-	uint32_t reserved;
-	uint64_t n_files;
-};
-_Static_assert(sizeof(struct imagefolder_cache_header) == IMAGEFOLDER_CACHE_HEADER_BYTES,
-	       "imagefolder_cache_header layout");
 
 /* A listing read back: the sample list and the directories to check. */
 struct imagefolder_listing {
@@ -133,10 +110,8 @@ struct imagefolder_listing {
 	char roots[1024];
 };
 
-/* Told now and then (every 64 MiB read) that the bytes of the file before
- * `upto` have been read by the pass going on: the caller may drop them from
- * memory (a mapping's pages), to be read again only by a later pass. */
-typedef void (*imagefolder_release_fn)(void *ctx, size_t upto);
+/* cachefile.h's: the bytes before upto read, which may be dropped. */
+typedef cachefile_release_fn imagefolder_release_fn;
 
 /* Decodes a whole cache file (len bytes): 0, or -EINVAL (-ENOMEM) with
  * why ("truncated", "checksum mismatch", "version 7, not 1", ...). Pure:

@@ -331,10 +331,42 @@ uint64_t mg_doc_indices_at(const struct mg_index *ix)
 	return MG_HEADER_BYTES + ix->n_sequences * 12;
 }
 
-/* mg_index_parse, with done called for each stretch checked. */
+/* The header's checks and the arrays' sizes against the file's: O(1). */
+static int mg_check_layout(const struct mg_parser *ps, struct mg_index *ix)
+{
+	uint64_t doc_count;
+	int rc = mg_check_header(ps, ix, &doc_count);
+	if (rc < 0)
+		return rc;
+	size_t room = ps->len - MG_HEADER_BYTES;
+	if ((rc = mg_fit(ps, "sequence_lengths", MG_HEADER_BYTES, ix->n_sequences, 4, &room)) < 0)
+		return rc;
+	const size_t pointers_at = MG_HEADER_BYTES + (size_t)ix->n_sequences * 4;
+	if ((rc = mg_fit(ps, "sequence_pointers", pointers_at, ix->n_sequences, 8, &room)) < 0)
+		return rc;
+	const size_t documents_at = pointers_at + (size_t)ix->n_sequences * 8;
+	if ((rc = mg_fit(ps, "document_indices", documents_at, doc_count, 8, &room)) < 0)
+		return rc;
+	if (room == 0)
+		return 0;
+	size_t trailing_at = ps->len - room;
+	if (room == ix->n_sequences)
+		return mg_fail(ps, -EINVAL,
+			       "%zu bytes at offset %zu after document_indices: a sequence_modes "
+			       "array (a multimodal dataset), which is not supported",
+			       room, trailing_at);
+	return mg_fail(ps, -EINVAL,
+		       "%zu trailing bytes at offset %zu after document_indices "
+		       "(the counts in the header describe a %zu-byte file)",
+		       room, trailing_at, trailing_at);
+}
+
+/* mg_index_parse, with done called for each stretch checked; layout_only:
+ * the header and the arrays' sizes, not the arrays (n_tokens left 0). */
 static int mg_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
 		    struct mg_index *out, char *err, size_t cap,
-		    void (*done)(void *ctx, const uint8_t *p, size_t from, size_t to), void *done_ctx)
+		    void (*done)(void *ctx, const uint8_t *p, size_t from, size_t to), void *done_ctx,
+		    bool layout_only)
 {
 	if (err && cap > 0)
 		err[0] = '\0';
@@ -347,57 +379,30 @@ static int mg_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const c
 	if (!out || (!data && len > 0))
 		return mg_fail(&ps, -EINVAL, "no index to parse");
 	struct mg_index ix = {0};
-	uint64_t doc_count;
-	int rc = mg_check_header(&ps, &ix, &doc_count);
-	if (rc < 0)
-		goto zero_out;
-
-	size_t room = len - MG_HEADER_BYTES;
-	if ((rc = mg_fit(&ps, "sequence_lengths", MG_HEADER_BYTES, ix.n_sequences, 4, &room)) < 0)
-		goto zero_out;
-	const size_t pointers_at = MG_HEADER_BYTES + (size_t)ix.n_sequences * 4;
-	if ((rc = mg_fit(&ps, "sequence_pointers", pointers_at, ix.n_sequences, 8, &room)) < 0)
-		goto zero_out;
-	const size_t documents_at = pointers_at + (size_t)ix.n_sequences * 8;
-	if ((rc = mg_fit(&ps, "document_indices", documents_at, doc_count, 8, &room)) < 0)
-		goto zero_out;
-	if (room > 0) {
-		size_t trailing_at = len - room;
-		if (room == ix.n_sequences)
-			rc = mg_fail(&ps, -EINVAL,
-				     "%zu bytes at offset %zu after document_indices: a sequence_modes "
-				     "array (a multimodal dataset), which is not supported",
-				     room, trailing_at);
-		else
-			rc = mg_fail(&ps, -EINVAL,
-				     "%zu trailing bytes at offset %zu after document_indices "
-				     "(the counts in the header describe a %zu-byte file)",
-				     room, trailing_at, trailing_at);
-		goto zero_out;
+	int rc = mg_check_layout(&ps, &ix);
+	if (rc == 0 && !layout_only)
+		rc = mg_check_sequences(&ps, &ix);
+	if (rc == 0 && !layout_only)
+		rc = mg_check_documents(&ps, &ix);
+	if (rc < 0) {
+		memset(out, 0, sizeof(*out));
+		return rc;
 	}
-
-	if ((rc = mg_check_sequences(&ps, &ix)) < 0 || (rc = mg_check_documents(&ps, &ix)) < 0)
-		goto zero_out;
 	ix.bin_bytes = bin_bytes;
 	ix.data = data;
 	*out = ix;
 	return 0;
-
-zero_out:
-	if (out)
-		memset(out, 0, sizeof(*out));
-	return rc;
 }
 
 int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const char *idx_path,
 		   struct mg_index *out, char *err, size_t cap)
 {
-	return mg_parse(data, len, bin_bytes, idx_path, out, err, cap, NULL, NULL);
+	return mg_parse(data, len, bin_bytes, idx_path, out, err, cap, NULL, NULL, false);
 }
 
 /* A path's stat, for the .bin: its size, or -errno / REGFILE_NOT_REGULAR
  * with the message written. */
-static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
+static int mg_stat_bin(const char *path, struct mg_file *bin, char *err, size_t cap)
 {
 	struct stat st;
 	if (stat(path, &st) < 0) {
@@ -407,7 +412,8 @@ static int mg_stat_bin(const char *path, uint64_t *bytes, char *err, size_t cap)
 	if (!S_ISREG(st.st_mode))
 		return errtext(err, cap, REGFILE_NOT_REGULAR, "%s: not a regular file (%s)", path,
 			       regfile_kind(st.st_mode));
-	*bytes = (uint64_t)st.st_size;
+	cachefile_stamp_of(&st, &bin->stamp);
+	bin->bytes = (uint64_t)st.st_size;
 	return 0;
 }
 
@@ -454,7 +460,7 @@ void mg_index_drop_documents(const struct mg_index *ix, uint64_t from, uint64_t 
 	mg_drop(ix->map, pointers_at + (size_t)q0 * 8, pointers_at + (size_t)q1 * 8);
 }
 
-int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
+int mg_index_map(const char *prefix, struct mg_index *out, char *err, size_t cap)
 {
 	if (err && cap > 0)
 		err[0] = '\0';
@@ -483,8 +489,7 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 		rc = errtext(err, cap, fd, "%s: %s", idx, strerror(-fd));
 		goto free_paths;
 	}
-	uint64_t bin_bytes = 0;
-	if ((rc = mg_stat_bin(bin, &bin_bytes, err, cap)) < 0)
+	if ((rc = mg_stat_bin(bin, &out->bin_file, err, cap)) < 0)
 		goto close_fd;
 	if ((uint64_t)st.st_size > SIZE_MAX) {
 		rc = errtext(err, cap, -EFBIG, "%s: %jd bytes, too large to map", idx,
@@ -492,7 +497,6 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 		goto close_fd;
 	}
 	size_t len = (size_t)st.st_size;
-	const uint8_t *map = NULL;
 	if (len > 0) {
 		void *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
 		if (m == MAP_FAILED) {
@@ -500,36 +504,109 @@ int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t ca
 			errtext(err, cap, rc, "%s: mmap: %s", idx, strerror(-rc));
 			goto close_fd;
 		}
-		map = m;
+		out->map = m;
+		out->data = m;
 	}
-	/* A file that shrinks under the mapping would fault (SIGBUS) here;
-	 * dataset files are written once, before training starts. */
+	/* A file that shrinks under the mapping would fault (SIGBUS) when
+	 * read; dataset files are written once, before training starts. */
+	out->map_bytes = len;
+	out->bin_bytes = out->bin_file.bytes;
+	cachefile_stamp_of(&st, &out->idx_file.stamp);
+	out->idx_file.bytes = len;
+	out->idx_dev = (uint64_t)st.st_dev;
+	out->idx_ino = (uint64_t)st.st_ino;
+	out->idx_mtime_sec = (int64_t)st.st_mtim.tv_sec;
+	out->idx_mtime_nsec = (int64_t)st.st_mtim.tv_nsec;
+	rc = 0;
+close_fd:
+	close(fd);
+free_paths:
+	free(idx);
+	if (rc < 0)
+		memset(out, 0, sizeof(*out));
+	return rc;
+}
+
+/* A mapped index's figures from a parse of its bytes (parsed), its
+ * mapping and files kept. */
+static void mg_keep_figures(struct mg_index *ix, const struct mg_index *parsed)
+{
+	struct mg_index mapped = *ix;
+	*ix = *parsed;
+	ix->map = mapped.map;
+	ix->map_bytes = mapped.map_bytes;
+	ix->idx_file = mapped.idx_file;
+	ix->bin_file = mapped.bin_file;
+	ix->idx_dev = mapped.idx_dev;
+	ix->idx_ino = mapped.idx_ino;
+	ix->idx_mtime_sec = mapped.idx_mtime_sec;
+	ix->idx_mtime_nsec = mapped.idx_mtime_nsec;
+}
+
+int mg_index_check(struct mg_index *ix, const char *idx_path, char *err, size_t cap)
+{
+	const uint8_t *map = ix->map;
+	size_t len = ix->map_bytes;
 	if (map)
 		madvise((void *)map, len, MADV_SEQUENTIAL);
 	struct mg_open_check oc = {0};
 	char what[PATH_MAX + 16];
-	snprintf(what, sizeof(what), "checking %s", idx);
+	snprintf(what, sizeof(what), "checking %s", idx_path);
 	progress_begin(&oc.progress, "MiB", what);
-	rc = mg_parse(map, len, bin_bytes, idx, out, err, cap, mg_open_done, &oc);
+	struct mg_index parsed;
+	int rc = mg_parse(map, len, ix->bin_bytes, idx_path, &parsed, err, cap, mg_open_done, &oc,
+			  false);
 	progress_end(&oc.progress);
-	if (rc == 0 && oc.stopped) {
-		mg_index_free(out);
-		rc = errtext(err, cap, -ECANCELED, "%s: checking stopped (loaderd is stopping)", idx);
+	if (rc == 0 && oc.stopped)
+		rc = errtext(err, cap, -ECANCELED, "%s: checking stopped (loaderd is stopping)",
+			     idx_path);
+	if (rc < 0) {
+		mg_index_free(ix);
+		return rc;
 	}
-	if (rc == 0 && map) {
-		out->map = (void *)map;
-		out->map_bytes = len;
-		out->idx_dev = (uint64_t)st.st_dev;
-		out->idx_ino = (uint64_t)st.st_ino;
-		out->idx_mtime_sec = (int64_t)st.st_mtim.tv_sec;
-		out->idx_mtime_nsec = (int64_t)st.st_mtim.tv_nsec;
+	mg_keep_figures(ix, &parsed);
+	if (map) {
+		madvise((void *)map, len, MADV_NORMAL);
 		mg_drop(map, 0, len);
-	} else if (map) {
-		munmap((void *)map, len);
 	}
-close_fd:
-	close(fd);
-free_paths:
+	return 0;
+}
+
+int mg_index_trust(struct mg_index *ix, const char *idx_path, const struct mg_index *figures,
+		   char *err, size_t cap)
+{
+	struct mg_index parsed;
+	int rc = mg_parse(ix->map, ix->map_bytes, ix->bin_bytes, idx_path, &parsed, err, cap, NULL,
+			  NULL, true);
+	if (rc == 0 && (parsed.dtype_code != figures->dtype_code ||
+			parsed.n_sequences != figures->n_sequences ||
+			parsed.n_documents != figures->n_documents ||
+			figures->n_tokens > ix->bin_bytes / parsed.token_bytes ||
+			figures->n_tokens * parsed.token_bytes != ix->bin_bytes))
+		rc = errtext(err, cap, -ESTALE, "%s: its header (%s, %" PRIu64 " sequences, %" PRIu64
+			     " documents, %" PRIu64 " bytes of tokens) is not the one checked",
+			     idx_path, mg_dtype_name(parsed.dtype_code), parsed.n_sequences,
+			     parsed.n_documents, ix->bin_bytes);
+	if (rc < 0)
+		return rc;
+	parsed.n_tokens = figures->n_tokens;
+	mg_keep_figures(ix, &parsed);
+	return 0;
+}
+
+int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap)
+{
+	int rc = mg_index_map(prefix, out, err, cap);
+	if (rc < 0)
+		return rc;
+	size_t n = strlen(prefix);
+	char *idx = malloc(n + 5);
+	if (!idx) {
+		mg_index_free(out);
+		return errtext(err, cap, -ENOMEM, "%s: %s", prefix, strerror(ENOMEM));
+	}
+	snprintf(idx, n + 5, "%s.idx", prefix);
+	rc = mg_index_check(out, idx, err, cap);
 	free(idx);
 	return rc;
 }

@@ -65,6 +65,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "daemon/source/cachefile.h"
+
 #define MG_HEADER_BYTES 34u /* magic, version, dtype code and the two counts */
 
 /* Megatron's DType codes. */
@@ -77,6 +79,12 @@ enum mg_dtype {
 	MG_FLOAT64 = 6,
 	MG_FLOAT32 = 7,
 	MG_UINT16 = 8,
+};
+
+/* A file of a dataset as it was when it was opened: its stamp and size. */
+struct mg_file {
+	struct cachefile_stamp stamp;
+	uint64_t bytes;
 };
 
 /* A validated PREFIX.idx. Its arrays are read from the bytes parsed
@@ -97,6 +105,8 @@ struct mg_index {
 	 * they map is the same file) */
 	uint64_t idx_dev, idx_ino;
 	int64_t idx_mtime_sec, idx_mtime_nsec;
+	/* mg_index_map: PREFIX.idx (opened) and PREFIX.bin (stat'ed) */
+	struct mg_file idx_file, bin_file;
 };
 
 /* sequence_lengths[i] (>= 0), i < n_sequences. */
@@ -130,15 +140,38 @@ int mg_index_parse(const uint8_t *data, size_t len, uint64_t bin_bytes, const ch
 /*
  * Opens PREFIX.idx (a regular file, common/regfile.h: a FIFO or directory
  * is refused without being opened), maps it read-only, stats PREFIX.bin
- * (which must be a regular file too), and parses with mg_index_parse's
- * checks, the pages it has checked given back as it goes (so that checking
- * a large index takes bounded memory). *out keeps the mapping (its arrays
- * are read from it; a page read again is the page cache's). 0, or what
- * mg_index_parse returns, or for a
- * file that cannot be used -errno (-ENOENT, -EACCES, ...;
+ * (which must be a regular file too), into *out: its mapping, bin_bytes,
+ * idx_file and bin_file (and the idx_ fields the workers compare), its
+ * figures not yet read. One of mg_index_check and mg_index_trust follows.
+ * 0, or for a file that cannot be used -errno (-ENOENT, -EACCES, ...;
  * REGFILE_NOT_REGULAR with "PATH: not a regular file (a FIFO)"), the
  * message naming the file.
  */
+int mg_index_map(const char *prefix, struct mg_index *out, char *err, size_t cap);
+
+/*
+ * A mapped index checked in full with mg_index_parse's checks, the pages
+ * it has checked given back as it goes (so that checking a large index
+ * takes bounded memory), its progress counted (daemon/core/progress.h).
+ * *ix keeps the mapping (its arrays are read from it; a page read again is
+ * the page cache's). 0, or what mg_index_parse returns (-ECANCELED when
+ * loaderd stops meanwhile), *ix then freed. idx_path names it.
+ */
+int mg_index_check(struct mg_index *ix, const char *idx_path, char *err, size_t cap);
+
+/*
+ * A mapped index whose arrays were checked before, when its files were as
+ * they are now (megatron_cache.h): only the header's checks and the
+ * arrays' sizes against the file, O(1), and the figures of that check
+ * (dtype_code, n_sequences, n_documents, n_tokens of *figures) against
+ * the header's and the .bin's size. 0 with n_tokens taken from figures;
+ * or -ESTALE ("its header ... is not the one checked") or what
+ * mg_index_parse returns, *ix left mapped (for mg_index_check).
+ */
+int mg_index_trust(struct mg_index *ix, const char *idx_path, const struct mg_index *figures,
+		   char *err, size_t cap);
+
+/* mg_index_map, then mg_index_check. */
 int mg_index_open(const char *prefix, struct mg_index *out, char *err, size_t cap);
 
 /* Gives back the pages of an opened index's mapping that hold documents

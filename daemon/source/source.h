@@ -28,8 +28,10 @@
  *    the loop thread or the GPU threads, reading what start-up built
  *    (nothing here changes after source_fill_arena). A pipeline a reload
  *    adds (daemon/pipetable.h) is opened on a thread of libuv's pool, into
- *    a source of its own that nothing else reads until the loop has it,
- *    and filled into the arena on the loop (source_fill_arena_entry).
+ *    a source of its own that nothing else reads until the loop has it;
+ *    its sample lists are copied into its reserved share of the index
+ *    area on the pool too (source_place_index), and its table entry
+ *    filled on the loop (source_fill_arena_entry).
  *
  * The files: source.c (the table of kinds, the dispatch, what every kind
  * shares: the batch layout, the data file, the texts), source_arena.c
@@ -119,9 +121,10 @@ struct source {
 	struct source_split splits[SPLIT_COUNT];
 	/* megatron with document_shuffle: the tokens of each split's blocks
 	 * of documents, split after split ([n_blocks], 8 bytes a block, never
-	 * a document), summed from the index at open (off the loop); copied
-	 * into the arena by source_fill_arena (desc.docs.sums_offset), which
-	 * frees this copy. The documents themselves stay in the .idx, which
+	 * a document), summed from the index at open (off the loop) or read
+	 * from the index cache (megatron_cache.h); copied into the arena by
+	 * source_fill_arena or source_place_index (desc.docs.sums_offset),
+	 * which frees this copy. The documents themselves stay in the .idx, which
 	 * the workers map (shm/layout.h, struct arena_doc_params). */
 	uint64_t *block_tokens;
 	uint64_t n_blocks;
@@ -199,10 +202,17 @@ struct source_ops {
 	 * arena's index area. */
 	uint64_t (*index_bytes)(const struct source *s);
 	/* Optional (NULL: only its table entry): copies its table entry, and
-	 * its sample list to index_at[entry] in the index area, into the arena;
-	 * logs the list's start-up lines; frees the list. */
+	 * its sample list to index_at[entry] in the index area (unless
+	 * place_index did), into the arena; logs the list's start-up lines;
+	 * frees the list. */
 	void (*fill_arena)(struct source *s, uint32_t entry, const uint64_t *index_at,
 			   struct arena *arena);
+	/* Optional (NULL: fill_arena copies the list): copies its sample list
+	 * to index_at[entry] and frees it, ahead of fill_arena, on any thread,
+	 * while nothing reads that part of the index area (a reload's, on the
+	 * thread pool: what is proportional to the data stays off the loop). */
+	void (*place_index)(struct source *s, uint32_t entry, const uint64_t *index_at,
+			    struct arena *arena);
 	/* Optional (NULL: the sample is itself, and no one byte range):
 	 * where sample `index` of `split` in `epoch` lives. */
 	void (*locate)(const struct source *s, uint32_t split, uint64_t epoch, uint64_t index,
@@ -292,6 +302,12 @@ const char *source_image_why(int status);
  * them; a pipeline added later lists its tree the same way. */
 void source_set_listing(const char *cache_dir, uint32_t scan_threads);
 
+/* Where megatron indexes' checks and block sums are cached from now on,
+ * by every source_open (source_megatron.c, megatron_cache.h): [daemon]
+ * cache_dir ("" or NULL: none). Set before any source opens, on the
+ * thread that opens them; a pipeline added later uses the same. */
+void source_set_index_cache(const char *cache_dir);
+
 /* ---- the sample lists in the arena (source_arena.c) ----
  * An image pipeline's sample list (its arena_image entries, its tar shards,
  * their paths), a document-shuffled megatron pipeline's document table and
@@ -314,6 +330,13 @@ void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_a
  * (daemon/pipetable.h), before any work item names it. */
 void source_fill_arena_entry(struct source *src, uint32_t entry, const uint64_t *index_at,
 			     struct arena *arena);
+
+/* A pipeline a reload adds: its sample lists (its blend members' too)
+ * copied into the index area at index_at[entry] (place_index) before
+ * source_fill_arena_entry, on a thread of the pool, so that the fill on
+ * the loop writes only the table entries. */
+void source_place_index(struct source *src, uint32_t entry, const uint64_t *index_at,
+			struct arena *arena);
 
 /* ---- a blend's members (source_blend.c) ---- */
 

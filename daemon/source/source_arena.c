@@ -44,6 +44,15 @@ void source_fill_arena_entry(struct source *src, uint32_t entry, const uint64_t 
 		*arena_pipeline(arena, entry) = src->desc;
 }
 
+void source_place_index(struct source *src, uint32_t entry, const uint64_t *index_at,
+			struct arena *arena)
+{
+	if (src->ops->place_index)
+		src->ops->place_index(src, entry, index_at, arena);
+	for (uint32_t m = 0; m < src->n_members; m++)
+		source_place_index(&src->members[m].src, src->members[m].arena_index, index_at, arena);
+}
+
 void source_fill_arena(struct source *sources, size_t n, const uint64_t *index_at,
 		       struct arena *arena)
 {

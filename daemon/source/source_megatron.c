@@ -15,10 +15,20 @@
 #include <string.h>
 
 #include "common/docorder.h"
+#include "common/log.h"
 #include "daemon/source/docorder.h"
 #include "daemon/source/megatron.h"
+#include "daemon/source/megatron_cache.h"
 #include "daemon/source/source_impl.h"
 #include "worker/worker.h"
+
+/* source_set_index_cache's: written before the opens that read it */
+static char index_cache_dir[PATH_MAX];
+
+void source_set_index_cache(const char *cache_dir)
+{
+	snprintf(index_cache_dir, sizeof(index_cache_dir), "%s", cache_dir ? cache_dir : "");
+}
 
 /* The first token of sequence q of a checked index; n_tokens for q =
  * n_sequences. */
@@ -60,6 +70,54 @@ static struct docorder_index megatron_docorder_index(const struct mg_index *ix)
 	};
 }
 
+/* The tokens of each block of the split's documents (span), into
+ * sums: two entries of the index read a block, the walk's pages given back
+ * behind it (bounded memory). 0, or -EINVAL when the index's documents do
+ * not end where they began (a file changed under us). */
+static int megatron_block_sums(const struct mg_index *ix, const struct docorder_index *di,
+			       const struct docorder_span *span, uint64_t block, uint64_t *sums)
+{
+	const struct docorder_shape sh = {.n_docs = span->n_docs, .block = block};
+	uint64_t nbk = docorder_blocks(&sh), start = 0, end = 0;
+	uint64_t kept = span->first_doc; /* the index's documents from here on not given back */
+	uint64_t kept_j = 0;              /* and the split's */
+	bool ok = docorder_index_start(di, span, 0, &start);
+	for (uint64_t b = 0; ok && b < nbk; b++) {
+		uint64_t j = b * block + docorder_block_docs(&sh, b);
+		ok = docorder_index_start(di, span, j, &end) && end >= start;
+		sums[b] = end - start;
+		start = end;
+		if (j - kept_j >= MEGATRON_DROP_DOCS) {
+			uint64_t d = span->first_doc + j - (span->cut_seq != DOCORDER_NO_CUT);
+			d = d < ix->n_documents ? d : ix->n_documents;
+			mg_index_drop_documents(ix, kept, d);
+			kept = d;
+			kept_j = j;
+		}
+	}
+	return ok ? 0 : -EINVAL;
+}
+
+/* The split's sums from the cache, when it has its shape and they add up
+ * to the split's tokens as the index has them (O(1) entries read). */
+static bool megatron_cached_sums(const struct docorder_index *di, const struct docorder_span *span,
+				 const struct mgcache_shape *shape, const struct mgcache_use *cache,
+				 uint64_t *sums)
+{
+	uint64_t start;
+	if (shape->n_blocks == 0 || !mgcache_sums(cache, shape, sums))
+		return false;
+	uint64_t total = 0; /* no overflow: the decoder held the sums to the index's tokens */
+	for (uint64_t b = 0; b < shape->n_blocks; b++)
+		total += sums[b];
+	if (docorder_index_start(di, span, 0, &start) && start <= span->end_token &&
+	    total == span->end_token - start)
+		return true;
+	log_warning("pipeline \"%s\": the index cache %s: the sums of a split's blocks do not add "
+		    "up to its tokens; summed again from the index", cache->pipeline, cache->path);
+	return false;
+}
+
 /*
  * document_shuffle: the documents each split's epochs order (desc.docs),
  * as spans of the index (struct arena_doc_split), and the tokens of each
@@ -72,13 +130,14 @@ static struct docorder_index megatron_docorder_index(const struct mg_index *ix)
  * those from idx[3] on are in none. So each split orders exactly its
  * sequences' tokens, and a split that ends on document boundaries orders
  * whole documents. A split's documents are found by two binary searches;
- * its block sums read two entries of the index a block, on the thread
+ * its block sums are the index cache's (megatron_cache.h) when it holds
+ * its shape, else read two entries of the index a block, on the thread
  * that opens the source (start-up's, or the pool's for a reload), never
  * the loop. 0, or -ENOMEM / -EINVAL with reason.
  */
 static int megatron_doc_spans(const struct pipeline_cfg *cfg, const struct mg_index *ix,
-			      const int64_t idx[SPLIT_COUNT + 1], struct source *out, char *reason,
-			      size_t cap)
+			      const int64_t idx[SPLIT_COUNT + 1], struct mgcache_use *cache,
+			      struct source *out, char *reason, size_t cap)
 {
 	struct arena_doc_params *dp = &out->desc.docs;
 	const uint64_t docs = ix->n_documents;
@@ -123,35 +182,30 @@ static int megatron_doc_spans(const struct pipeline_cfg *cfg, const struct mg_in
 	const struct docorder_index di = megatron_docorder_index(ix);
 	uint64_t *at = sums;
 	for (uint32_t k = 0; k < SPLIT_COUNT; k++) {
+		const struct arena_doc_split *sp = &dp->split[k];
 		const struct docorder_span span = {
-			.first_doc = dp->split[k].first_doc, .cut_seq = dp->split[k].cut_seq,
-			.n_docs = dp->split[k].n_docs, .end_token = dp->split[k].end_token,
+			.first_doc = sp->first_doc, .cut_seq = sp->cut_seq, .n_docs = sp->n_docs,
+			.end_token = sp->end_token,
 		};
-		const struct docorder_shape sh = {.n_docs = span.n_docs, .block = dp->block};
-		uint64_t nbk = docorder_blocks(&sh), start = 0, end = 0;
-		uint64_t kept = span.first_doc; /* the index's documents from here on not given back */
-		uint64_t kept_j = 0;             /* and the split's */
-		bool ok = docorder_index_start(&di, &span, 0, &start);
-		for (uint64_t b = 0; ok && b < nbk; b++) {
-			uint64_t j = b * dp->block + docorder_block_docs(&sh, b);
-			ok = docorder_index_start(&di, &span, j, &end) && end >= start;
-			*at++ = end - start;
-			start = end;
-			if (j - kept_j >= MEGATRON_DROP_DOCS) {
-				/* the walk's pages given back behind it: bounded memory */
-				uint64_t d = span.first_doc + j - (span.cut_seq != DOCORDER_NO_CUT);
-				d = d < docs ? d : docs;
-				mg_index_drop_documents(ix, kept, d);
-				kept = d;
-				kept_j = j;
-			}
+		const struct mgcache_shape shape = {
+			.first_doc = sp->first_doc, .n_docs = sp->n_docs, .cut_seq = sp->cut_seq,
+			.end_token = sp->end_token, .block = dp->block,
+			.n_blocks = docorder_blocks(&(struct docorder_shape){.n_docs = sp->n_docs,
+									     .block = dp->block}),
+		};
+		int rc = 0;
+		if (!megatron_cached_sums(&di, &span, &shape, cache, at)) {
+			rc = megatron_block_sums(ix, &di, &span, dp->block, at);
+			if (rc == 0 && shape.n_blocks > 0)
+				mgcache_add(cache, &shape, at);
 		}
-		if (!ok) { /* the index was checked: only a file changed under us */
+		if (rc < 0) { /* the index was checked: only a file changed under us */
 			free(sums);
 			snprintf(reason, cap, "the index changed while it was read (its documents "
 				 "no longer end where they began)");
 			return -EINVAL;
 		}
+		at += shape.n_blocks;
 	}
 	out->block_tokens = sums;
 	out->n_blocks = nb;
@@ -171,7 +225,7 @@ static int megatron_doc_spans(const struct pipeline_cfg *cfg, const struct mg_in
  * train alone, all sequences, without it; with document_shuffle, the
  * documents each orders. 0, or -errno with reason. */
 static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index *ix,
-			   struct source *out, char *reason, size_t cap)
+			   struct mgcache_use *cache, struct source *out, char *reason, size_t cap)
 {
 	int64_t idx[SPLIT_COUNT + 1] = {0, (int64_t)ix->n_sequences, (int64_t)ix->n_sequences,
 					(int64_t)ix->n_sequences};
@@ -196,7 +250,7 @@ static int megatron_splits(const struct pipeline_cfg *cfg, const struct mg_index
 	}
 	if (!cfg->document_shuffle)
 		return 0;
-	return megatron_doc_spans(cfg, ix, idx, out, reason, cap);
+	return megatron_doc_spans(cfg, ix, idx, cache, out, reason, cap);
 }
 
 /* megatron: PREFIX.idx read and checked against PREFIX.bin (daemon/source/megatron.h),
@@ -206,20 +260,32 @@ static int open_megatron(const struct pipeline_cfg *cfg, struct source *out,
 			 uint64_t *token_bytes, uint32_t *out_dtype, char *reason, size_t cap)
 {
 	struct mg_index ix;
-	int rc = mg_index_open(cfg->path, &ix, reason, cap);
-	if (rc < 0)
+	struct mgcache_use *cache = malloc(sizeof(*cache));
+	if (!cache) {
+		snprintf(reason, cap, "%s", strerror(ENOMEM));
+		return -ENOMEM;
+	}
+	int rc = mgcache_open_index(cache, index_cache_dir, cfg->name, cfg->path, &ix, reason, cap);
+	if (rc < 0) {
+		mgcache_use_free(cache);
+		free(cache);
 		return rc;
+	}
 	uint32_t stored = ix.dtype_code == MG_UINT16 ? PROTO_DTYPE_UINT16 :
 			  ix.dtype_code == MG_INT32 ? PROTO_DTYPE_INT32 : 0;
 	if (!stored) {
 		snprintf(reason, cap, "the index's tokens are %s; loaderd reads uint16 and int32 tokens "
 			 "(what Megatron's preprocessing writes for vocabularies up to 65,500 and beyond)",
 			 mg_dtype_name(ix.dtype_code));
-		mg_index_free(&ix);
-		return -EINVAL;
+		rc = -EINVAL;
 	}
 	*token_bytes = ix.token_bytes;
-	rc = megatron_splits(cfg, &ix, out, reason, cap);
+	if (rc == 0)
+		rc = megatron_splits(cfg, &ix, cache, out, reason, cap);
+	if (rc == 0) /* a good index only: the sums are still out's */
+		mgcache_store(cache, &ix);
+	mgcache_use_free(cache);
+	free(cache);
 	mg_index_free(&ix);
 	if (rc < 0)
 		return rc;
@@ -280,16 +346,23 @@ static uint64_t megatron_index_bytes(const struct source *s)
 	return arena_align(s->n_blocks * sizeof(*s->block_tokens));
 }
 
+/* The block sums into the index area (on the pool for a pipeline a
+ * reload adds: 20 MB at 10^10 documents stay off the loop). */
+static void megatron_place_index(struct source *s, uint32_t entry, const uint64_t *index_at,
+				 struct arena *arena)
+{
+	if (!s->block_tokens)
+		return;
+	struct arena_doc_params *dp = &s->desc.docs;
+	dp->sums_offset = arena_indexes_offset(arena) + index_at[entry];
+	memcpy(arena->base + dp->sums_offset, s->block_tokens, s->n_blocks * sizeof(*s->block_tokens));
+	source_close(s); /* the arena holds the sums from here on */
+}
+
 static void megatron_fill_arena(struct source *s, uint32_t entry, const uint64_t *index_at,
 				struct arena *arena)
 {
-	if (s->block_tokens) {
-		struct arena_doc_params *dp = &s->desc.docs;
-		dp->sums_offset = arena_indexes_offset(arena) + index_at[entry];
-		memcpy(arena->base + dp->sums_offset, s->block_tokens,
-		       s->n_blocks * sizeof(*s->block_tokens));
-		source_close(s); /* the arena holds the sums from here on */
-	}
+	megatron_place_index(s, entry, index_at, arena); /* unless a reload's pool did */
 	*arena_pipeline(arena, entry) = s->desc;
 }
 
@@ -314,6 +387,7 @@ const struct source_ops source_megatron = {
 	.identify = megatron_identify,
 	.index_bytes = megatron_index_bytes,
 	.fill_arena = megatron_fill_arena,
+	.place_index = megatron_place_index,
 	.locate = source_file_locate,
 	.where = source_file_where,
 	.batch_error = megatron_batch_error,

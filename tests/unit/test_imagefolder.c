@@ -318,7 +318,7 @@ static void test_cache_damaged(void **state)
 	expect_stale("truncated", -EINVAL);
 	/* another version */
 	uint32_t v = IMAGEFOLDER_CACHE_VERSION + 1;
-	rewrite(file, offsetof(struct imagefolder_cache_header, version), &v, sizeof(v), -1);
+	rewrite(file, offsetof(struct cachefile_header, version), &v, sizeof(v), -1);
 	expect_stale("version", -EINVAL);
 	/* empty, and not a cache at all */
 	rewrite(file, 0, NULL, 0, 0);
