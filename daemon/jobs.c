@@ -26,6 +26,7 @@ struct job_make {
 	int pid;                             /* the first to declare it */
 	uint64_t waiters[JOBS_WAITERS_MAX];  /* connection ids */
 	unsigned n_waiters;
+	struct pipe_open *po;                /* opened and reserved, while its list is placed */
 	struct job_make *next;
 };
 
@@ -276,17 +277,48 @@ static int check_share(const struct jobs *j, const struct source *src, int pid, 
 	return 0;
 }
 
-static void on_made(struct pipe_open *po, void *ctx)
+/* m's pipeline is placed and made live (rc 0: po reserved, its list in
+ * the arena), or refused with text: its waiters are answered and m ends.
+ * Till then m stays in making, so that a HELLO declaring the same
+ * pipeline meanwhile waits for it rather than opening it again. */
+static void make_end(struct job_make *m, struct pipe_open *po, int rc, const char *text)
 {
-	struct job_make *m = ctx;
 	struct jobs *j = m->j;
-	char text[PROTO_ERROR_TEXT_MAX];
-	int rc = 0, entry = -1;
 	for (struct job_make **p = &j->making; *p; p = &(*p)->next)
 		if (*p == m) {
 			*p = m->next;
 			break;
 		}
+	if (rc < 0) { /* the server logs each refusal */
+		pipetable_discard(j->pt, po);
+		answer_all(m, rc, -1, text);
+	} else {
+		int entry = po->entry;
+		if (pipetable_commit(j->pt, po) == 1) {
+			j->live[j->n_live++] = (struct job_live){.entry = entry};
+			start_linger(j);
+			answer_all(m, 0, entry, "");
+		} else {
+			answer_all(m, -ENOMEM, -1, "out of memory making the declared pipeline");
+		}
+	}
+	free(m);
+}
+
+/* The declared pipeline's list (a megatron index's block sums) is in the
+ * arena, copied on the pool. */
+static void on_placed(void *ctx)
+{
+	struct job_make *m = ctx;
+	make_end(m, m->po, 0, "");
+}
+
+static void on_made(struct pipe_open *po, void *ctx)
+{
+	struct job_make *m = ctx;
+	struct jobs *j = m->j;
+	char text[PROTO_ERROR_TEXT_MAX];
+	int rc = 0;
 	if (po->rc < 0) {
 		snprintf(text, sizeof(text), "declared by client pid %d: %.900s", m->pid, po->err);
 		rc = po->rc == -ENOMEM ? -ENOMEM : -EINVAL;
@@ -298,21 +330,14 @@ static void on_made(struct pipe_open *po, void *ctx)
 	po->next = NULL;
 	if (rc == 0)
 		rc = pipetable_reserve(j->pt, po, text, sizeof(text));
-	if (rc < 0) { /* the server logs each refusal */
-		pipetable_discard(j->pt, po);
-		answer_all(m, rc, -1, text);
-		free(m);
-		return;
+	/* its list copied into the arena on the pool, never on the loop;
+	 * where that cannot be queued, pipetable_commit copies it */
+	if (rc == 0) {
+		m->po = po;
+		if (pipetable_place(j->pt, po, on_placed, m) == 0)
+			return;
 	}
-	entry = po->entry;
-	if (pipetable_commit(j->pt, po) == 1) {
-		j->live[j->n_live++] = (struct job_live){.entry = entry};
-		start_linger(j);
-		answer_all(m, 0, entry, "");
-	} else {
-		answer_all(m, -ENOMEM, -1, "out of memory making the declared pipeline");
-	}
-	free(m);
+	make_end(m, po, rc, text);
 }
 
 int jobs_declare(struct jobs *j, const struct proto_hello *hello, int pid, uint64_t conn_id,

@@ -24,10 +24,13 @@ pipeline, job_linger_ms 300, for numpy:
   (job_linger_ms later), not before;
 - state_dict() of a declared loader resumes exactly in a new loader that
   declares the same pipeline (another job's run too);
-- a reload that empties job_roots: a declaration is refused, naming the key.
+- a reload that empties job_roots: a declaration is refused, naming the key;
+- a declared megatron corpus with document_shuffle (block sums in the
+  arena): two epochs of batches equal to the same pipeline configured.
 """
 
 import os
+import random
 import subprocess
 import sys
 
@@ -195,6 +198,33 @@ def body(env):
     got = ch.flat(ch.epoch_indices(big))
     check(sorted(got) == list(range(N // 2 * 2)), "a roots-only daemon: %d samples" % len(got))
     big.close()
+
+    # A megatron corpus with document_shuffle, declared: its block sums
+    # reach the arena from the thread pool (never the loop), and its
+    # batches are those of the same pipeline configured.
+    rng = random.Random(9)
+    lengths = [rng.randint(1, 40) for _ in range(200)]
+    stream = [rng.randrange(60000) for _ in range(sum(lengths))]
+    corpus = os.path.join(root, "corpus")
+    harness.write_megatron(corpus, lengths, stream)
+    keys = {"seq_len": 16, "document_shuffle": "on", "document_shuffle_block": 4}
+    env.config("roots-only", {"m": dict(keys, source="megatron:" + corpus, batch_size=4, seed=5)},
+               job_roots=root)
+    r = env.loaderctl(["--socket", d2.socket, "reload"])
+    check(r.returncode == 0, "reload adding pipeline m: %s %s" % (r.stdout, r.stderr))
+    conf = loaderd.Loader("m", socket=d2.socket, framework="numpy", device="cpu")
+    decl = loaderd.Loader(source="megatron:" + corpus, options=keys, batch_size=4, seed=5, job="M",
+                          socket=d2.socket, framework="numpy", device="cpu")
+    n = (len(stream) - 1) // 16
+    for epoch in range(2):
+        got = [[(b.sample_indices(), b["tokens"].tolist()) for b in x] for x in (conf, decl)]
+        check(sum(len(i) for i, _ in got[0]) >= n - 3 and got[0] == got[1],
+              "epoch %d: the declared megatron pipeline's batches differ from the configured "
+              "one's (%d and %d batches)" % (epoch, len(got[0]), len(got[1])))
+    print("a declared megatron corpus, document_shuffle on: %d batches an epoch, as configured"
+          % len(got[0]))
+    conf.close()
+    decl.close()
     d2.stop()
 
 
