@@ -210,14 +210,12 @@ def vm_hwm_mb(pid):
     return float("nan")
 
 
-def measure_loaderd(build, prefix, n, tokens, work):
-    sock = os.path.join(work, "s.sock")
-    small = os.path.join(work, "small.bin")
-    with open(small, "wb") as f:
-        f.write(os.urandom(64 * 4096))
-    cfg = os.path.join(work, "scale.ini")
-    write_config(cfg, sock, prefix, small)
-    log = open(os.path.join(work, "loaderd.log"), "w")
+def start_to_first_batch(build, cfg, sock, log):
+    """The daemon of cfg started (its output to the open file log; the
+    dataset evicted first with --evict) and its first batch of `big`
+    taken: (the process, {socket_s, first_s}: seconds from exec to the
+    socket answering and to that batch, the batch's position token). The
+    caller stops the process; a start that fails stops it here."""
     evict()
     t0 = time.monotonic()
     d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
@@ -231,6 +229,24 @@ def measure_loaderd(build, prefix, n, tokens, work):
         out["socket_s"] = time.monotonic() - t0
         _, token = consume(build, sock, "big", 1)
         out["first_s"] = time.monotonic() - t0
+    except BaseException:
+        d.terminate()
+        d.wait(120)
+        log.close()
+        raise
+    return d, out, token
+
+
+def measure_loaderd(build, prefix, n, tokens, work):
+    sock = os.path.join(work, "s.sock")
+    small = os.path.join(work, "small.bin")
+    with open(small, "wb") as f:
+        f.write(os.urandom(64 * 4096))
+    cfg = os.path.join(work, "scale.ini")
+    write_config(cfg, sock, prefix, small)
+    log = open(os.path.join(work, "loaderd.log"), "w")
+    d, out, token = start_to_first_batch(build, cfg, sock, log)
+    try:
         fields = token.split(":")  # ldr2:PIPELINE:DATA:SEED:N:EPOCH:OFFSET
         windows = int(fields[4])
         out["resume5_s"], _ = consume(build, sock, "big", 1, ":".join(fields[:5] + ["5", "0"]))
@@ -278,19 +294,8 @@ def start_once(build, cfg, sock, log_path):
     """One start of the daemon of cfg: socket up, first batch of `big`,
     peak RSS; then stopped. Its log's text too."""
     log = open(log_path, "w")
-    evict()
-    t0 = time.monotonic()
-    d = subprocess.Popen([os.path.join(build, "bin", "loaderd"), "--config", cfg],
-                         stdout=log, stderr=subprocess.STDOUT)
-    out = {}
+    d, out, _ = start_to_first_batch(build, cfg, sock, log)
     try:
-        while loaderctl(build, sock, ["status"], timeout=60).returncode != 0:
-            if d.poll() is not None:
-                raise RuntimeError("loaderd exited %d (log %s)" % (d.returncode, log.name))
-            time.sleep(0.05)
-        out["socket_s"] = time.monotonic() - t0
-        consume(build, sock, "big", 1)
-        out["first_s"] = time.monotonic() - t0
         out["rss_mb"] = vm_hwm_mb(d.pid)
     finally:
         d.terminate()

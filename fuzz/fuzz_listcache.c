@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/crc32c.h"
 #include "daemon/source/imagefolder_impl.h"
+#include "fuzz/fuzz_cachefile.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -82,22 +82,11 @@ static void check_listing(const struct imagefolder_listing *l)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	/* An input that starts with the magic gets its payload's size and
-	 * checksum put right (its version and file count kept), so that
-	 * mutations reach the payload's decoder rather than stop at the
-	 * checksum; any other input is decoded as it is. */
 	uint8_t *buf = malloc(size + 1);
 	if (!buf)
 		return 0;
 	memcpy(buf, data, size);
-	if (size > IMAGEFOLDER_CACHE_HEADER_BYTES &&
-	    memcmp(data, IMAGEFOLDER_CACHE_MAGIC, 8) == 0) {
-		struct cachefile_header h;
-		memcpy(&h, buf, sizeof(h));
-		h.payload_bytes = size - sizeof(h);
-		h.payload_crc = crc32c(0, buf + sizeof(h), size - sizeof(h));
-		memcpy(buf, &h, sizeof(h));
-	}
+	fuzz_cachefile_seal(buf, size, IMAGEFOLDER_CACHE_MAGIC);
 	struct imagefolder_listing *l = malloc(sizeof(*l));
 	char why[512] = "";
 	int rc = l ? imagefolder_cache_decode(buf, size, l, NULL, NULL, why, sizeof(why)) : 0;

@@ -445,6 +445,25 @@ class Daemon:
         print("---- end of loaderd stderr ----", file=sys.stderr)
 
 
+def only_file(directory, suffix):
+    """The one file of directory whose name ends with suffix (a cache
+    directory's one cache file, say); fails on none or several."""
+    files = [f for f in os.listdir(directory) if f.endswith(suffix)]
+    check(len(files) == 1, "%s holds %s, expected one %s file" % (directory, files, suffix))
+    return os.path.join(directory, files[0])
+
+
+def patch_file(path, at, data=None, size=None):
+    """data written over path's bytes from at, then (size) path cut or
+    grown to size bytes."""
+    with open(path, "r+b") as f:
+        if data is not None:
+            f.seek(at)
+            f.write(data)
+        if size is not None:
+            f.truncate(size)
+
+
 def run_test(name, body):
     """Runs body(env) and exits with 0 pass, 1 fail, 77 skip."""
     env = None

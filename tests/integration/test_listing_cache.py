@@ -73,18 +73,7 @@ def read_log(d):
 
 
 def cache_file(cache):
-    files = [f for f in os.listdir(cache) if f.endswith(".list")]
-    check(len(files) == 1, "the cache directory holds %s, expected one .list file" % files)
-    return os.path.join(cache, files[0])
-
-
-def patch(path, at, data=None, size=None):
-    with open(path, "r+b") as f:
-        if data is not None:
-            f.seek(at)
-            f.write(data)
-        if size is not None:
-            f.truncate(size)
+    return harness.only_file(cache, ".list")
 
 
 def body(env):
@@ -113,13 +102,13 @@ def body(env):
     path = cache_file(cache)
     size = os.path.getsize(path)
 
-    patch(path, size // 2, data=b"\x5a")
+    harness.patch_file(path, size // 2, data=b"\x5a")
     got = run(env, "corrupt", root, n, ["checksum mismatch", "listing the tree"], cache=cache)
     check(got == ref, "after a corrupt cache: another epoch")
-    patch(path, 8, data=struct.pack("=I", 2))
+    harness.patch_file(path, 8, data=struct.pack("=I", 2))
     got = run(env, "version", root, n, ["version 2, this loaderd reads version 1"], cache=cache)
     check(got == ref, "after a cache of another version: another epoch")
-    patch(path, 0, size=os.path.getsize(path) - 3)
+    harness.patch_file(path, 0, size=os.path.getsize(path) - 3)
     got = run(env, "short", root, n, ["truncated", "listing the tree"], cache=cache)
     check(got == ref, "after a truncated cache: another epoch")
 

@@ -112,18 +112,7 @@ def run(env, name, prefix, ref, log_has, log_lacks=(), cache=None):
 
 
 def cache_file(cache):
-    files = [f for f in os.listdir(cache) if f.endswith(".idxcache")]
-    check(len(files) == 1, "the cache directory holds %s, expected one .idxcache file" % files)
-    return os.path.join(cache, files[0])
-
-
-def patch(path, at, data=None, size=None):
-    with open(path, "r+b") as f:
-        if data is not None:
-            f.seek(at)
-            f.write(data)
-        if size is not None:
-            f.truncate(size)
+    return harness.only_file(cache, ".idxcache")
 
 
 def check_config(env, name, prefix, cache):
@@ -166,12 +155,12 @@ def body(env):
     run(env, "replaced-warm", prefix, ref, warm_says, log_lacks=[full], cache=cache)
 
     size = os.path.getsize(path)
-    patch(path, 0, size=size - 3)
+    harness.patch_file(path, 0, size=size - 3)
     run(env, "short", prefix, ref, ["truncated", full, "the index cache is written"], cache=cache)
-    patch(path, 8, data=struct.pack("=I", 2))
+    harness.patch_file(path, 8, data=struct.pack("=I", 2))
     run(env, "version", prefix, ref, ["version 2, this loaderd reads version 1", full,
                                       "the index cache is written"], cache=cache)
-    patch(path, os.path.getsize(path) // 2, data=bytes([open(path, "rb").read()[
+    harness.patch_file(path, os.path.getsize(path) // 2, data=bytes([open(path, "rb").read()[
         os.path.getsize(path) // 2] ^ 0x01]))
     run(env, "flipped", prefix, ref, ["checksum mismatch (corrupt)", full,
                                       "the index cache is written"], cache=cache)
