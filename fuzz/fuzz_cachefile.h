@@ -11,20 +11,27 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/crc32c.h"
 #include "daemon/source/cachefile.h"
 
-static inline void fuzz_cachefile_seal(uint8_t *buf, size_t size, const char magic[8])
+/* A copy of the input (NULL when out of memory), its header sealed. */
+static inline uint8_t *fuzz_cachefile_copy(const uint8_t *data, size_t size, const char magic[8])
 {
+	uint8_t *buf = malloc(size + 1);
+	if (!buf)
+		return NULL;
+	memcpy(buf, data, size);
 	if (size <= CACHEFILE_HEADER_BYTES || memcmp(buf, magic, 8) != 0)
-		return;
+		return buf;
 	struct cachefile_header h;
 	memcpy(&h, buf, sizeof(h));
 	h.payload_bytes = size - sizeof(h);
 	h.payload_crc = crc32c(0, buf + sizeof(h), size - sizeof(h));
 	memcpy(buf, &h, sizeof(h));
+	return buf;
 }
 
 #endif

@@ -51,11 +51,9 @@ static void check_cache(const struct mgcache *c, const uint8_t *buf, size_t size
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *buf = malloc(size + 1);
+	uint8_t *buf = fuzz_cachefile_copy(data, size, MGCACHE_MAGIC);
 	if (!buf)
 		return 0;
-	memcpy(buf, data, size);
-	fuzz_cachefile_seal(buf, size, MGCACHE_MAGIC);
 	struct mgcache *c = malloc(sizeof(*c));
 	char why[512] = "";
 	int rc = c ? mgcache_decode(buf, size, c, NULL, NULL, why, sizeof(why)) : 0;

@@ -82,11 +82,9 @@ static void check_listing(const struct imagefolder_listing *l)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	uint8_t *buf = malloc(size + 1);
+	uint8_t *buf = fuzz_cachefile_copy(data, size, IMAGEFOLDER_CACHE_MAGIC);
 	if (!buf)
 		return 0;
-	memcpy(buf, data, size);
-	fuzz_cachefile_seal(buf, size, IMAGEFOLDER_CACHE_MAGIC);
 	struct imagefolder_listing *l = malloc(sizeof(*l));
 	char why[512] = "";
 	int rc = l ? imagefolder_cache_decode(buf, size, l, NULL, NULL, why, sizeof(why)) : 0;
