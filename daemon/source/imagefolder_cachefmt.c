@@ -88,7 +88,7 @@ struct decoding {
 	uint64_t cap_files, cap_paths;
 	uint32_t cap_dirs;
 	char *names;
-	uint64_t names_bytes, names_cap;
+	size_t names_bytes, names_cap;
 	uint64_t *sizes;
 	uint32_t sizes_cap;
 };
@@ -118,18 +118,9 @@ static int decode_files(struct reader *r, struct imagefolder_listing *out, struc
 			return cachefile_bad(why, cap, "a bad file name in directory %s", dir);
 		r->p += len;
 		r->left -= len;
-		if (dc->names_bytes + len + 1 > dc->names_cap) {
-			uint64_t grown = dc->names_cap ? dc->names_cap * 2 : 4096;
-			while (grown < dc->names_bytes + len + 1)
-				grown *= 2;
-			char *p = realloc(dc->names, grown);
-			if (!p)
-				return -ENOMEM;
-			dc->names = p;
-			dc->names_cap = grown;
-		}
-		memcpy(dc->names + dc->names_bytes, name, (size_t)len + 1);
-		dc->names_bytes += (uint64_t)len + 1;
+		int rc = imagefolder_names_add(&dc->names, &dc->names_bytes, &dc->names_cap, name, len);
+		if (rc < 0)
+			return rc;
 	}
 	int rc = image_index_folder_dir(&out->ix, &dc->cap_files, &dc->cap_dirs, &dc->cap_paths, dir,
 					label, dc->names, dc->names_bytes, dc->sizes, n_files);

@@ -77,20 +77,10 @@ static bool is_other_image_name(const char *name, size_t n)
 
 static int dir_add_name(struct imagefolder_class_dir *d, const char *name, size_t len)
 {
-	if (d->names_bytes + len + 1 > d->names_cap) {
-		size_t cap = d->names_cap ? d->names_cap * 2 : 4096;
-		while (cap < d->names_bytes + len + 1)
-			cap *= 2;
-		char *p = realloc(d->names, cap);
-		if (!p)
-			return -ENOMEM;
-		d->names = p;
-		d->names_cap = cap;
-	}
-	memcpy(d->names + d->names_bytes, name, len + 1);
-	d->names_bytes += len + 1;
-	d->n++;
-	return 0;
+	int rc = imagefolder_names_add(&d->names, &d->names_bytes, &d->names_cap, name, len);
+	if (rc == 0)
+		d->n++;
+	return rc;
 }
 
 static struct imagefolder_class_dir *class_add_dir(struct imagefolder_class *cl, const char *path)
@@ -134,20 +124,10 @@ struct subdirs {
 
 static int subdirs_add(struct subdirs *s, const char *name, size_t len)
 {
-	if (s->bytes + len + 1 > s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 1024;
-		while (cap < s->bytes + len + 1)
-			cap *= 2;
-		char *p = realloc(s->names, cap);
-		if (!p)
-			return -ENOMEM;
-		s->names = p;
-		s->cap = cap;
-	}
-	memcpy(s->names + s->bytes, name, len + 1);
-	s->bytes += len + 1;
-	s->n++;
-	return 0;
+	int rc = imagefolder_names_add(&s->names, &s->bytes, &s->cap, name, len);
+	if (rc == 0)
+		s->n++;
+	return rc;
 }
 
 /* Reads directory fd (rel): its subdirectories (symlinks to directories

@@ -10,10 +10,13 @@
 #ifndef LDR_DAEMON_IMAGEFOLDER_IMPL_H
 #define LDR_DAEMON_IMAGEFOLDER_IMPL_H
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "daemon/source/cachefile.h"
 #include "daemon/source/imagefolder.h"
@@ -51,6 +54,27 @@ void imagefolder_dirs_free(struct imagefolder_dirs *d);
 /* ---- one class, listed by a scan thread (imagefolder_class.c) ---- */
 
 /* A directory of a class: its JPEG files, sorted, each with its size. */
+/* name (len bytes, then its NUL) appended to the names back to back in
+ * *names (*bytes used of *cap, grown by doubling from 4 KiB): 0 or
+ * -ENOMEM, *names as it was. */
+static inline int imagefolder_names_add(char **names, size_t *bytes, size_t *cap, const char *name,
+					size_t len)
+{
+	if (*bytes + len + 1 > *cap) {
+		size_t grown = *cap ? *cap * 2 : 4096;
+		while (grown < *bytes + len + 1)
+			grown *= 2;
+		char *p = realloc(*names, grown);
+		if (!p)
+			return -ENOMEM;
+		*names = p;
+		*cap = grown;
+	}
+	memcpy(*names + *bytes, name, len + 1);
+	*bytes += len + 1;
+	return 0;
+}
+
 struct imagefolder_class_dir {
 	char *path;  /* relative to the root */
 	struct cachefile_stamp stamp;
