@@ -285,13 +285,28 @@ static int thread_open(struct decoder *d, char *err, size_t cap)
 	e = cudaThreadExchangeStreamCaptureMode(&mode);
 	if (cudaerr_failed(e, err, cap, "cudaThreadExchangeStreamCaptureMode"))
 		return cudaerr_errno(e);
+	/* The decoding's kernels and copies at the device's highest stream
+	 * priority: the training waits for them (its stream waits for the
+	 * decoded event), and at the training's own priority each of them
+	 * would queue behind the blocks of the training's kernels already
+	 * on the GPU. $LOADERD_CLIENT_DECODE_PRIORITY=0 leaves them at the
+	 * default priority (to measure what the priority gives). */
+	const char *prio = getenv("LOADERD_CLIENT_DECODE_PRIORITY");
+	bool high = !(prio && strcmp(prio, "0") == 0);
+	int priority = 0, lowest = 0;
+	if (high) {
+		e = cudaDeviceGetStreamPriorityRange(&lowest, &priority);
+		if (cudaerr_failed(e, err, cap, "cudaDeviceGetStreamPriorityRange"))
+			return cudaerr_errno(e);
+	}
 	struct gd_options o = {.device = c->device, .max_batch = c->batch_size < NVJD_MAX_BATCH ?
 			       c->batch_size : NVJD_MAX_BATCH, .memory_bytes = c->memory_bytes,
-			       .reserve_bytes = 0, .memory_what = "gpu_decode_memory"};
+			       .reserve_bytes = 0, .memory_what = "gpu_decode_memory",
+			       .high_priority = high};
 	int rc = gd_open(&o, &d->gd, err, cap);
 	if (rc < 0)
 		return rc;
-	e = cudaStreamCreateWithFlags(&d->stream, cudaStreamNonBlocking);
+	e = cudaStreamCreateWithPriority(&d->stream, cudaStreamNonBlocking, priority);
 	for (uint32_t s = 0; s < c->slots && e == cudaSuccess; s++)
 		e = cudaEventCreateWithFlags(&d->decoded[s], cudaEventDisableTiming);
 	if (cudaerr_failed(e, err, cap, "creating the decoder's stream and events"))

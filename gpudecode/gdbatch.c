@@ -166,6 +166,9 @@ int gd_open(const struct gd_options *o, struct gd **out, char *why, size_t cap)
 	uint64_t per_set = budget / dc->n_sets;
 	dc->buf_bytes = align_up(per_set / 3, DECODE_ALIGN);
 	dc->scratch_bytes = align_up(per_set - dc->buf_bytes, DECODE_ALIGN) - DECODE_ALIGN;
+	int priority = 0, lowest = 0;
+	if (e == cudaSuccess && o->high_priority)
+		e = cudaDeviceGetStreamPriorityRange(&lowest, &priority);
 	for (uint32_t s = 0; s < dc->n_sets && e == cudaSuccess; s++) {
 		struct gd_set *set = &dc->sets[s];
 		e = cudaMalloc((void **)&set->buf, dc->buf_bytes);
@@ -185,7 +188,7 @@ int gd_open(const struct gd_options *o, struct gd **out, char *why, size_t cap)
 		if (e == cudaSuccess)
 			e = cudaEventCreateWithFlags(&set->done, cudaEventDisableTiming);
 		if (e == cudaSuccess)
-			e = cudaStreamCreateWithFlags(&set->stream, cudaStreamNonBlocking);
+			e = cudaStreamCreateWithPriority(&set->stream, cudaStreamNonBlocking, priority);
 	}
 	if (e == cudaSuccess)
 		e = cudaEventCreateWithFlags(&dc->copied, cudaEventDisableTiming);

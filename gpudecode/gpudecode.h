@@ -82,6 +82,10 @@ struct gd_options {
 				* decoded images, the rest the kernel's scratch */
 	uint64_t reserve_bytes; /* to be left free on the GPU besides */
 	const char *memory_what; /* names memory_bytes in messages (a config key) */
+	bool high_priority;    /* the sets' streams at the device's highest
+				* priority: for a decoder inside a training's
+				* process, whose kernels would otherwise queue
+				* behind the training's (client/decode.h) */
 };
 
 /*
