@@ -19,7 +19,10 @@
  * caller's thread (in Python, the training's): ldr_next queues a batch the
  * moment its READY is read and, when the caller asks for it, waits only
  * for what is not done yet. The thread works on a CUDA stream of its own
- * in the device's primary context, and its calls are in the relaxed
+ * in the device's primary context, at the device's highest stream priority
+ * (the training waits for the decoding, whose kernels would otherwise
+ * queue behind the training's; $LOADERD_CLIENT_DECODE_PRIORITY=0 leaves it
+ * at the default), and its calls are in the relaxed
  * stream-capture mode, so a CUDA graph captured on another thread's stream
  * is neither broken by them nor breaks them. A "decoded" event per device
  * slot, recorded behind the batch's work, is what the caller's streams wait
