@@ -248,6 +248,7 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 	const struct proto_ready *rd = &c->pending[c->pending_head];
 	if (rd->flags & PROTO_READY_DECODE) {
 		struct decoder_result res;
+		uint64_t t_sent = clock_mono_ns(); /* the batch is here; its decoding may not be */
 		bool ready = decoder_done(c->decoder, rd->seq);
 		r = decoder_take(c->decoder, rd->seq, remaining_ms(timeout_ms, t0), &res, c->error,
 				 sizeof c->error);
@@ -258,8 +259,11 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 		}
 		if (r < 0)
 			return client_fail(c, r);
-		if (!ready)
-			waited = clock_mono_ns() - t0;
+		if (!ready) {
+			uint64_t now = clock_mono_ns();
+			c->stats.decode_wait_ns += now - t_sent;
+			waited = now - t0;
+		}
 		r = send_decoded(c, rd, &res); /* the slot is read, whatever became of the batch */
 		if (res.rc < 0)
 			return client_fail(c, res.rc); /* c->error names the image or call */

@@ -319,6 +319,9 @@ struct ldr_stats {
 	uint64_t images_bad;     /* refused by both (on_error applied) */
 	uint64_t submit_ns;      /* the decoding thread's host time submitting to nvJPEG */
 	uint64_t thread_cpu_ns;  /* CPU time of the decoding thread (never the caller's) */
+	uint64_t decode_wait_ns; /* of wait_ns, the part ldr_next waited for this process's
+				  * own decoding of a batch the daemon had already sent
+				  * (the engines behind, not the workers) */
 };
 
 /* Fills *out. 0, or -EINVAL when c is not attached. */

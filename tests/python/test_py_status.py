@@ -8,6 +8,8 @@
   the same pid, the pipeline and the loader attached from this process
   as a client with its name, equal to what `loaderctl status --json`
   prints but for the clock;
+- Loader.stats() of a host loader: the batches handed out, a data wait,
+  no decoding of its own (and so no wait for one), and why not;
 - no daemon: DaemonUnavailableError either way.
 """
 
@@ -40,6 +42,11 @@ def body(env):
     ctl = d.status_json()
     check(ctl["clients"][0]["id"] == mine[0]["id"] and len(ctl["workers"]) == len(doc["workers"]),
           "loaderctl status --json and status(json=True) differ: %s / %s" % (ctl["clients"], doc["clients"]))
+    next(it)
+    st = loader.stats()
+    check(st["batches"] == 2 and st["wait_s"] >= 0 and not st["decoding"] and
+          st["decode_wait_s"] == 0 and st["images_gpu"] == 0 and st["decode_why_not"] == "",
+          "stats() of a host loader after 2 batches: %s" % st)
     loader.close()
     missing = env.path("absent.sock")
     ch.expect(loaderd.DaemonUnavailableError, [missing], lambda: loaderd.status(missing, json=True),
