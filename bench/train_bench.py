@@ -154,11 +154,13 @@ def measure(ctx, daemon, model, loader):
     if st:  # the whole run, warm-up included
         ctx.log.say("%s: the client %s; %d images decoded on the GPU in the training's process, %d on "
                     "its CPU; its decoding thread: %.2f s of CPU, %.2f s submitting; the training waited "
-                    "%.2f s for data, %.2f s of it for its own decoding (the rest for the workers)"
+                    "%.2f s for data: %.2f s for its own decoding of batches read earlier (the engines "
+                    "behind), %.2f s for that of batches that waited in the socket until next() (their "
+                    "decoding began late), the rest for the workers"
                     % (what, "decoded its GPU's JPEGs" if st["decoding"] else
                        "did not decode (%s)" % (st["decode_why_not"] or "no GPU decoding"),
                        st["images_gpu"], st["images_cpu"], st["decode_thread_cpu_s"], st["submit_s"],
-                       st["wait_s"], st.get("decode_wait_s", 0.0)))
+                       st["wait_s"], st.get("decode_wait_s", 0.0), st.get("decode_late_s", 0.0)))
     ctx.runs.append(f)
     return f
 

@@ -189,7 +189,10 @@ static int take_frame(struct ldr_client *c)
 				   rd->rows, c->error, sizeof c->error);
 	if (r < 0)
 		return r;
-	c->pending[(c->pending_head + c->n_pending++) % PROTO_DEVICE_SLOTS_MAX] = *rd;
+	uint32_t at = (c->pending_head + c->n_pending++) % PROTO_DEVICE_SLOTS_MAX;
+	c->pending[at] = *rd;
+	c->pending_read[at].call = c->next_calls;
+	c->pending_read[at].how = c->reading;
 	c->recv_seq++;
 	return 0;
 }
@@ -227,10 +230,29 @@ static int send_decoded(struct ldr_client *c, const struct proto_ready *rd,
 	return client_send_frame(c, "DECODED");
 }
 
+/* How a pending READY was read (client_impl.h, pending_read). */
+enum { READ_AT_CALL = 1, READ_IN_WAIT = 2 };
+
+/* Counts a wait of ldr_next for the decoding of the batch at the head of
+ * pending (ldr_stats): read in an earlier call, the engines were behind;
+ * read at this call's first look, its decoding began only now, the READY
+ * having waited in the socket since the caller's last call. One read while
+ * this call waited for it came late from the workers: data wait only. */
+static void count_decode_wait(struct ldr_client *c, uint64_t ns)
+{
+	if (c->pending_read[c->pending_head].call != c->next_calls)
+		c->stats.decode_wait_ns += ns;
+	else if (c->pending_read[c->pending_head].how == READ_AT_CALL)
+		c->stats.decode_late_ns += ns;
+}
+
 static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 {
 	uint64_t t0 = clock_mono_ns(), waited = 0;
+	c->next_calls++;
+	c->reading = READ_AT_CALL;
 	int r = c->deferred ? 0 : pump(c, 0);
+	c->reading = READ_IN_WAIT;
 	if (r < 0 && r != -ETIMEDOUT && r != -EINTR)
 		return client_fail(c, r);
 	while (c->n_pending == 0) {
@@ -261,7 +283,7 @@ static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_
 			return client_fail(c, r);
 		if (!ready) {
 			uint64_t now = clock_mono_ns();
-			c->stats.decode_wait_ns += now - t_sent;
+			count_decode_wait(c, now - t_sent);
 			waited = now - t0;
 		}
 		r = send_decoded(c, rd, &res); /* the slot is read, whatever became of the batch */

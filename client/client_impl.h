@@ -90,13 +90,24 @@ struct ldr_client {
 	uint64_t position_seq;
 
 	/* A client that decodes its GPU's JPEGs (decode.h): READYs are read
-	 * as soon as they arrive and their rows queued for the decoding thread;
+	 * by ldr_next (all that are there when it is called, then each as it
+	 * arrives while it waits) and their rows queued for the decoding thread;
 	 * pending holds them, in order, until ldr_next hands them out. An ERROR
 	 * or BYE read behind them waits until they are handed out. */
 	struct decoder *decoder;
 	char decode_why_not[256];   /* device delivery without it: why */
 	struct proto_ready pending[PROTO_DEVICE_SLOTS_MAX];
 	uint32_t pending_head, n_pending;
+	/* When each pending READY was read, for the decode waits of
+	 * ldr_stats: in which ldr_next call (next_calls) and whether by its
+	 * first look (READ_AT_CALL: it had waited in the socket) or while the
+	 * call waited for it (READ_IN_WAIT). */
+	struct {
+		uint64_t call;
+		uint8_t how;
+	} pending_read[PROTO_DEVICE_SLOTS_MAX];
+	uint64_t next_calls;        /* ldr_next calls of a decoding client */
+	uint8_t reading;            /* READ_AT_CALL or READ_IN_WAIT: what pump is doing */
 	uint64_t recv_seq;          /* seq the next READY read must carry */
 	int deferred;               /* 0, or the failure read behind pending batches */
 	char deferred_text[CLIENT_ERROR_MAX];

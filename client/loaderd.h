@@ -319,9 +319,12 @@ struct ldr_stats {
 	uint64_t images_bad;     /* refused by both (on_error applied) */
 	uint64_t submit_ns;      /* the decoding thread's host time submitting to nvJPEG */
 	uint64_t thread_cpu_ns;  /* CPU time of the decoding thread (never the caller's) */
-	uint64_t decode_wait_ns; /* of wait_ns, the part ldr_next waited for this process's
-				  * own decoding of a batch the daemon had already sent
-				  * (the engines behind, not the workers) */
+	/* Of wait_ns, the time ldr_next waited for this process's own
+	 * decoding of a batch already sent by the daemon: */
+	uint64_t decode_wait_ns; /* read by an earlier call: the engines behind */
+	uint64_t decode_late_ns; /* sent while the caller was away and read at
+				  * the call's start: its decoding began only
+				  * then (the rest of wait_ns: the workers behind) */
 };
 
 /* Fills *out. 0, or -EINVAL when c is not attached. */

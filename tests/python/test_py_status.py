@@ -45,7 +45,7 @@ def body(env):
     next(it)
     st = loader.stats()
     check(st["batches"] == 2 and st["wait_s"] >= 0 and not st["decoding"] and
-          st["decode_wait_s"] == 0 and st["images_gpu"] == 0 and st["decode_why_not"] == "",
+          st["decode_wait_s"] == 0 and st["decode_late_s"] == 0 and st["images_gpu"] == 0 and st["decode_why_not"] == "",
           "stats() of a host loader after 2 batches: %s" % st)
     loader.close()
     missing = env.path("absent.sock")

@@ -59,7 +59,8 @@ class CStats(ctypes.Structure):
     _fields_ = [("batches", _u64), ("wait_ns", _u64), ("decoding", _int),
                 ("decode_why_not", ctypes.c_char * 256), ("decoded_batches", _u64),
                 ("images_gpu", _u64), ("images_cpu", _u64), ("images_bad", _u64),
-                ("submit_ns", _u64), ("thread_cpu_ns", _u64), ("decode_wait_ns", _u64)]
+                ("submit_ns", _u64), ("thread_cpu_ns", _u64), ("decode_wait_ns", _u64),
+                ("decode_late_ns", _u64)]
 
 
 # enum ldr_dtype -> (name, itemsize, DLPack type code: 0 int, 1 uint, 2 float)

@@ -621,10 +621,11 @@ class Loader:
         engines (`images_gpu`), on this process's CPU because the engines
         refused them (`images_cpu`), bad (`images_bad`), and what the
         decoding thread cost this process (`submit_s`, `decode_thread_cpu_s`:
-        never the caller's thread), and the part of `wait_s` spent waiting
-        for that decoding of a batch the daemon had already sent
-        (`decode_wait_s`: the engines behind, where the rest of the wait is
-        the workers behind)."""
+        never the caller's thread), and the parts of `wait_s` spent waiting
+        for that decoding of a batch the daemon had already sent: one read
+        by an earlier call (`decode_wait_s`: the engines behind), one sent
+        while the caller was away, whose decoding began only at the call
+        (`decode_late_s`); the rest of the wait is the workers behind."""
         s = _lib.CStats()
         self._check(self._lib.ldr_get_stats(self._live(), ctypes.byref(s)), "ldr_get_stats")
         return {"batches": s.batches, "wait_s": s.wait_ns / 1e9, "decoding": bool(s.decoding),
@@ -632,7 +633,7 @@ class Loader:
                 "decoded_batches": s.decoded_batches, "images_gpu": s.images_gpu,
                 "images_cpu": s.images_cpu, "images_bad": s.images_bad,
                 "submit_s": s.submit_ns / 1e9, "decode_thread_cpu_s": s.thread_cpu_ns / 1e9,
-                "decode_wait_s": s.decode_wait_ns / 1e9}
+                "decode_wait_s": s.decode_wait_ns / 1e9, "decode_late_s": s.decode_late_ns / 1e9}
 
     def synchronize(self):
         """GPU delivery: blocks until the work ordered before every release
