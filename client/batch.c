@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -163,6 +164,9 @@ static int remaining_ms(int timeout_ms, uint64_t t0)
 	return spent >= (uint64_t)timeout_ms ? 0 : timeout_ms - (int)spent;
 }
 
+/* How a pending READY was read (client_impl.h, pending_read). */
+enum { READ_AT_CALL = 1, READ_IN_WAIT = 2, READ_AHEAD = 3 };
+
 /* The frame in c->msg, read by a client that decodes: a READY is checked
  * and its rows queued for the decoding thread; a failure behind pending
  * batches is kept for when they are handed out. 0 or a fatal -errno. */
@@ -230,9 +234,6 @@ static int send_decoded(struct ldr_client *c, const struct proto_ready *rd,
 	return client_send_frame(c, "DECODED");
 }
 
-/* How a pending READY was read (client_impl.h, pending_read). */
-enum { READ_AT_CALL = 1, READ_IN_WAIT = 2 };
-
 /* Counts a wait of ldr_next for the decoding of the batch at the head of
  * pending (ldr_stats): read in an earlier call, the engines were behind;
  * read at this call's first look, its decoding began only now, the READY
@@ -240,15 +241,41 @@ enum { READ_AT_CALL = 1, READ_IN_WAIT = 2 };
  * this call waited for it came late from the workers: data wait only. */
 static void count_decode_wait(struct ldr_client *c, uint64_t ns)
 {
-	if (c->pending_read[c->pending_head].call != c->next_calls)
+	uint8_t how = c->pending_read[c->pending_head].how;
+	if (how == READ_AHEAD || c->pending_read[c->pending_head].call != c->next_calls)
 		c->stats.decode_wait_ns += ns;
-	else if (c->pending_read[c->pending_head].how == READ_AT_CALL)
+	else if (how == READ_AT_CALL)
 		c->stats.decode_late_ns += ns;
 }
 
-static int next_decoding(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
+bool client_read_ahead(struct ldr_client *c)
+{
+	if (c->deferred || c->ahead_failed) /* (c->failed is the caller's: not read here) */
+		return true;
+	c->reading = READ_AHEAD;
+	for (;;) {
+		struct pollfd p = {.fd = c->sock, .events = POLLIN};
+		if (poll(&p, 1, 0) <= 0)
+			return false; /* nothing there: the caller read it */
+		int r = client_recv_frame(c, 0, NULL);
+		if (r == 0)
+			r = take_frame(c); /* an ERROR or BYE: deferred behind the batches before it */
+		if (r < 0) {
+			c->ahead_failed = r;
+			snprintf(c->deferred_text, sizeof c->deferred_text, "%s", c->error);
+		}
+		if (c->deferred || c->ahead_failed)
+			return true;
+	}
+}
+
+static int next_decoding_locked(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 {
 	uint64_t t0 = clock_mono_ns(), waited = 0;
+	if (c->ahead_failed) {
+		snprintf(c->error, sizeof c->error, "%s", c->deferred_text);
+		return client_fail(c, c->ahead_failed);
+	}
 	c->next_calls++;
 	c->reading = READ_AT_CALL;
 	int r = c->deferred ? 0 : pump(c, 0);
@@ -308,8 +335,12 @@ int ldr_next(struct ldr_client *c, struct ldr_batch *b, int timeout_ms)
 	if (c->n_held >= c->depth)
 		return client_error(c, -EBUSY, "%" PRIu32 " batches held, the depth is %" PRIu32
 				    ": release one first", c->n_held, c->depth);
-	if (c->decoder)
-		return next_decoding(c, b, timeout_ms);
+	if (c->decoder) {
+		client_lock(c);
+		int r = next_decoding_locked(c, b, timeout_ms);
+		client_unlock(c);
+		return r;
+	}
 	struct proto_msg *msg = &c->msg;
 	uint64_t t0 = clock_mono_ns();
 	int r = client_recv_frame(c, timeout_ms, NULL);
@@ -493,6 +524,7 @@ int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *c
 		c->position_seq = hb->seq;
 		c->released_any = true;
 	}
+	client_lock(c); /* c->msg and the depth count, with the read-ahead thread */
 	struct proto_msg *msg = &c->msg; /* only the fields RELEASE uses: the union is 64 KiB */
 	msg->hdr = (struct proto_header){.type = PROTO_RELEASE};
 	msg->u.release = (struct proto_release){
@@ -500,10 +532,11 @@ int ldr_release_streams(struct ldr_client *c, const struct ldr_batch *b, void *c
 	};
 	hb->used = false;
 	c->n_held--;
-	if (c->failed)
-		return c->failed;
-	int r = client_send_frame(c, "RELEASE");
-	return r < 0 ? client_fail(c, r) : 0;
+	int r = c->failed ? c->failed : client_send_frame(c, "RELEASE");
+	if (r < 0 && !c->failed)
+		client_fail(c, r);
+	client_unlock(c);
+	return r < 0 ? r : 0;
 }
 
 uint64_t ldr_sample_index(const struct ldr_client *c, const struct ldr_batch *b, unsigned row)

@@ -532,6 +532,9 @@ int ldr_attach(struct ldr_client *c, const struct ldr_attach_opts *opts)
 	/* The pipeline's name, as the daemon gave it (a declared pipeline's is
 	 * the daemon's): a valid one (position.h). */
 	snprintf(c->position.pipeline, sizeof c->position.pipeline, "%s", w->name);
+	const char *ahead = getenv("LOADERD_CLIENT_READ_AHEAD");
+	if (c->decoder && ahead && strcmp(ahead, "1") == 0 && (r = client_ahead_start(c)) < 0)
+		return client_fail(c, r);
 	c->attached = true;
 	c->error[0] = '\0';
 	return 0;
@@ -602,7 +605,9 @@ void ldr_close(struct ldr_client *c)
 	if (!c)
 		return;
 	/* BYE tells the daemon our IPC handles are closed: its ring can go.
-	 * The decoder writes into the ring: it stops first. */
+	 * The decoder writes into the ring: it stops first, after the thread
+	 * that queues work for it. */
+	client_ahead_stop(c);
 	decoder_close(c->decoder);
 	device_close(c->ring);
 	if (c->sock >= 0 && c->attached && !c->failed) {

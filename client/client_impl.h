@@ -107,10 +107,13 @@ struct ldr_client {
 		uint8_t how;
 	} pending_read[PROTO_DEVICE_SLOTS_MAX];
 	uint64_t next_calls;        /* ldr_next calls of a decoding client */
-	uint8_t reading;            /* READ_AT_CALL or READ_IN_WAIT: what pump is doing */
+	uint8_t reading;            /* READ_AT_CALL, READ_IN_WAIT or READ_AHEAD: who reads */
+	struct client_ahead *ahead; /* the read-ahead thread (ahead.c), or NULL */
 	uint64_t recv_seq;          /* seq the next READY read must carry */
 	int deferred;               /* 0, or the failure read behind pending batches */
-	char deferred_text[CLIENT_ERROR_MAX];
+	int ahead_failed;           /* 0, or a failure of the read-ahead thread's read:
+				     * the next ldr_next fails with it at once */
+	char deferred_text[CLIENT_ERROR_MAX]; /* the text of either */
 
 	struct ldr_stats stats;     /* batches and wait_ns; the rest from the decoder */
 	uint64_t wait_carry;        /* waited by calls that timed out or were interrupted:
@@ -118,6 +121,27 @@ struct ldr_client {
 
 	struct proto_msg msg;       /* the frame being sent or received (~64 KiB) */
 };
+
+/*
+ * ahead.c: for a client that decodes its GPU's JPEGs, a thread of the
+ * library that reads the daemon's frames while the caller is away from
+ * ldr_next, so that a batch's decoding starts when its READY arrives, not
+ * at the caller's next call ($LOADERD_CLIENT_READ_AHEAD=1; off by
+ * default). The handle's frame state (c->msg, the pending READYs, the
+ * depth count, the socket) is then shared with the thread: ldr_next and
+ * ldr_release_streams hold client_lock while they use it, and the thread
+ * holds it while it reads. Without the thread the lock is no lock.
+ */
+int client_ahead_start(struct ldr_client *c);   /* 0 or -errno with the reason set */
+void client_ahead_stop(struct ldr_client *c);   /* joins the thread; NULL ahead is fine */
+void client_lock(struct ldr_client *c);
+void client_unlock(struct ldr_client *c);
+/* batch.c, under the lock: reads every frame there now, queuing READYs for
+ * the decoding thread, as ldr_next would; a failure to read is kept for
+ * the next ldr_next (ahead_failed), which fails with it at once as when it
+ * reads itself. Whether the thread should stop reading (the stream ended
+ * or failed). */
+bool client_read_ahead(struct ldr_client *c);
 
 /* Writes the handle's error text (common/errtext.h) and returns code. */
 int client_error(struct ldr_client *c, int code, const char *fmt, ...)

@@ -16,6 +16,8 @@ float16 NCHW. With LOADERD_CLIENT_DECODE=1 the Python client decodes:
   client shows its DECODEDs; the client's thread is a copying lane
   (loaderd-gpu0), not the decoding one;
 - two clients on one GPU, each decoding its own, get what one alone got;
+- with the read-ahead thread (LOADERD_CLIENT_READ_AHEAD=1), one client and
+  two at once get the same bytes;
 - a client killed in the middle of decoding leaves the daemon and another
   client whole (its staging slots come back: a client after it runs
   through two epochs);
@@ -125,6 +127,18 @@ def body(env):
         tgd.same(run, client_runs["gpu"], "two decoding clients at once, client %d, against one"
                  % (k + 1))
     print("two clients on one GPU, each decoding its own: what one alone got")
+
+    os.environ["LOADERD_CLIENT_READ_AHEAD"] = "1"
+    try:
+        for name in pipelines:
+            tgd.same(tgd.batches(loaderd, d.socket, name, 0, torch), client_runs[name],
+                     "client decode %s with the read-ahead thread" % name)
+        for k, run in enumerate(tgd.batches_two(loaderd, d.socket, "gpu", torch)):
+            tgd.same(run, client_runs["gpu"], "two decoding clients with the read-ahead thread, "
+                     "client %d, against one without" % (k + 1))
+    finally:
+        del os.environ["LOADERD_CLIENT_READ_AHEAD"]
+    print("the read-ahead thread: the same bytes, one client and two")
 
     # A client killed while it decodes.
     script = env.path("killed_client.py")
